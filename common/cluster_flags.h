@@ -1,0 +1,36 @@
+// Flags every role shares: where the scheduler is, how big the job is, who I am.
+// Each has a DTRAIN_* environment name and, where ps-lite had one, its DMLC_* name,
+// so a ps-lite style hand launch works unchanged:
+//   DMLC_ROLE=server DMLC_PS_ROOT_URI=10.0.0.1 DMLC_PS_ROOT_PORT=9091 \
+//   DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=1 dtrain run
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/flags.h"
+
+namespace dtrain {
+
+struct ClusterFlags {
+  std::string scheduler;  // host:port; DTRAIN_SCHEDULER_ADDR or DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT
+  int64_t num_workers = 1;  // DTRAIN_NUM_WORKERS, DMLC_NUM_WORKER
+  int64_t num_servers = 1;  // DTRAIN_NUM_SERVERS, DMLC_NUM_SERVER
+  int64_t rank = -1;        // DTRAIN_RANK; -1: the scheduler assigns
+  std::string host;         // address others reach me at; DTRAIN_NODE_HOST, DMLC_NODE_HOST
+  int64_t port = 0;         // my listening port (0: any free one); DTRAIN_PORT
+  double register_timeout_s = 120;   // DTRAIN_REGISTER_TIMEOUT
+  double heartbeat_interval_s = 1;   // DTRAIN_HEARTBEAT_INTERVAL
+};
+
+void AddClusterFlags(FlagSet& flags, ClusterFlags* out);
+
+// After parsing: fills `scheduler` from DMLC_PS_ROOT_URI/PORT when unset, defaults
+// `host` to 127.0.0.1, and checks ranges (INVALID_ARGUMENT naming the flag).
+// `need_scheduler`: the address must be known.
+absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler,
+                                const FlagSet::EnvLookup& env = nullptr);
+
+}  // namespace dtrain

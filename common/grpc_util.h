@@ -1,0 +1,34 @@
+// Small bridges between absl and gRPC: status conversion, deadlines, channels.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace dtrain {
+
+// absl::StatusCode and grpc::StatusCode share their numbering.
+absl::Status FromGrpc(const grpc::Status& s);
+grpc::Status ToGrpc(const absl::Status& s);
+
+std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d);
+
+// An insecure channel with dtrain's message size limits and keepalive settings.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+// Applies the same limits to a server.
+void ConfigureServerBuilder(grpc::ServerBuilder& builder);
+
+// Largest message either side accepts: a 4 MB key chunk plus its optimizer state
+// fits with room; whole-model messages are never sent.
+inline constexpr int kMaxMessageBytes = 64 << 20;
+
+// Seconds since `unix_ms` (a time from absl::ToUnixMillis), for "last heard" texts.
+double SecondsSince(int64_t unix_ms);
+
+}  // namespace dtrain

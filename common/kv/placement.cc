@@ -1,0 +1,51 @@
+#include "common/kv/placement.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace dtrain::kv {
+
+Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_servers,
+                           int64_t max_chunk_elems) {
+  Placement p;
+  p.by_server.resize(num_servers);
+  p.elems_per_server.assign(num_servers, 0);
+
+  // Chunked tensors first, round-robin with a rotating start.
+  int rotate = 0;
+  std::vector<int> whole;
+  for (int i = 0; i < static_cast<int>(param_elems.size()); ++i) {
+    const int64_t n = param_elems[i];
+    if (n <= max_chunk_elems) {
+      whole.push_back(i);
+      continue;
+    }
+    int chunk = 0;
+    for (int64_t off = 0; off < n; off += max_chunk_elems, ++chunk) {
+      const int64_t len = std::min(max_chunk_elems, n - off);
+      const int server = (rotate + chunk) % num_servers;
+      p.slices.push_back({MakeKey(i, chunk), i, off, len, server});
+      p.elems_per_server[server] += len;
+    }
+    rotate = (rotate + chunk) % num_servers;
+  }
+  // Whole tensors, largest first, to the least-loaded server (stable by index).
+  std::stable_sort(whole.begin(), whole.end(),
+                   [&](int a, int b) { return param_elems[a] > param_elems[b]; });
+  for (int i : whole) {
+    const int server = static_cast<int>(
+        std::min_element(p.elems_per_server.begin(), p.elems_per_server.end()) -
+        p.elems_per_server.begin());
+    p.slices.push_back({MakeKey(i, 0), i, 0, param_elems[i], server});
+    p.elems_per_server[server] += param_elems[i];
+  }
+  std::sort(p.slices.begin(), p.slices.end(), [](const KeySlice& a, const KeySlice& b) {
+    return a.param_index != b.param_index ? a.param_index < b.param_index : a.offset < b.offset;
+  });
+  for (int s = 0; s < static_cast<int>(p.slices.size()); ++s) {
+    p.by_server[p.slices[s].server].push_back(s);
+  }
+  return p;
+}
+
+}  // namespace dtrain::kv

@@ -1,0 +1,49 @@
+// Key placement: how parameter tensors are cut into keys and spread over servers.
+//
+// Every node computes the same placement from the same inputs (the ordered list of
+// parameter sizes and the number of servers), so no placement table is ever sent.
+//
+// - A tensor larger than kMaxChunkElems is cut into chunks of kMaxChunkElems
+//   (the last one shorter); chunk j of a tensor goes to server (first + j) % S, where
+//   `first` rotates with each chunked tensor, so big tensors spread over all servers.
+// - Smaller tensors stay whole and go, largest first, to the server with the fewest
+//   elements so far (ties: lowest rank), balancing bytes across servers.
+//
+// Chunk boundaries do not depend on the number of servers, so a key (and its saved
+// optimizer state) means the same slice whatever the cluster size.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace dtrain::kv {
+
+// 4 MB of float32.
+inline constexpr int64_t kMaxChunkElems = int64_t{1} << 20;
+
+// key = param_index << 24 | chunk_index.
+inline constexpr uint64_t MakeKey(int param_index, int chunk_index) {
+  return (static_cast<uint64_t>(param_index) << 24) | static_cast<uint64_t>(chunk_index);
+}
+inline constexpr int KeyParam(uint64_t key) { return static_cast<int>(key >> 24); }
+inline constexpr int KeyChunk(uint64_t key) { return static_cast<int>(key & 0xFFFFFF); }
+
+struct KeySlice {
+  uint64_t key;
+  int param_index;
+  int64_t offset;  // in elements, into the flattened tensor
+  int64_t length;  // in elements
+  int server;      // rank of the server holding it
+};
+
+struct Placement {
+  std::vector<KeySlice> slices;                  // ordered by (param_index, offset)
+  std::vector<std::vector<int>> by_server;       // indices into `slices`, per server
+  std::vector<int64_t> elems_per_server;
+};
+
+// `param_elems[i]` is the element count of parameter i. Requires num_servers >= 1.
+Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_servers,
+                           int64_t max_chunk_elems = kMaxChunkElems);
+
+}  // namespace dtrain::kv

@@ -1,0 +1,101 @@
+// A parameter server's shard: the keys it holds, their optimizer state, and the rule
+// that merges workers' pushes (sync or async). No gRPC here: the service translates
+// RPCs into these calls, and the `local` kvstore uses the same class in-process.
+//
+// Thread-safe. Keys have their own locks, so pushes to different keys run in parallel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/kv/optimizer.h"
+
+namespace dtrain::kv {
+
+enum class MergeMode {
+  // For each key and step, merge exactly one push from every worker (rank order, so
+  // the sum is bit-reproducible), average, apply the optimizer once, bump the version.
+  kSync,
+  // Apply each push on arrival (no averaging); pulls return the current weights.
+  kAsync,
+};
+
+struct StoreConfig {
+  MergeMode mode = MergeMode::kSync;
+  int num_workers = 1;
+  OptimizerOptions optimizer;
+};
+
+// One key's contents, as saved in checkpoints and sent by GetState.
+struct KeySnapshot {
+  uint64_t key = 0;
+  std::vector<int64_t> shape;
+  int64_t version = 0;               // updates applied so far
+  std::vector<float> values;
+  std::vector<float> optimizer_state;  // StateSlots() * numel
+};
+
+// Called once a pull can be answered. `data` (numel floats, the weights at `version`)
+// is only valid during the call, which runs with the key's lock held: copy out, do not
+// call back into the store. On error `data` is null.
+using PullCallback =
+    std::function<void(const absl::Status& status, int64_t version, const float* data, int64_t numel)>;
+
+class ShardStore {
+ public:
+  using Clock = std::function<absl::Time()>;
+
+  explicit ShardStore(Clock clock = absl::Now);
+  ~ShardStore();
+
+  // Sets mode, worker count and optimizer. Repeating an identical config is OK (a
+  // worker 0 that restarts); a different one is FAILED_PRECONDITION saying what differs.
+  absl::Status Configure(const StoreConfig& config);
+  bool configured() const;
+
+  // Creates a key. An existing key with the same shape is left unchanged (OK);
+  // a different shape is FAILED_PRECONDITION. `state` may be empty (fresh start) or
+  // hold StateSlots() * numel floats (resume); `version` is the resumed update count.
+  absl::Status InitKey(uint64_t key, const std::vector<int64_t>& shape, const float* values, int64_t numel,
+                       int64_t version = 0, const std::vector<float>& state = {});
+
+  // A worker's gradient for `key`, computed on weights of version `step`.
+  // Errors: FAILED_PRECONDITION before Configure; NOT_FOUND for an unknown key;
+  // INVALID_ARGUMENT when numel differs from the key's (naming both and the shape) or
+  // worker_rank is out of range. Sync: a push for an already-merged step, or a second
+  // push for the pending step from the same worker, is ignored (OK) so that retries
+  // count once; a push for a step ahead of the key's version is FAILED_PRECONDITION.
+  // Async: a push whose step is <= that worker's last push to this key is ignored.
+  absl::Status Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel);
+
+  // Answers with the key's weights once its version >= min_version (sync; async
+  // answers at once). `done` runs in this call if ready, else later from the Push that
+  // completes the step, or from CheckDeadlines with DEADLINE_EXCEEDED naming the
+  // workers whose pushes are missing ("step 812 key 3: waiting for worker 2, last heard
+  // 31 s ago"). NOT_FOUND for an unknown key, at once.
+  void Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done);
+
+  // Fails parked pulls whose deadline has passed, and logs one "still waiting" line per
+  // stalled step every `still_waiting_every`. The service calls this about once a second.
+  void CheckDeadlines(absl::Time now, absl::Duration still_waiting_every = absl::Seconds(10));
+
+  // Keys held (all when `keys` is empty); NOT_FOUND names an unknown key.
+  absl::Status Snapshot(const std::vector<uint64_t>& keys, std::vector<KeySnapshot>* out) const;
+
+  // Records that a worker was heard from (any message), for the "last heard" texts.
+  void NoteHeardFrom(int worker_rank);
+
+  int64_t num_keys() const;
+  int64_t updates_applied() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtrain::kv

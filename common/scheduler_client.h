@@ -1,0 +1,64 @@
+// A node's side of the scheduler protocol: register, heartbeat, barriers, leave.
+//
+// Every call has a deadline; errors from the scheduler (which name missing nodes)
+// are passed through unchanged.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dtrain/v1/scheduler.grpc.pb.h"
+
+namespace dtrain {
+
+class SchedulerClient {
+ public:
+  // Does not contact the scheduler yet.
+  explicit SchedulerClient(const std::string& address);
+  ~SchedulerClient();  // stops the heartbeat stream
+
+  // Blocks until every expected node registered, or `timeout` (the scheduler names
+  // who is missing). UNAVAILABLE (naming the address) when the scheduler cannot be
+  // reached within `timeout`.
+  absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& my_address,
+                                                int requested_rank, int num_workers, int num_servers,
+                                                absl::Duration timeout);
+
+  struct HeartbeatHooks {
+    // Called (from the heartbeat thread) when the scheduler says the job is over.
+    std::function<void(const std::string& reason)> on_shutdown;
+    // Called when the scheduler reports a node dead.
+    std::function<void(const v1::NodeInfo& node)> on_dead;
+  };
+  // Starts the heartbeat stream (after Register). A request every `interval` carries
+  // the step and speed set with SetProgress. If the stream breaks it reconnects until
+  // the scheduler's own deadline would have passed, then logs and calls on_shutdown.
+  void StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks);
+  void SetProgress(int64_t step, double samples_per_sec);
+
+  absl::Status Barrier(const std::string& name, v1::BarrierGroup group, absl::Duration timeout);
+  absl::Status Leave(bool failed, const std::string& reason, absl::Duration timeout = absl::Seconds(10));
+  absl::StatusOr<v1::GetStatusResponse> GetStatus(absl::Duration timeout);
+
+  int rank() const { return rank_; }
+  v1::Role role() const { return role_; }
+
+ private:
+  struct Heartbeat;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Scheduler::Stub> stub_;
+  v1::Role role_ = v1::ROLE_UNSPECIFIED;
+  int rank_ = -1;
+  std::atomic<int64_t> step_{0};
+  std::atomic<double> samples_per_sec_{0};
+  std::unique_ptr<Heartbeat> heartbeat_;
+};
+
+}  // namespace dtrain
