@@ -1,1 +1,83 @@
-// placeholder: being written
+#include "common/cluster_flags.h"
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace dtrain {
+
+void AddClusterFlags(FlagSet& flags, ClusterFlags* out) {
+  flags.AddString("scheduler", &out->scheduler,
+                  "host:port of the scheduler (else DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT)",
+                  {"DTRAIN_SCHEDULER_ADDR"});
+  flags.AddInt("num-workers", &out->num_workers, "workers in the job",
+               {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
+  flags.AddInt("num-servers", &out->num_servers, "parameter servers in the job",
+               {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
+  flags.AddInt("rank", &out->rank, "this node's rank within its role; -1: the scheduler assigns",
+               {"DTRAIN_RANK"});
+  flags.AddString("host", &out->host, "address other nodes reach this one at (default 127.0.0.1)",
+                  {"DTRAIN_NODE_HOST", "DMLC_NODE_HOST"});
+  flags.AddInt("port", &out->port, "port this node listens on; 0: any free one", {"DTRAIN_PORT"});
+  flags.AddDouble("register-timeout", &out->register_timeout_s,
+                  "seconds to wait for every node to register", {"DTRAIN_REGISTER_TIMEOUT"});
+  flags.AddDouble("heartbeat-interval", &out->heartbeat_interval_s,
+                  "seconds between heartbeats to the scheduler", {"DTRAIN_HEARTBEAT_INTERVAL"});
+}
+
+absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env) {
+  auto lookup = [&](const char* name) -> std::string {
+    const char* v = env ? env(name) : std::getenv(name);
+    return v == nullptr ? std::string() : std::string(v);
+  };
+  if (flags->scheduler.empty()) {
+    // ps-lite spells the scheduler's address as two variables.
+    const std::string uri = lookup("DMLC_PS_ROOT_URI");
+    const std::string port = lookup("DMLC_PS_ROOT_PORT");
+    if (!uri.empty() && !port.empty()) {
+      int p = 0;
+      if (!absl::SimpleAtoi(port, &p) || p <= 0 || p > 65535) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("environment DMLC_PS_ROOT_PORT: expected a port, got '", port, "'"));
+      }
+      flags->scheduler = absl::StrCat(uri, ":", p);
+    } else if (!uri.empty() || !port.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together (only ",
+          uri.empty() ? "DMLC_PS_ROOT_PORT" : "DMLC_PS_ROOT_URI", " is set)"));
+    }
+  }
+  if (need_scheduler && flags->scheduler.empty()) {
+    return absl::InvalidArgumentError(
+        "--scheduler is not set (nor DTRAIN_SCHEDULER_ADDR, nor DMLC_PS_ROOT_URI + DMLC_PS_ROOT_PORT)");
+  }
+  if (!flags->scheduler.empty() && flags->scheduler.find(':') == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--scheduler: expected host:port, got '", flags->scheduler, "'"));
+  }
+  if (flags->host.empty()) flags->host = "127.0.0.1";
+  if (flags->num_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--num-workers must be at least 1, got ", flags->num_workers));
+  }
+  if (flags->num_servers < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--num-servers must not be negative, got ", flags->num_servers));
+  }
+  if (flags->rank < -1) {
+    return absl::InvalidArgumentError(absl::StrCat("--rank must be -1 (assign) or a rank, got ", flags->rank));
+  }
+  if (flags->port < 0 || flags->port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--port must be in 0..65535, got ", flags->port));
+  }
+  if (!(flags->register_timeout_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--register-timeout must be positive, got ", flags->register_timeout_s));
+  }
+  if (!(flags->heartbeat_interval_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--heartbeat-interval must be positive, got ", flags->heartbeat_interval_s));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dtrain

@@ -35,7 +35,11 @@ class SchedulerClient {
     std::function<void(const std::string& reason)> on_shutdown;
     // Called when the scheduler reports a node dead.
     std::function<void(const v1::NodeInfo& node)> on_dead;
+    // How long a broken stream is retried before on_shutdown; matches the
+    // scheduler's default --heartbeat-timeout, after which it has declared us dead.
+    absl::Duration reconnect_for = absl::Seconds(10);
   };
+  // Hooks must not destroy this client (its destructor joins the calling thread).
   // Starts the heartbeat stream (after Register). A request every `interval` carries
   // the step and speed set with SetProgress. If the stream breaks it reconnects until
   // the scheduler's own deadline would have passed, then logs and calls on_shutdown.

@@ -86,6 +86,9 @@ class ShardStore {
 
   // Keys held (all when `keys` is empty); NOT_FOUND names an unknown key.
   absl::Status Snapshot(const std::vector<uint64_t>& keys, std::vector<KeySnapshot>* out) const;
+  // The keys held, ascending (lets GetState stream one key at a time instead of
+  // copying the whole shard at once).
+  std::vector<uint64_t> Keys() const;
 
   // Records that a worker was heard from (any message), for the "last heard" texts.
   void NoteHeardFrom(int worker_rank);

@@ -1,0 +1,32 @@
+// Images as LibTorch tensors, and each worker's part of the training set.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "services/worker/idx_reader.h"
+
+namespace dtrain::worker {
+
+struct TensorSet {
+  torch::Tensor images;  // float32 [N, 1, rows, cols] in [0, 1]
+  torch::Tensor labels;  // int64 [N]
+  int64_t size() const { return labels.size(0); }
+};
+
+// Uses the first `limit` examples (all when limit <= 0 or larger than the set).
+TensorSet ToTensors(const ImageSet& set, int64_t limit = 0);
+
+// Worker `rank` of `num_workers` takes examples rank, rank+W, rank+2W ... of the
+// first floor(N/W)*W, so every worker has the same count and the same number of
+// batches per epoch (a sync step needs every worker).
+TensorSet Partition(const TensorSet& all, int rank, int num_workers);
+
+// A fresh order of [0, n) for an epoch; depends only on (seed, epoch, rank), so a
+// resumed run shuffles exactly as an uninterrupted one.
+std::vector<int64_t> EpochOrder(int64_t n, int64_t seed, int64_t epoch, int rank);
+
+}  // namespace dtrain::worker

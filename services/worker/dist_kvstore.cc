@@ -1,0 +1,160 @@
+#include "services/worker/dist_kvstore.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "services/worker/resume_states.h"
+
+namespace dtrain::worker {
+
+struct DistKVStore::Shutdown {
+  std::atomic<bool> requested{false};
+  std::mutex mu;
+  std::string reason;
+};
+
+DistKVStore::DistKVStore(DistOptions options)
+    : options_(std::move(options)), shutdown_(std::make_shared<Shutdown>()) {}
+
+DistKVStore::~DistKVStore() = default;
+
+absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOptions& options) {
+  std::unique_ptr<DistKVStore> store(new DistKVStore(options));
+  store->scheduler_ = std::make_unique<SchedulerClient>(options.scheduler);
+  char hostname[256] = {0};
+  ::gethostname(hostname, sizeof(hostname) - 1);
+  DTRAIN_ASSIGN_OR_RETURN(
+      v1::RegisterResponse reg,
+      store->scheduler_->Register(v1::ROLE_WORKER, options.host, options.requested_rank, options.num_workers,
+                                  options.num_servers, options.register_timeout));
+  store->rank_ = reg.rank();
+  SetLogIdentity("worker", store->rank_);
+  if (reg.cluster().servers_size() != options.num_servers) {
+    return absl::FailedPreconditionError(absl::StrCat("the scheduler reports ", reg.cluster().servers_size(),
+                                                      " servers, this worker expects ", options.num_servers));
+  }
+  std::shared_ptr<Shutdown> shutdown = store->shutdown_;
+  SchedulerClient::HeartbeatHooks hooks;
+  hooks.on_shutdown = [shutdown](const std::string& reason) {
+    std::lock_guard<std::mutex> lock(shutdown->mu);
+    shutdown->reason = reason;
+    shutdown->requested = true;
+  };
+  hooks.on_dead = [](const v1::NodeInfo& node) {
+    DTRAIN_LOG(WARNING) << "scheduler reports " << (node.role() == v1::ROLE_SERVER ? "server " : "worker ")
+                        << node.rank() << " dead";
+  };
+  store->scheduler_->StartHeartbeat(options.heartbeat_interval, std::move(hooks));
+  for (const auto& server : reg.cluster().servers()) {
+    DTRAIN_ASSIGN_OR_RETURN(auto client, kv::PsClient::Connect(server.address(), server.rank(), store->rank_,
+                                                                options.register_timeout));
+    store->servers_.push_back(std::move(client));
+  }
+  DTRAIN_LOG(INFO) << "joined " << options.type << " cluster: " << options.num_workers << " workers, "
+                   << options.num_servers << " servers, scheduler " << options.scheduler;
+  return store;
+}
+
+absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStoreInit& init) {
+  params_ = params;
+  optimizer_name_ = init.optimizer.name;
+  std::vector<int64_t> sizes;
+  for (const auto& p : params_) sizes.push_back(p.numel);
+  placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
+  const absl::Duration timeout = options_.sync_timeout;
+
+  if (rank_ == 0) {
+    // Worker 0 configures the servers and gives every key its first value, as
+    // MXNet's kv.init + set_optimizer from rank 0.
+    DTRAIN_ASSIGN_OR_RETURN(ResumeIndex resume, IndexResumeStates(init.resume, optimizer_name_));
+    std::vector<std::vector<kv::KeySnapshot>> per_server(servers_.size());
+    for (const auto& slice : placement_.slices) {
+      kv::KeySnapshot k;
+      k.key = slice.key;
+      k.shape = {slice.length};
+      k.version = init.start_version;
+      const float* w = params_[slice.param_index].weights + slice.offset;
+      k.values.assign(w, w + slice.length);
+      DTRAIN_RETURN_IF_ERROR(resume.Take(slice.key, &k.version, &k.optimizer_state));
+      per_server[slice.server].push_back(std::move(k));
+    }
+    DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
+    for (size_t s = 0; s < servers_.size(); ++s) {
+      DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.type, options_.num_workers, init.optimizer, timeout));
+      DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout));
+    }
+  }
+  DTRAIN_RETURN_IF_ERROR(Barrier("kvstore-init"));
+  // Everyone (rank 0 too, for uniformity) starts from the servers' weights.
+  int64_t min_version = init.start_version;
+  for (const auto& slice : placement_.slices) {
+    float* w = params_[slice.param_index].weights + slice.offset;
+    servers_[slice.server]->Pull(slice.key, min_version, w, slice.length);
+  }
+  return WaitAllServers(absl::Now() + timeout);
+}
+
+absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>& grads) {
+  if (shutdown_->requested) {
+    std::lock_guard<std::mutex> lock(shutdown_->mu);
+    return absl::AbortedError(absl::StrCat("the scheduler ended the job: ", shutdown_->reason));
+  }
+  if (grads.size() != params_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
+  }
+  for (const auto& slice : placement_.slices) {
+    servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
+                                     params_[slice.param_index].weights + slice.offset, slice.length);
+  }
+  return WaitAllServers(absl::Now() + options_.sync_timeout);
+}
+
+absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
+  absl::Status first;
+  for (auto& s : servers_) {
+    absl::Status st = s->WaitAll(deadline);
+    if (first.ok() && !st.ok()) first = st;
+  }
+  return first;
+}
+
+absl::StatusOr<OptimizerStates> DistKVStore::SaveStates() {
+  OptimizerStates out;
+  out.optimizer = optimizer_name_;
+  for (auto& s : servers_) {
+    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeySnapshot> snaps, s->GetState({}, options_.sync_timeout));
+    for (auto& k : snaps) out.keys.push_back({k.key, k.version, std::move(k.optimizer_state)});
+  }
+  return out;
+}
+
+absl::Status DistKVStore::Barrier(const std::string& name) {
+  return scheduler_->Barrier(name, v1::BARRIER_GROUP_WORKERS, options_.sync_timeout);
+}
+
+void DistKVStore::ReportProgress(int64_t step, double samples_per_sec) {
+  scheduler_->SetProgress(step, samples_per_sec);
+}
+
+absl::Status DistKVStore::Finish(bool failed, const std::string& reason) {
+  return scheduler_->Leave(failed, reason);
+}
+
+KVStoreStats DistKVStore::stats() const {
+  KVStoreStats st;
+  for (const auto& s : servers_) {
+    st.bytes_pushed += s->bytes_pushed();
+    st.bytes_pulled += s->bytes_pulled();
+  }
+  return st;
+}
+
+bool DistKVStore::shutdown_requested() const { return shutdown_->requested; }
+
+}  // namespace dtrain::worker

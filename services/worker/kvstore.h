@@ -1,0 +1,75 @@
+// The worker's view of parameter synchronisation, one class per kvstore mode (as
+// MXNet's KVStore and PyTorch's ProcessGroup backends):
+//   local, device          LocalKVStore: one process, optimizer applied in-process
+//   dist_sync, dist_device_sync, dist_async
+//                          DistKVStore: gradients pushed to parameter servers, which
+//                          merge them and apply the optimizer; weights pulled back
+// No LibTorch here: parameters are plain float buffers owned by the caller.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/kv/optimizer.h"
+#include "services/worker/checkpoint.h"
+
+namespace dtrain::worker {
+
+// One model parameter; `weights` must stay valid for the store's life.
+struct ParamRef {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* weights = nullptr;
+  int64_t numel = 0;
+};
+
+struct KVStoreInit {
+  kv::OptimizerOptions optimizer;
+  // Resume: each key's update count and optimizer state (from PREFIX-N.states).
+  // Null: a fresh start, every key at version `start_version`.
+  const OptimizerStates* resume = nullptr;
+  int64_t start_version = 0;
+};
+
+// Progress and timing, for logs and (later) metrics.
+struct KVStoreStats {
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
+};
+
+class KVStore {
+ public:
+  virtual ~KVStore() = default;
+
+  virtual const std::string& type() const = 0;
+  virtual int rank() const = 0;
+  virtual int num_workers() const = 0;
+
+  // Registers the parameters. Rank 0's current weights (and `init.resume`) become the
+  // store's initial state; when Init returns OK every worker's weights equal them.
+  virtual absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) = 0;
+
+  // Sends this worker's gradients for `step` (grads[i] has params[i].numel floats) and
+  // overwrites the weights with the result: in sync mode the weights after every
+  // worker's step-`step` gradient was applied, in async mode the current ones.
+  virtual absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) = 0;
+
+  // The optimizer state of every key, for PREFIX-N.states.
+  virtual absl::StatusOr<OptimizerStates> SaveStates() = 0;
+
+  // Blocks until every worker reached the barrier (named in errors).
+  virtual absl::Status Barrier(const std::string& name) = 0;
+
+  virtual void ReportProgress(int64_t /*step*/, double /*samples_per_sec*/) {}
+
+  // Tells the cluster this worker is done (or failed).
+  virtual absl::Status Finish(bool failed, const std::string& reason) = 0;
+
+  virtual KVStoreStats stats() const { return {}; }
+};
+
+}  // namespace dtrain::worker

@@ -1,0 +1,37 @@
+// kvstore `local` / `device`: one worker process, no servers. The same ShardStore a
+// parameter server runs is used in-process, so the update rule is identical.
+//
+// On a machine with one CPU and no GPUs, `device` has a single device to aggregate
+// over and behaves as `local`.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/kv/shard_store.h"
+#include "services/worker/kvstore.h"
+
+namespace dtrain::worker {
+
+class LocalKVStore : public KVStore {
+ public:
+  explicit LocalKVStore(std::string type);
+
+  const std::string& type() const override { return type_; }
+  int rank() const override { return 0; }
+  int num_workers() const override { return 1; }
+  absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) override;
+  absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) override;
+  absl::StatusOr<OptimizerStates> SaveStates() override;
+  absl::Status Barrier(const std::string&) override { return absl::OkStatus(); }
+  absl::Status Finish(bool, const std::string&) override { return absl::OkStatus(); }
+
+ private:
+  std::string type_;
+  std::string optimizer_name_;
+  std::vector<ParamRef> params_;
+  kv::ShardStore store_;
+};
+
+}  // namespace dtrain::worker

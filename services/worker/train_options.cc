@@ -1,0 +1,69 @@
+#include "services/worker/train_options.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace dtrain::worker {
+
+void AddTrainFlags(FlagSet& f, TrainOptions* o) {
+  f.AddString("network", &o->network, "the network: mlp or lenet");
+  f.AddInt("num-epochs", &o->num_epochs, "epochs to train (counting the resumed ones)");
+  f.AddInt("batch-size", &o->batch_size, "samples per batch, per worker");
+  f.AddDouble("lr", &o->lr, "initial learning rate");
+  f.AddDouble("lr-factor", &o->lr_factor, "multiply the learning rate by this at each --lr-step-epochs");
+  f.AddString("lr-step-epochs", &o->lr_step_epochs, "epochs at which the learning rate drops, e.g. 10,20");
+  f.AddDouble("mom", &o->mom, "momentum (sgd)");
+  f.AddDouble("wd", &o->wd, "weight decay");
+  f.AddString("optimizer", &o->optimizer, "sgd or adam");
+  f.AddString("kv-store", &o->kv_store, "local, device, dist_sync, dist_device_sync or dist_async",
+              {"DTRAIN_KV_STORE"});
+  f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
+  f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
+  f.AddInt("disp-batches", &o->disp_batches, "print speed and accuracy every N batches");
+  f.AddInt("num-examples", &o->num_examples, "training examples to use (the first N of the set)");
+  f.AddString("data-dir", &o->data_dir, "directory of the IDX files (raw or .gz)", {"DTRAIN_DATA_DIR"});
+  f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)",
+           {"DTRAIN_THREADS"});
+  f.AddInt("seed", &o->seed, "random seed for initialisation and shuffling");
+  f.AddDouble("sync-timeout", &o->sync_timeout_s, "seconds a step may wait for the other workers",
+              {"DTRAIN_SYNC_TIMEOUT"});
+}
+
+bool IsDistKVStore(const std::string& kv) { return absl::StartsWith(kv, "dist_"); }
+
+bool IsKnownKVStore(const std::string& kv) {
+  return kv == "local" || kv == "device" || kv == "dist_sync" || kv == "dist_device_sync" ||
+         kv == "dist_async";
+}
+
+absl::Status FinishTrainFlags(TrainOptions* o) {
+  auto bad = [](const std::string& flag, const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
+  };
+  if (!IsKnownKVStore(o->kv_store)) {
+    return bad("kv-store", absl::StrCat("unknown mode '", o->kv_store,
+                                        "' (local, device, dist_sync, dist_device_sync, dist_async)"));
+  }
+  if (o->num_epochs < 1) return bad("num-epochs", "must be >= 1");
+  if (o->batch_size < 1) return bad("batch-size", "must be >= 1");
+  if (o->lr <= 0) return bad("lr", "must be > 0");
+  if (o->lr_factor <= 0 || o->lr_factor > 1) return bad("lr-factor", "must be in (0, 1]");
+  if (o->mom < 0 || o->mom >= 1) return bad("mom", "must be in [0, 1)");
+  if (o->wd < 0) return bad("wd", "must be >= 0");
+  if (o->optimizer != "sgd" && o->optimizer != "adam") return bad("optimizer", "sgd or adam");
+  if (o->load_epoch < 0) return bad("load-epoch", "must be >= 0");
+  if (o->load_epoch > 0 && o->model_prefix.empty()) return bad("load-epoch", "needs --model-prefix");
+  if (o->load_epoch >= o->num_epochs) {
+    return bad("load-epoch", absl::StrCat("epoch ", o->load_epoch, " is not before --num-epochs ", o->num_epochs));
+  }
+  if (o->disp_batches < 1) return bad("disp-batches", "must be >= 1");
+  if (o->num_examples < 1) return bad("num-examples", "must be >= 1");
+  if (o->threads < 0) return bad("threads", "must be >= 0");
+  if (o->sync_timeout_s <= 0) return bad("sync-timeout", "must be > 0");
+  absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
+  if (!s.ok()) return bad("lr-step-epochs", std::string(s.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace dtrain::worker

@@ -1,0 +1,44 @@
+// The worker's training flags, named and defaulted as MXNet's train_mnist.py / fit.py.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/flags.h"
+
+namespace dtrain::worker {
+
+struct TrainOptions {
+  std::string network = "mlp";
+  int64_t num_epochs = 20;
+  int64_t batch_size = 64;
+  double lr = 0.05;
+  double lr_factor = 0.1;
+  std::string lr_step_epochs = "10";
+  double mom = 0.9;
+  double wd = 0.0001;
+  std::string optimizer = "sgd";
+  std::string kv_store = "local";
+  std::string model_prefix;  // empty: no checkpoints
+  int64_t load_epoch = 0;    // 0: fresh start
+  int64_t disp_batches = 100;
+  int64_t num_examples = 60000;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t threads = 0;  // 0: cores / workers on this host
+  int64_t seed = 42;
+  double sync_timeout_s = 120;
+  // Parsed from lr_step_epochs.
+  std::vector<int64_t> lr_step_epoch_list;
+};
+
+void AddTrainFlags(FlagSet& flags, TrainOptions* out);
+// Range checks after parsing: INVALID_ARGUMENT naming the flag.
+absl::Status FinishTrainFlags(TrainOptions* options);
+
+bool IsDistKVStore(const std::string& kv_store);
+// local, device, dist_sync, dist_device_sync, dist_async.
+bool IsKnownKVStore(const std::string& kv_store);
+
+}  // namespace dtrain::worker

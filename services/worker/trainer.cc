@@ -1,0 +1,215 @@
+#include "services/worker/trainer.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include <torch/torch.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "services/worker/checkpoint.h"
+#include "services/worker/dataset.h"
+#include "services/worker/models.h"
+
+namespace dtrain::worker {
+namespace {
+
+constexpr int kNumClasses = 10;
+
+double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+
+std::vector<NamedTensor> ShapesOf(Network& net) {
+  std::vector<NamedTensor> out;
+  for (const auto& p : net.named_parameters()) out.push_back({p.key(), p.value().sizes().vec(), {}});
+  return out;
+}
+
+std::vector<NamedTensor> WeightsOf(Network& net) {
+  std::vector<NamedTensor> out;
+  for (const auto& p : net.named_parameters()) {
+    torch::Tensor t = p.value().detach().contiguous();
+    out.push_back({p.key(), t.sizes().vec(),
+                   std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())});
+  }
+  return out;
+}
+
+uint64_t Fnv1a(Network& net) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const auto& p : net.parameters()) {
+    const auto* b = reinterpret_cast<const unsigned char*>(p.data_ptr<float>());
+    for (int64_t i = 0; i < p.numel() * static_cast<int64_t>(sizeof(float)); ++i) {
+      h = (h ^ b[i]) * 1099511628211ULL;
+    }
+  }
+  return h;
+}
+
+double Evaluate(Network& net, const TensorSet& set) {
+  torch::NoGradGuard no_grad;
+  net.eval();
+  int64_t correct = 0;
+  constexpr int64_t kChunk = 1000;
+  for (int64_t i = 0; i < set.size(); i += kChunk) {
+    const int64_t n = std::min(kChunk, set.size() - i);
+    auto logits = net.forward(set.images.narrow(0, i, n));
+    correct += logits.argmax(1).eq(set.labels.narrow(0, i, n)).sum().item<int64_t>();
+  }
+  net.train();
+  return static_cast<double>(correct) / static_cast<double>(set.size());
+}
+
+// Loads PREFIX-N.params into the model and PREFIX-N.states into *states.
+absl::Status LoadCheckpoint(const TrainOptions& o, Network& net, OptimizerStates* states) {
+  const std::string params_path = ParamsPath(o.model_prefix, static_cast<int>(o.load_epoch));
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<NamedTensor> loaded, ReadParams(params_path));
+  DTRAIN_RETURN_IF_ERROR(CheckParamsMatch(params_path, loaded, ShapesOf(net)));
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (auto& p : net.parameters()) {
+    std::memcpy(p.data_ptr<float>(), loaded[i++].data.data(), sizeof(float) * p.numel());
+  }
+  DTRAIN_ASSIGN_OR_RETURN(*states, ReadStates(StatesPath(o.model_prefix, static_cast<int>(o.load_epoch))));
+  return absl::OkStatus();
+}
+
+absl::Status SaveCheckpoint(const TrainOptions& o, Network& net, KVStore& kv, int epoch) {
+  DTRAIN_ASSIGN_OR_RETURN(OptimizerStates states, kv.SaveStates());
+  const std::string params_path = ParamsPath(o.model_prefix, epoch);
+  // States first: a .params file is the marker of a complete epoch.
+  DTRAIN_RETURN_IF_ERROR(WriteStates(StatesPath(o.model_prefix, epoch), states));
+  DTRAIN_RETURN_IF_ERROR(WriteParams(params_path, WeightsOf(net)));
+  DTRAIN_LOG(INFO) << "Saved checkpoint to \"" << params_path << "\"";
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> ClassNamesFor(const std::string& data_dir) {
+  if (absl::StrContains(absl::AsciiStrToLower(data_dir), "fashion")) {
+    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+  }
+  return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+}
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv) {
+  const int rank = kv.rank();
+  const int workers = kv.num_workers();
+
+  DTRAIN_ASSIGN_OR_RETURN(ImageSet train_raw, LoadImageSet(o.data_dir, "train"));
+  DTRAIN_ASSIGN_OR_RETURN(ImageSet test_raw, LoadImageSet(o.data_dir, "t10k"));
+  const TensorSet train = Partition(ToTensors(train_raw, o.num_examples), rank, workers);
+  const TensorSet test = ToTensors(test_raw);
+  const int64_t batches = train.size() / o.batch_size;
+  if (batches == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--num-examples ", o.num_examples, " over ", workers,
+                                                   " workers leaves ", train.size(),
+                                                   " examples per worker, fewer than --batch-size ",
+                                                   o.batch_size));
+  }
+
+  torch::manual_seed(o.seed);
+  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<Network> net, CreateNetwork(o.network, kNumClasses));
+
+  // Updates per epoch as each key counts them: async servers count every worker's push.
+  const bool async = o.kv_store == "dist_async";
+  const int64_t updates_per_epoch = batches * (async ? workers : 1);
+  KVStoreInit init;
+  init.optimizer.name = o.optimizer;
+  init.optimizer.learning_rate = o.lr;
+  init.optimizer.momentum = o.mom;
+  init.optimizer.weight_decay = o.wd;
+  init.optimizer.lr_factor = o.lr_factor;
+  for (int64_t e : o.lr_step_epoch_list) init.optimizer.lr_steps.push_back(e * updates_per_epoch);
+  init.start_version = o.load_epoch * batches;
+
+  OptimizerStates states;
+  if (o.load_epoch > 0) {
+    DTRAIN_RETURN_IF_ERROR(LoadCheckpoint(o, *net, &states));
+    if (!async) {
+      for (const auto& k : states.keys) {
+        if (k.version != init.start_version) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              StatesPath(o.model_prefix, static_cast<int>(o.load_epoch)), ": key ", k.key, " was saved after ",
+              k.version, " updates, but epoch ", o.load_epoch, " x ", batches,
+              " batches is ", init.start_version,
+              ": --batch-size, --num-examples or the worker count differ from the run that saved it"));
+        }
+      }
+    }
+    init.resume = &states;
+    DTRAIN_LOG(INFO) << "resuming from epoch " << o.load_epoch << " of " << o.model_prefix;
+  }
+
+  std::vector<torch::Tensor> params = net->parameters();
+  std::vector<ParamRef> refs;
+  for (const auto& p : net->named_parameters()) {
+    refs.push_back({p.key(), p.value().sizes().vec(), p.value().data_ptr<float>(), p.value().numel()});
+  }
+  DTRAIN_RETURN_IF_ERROR(kv.Init(refs, init));
+
+  if (rank == 0 && !o.model_prefix.empty()) {
+    std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+    SymbolInfo sym{o.network, kNumClasses, {1, train_raw.rows, train_raw.cols}, ClassNamesFor(o.data_dir)};
+    DTRAIN_RETURN_IF_ERROR(WriteSymbol(o.model_prefix, sym));
+  }
+
+  TrainResult result;
+  std::vector<const float*> grads(params.size());
+  for (int64_t epoch = o.load_epoch; epoch < o.num_epochs; ++epoch) {
+    const absl::Time epoch_start = absl::Now();
+    const std::vector<int64_t> order = EpochOrder(train.size(), o.seed, epoch, rank);
+    auto order_t = torch::tensor(order, torch::kInt64);
+    int64_t win_correct = 0, win_seen = 0, ep_correct = 0, ep_seen = 0;
+    absl::Time win_start = absl::Now();
+    for (int64_t b = 0; b < batches; ++b) {
+      auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
+      auto x = train.images.index_select(0, idx);
+      auto y = train.labels.index_select(0, idx);
+      net->zero_grad(/*set_to_none=*/true);
+      auto logits = net->forward(x);
+      auto loss = torch::nn::functional::cross_entropy(logits, y);
+      loss.backward();
+      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
+      const int64_t step = epoch * batches + b;
+      DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
+
+      const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
+      win_correct += correct;
+      win_seen += o.batch_size;
+      ep_correct += correct;
+      ep_seen += o.batch_size;
+      if ((b + 1) % o.disp_batches == 0) {
+        const double speed = static_cast<double>(win_seen) / std::max(1e-9, Seconds(win_start));
+        DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f",
+                                            epoch, b + 1, speed,
+                                            static_cast<double>(win_correct) / static_cast<double>(win_seen));
+        kv.ReportProgress(step + 1, speed);
+        win_correct = win_seen = 0;
+        win_start = absl::Now();
+      }
+    }
+    const double train_s = Seconds(epoch_start);
+    result.samples += ep_seen;
+    result.train_seconds += train_s;
+    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch,
+                                        static_cast<double>(ep_correct) / static_cast<double>(ep_seen));
+    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
+    if (rank == 0 && !o.model_prefix.empty()) {
+      DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, *net, kv, static_cast<int>(epoch + 1)));
+    }
+    result.validation_accuracy = Evaluate(*net, test);
+    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-accuracy=%f", epoch, result.validation_accuracy);
+  }
+  result.weights_fnv = Fnv1a(*net);
+  return result;
+}
+
+}  // namespace dtrain::worker

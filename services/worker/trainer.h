@@ -1,0 +1,30 @@
+// The training loop of one worker: data, model, kvstore, progress lines, validation
+// and checkpoints. Everything cluster-specific is behind KVStore.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "services/worker/kvstore.h"
+#include "services/worker/train_options.h"
+
+namespace dtrain::worker {
+
+struct TrainResult {
+  int64_t samples = 0;          // trained by this worker (resumed epochs excluded)
+  double train_seconds = 0;     // training only: no validation, no checkpoints
+  double validation_accuracy = 0;
+  uint64_t weights_fnv = 0;     // FNV-1a 64 of the final weights' bytes
+};
+
+// Runs epochs load_epoch .. num_epochs-1 and logs MXNet-style lines:
+//   Epoch[0] Batch [100]	Speed: 1234.56 samples/sec	Train-accuracy=0.812500
+//   Epoch[0] Train-accuracy=0.85   Epoch[0] Time cost=12.345   Epoch[0] Validation-accuracy=0.87
+// Rank 0 writes PREFIX-symbol.json once and PREFIX-NNNN.params/.states each epoch.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, KVStore& kvstore);
+
+// Fashion-MNIST's class names, or "0".."9" for plain MNIST (by the data directory).
+std::vector<std::string> ClassNamesFor(const std::string& data_dir);
+
+}  // namespace dtrain::worker

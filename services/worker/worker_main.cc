@@ -1,0 +1,93 @@
+// dtrain-worker: trains one rank. Flags follow MXNet's train_mnist.py; the cluster
+// comes from flags or DTRAIN_* / DMLC_* environment (see common/cluster_flags.h).
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_format.h"
+#include "common/cluster_flags.h"
+#include "common/log.h"
+#include "services/worker/dist_kvstore.h"
+#include "services/worker/local_kvstore.h"
+#include "services/worker/trainer.h"
+
+namespace dtrain::worker {
+namespace {
+
+// Cores shared among the workers of this host, so processes do not oversubscribe.
+int DefaultThreads() {
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  int local = 1;
+  if (const char* v = std::getenv("DTRAIN_LOCAL_WORKERS")) local = std::max(1, std::atoi(v));
+  return std::max(1, cores / local);
+}
+
+int Run(int argc, char** argv) {
+  FlagSet flags("dtrain-worker", "Trains a network on (Fashion-)MNIST as one worker of a dtrain job.");
+  TrainOptions options;
+  ClusterFlags cluster;
+  AddTrainFlags(flags, &options);
+  AddClusterFlags(flags, &cluster);
+  absl::Status s = flags.Parse(argc, argv);
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (s.ok()) s = FinishTrainFlags(&options);
+  if (s.ok()) s = FinishClusterFlags(&cluster, IsDistKVStore(options.kv_store));
+  if (!s.ok()) {
+    std::fprintf(stderr, "dtrain-worker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads();
+  torch::set_num_threads(threads);
+
+  std::unique_ptr<KVStore> kv;
+  if (IsDistKVStore(options.kv_store)) {
+    DistOptions d;
+    d.type = options.kv_store;
+    d.scheduler = cluster.scheduler;
+    d.num_workers = static_cast<int>(cluster.num_workers);
+    d.num_servers = static_cast<int>(cluster.num_servers);
+    d.requested_rank = static_cast<int>(cluster.rank);
+    d.host = cluster.host;
+    d.register_timeout = absl::Seconds(cluster.register_timeout_s);
+    d.heartbeat_interval = absl::Seconds(cluster.heartbeat_interval_s);
+    d.sync_timeout = absl::Seconds(options.sync_timeout_s);
+    SetLogIdentity("worker", d.requested_rank);
+    auto connected = DistKVStore::Connect(d);
+    if (!connected.ok()) {
+      DTRAIN_LOG(ERROR) << "cannot join the cluster: " << connected.status().message();
+      return 1;
+    }
+    kv = std::move(connected).value();
+  } else {
+    SetLogIdentity("worker", 0);
+    kv = std::make_unique<LocalKVStore>(options.kv_store);
+  }
+  DTRAIN_LOG(INFO) << "training " << options.network << " with kv-store " << options.kv_store << ", "
+                   << threads << " LibTorch thread(s)";
+
+  auto result = Train(options, *kv);
+  if (!result.ok()) {
+    DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
+    (void)kv->Finish(/*failed=*/true, std::string(result.status().message()));
+    return 1;
+  }
+  DTRAIN_LOG(INFO) << absl::StrFormat(
+      "Training done: %d samples in %.3f s (%.2f samples/sec), Validation-accuracy=%f, weights-fnv64=%016x",
+      result->samples, result->train_seconds,
+      result->train_seconds > 0 ? static_cast<double>(result->samples) / result->train_seconds : 0.0,
+      result->validation_accuracy, result->weights_fnv);
+  absl::Status left = kv->Finish(/*failed=*/false, "");
+  if (!left.ok()) DTRAIN_LOG(WARNING) << "could not tell the scheduler we are done: " << left.message();
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrain::worker
+
+int main(int argc, char** argv) { return dtrain::worker::Run(argc, argv); }

@@ -1,0 +1,158 @@
+// End to end, with real processes on loopback: `dtrain launch` starts a scheduler,
+// parameter servers and workers, which train on a subset of Fashion-MNIST.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/integration/common/subprocess.h"
+
+namespace dtrain::testing {
+namespace {
+
+constexpr absl::Duration kRunTimeout = absl::Minutes(5);
+
+std::vector<std::string> Launch(int workers, int servers, const std::string& kv,
+                                const std::vector<std::string>& worker_flags) {
+  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", std::to_string(workers), "-s",
+                                   std::to_string(servers), "--kv-store", kv, "--"};
+  argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
+  return argv;
+}
+
+double LastDouble(const std::vector<std::string>& values) {
+  double v = -1;
+  if (!values.empty()) EXPECT_TRUE(absl::SimpleAtod(values.back(), &v)) << values.back();
+  return v;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(TrainTest, DistSyncLenetLearnsAndWorkersEndBitIdentical) {
+  const std::string dir = MakeTempDir();
+  auto [code, out] = RunToEnd(Launch(2, 2, "dist_sync",
+                                     {"--network", "lenet", "--num-epochs", "1", "--num-examples", "12000",
+                                      "--disp-batches", "40", "--model-prefix", dir + "/lenet"}),
+                              kRunTimeout);
+  ASSERT_EQ(code, 0) << out;
+  // Stated accuracy for 1 epoch on 12k examples (the full 3-epoch run reaches >= 0.88).
+  const double acc0 = LastDouble(ValuesAfter(out, "Validation-accuracy", "[worker 0]"));
+  const double acc1 = LastDouble(ValuesAfter(out, "Validation-accuracy", "[worker 1]"));
+  EXPECT_GE(acc0, 0.70) << out;
+  EXPECT_EQ(acc0, acc1);
+  const auto fnv0 = ValuesAfter(out, "weights-fnv64", "[worker 0]");
+  const auto fnv1 = ValuesAfter(out, "weights-fnv64", "[worker 1]");
+  ASSERT_EQ(fnv0.size(), 1u) << out;
+  ASSERT_EQ(fnv1.size(), 1u) << out;
+  EXPECT_EQ(fnv0[0], fnv1[0]) << "workers ended with different weights";
+  // MXNet-style progress and checkpoints.
+  EXPECT_NE(out.find("Epoch[0] Batch [40]"), std::string::npos) << out;
+  EXPECT_NE(out.find("Epoch[0] Time cost="), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/lenet-symbol.json"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/lenet-0001.params"));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/lenet-0001.states"));
+  std::filesystem::remove_all(dir);
+}
+
+// Two epochs straight must equal one epoch, a stop, and a resume from the
+// checkpoint: weights and momentum both come back exactly.
+TEST(TrainTest, ResumeFromLoadEpochContinuesExactly) {
+  const std::string dir = MakeTempDir();
+  const std::vector<std::string> common = {"--network", "lenet", "--num-examples", "4000", "--batch-size", "50"};
+  auto flags = [&](std::vector<std::string> extra) {
+    std::vector<std::string> f = common;
+    f.insert(f.end(), extra.begin(), extra.end());
+    return f;
+  };
+  auto straight = RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "2", "--model-prefix", dir + "/a"})),
+                           kRunTimeout);
+  ASSERT_EQ(straight.first, 0) << straight.second;
+  auto first = RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "1", "--model-prefix", dir + "/b"})),
+                        kRunTimeout);
+  ASSERT_EQ(first.first, 0) << first.second;
+  auto resumed = RunToEnd(
+      Launch(2, 2, "dist_sync", flags({"--num-epochs", "2", "--load-epoch", "1", "--model-prefix", dir + "/b"})),
+      kRunTimeout);
+  ASSERT_EQ(resumed.first, 0) << resumed.second;
+  EXPECT_NE(resumed.second.find("resuming from epoch 1"), std::string::npos) << resumed.second;
+  EXPECT_EQ(resumed.second.find("Epoch[0]"), std::string::npos) << "epoch 0 was trained again";
+  EXPECT_EQ(ValuesAfter(straight.second, "weights-fnv64", "[worker 0]"),
+            ValuesAfter(resumed.second, "weights-fnv64", "[worker 0]"));
+  EXPECT_EQ(ReadFile(dir + "/a-0002.params"), ReadFile(dir + "/b-0002.params"));
+  EXPECT_EQ(ReadFile(dir + "/a-0002.states"), ReadFile(dir + "/b-0002.states"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainTest, DistAsyncLenetLearns) {
+  auto [code, out] = RunToEnd(
+      Launch(2, 1, "dist_async", {"--network", "lenet", "--num-epochs", "1", "--num-examples", "12000"}),
+      kRunTimeout);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_GE(LastDouble(ValuesAfter(out, "Validation-accuracy", "[worker 0]")), 0.65) << out;
+}
+
+TEST(TrainTest, LocalMlpLearnsAndResumes) {
+  const std::string dir = MakeTempDir();
+  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp",
+                                         "--num-examples", "6000", "--model-prefix", dir + "/mlp"};
+  auto args = [&](std::vector<std::string> extra) {
+    auto a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto straight = RunToEnd(args({"--num-epochs", "2"}), kRunTimeout);
+  ASSERT_EQ(straight.first, 0) << straight.second;
+  EXPECT_GE(LastDouble(ValuesAfter(straight.second, "Validation-accuracy")), 0.70) << straight.second;
+  auto resumed = RunToEnd(args({"--num-epochs", "2", "--load-epoch", "1"}), kRunTimeout);
+  ASSERT_EQ(resumed.first, 0) << resumed.second;
+  EXPECT_EQ(ValuesAfter(straight.second, "weights-fnv64"), ValuesAfter(resumed.second, "weights-fnv64"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainTest, CorruptCheckpointIsRefusedNamingTheFile) {
+  const std::string dir = MakeTempDir();
+  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp",
+                                         "--num-examples", "1000", "--model-prefix", dir + "/m"};
+  auto first = RunToEnd([&] { auto a = base; a.insert(a.end(), {"--num-epochs", "1"}); return a; }(),
+                        kRunTimeout);
+  ASSERT_EQ(first.first, 0) << first.second;
+  {
+    std::fstream f(dir + "/m-0001.params", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x5a');
+  }
+  auto resumed = RunToEnd([&] { auto a = base; a.insert(a.end(), {"--num-epochs", "2", "--load-epoch", "1"}); return a; }(),
+                          kRunTimeout);
+  EXPECT_NE(resumed.first, 0);
+  EXPECT_NE(resumed.second.find("m-0001.params"), std::string::npos) << resumed.second;
+  // A network that does not match the checkpoint is refused too.
+  auto other = RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-examples",
+                         "1000", "--model-prefix", dir + "/m", "--num-epochs", "2", "--load-epoch", "1"},
+                        kRunTimeout);
+  EXPECT_NE(other.first, 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainTest, BadFlagsAndMissingDataGetClearErrors) {
+  auto bad_mode = RunToEnd({Bin("dtrain-worker"), "--kv-store", "dist_bogus"}, absl::Seconds(30));
+  EXPECT_EQ(bad_mode.first, 2);
+  EXPECT_NE(bad_mode.second.find("--kv-store"), std::string::npos) << bad_mode.second;
+  auto unknown = RunToEnd({Bin("dtrain-worker"), "--learning-rate", "0.1"}, absl::Seconds(30));
+  EXPECT_EQ(unknown.first, 2);
+  EXPECT_NE(unknown.second.find("unknown flag --learning-rate"), std::string::npos) << unknown.second;
+  auto no_data = RunToEnd({Bin("dtrain-worker"), "--data-dir", "/nonexistent/fmnist"}, absl::Seconds(30));
+  EXPECT_NE(no_data.first, 0);
+  EXPECT_NE(no_data.second.find("/nonexistent/fmnist"), std::string::npos) << no_data.second;
+}
+
+}  // namespace
+}  // namespace dtrain::testing
