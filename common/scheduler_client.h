@@ -39,10 +39,11 @@ class SchedulerClient {
     // scheduler's default --heartbeat-timeout, after which it has declared us dead.
     absl::Duration reconnect_for = absl::Seconds(10);
   };
-  // Hooks must not destroy this client (its destructor joins the calling thread).
   // Starts the heartbeat stream (after Register). A request every `interval` carries
-  // the step and speed set with SetProgress. If the stream breaks it reconnects until
-  // the scheduler's own deadline would have passed, then logs and calls on_shutdown.
+  // the step and speed set with SetProgress. If the stream breaks it reconnects for
+  // `hooks.reconnect_for` (the scheduler's own deadline), then logs and calls
+  // on_shutdown. on_shutdown runs at most once. Hooks run on the heartbeat thread
+  // and must not destroy this client (its destructor joins that thread).
   void StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks);
   void SetProgress(int64_t step, double samples_per_sec);
 

@@ -94,6 +94,7 @@ struct PsClient::Impl {
 
   std::atomic<int64_t> bytes_pushed{0};
   std::atomic<int64_t> bytes_pulled{0};
+  std::atomic<int64_t> pull_timeout_ms{0};
 
   std::string Who() const { return absl::StrCat("server ", server_rank, " at ", address); }
 
@@ -316,6 +317,7 @@ PsClient::Ticket PsClient::Pull(uint64_t key, int64_t min_version, float* out, i
   req.set_key(key);
   req.set_dtype(v1::DTYPE_FLOAT32);
   req.set_min_version(min_version);
+  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
   return impl_->Submit(std::move(req), {v1::OP_PULL, key, out, numel, version});
 }
 
@@ -327,7 +329,12 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* gra
   req.set_key(key);
   req.set_dtype(v1::DTYPE_FLOAT32);
   req.set_data(FloatBytes(grad, numel));
+  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
   return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel});
+}
+
+void PsClient::SetPullTimeout(absl::Duration timeout) {
+  impl_->pull_timeout_ms.store(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)), std::memory_order_relaxed);
 }
 
 absl::Status PsClient::Wait(Ticket ticket, absl::Time deadline) {

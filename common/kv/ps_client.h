@@ -47,6 +47,13 @@ class PsClient {
   // Push, then pull the weights after this step's update (sync) or at once (async).
   Ticket PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel);
 
+  // Pulls and push-pulls sent after this carry it as timeout_ms: a sync pull parked
+  // longer is answered DEADLINE_EXCEEDED by the server, naming the workers whose
+  // pushes are missing (which only the server knows). Set it a little below the
+  // deadline given to Wait so that answer arrives first. Zero (the default): the
+  // server's --sync-timeout.
+  void SetPullTimeout(absl::Duration timeout);
+
   // The ticket's outcome: the server's error, UNAVAILABLE if the stream broke, or
   // DEADLINE_EXCEEDED ("server 1 at 127.0.0.1:4000: no answer to pull of key 3
   // within 120 s"). A ticket may be waited for once.

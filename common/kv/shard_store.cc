@@ -6,9 +6,11 @@
 #include <map>
 #include <utility>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/kv/vector_loop.h"
 #include "common/log.h"
 
 namespace dtrain::kv {
@@ -28,6 +30,16 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+// One loop per function: GCC 12 at -O2 vectorises neither of two such loops sharing
+// one (see vector_loop.h).
+ABSL_ATTRIBUTE_NOINLINE void AddInto(float* __restrict acc, const float* __restrict g, int64_t n) {
+  ForEachElement(n, [=](int64_t i) { acc[i] += g[i]; });
+}
+
+ABSL_ATTRIBUTE_NOINLINE void DivideBy(float* __restrict acc, int64_t n, float d) {
+  ForEachElement(n, [=](int64_t i) { acc[i] /= d; });
 }
 
 const char* ModeName(MergeMode m) { return m == MergeMode::kSync ? "sync" : "async"; }
@@ -159,13 +171,9 @@ struct ShardStore::Impl {
       return;
     }
     k.merged.assign(k.pending[0].begin(), k.pending[0].end());
-    float* __restrict acc = k.merged.data();
-    for (int w = 1; w < n; ++w) {
-      const float* __restrict g = k.pending[w].data();
-      for (int64_t i = 0; i < k.numel; ++i) acc[i] += g[i];
-    }
-    const float div = static_cast<float>(n);
-    for (int64_t i = 0; i < k.numel; ++i) acc[i] /= div;
+    float* acc = k.merged.data();
+    for (int w = 1; w < n; ++w) AddInto(acc, k.pending[w].data(), k.numel);
+    DivideBy(acc, k.numel, static_cast<float>(n));
     Apply(k, acc);
     ResetPending(k);
   }

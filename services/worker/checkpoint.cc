@@ -7,10 +7,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -62,8 +61,8 @@ absl::Status SyncDirectory(const std::string& dir, const std::string& path) {
   int err = errno;
   close(fd);
   if (rc != 0 && err != EINVAL) {
-    return absl::ErrnoToStatus(err, absl::StrCat("fsync of directory ", dir, " after writing ",
-                                                 path));
+    return absl::ErrnoToStatus(err,
+                               absl::StrCat("fsync of directory ", dir, " after writing ", path));
   }
   return absl::OkStatus();
 }
@@ -124,9 +123,9 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& byt
 
 absl::Status WriteSymbol(const std::string& prefix, const SymbolInfo& info) {
   std::string path = SymbolPath(prefix);
-  bool shape_ok = !info.input_shape.empty() &&
-                  std::all_of(info.input_shape.begin(), info.input_shape.end(),
-                              [](int64_t d) { return d > 0; });
+  bool shape_ok =
+      !info.input_shape.empty() && std::all_of(info.input_shape.begin(), info.input_shape.end(),
+                                               [](int64_t d) { return d > 0; });
   if (info.network.empty() || info.num_classes < 1 || !shape_ok ||
       (!info.class_names.empty() &&
        info.class_names.size() != static_cast<size_t>(info.num_classes))) {
@@ -161,9 +160,8 @@ absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix) {
   };
   if (!j.contains("format") || !j["format"].is_string()) return bad("format", "a string");
   if (j["format"] != kSymbolFormat) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": format \"",
-                                                   j["format"].get<std::string>(),
-                                                   "\" is not \"", kSymbolFormat, "\""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": format \"", j["format"].get<std::string>(), "\" is not \"", kSymbolFormat, "\""));
   }
   SymbolInfo info;
   if (!j.contains("network") || !j["network"].is_string() ||
@@ -177,8 +175,8 @@ absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix) {
   }
   info.num_classes = j["num_classes"].get<int>();
   const char* shape_want = "a list of 1 to 8 positive integers";
-  if (!j.contains("input_shape") || !j["input_shape"].is_array() ||
-      j["input_shape"].empty() || j["input_shape"].size() > kMaxDims) {
+  if (!j.contains("input_shape") || !j["input_shape"].is_array() || j["input_shape"].empty() ||
+      j["input_shape"].size() > kMaxDims) {
     return bad("input_shape", shape_want);
   }
   for (const auto& d : j["input_shape"]) {
@@ -211,8 +209,8 @@ absl::Status WriteParams(const std::string& path, const std::vector<NamedTensor>
       dims_ok = dims_ok && d >= 0 &&
                 !__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements);
     }
-    if (t.name.empty() || t.name.size() > kMaxNameLen || !dims_ok ||
-        elements != t.data.size() || !seen.insert(t.name).second) {
+    if (t.name.empty() || t.name.size() > kMaxNameLen || !dims_ok || elements != t.data.size() ||
+        !seen.insert(t.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot write ", path, ": tensor \"", t.name, "\" with shape ", ShapeString(t.shape),
           " and ", t.data.size(), " values: need a unique name of 1 to ", kMaxNameLen,
@@ -230,8 +228,8 @@ absl::Status WriteParams(const std::string& path, const std::vector<NamedTensor>
 
 absl::StatusOr<std::vector<NamedTensor>> ReadParams(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadFileLimited(path, kMaxCheckpointBytes));
-  DTRAIN_ASSIGN_OR_RETURN(ByteReader r, checkpoint_internal::OpenFramedFile(
-                                              path, bytes, kParamsMagic, "params"));
+  DTRAIN_ASSIGN_OR_RETURN(ByteReader r,
+                          checkpoint_internal::OpenFramedFile(path, bytes, kParamsMagic, "params"));
   uint64_t count;
   DTRAIN_RETURN_IF_ERROR(r.U64("tensor count", &count));
   if (count > r.remaining() / kMinParamRecord) {
@@ -243,8 +241,8 @@ absl::StatusOr<std::vector<NamedTensor>> ReadParams(const std::string& path) {
     uint32_t name_len, ndim;
     DTRAIN_RETURN_IF_ERROR(r.U32("name length", &name_len));
     if (name_len == 0 || name_len > kMaxNameLen) {
-      return r.Error(absl::StrCat("tensor name length ", name_len, " is not in [1, ",
-                                  kMaxNameLen, "]"));
+      return r.Error(
+          absl::StrCat("tensor name length ", name_len, " is not in [1, ", kMaxNameLen, "]"));
     }
     DTRAIN_RETURN_IF_ERROR(r.Bytes("tensor name", name_len, &t.name));
     if (!seen.insert(t.name).second) return r.Error("duplicate tensor \"" + t.name + "\"");
@@ -298,8 +296,8 @@ absl::Status WriteStates(const std::string& path, const OptimizerStates& states)
 
 absl::StatusOr<OptimizerStates> ReadStates(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadFileLimited(path, kMaxCheckpointBytes));
-  DTRAIN_ASSIGN_OR_RETURN(ByteReader r, checkpoint_internal::OpenFramedFile(
-                                              path, bytes, kStatesMagic, "states"));
+  DTRAIN_ASSIGN_OR_RETURN(ByteReader r,
+                          checkpoint_internal::OpenFramedFile(path, bytes, kStatesMagic, "states"));
   OptimizerStates states;
   uint32_t name_len;
   DTRAIN_RETURN_IF_ERROR(r.U32("optimizer name length", &name_len));
@@ -334,8 +332,8 @@ absl::Status CheckParamsMatch(const std::string& path, const std::vector<NamedTe
     const NamedTensor& got = loaded[i];
     const NamedTensor& want = expected_shapes[i];
     if (got.name != want.name) {
-      return absl::FailedPreconditionError(absl::StrCat(path, ": tensor #", i, " is ", got.name,
-                                                        ", the model expects ", want.name));
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": tensor #", i, " is ", got.name, ", the model expects ", want.name));
     }
     if (got.shape != want.shape) {
       return absl::FailedPreconditionError(
@@ -358,17 +356,16 @@ absl::Status CheckParamsMatch(const std::string& path, const std::vector<NamedTe
 
 absl::StatusOr<int> NewestCompleteEpoch(const std::string& prefix) {
   std::string dir = DirName(prefix);
-  std::string base = prefix.substr(prefix.rfind('/') == std::string::npos
-                                       ? 0
-                                       : prefix.rfind('/') + 1);
+  std::string base =
+      prefix.substr(prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
   std::string head = base + "-";
   constexpr std::string_view kTail = ".params";
   std::vector<int> epochs;
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec), end;
   if (ec) {
-    return absl::NotFoundError(absl::StrCat("no checkpoints for ", prefix, ": cannot list ", dir,
-                                            ": ", ec.message()));
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoints for ", prefix, ": cannot list ", dir, ": ", ec.message()));
   }
   for (; it != end; it.increment(ec)) {
     if (ec) break;
@@ -396,8 +393,11 @@ absl::StatusOr<int> NewestCompleteEpoch(const std::string& prefix) {
     // or a hand-copied file can: fall back to the previous epoch and say why.
     DTRAIN_LOG(WARNING) << "skipping checkpoint epoch " << epoch << ": " << params.status();
   }
-  return absl::NotFoundError(absl::StrCat("no complete checkpoint ", prefix, "-NNNN.params in ",
-                                          dir, " (", epochs.size(), " candidates rejected)"));
+  if (epochs.empty()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint ", prefix, "-NNNN.params in ", dir));
+  }
+  return absl::NotFoundError(absl::StrCat("no complete checkpoint ", prefix, "-NNNN.params: all ",
+                                          epochs.size(), " found are corrupt (logged above)"));
 }
 
 }  // namespace dtrain::worker

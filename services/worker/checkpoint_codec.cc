@@ -138,12 +138,12 @@ absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::st
                                           const char* magic, const char* kind) {
   constexpr size_t kHeader = kMagicLen + 4;
   if (bytes.size() < kHeader + 4) {
-    return absl::DataLossError(absl::StrCat(path, ": ", bytes.size(),
-                                            " bytes is too short for a dtrain ", kind, " file"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": ", bytes.size(), " bytes is too short for a dtrain ", kind, " file"));
   }
   if (bytes.compare(0, kMagicLen, magic, kMagicLen) != 0) {
-    return absl::DataLossError(absl::StrCat(path, ": bad magic, not a dtrain ", kind,
-                                            " file (expected \"", magic, "\")"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": bad magic, not a dtrain ", kind, " file (expected \"", magic, "\")"));
   }
   size_t body_end = bytes.size() - 4;
   uint32_t stored = 0;
@@ -154,8 +154,8 @@ absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::st
   if (stored != computed) {
     char crcs[64];
     std::snprintf(crcs, sizeof(crcs), "stored %08x, computed %08x", stored, computed);
-    return absl::DataLossError(absl::StrCat(path, ": CRC-32 mismatch (", crcs,
-                                            "): the file is corrupt or truncated"));
+    return absl::DataLossError(
+        absl::StrCat(path, ": CRC-32 mismatch (", crcs, "): the file is corrupt or truncated"));
   }
   ByteReader r(path, std::string_view(bytes).substr(kMagicLen, body_end - kMagicLen), kMagicLen);
   uint32_t version;

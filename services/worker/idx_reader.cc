@@ -83,8 +83,8 @@ absl::StatusOr<std::string> Gunzip(const std::string& path, const std::string& i
     int rc = inflate(&zs, Z_NO_FLUSH);
     out.append(buf, sizeof(buf) - zs.avail_out);
     if (out.size() > kMaxIdxBytes) {
-      status = absl::ResourceExhaustedError(absl::StrCat(
-          path, ": decompresses to more than the ", kMaxIdxBytes, "-byte limit"));
+      status = absl::ResourceExhaustedError(
+          absl::StrCat(path, ": decompresses to more than the ", kMaxIdxBytes, "-byte limit"));
       break;
     }
     if (rc == Z_STREAM_END) {
@@ -96,18 +96,18 @@ absl::StatusOr<std::string> Gunzip(const std::string& path, const std::string& i
         inflateReset(&zs);
         continue;
       }
-      status = absl::DataLossError(absl::StrCat(path, ": ", left,
-                                                " bytes of garbage after the gzip stream"));
+      status = absl::DataLossError(
+          absl::StrCat(path, ": ", left, " bytes of garbage after the gzip stream"));
       break;
     }
     if (rc == Z_BUF_ERROR && zs.avail_in == 0 && consumed == in.size()) {
-      status = absl::DataLossError(absl::StrCat(
-          path, ": gzip stream is truncated (ended after ", in.size(), " compressed bytes)"));
+      status = absl::DataLossError(absl::StrCat(path, ": gzip stream is truncated (ended after ",
+                                                in.size(), " compressed bytes)"));
       break;
     }
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      status = absl::DataLossError(absl::StrCat(path, ": corrupt gzip stream: ",
-                                                zs.msg != nullptr ? zs.msg : zError(rc)));
+      status = absl::DataLossError(
+          absl::StrCat(path, ": corrupt gzip stream: ", zs.msg != nullptr ? zs.msg : zError(rc)));
       break;
     }
   }
@@ -123,13 +123,12 @@ uint32_t BigEndian32(const std::string& b, size_t pos) {
          uint32_t{static_cast<uint8_t>(b[pos + 3])};
 }
 
-std::string DimsString(const std::vector<int64_t>& dims) {
-  return absl::StrJoin(dims, "x");
-}
+std::string DimsString(const std::vector<int64_t>& dims) { return absl::StrJoin(dims, "x"); }
 
 absl::StatusOr<IdxArray> ParseIdx(const std::string& path, const std::string& bytes) {
   if (bytes.size() < 4) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated IDX header: expected at least 4 "
+    return absl::DataLossError(absl::StrCat(path,
+                                            ": truncated IDX header: expected at least 4 "
                                             "bytes, file has ",
                                             bytes.size()));
   }
@@ -163,9 +162,8 @@ absl::StatusOr<IdxArray> ParseIdx(const std::string& path, const std::string& by
   }
   uint64_t actual = bytes.size() - header;
   if (actual < expected) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated: header says ",
-                                            DimsString(out.dims), " = ", expected,
-                                            " data bytes, file has ", actual));
+    return absl::DataLossError(absl::StrCat(path, ": truncated: header says ", DimsString(out.dims),
+                                            " = ", expected, " data bytes, file has ", actual));
   }
   if (actual > expected) {
     return absl::DataLossError(absl::StrCat(path, ": ", actual - expected,
@@ -196,29 +194,32 @@ absl::StatusOr<std::string> PickIdxFile(const std::string& dir, const std::strin
 
 absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
-  // The magic bytes decide, not the name: a renamed or pre-decompressed file still reads.
+  // The magic bytes decide, so a gzip file without the suffix still reads; a .gz name
+  // without the magic is a damaged download, and saying so beats "bad IDX magic".
   if (HasGzipMagic(bytes)) {
     DTRAIN_ASSIGN_OR_RETURN(bytes, Gunzip(path, bytes));
+  } else if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    return absl::DataLossError(
+        absl::StrCat(path, ": named .gz but not gzip data (no 1f 8b magic)"));
   }
   return ParseIdx(path, bytes);
 }
 
 absl::StatusOr<ImageSet> LoadImageSet(const std::string& dir, const std::string& split) {
   if (split.empty()) return absl::InvalidArgumentError("LoadImageSet: empty split name");
-  DTRAIN_ASSIGN_OR_RETURN(std::string images_path,
-                          PickIdxFile(dir, split + "-images-idx3-ubyte"));
-  DTRAIN_ASSIGN_OR_RETURN(std::string labels_path,
-                          PickIdxFile(dir, split + "-labels-idx1-ubyte"));
+  DTRAIN_ASSIGN_OR_RETURN(std::string images_path, PickIdxFile(dir, split + "-images-idx3-ubyte"));
+  DTRAIN_ASSIGN_OR_RETURN(std::string labels_path, PickIdxFile(dir, split + "-labels-idx1-ubyte"));
   DTRAIN_ASSIGN_OR_RETURN(IdxArray images, ReadIdx(images_path));
   DTRAIN_ASSIGN_OR_RETURN(IdxArray labels, ReadIdx(labels_path));
   if (images.dims.size() != 3) {
-    return absl::DataLossError(absl::StrCat(images_path, ": expected 3 dimensions (count x rows"
+    return absl::DataLossError(absl::StrCat(images_path,
+                                            ": expected 3 dimensions (count x rows"
                                             " x cols), found ",
                                             images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    return absl::DataLossError(absl::StrCat(labels_path, ": expected 1 dimension (count), found ",
-                                            labels.dims.size()));
+    return absl::DataLossError(
+        absl::StrCat(labels_path, ": expected 1 dimension (count), found ", labels.dims.size()));
   }
   if (images.dims[0] == 0 || images.dims[1] == 0 || images.dims[2] == 0) {
     return absl::DataLossError(

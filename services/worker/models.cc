@@ -38,10 +38,8 @@ class Mlp : public Network {
 class LeNet : public Network {
  public:
   explicit LeNet(int num_classes)
-      : conv1_(register_module("conv1",
-                               torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 20, 5)))),
-        conv2_(register_module("conv2",
-                               torch::nn::Conv2d(torch::nn::Conv2dOptions(20, 50, 5)))),
+      : conv1_(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 20, 5)))),
+        conv2_(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(20, 50, 5)))),
         fc1_(register_module("fc1", torch::nn::Linear(50 * 4 * 4, 500))),
         fc2_(register_module("fc2", torch::nn::Linear(500, num_classes))) {}
 
@@ -64,17 +62,15 @@ class LeNet : public Network {
 
 std::vector<std::string> KnownNetworks() { return {"mlp", "lenet"}; }
 
-absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const std::string& name,
-                                                       int num_classes) {
+absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const std::string& name, int num_classes) {
   if (num_classes < 1 || num_classes > kMaxClasses) {
-    return absl::InvalidArgumentError(absl::StrCat("network ", name, ": num_classes ",
-                                                   num_classes, " is not in [1, ", kMaxClasses,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat("network ", name, ": num_classes ", num_classes,
+                                                   " is not in [1, ", kMaxClasses, "]"));
   }
   if (name == "mlp") return std::shared_ptr<Network>(std::make_shared<Mlp>(num_classes));
   if (name == "lenet") return std::shared_ptr<Network>(std::make_shared<LeNet>(num_classes));
-  return absl::InvalidArgumentError(absl::StrCat("unknown network \"", name, "\" (known: ",
-                                                 absl::StrJoin(KnownNetworks(), ", "), ")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown network \"", name, "\" (known: ", absl::StrJoin(KnownNetworks(), ", "), ")"));
 }
 
 }  // namespace dtrain::worker

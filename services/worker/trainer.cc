@@ -1,10 +1,12 @@
 #include "services/worker/trainer.h"
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <torch/torch.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"

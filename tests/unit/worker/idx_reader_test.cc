@@ -159,6 +159,8 @@ TEST(IdxReaderTest, CorruptGzipIsDataLoss) {
   }
   WriteBytes(dir.File("c.gz"), cut);
   EXPECT_THAT(ReadIdx(dir.File("c.gz")).status().message(), HasSubstr("truncated"));
+  WriteBytes(dir.File("raw.gz"), MakeIdx({4}));
+  EXPECT_THAT(ReadIdx(dir.File("raw.gz")).status().message(), HasSubstr("not gzip data"));
 }
 
 // Writes SPLIT-images-idx3-ubyte and SPLIT-labels-idx1-ubyte into `dir`.
@@ -208,8 +210,8 @@ TEST(LoadImageSetTest, RefusesWrongRanksAndLabels) {
   WriteSet(dir, MakeIdx({3, 4, 5}), labels);
   absl::Status s = LoadImageSet(dir.path(), "train").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), AllOf(HasSubstr("label 10 at index 2"),
-                                 HasSubstr("train-labels-idx1-ubyte")));
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("label 10 at index 2"), HasSubstr("train-labels-idx1-ubyte")));
 }
 
 TEST(LoadImageSetTest, MissingFilesAreNotFound) {

@@ -1,0 +1,23 @@
+// The `dtrain` subcommands. Each takes the arguments after its name and returns
+// the process's exit status (2 for a usage error). main.cc maps names to these.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace dtrain::launcher {
+
+// dtrain launch -n W -s S [--kv-store MODE] [--bin-dir DIR] [--scheduler-port P] -- WORKER-FLAGS
+int LaunchCommand(const std::vector<std::string>& args);
+
+// dtrain run ARGS: execs dtrain-<role> for DTRAIN_ROLE (or ps-lite's DMLC_ROLE).
+int RunCommand(const std::vector<std::string>& args);
+
+// dtrain scheduler|server|worker ARGS: execs the sibling binary dtrain-<role>.
+// Returns only on failure.
+int ExecRole(const std::string& role, const std::vector<std::string>& args);
+
+// The directory of the running executable, where the build puts its siblings.
+std::string SelfDir();
+
+}  // namespace dtrain::launcher

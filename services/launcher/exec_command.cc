@@ -1,0 +1,53 @@
+// `dtrain run` and `dtrain scheduler|server|worker`: hand over to the role's binary.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "services/launcher/commands.h"
+
+namespace dtrain::launcher {
+
+std::string SelfDir() {
+  char path[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (n <= 0) return ".";
+  std::string self(path, static_cast<size_t>(n));
+  const size_t slash = self.rfind('/');
+  return slash == std::string::npos ? "." : self.substr(0, slash);
+}
+
+int ExecRole(const std::string& role, const std::vector<std::string>& args) {
+  if (role != "scheduler" && role != "server" && role != "worker") {
+    std::fprintf(stderr, "dtrain: unknown role '%s' (expected scheduler, server or worker)\n", role.c_str());
+    return 2;
+  }
+  const std::string path = SelfDir() + "/dtrain-" + role;
+  std::vector<std::string> storage{path};
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  ::execv(path.c_str(), argv.data());
+  std::fprintf(stderr, "dtrain: cannot run %s: %s\n", path.c_str(), std::strerror(errno));
+  return 127;
+}
+
+int RunCommand(const std::vector<std::string>& args) {
+  const char* role = std::getenv("DTRAIN_ROLE");
+  if (role == nullptr || *role == '\0') role = std::getenv("DMLC_ROLE");
+  if (role == nullptr || *role == '\0') {
+    std::fputs(
+        "usage: dtrain run [ARGS]\n"
+        "Runs the role named by DTRAIN_ROLE (or DMLC_ROLE): scheduler, server or worker,\n"
+        "passing ARGS on; the cluster comes from DTRAIN_* / DMLC_* variables.\n"
+        "dtrain run: neither DTRAIN_ROLE nor DMLC_ROLE is set\n",
+        stderr);
+    return 2;
+  }
+  return ExecRole(role, args);
+}
+
+}  // namespace dtrain::launcher

@@ -1,0 +1,255 @@
+// `dtrain launch`: a whole job on this machine, the way MXNet's tools/launch.py
+// --launcher local does it, but supervised: prefixed output, fail-fast, clean stop.
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/flags.h"
+#include "services/launcher/commands.h"
+#include "services/launcher/supervisor.h"
+
+namespace dtrain::launcher {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+constexpr absl::Duration kSchedulerStartTimeout = absl::Seconds(30);
+constexpr char kLoopback[] = "127.0.0.1";
+
+struct LaunchFlags {
+  int64_t num_workers = 0;
+  int64_t num_servers = -1;  // -1: as many as workers, like launch.py
+  std::string kv_store = "dist_sync";
+  std::string bin_dir;
+  int64_t scheduler_port = 0;
+  double stop_grace_s = 10;
+  double finish_grace_s = 30;
+  std::vector<std::string> worker_args;
+};
+
+// launch.py spells the sizes -n and -s; our flag parser knows only --long ones.
+std::string ExpandShortFlag(const std::string& a) {
+  for (const auto& [shorthand, name] : {std::pair{"-n", "--num-workers"}, std::pair{"-s", "--num-servers"}}) {
+    if (a == shorthand) return name;
+    if (absl::StartsWith(a, shorthand) && a.size() > 2) {
+      return absl::StrCat(name, "=", a.substr(a[2] == '=' ? 3 : 2));
+    }
+  }
+  return a;
+}
+
+// Parses and checks; `*help`: usage was printed.
+absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bool* help) {
+  FlagSet flags("dtrain launch",
+                "Starts a scheduler, S parameter servers and W workers on this machine (loopback) and\n"
+                "supervises them. Usage: dtrain launch -n W [-s S] [flags] -- WORKER-FLAGS\n"
+                "With --kv-store local or device, runs one worker process alone.");
+  flags.AddInt("num-workers", &f->num_workers, "workers to start (-n)");
+  flags.AddInt("num-servers", &f->num_servers, "parameter servers to start (-s); default: as many as workers");
+  flags.AddString("kv-store", &f->kv_store, "kvstore mode passed to the workers (dist_sync, dist_async, local...)");
+  flags.AddString("bin-dir", &f->bin_dir, "where dtrain-scheduler/-server/-worker are; default: next to dtrain");
+  flags.AddInt("scheduler-port", &f->scheduler_port, "the scheduler's port; 0: any free one");
+  flags.AddDouble("stop-grace", &f->stop_grace_s, "seconds between SIGTERM and SIGKILL when stopping");
+  flags.AddDouble("finish-grace", &f->finish_grace_s,
+                  "seconds the scheduler and servers get to exit after the workers finished");
+  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
+  std::vector<std::string> own;
+  bool passthrough = false;
+  for (const auto& a : args) {
+    if (passthrough) {
+      f->worker_args.push_back(a);
+    } else if (a == "--") {
+      passthrough = true;
+    } else {
+      own.push_back(ExpandShortFlag(a));
+    }
+  }
+  absl::Status s = flags.Parse(own);
+  *help = flags.help_requested();
+  if (*help) std::fputs(flags.Usage().c_str(), stdout);
+  if (!s.ok() || *help) return s;
+  if (f->num_workers < 1) return absl::InvalidArgumentError("-n (the number of workers) must be at least 1");
+  const bool dist = absl::StartsWith(f->kv_store, "dist");
+  if (!dist && f->num_workers != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-store ", f->kv_store,
+                                                   " trains in one worker process; use -n 1, or a dist_* "
+                                                   "kv-store for ",
+                                                   f->num_workers, " workers"));
+  }
+  if (f->num_servers < 0) f->num_servers = f->num_workers;
+  if (dist && f->num_servers < 1) {
+    return absl::InvalidArgumentError("a dist kv-store needs at least one server (-s)");
+  }
+  if (f->scheduler_port < 0 || f->scheduler_port > 65535) {
+    return absl::InvalidArgumentError("--scheduler-port must be in 0..65535");
+  }
+  if (f->bin_dir.empty()) f->bin_dir = SelfDir();
+  return absl::OkStatus();
+}
+
+// A private directory for the scheduler's port file, removed on every path out.
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/dtrain-launch-XXXXXX");
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~TempDir() {
+    if (path_.empty()) return;
+    for (const char* f : {"/scheduler.port", "/scheduler.port.tmp"}) ::unlink((path_ + f).c_str());
+    ::rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+int ReadPort(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  int port = 0;
+  if (!(in >> text) || !absl::SimpleAtoi(text, &port)) return 0;
+  return port;
+}
+
+// Starts the scheduler and waits for its port file; returns the port, or 0 after
+// reporting why not (having stopped everything).
+int StartScheduler(Supervisor& sup, const LaunchFlags& f, const std::string& port_file,
+                   const std::vector<std::pair<std::string, std::string>>& env) {
+  ChildSpec spec{"scheduler", f.bin_dir + "/dtrain-scheduler",
+                 {"--host", kLoopback, "--port", std::to_string(f.scheduler_port), "--port-file", port_file,
+                  "--num-workers", std::to_string(f.num_workers), "--num-servers", std::to_string(f.num_servers),
+                  "--kv-store", f.kv_store},
+                 env};
+  if (absl::Status s = sup.Start(ChildKind::kScheduler, spec); !s.ok()) {
+    sup.Message(absl::StrCat("cannot start the scheduler: ", s.message()));
+    return 0;
+  }
+  const absl::Time deadline = absl::Now() + kSchedulerStartTimeout;
+  while (g_signal == 0) {
+    sup.Pump(absl::Milliseconds(50));
+    if (::access(port_file.c_str(), R_OK) == 0) return ReadPort(port_file);
+    const Child* scheduler = sup.Find(ChildKind::kScheduler, 0);
+    if (scheduler->exited()) {
+      sup.Message(absl::StrCat("the scheduler ", scheduler->DescribeExit(), " before it was ready"));
+      return 0;
+    }
+    if (absl::Now() > deadline) {
+      sup.Message(absl::StrCat("the scheduler did not report its port within ",
+                               absl::FormatDuration(kSchedulerStartTimeout)));
+      sup.StopAll();
+      return 0;
+    }
+  }
+  return 0;
+}
+
+int Launch(const LaunchFlags& f) {
+  const bool dist = absl::StartsWith(f.kv_store, "dist");
+  for (const char* bin : {"dtrain-scheduler", "dtrain-server", "dtrain-worker"}) {
+    if (!dist && std::string(bin) != "dtrain-worker") continue;
+    const std::string path = f.bin_dir + "/" + bin;
+    if (::access(path.c_str(), X_OK) != 0) {
+      std::fprintf(stderr, "dtrain launch: cannot find %s in %s (build it, or pass --bin-dir)\n", bin,
+                   f.bin_dir.c_str());
+      return 1;
+    }
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;  // no SA_RESTART: poll returns at once
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  SupervisorOptions options;
+  options.stop_grace = absl::Seconds(f.stop_grace_s);
+  options.finish_grace = absl::Seconds(f.finish_grace_s);
+  options.pending_signal = [] { return static_cast<int>(g_signal); };
+  Supervisor sup(options);
+  const int servers = dist ? static_cast<int>(f.num_servers) : 0;
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"DTRAIN_NUM_WORKERS", std::to_string(f.num_workers)},
+      {"DTRAIN_NUM_SERVERS", std::to_string(servers)},
+      {"DTRAIN_NODE_HOST", kLoopback},
+      {"DTRAIN_LOG_IDENTITY", "0"},  // we prefix every line ourselves
+      {"DTRAIN_LOCAL_WORKERS", std::to_string(f.num_workers)},
+  };
+  TempDir tmp;
+  if (dist) {
+    if (tmp.path().empty()) {
+      sup.Message("cannot create a temporary directory for the scheduler's port file");
+      return 1;
+    }
+    const int port = StartScheduler(sup, f, tmp.path() + "/scheduler.port", env);
+    if (g_signal != 0) {
+      sup.StopAll();
+      return 128 + g_signal;
+    }
+    if (port == 0) {
+      sup.StopAll();
+      return 1;
+    }
+    const std::string address = absl::StrCat(kLoopback, ":", port);
+    sup.Message(absl::StrCat("scheduler at ", address, "; starting ", servers, " servers and ", f.num_workers,
+                             " workers (kv-store ", f.kv_store, ")"));
+    env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
+    env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
+  }
+  auto start = [&](ChildKind kind, const std::string& role, int rank, std::vector<std::string> args) {
+    auto child_env = env;
+    child_env.emplace_back("DTRAIN_RANK", std::to_string(rank));
+    ChildSpec spec{absl::StrCat(role, " ", rank), absl::StrCat(f.bin_dir, "/dtrain-", role), std::move(args),
+                   std::move(child_env)};
+    absl::Status s = sup.Start(kind, spec);
+    if (!s.ok()) sup.Message(absl::StrCat("cannot start ", spec.name, ": ", s.message()));
+    return s.ok();
+  };
+  for (int i = 0; i < servers; ++i) {
+    if (!start(ChildKind::kServer, "server", i, {})) {
+      sup.StopAll();
+      return 1;
+    }
+  }
+  for (int i = 0; i < f.num_workers; ++i) {
+    std::vector<std::string> args = {"--kv-store", f.kv_store};
+    args.insert(args.end(), f.worker_args.begin(), f.worker_args.end());
+    if (!start(ChildKind::kWorker, "worker", i, std::move(args))) {
+      sup.StopAll();
+      return 1;
+    }
+  }
+  const int code = sup.Run();
+  if (code == 0) sup.Message(absl::StrCat("all ", f.num_workers, " workers finished"));
+  return code;
+}
+
+}  // namespace
+
+int LaunchCommand(const std::vector<std::string>& args) {
+  LaunchFlags f;
+  bool help = false;
+  absl::Status s = ParseFlags(args, &f, &help);
+  if (!s.ok()) {
+    std::fprintf(stderr, "dtrain launch: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  if (help) return 0;
+  return Launch(f);
+}
+
+}  // namespace dtrain::launcher

@@ -1,0 +1,58 @@
+// dtrain: the command line users type. A table of subcommands; each lives in its
+// own file (launch_command.cc, exec_command.cc, ...). Add new ones to kCommands.
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "services/launcher/commands.h"
+
+namespace dtrain::launcher {
+namespace {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  std::function<int(const std::vector<std::string>&)> run;
+};
+
+const std::vector<Command>& Commands() {
+  static const std::vector<Command> commands = {
+      {"launch", "start a scheduler, servers and workers on this machine", LaunchCommand},
+      {"run", "run the role named by DTRAIN_ROLE or DMLC_ROLE", RunCommand},
+      {"scheduler", "run dtrain-scheduler", [](const auto& a) { return ExecRole("scheduler", a); }},
+      {"server", "run dtrain-server", [](const auto& a) { return ExecRole("server", a); }},
+      {"worker", "run dtrain-worker", [](const auto& a) { return ExecRole("worker", a); }},
+  };
+  return commands;
+}
+
+void PrintUsage(FILE* out) {
+  std::fputs("usage: dtrain <command> [args]   (dtrain <command> --help for its flags)\n\ncommands:\n", out);
+  for (const auto& c : Commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+}
+
+int Main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
+  }
+  const std::string name = argv[1];
+  if (name == "help" || name == "-h" || name == "--help") {
+    PrintUsage(stdout);
+    return 0;
+  }
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  for (const auto& c : Commands()) {
+    if (name == c.name) return c.run(args);
+  }
+  std::fprintf(stderr, "dtrain: unknown command '%s'\n", name.c_str());
+  PrintUsage(stderr);
+  return 2;
+}
+
+}  // namespace
+}  // namespace dtrain::launcher
+
+int main(int argc, char** argv) { return dtrain::launcher::Main(argc, argv); }

@@ -1,0 +1,196 @@
+#include "services/launcher/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace dtrain::launcher {
+namespace {
+
+// Exits are noticed by reaping, not by events: poll in short slices.
+constexpr absl::Duration kSlice = absl::Milliseconds(100);
+// A pipe still open this long after its child exited is held by a stray
+// descendant; stop reading it rather than wait.
+constexpr absl::Duration kPipeLinger = absl::Seconds(1);
+// How long a child whose pipe closed gets to become reapable (it is exiting).
+constexpr absl::Duration kReapWait = absl::Milliseconds(20);
+
+void WriteAll(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // e.g. our reader went away: output is lost, the job goes on
+    off += static_cast<size_t>(n);
+  }
+}
+
+int KindRank(ChildKind kind) {
+  switch (kind) {
+    case ChildKind::kWorker: return 0;
+    case ChildKind::kServer: return 1;
+    default: return 2;
+  }
+}
+
+}  // namespace
+
+Supervisor::Supervisor(SupervisorOptions options) : options_(std::move(options)) {}
+
+Supervisor::~Supervisor() {
+  for (auto& e : entries_) e.child->Signal(SIGKILL);
+  entries_.clear();  // ~Child reaps
+}
+
+absl::Status Supervisor::Start(ChildKind kind, const ChildSpec& spec) {
+  auto child = Child::Start(spec);
+  if (!child.ok()) return child.status();
+  entries_.push_back(Entry{kind, std::move(child).value()});
+  return absl::OkStatus();
+}
+
+void Supervisor::Message(const std::string& text) const {
+  WriteAll(options_.message_fd, absl::StrCat("dtrain launch: ", text, "\n"));
+}
+
+void Supervisor::Forward(Entry& entry, bool flush) {
+  const std::string prefix = absl::StrCat("[", entry.child->name(), "] ");
+  std::string out;
+  entry.child->ReadOutput(
+      [&](absl::string_view line) { absl::StrAppend(&out, prefix, line, "\n"); }, flush);
+  if (!out.empty()) WriteAll(options_.output_fd, out);
+  // The pipe closes as the child exits, a few microseconds before it can be
+  // reaped. Reap it now: when one failure brings down others, the exit order
+  // is how the first one is named.
+  if (entry.child->output_fd() < 0 && !entry.child->exited()) {
+    const absl::Time until = absl::Now() + kReapWait;
+    while (!entry.child->Reap() && absl::Now() < until) absl::SleepFor(absl::Microseconds(100));
+  }
+}
+
+void Supervisor::Pump(absl::Duration timeout) {
+  std::vector<pollfd> fds;
+  std::vector<Entry*> owners;
+  for (auto& e : entries_) {
+    if (e.child->output_fd() < 0) continue;
+    fds.push_back(pollfd{e.child->output_fd(), POLLIN, 0});
+    owners.push_back(&e);
+  }
+  const int ms = static_cast<int>(absl::ToInt64Milliseconds(std::max(absl::ZeroDuration(),
+                                                                     std::min(timeout, kSlice))));
+  if (fds.empty()) {
+    ::poll(nullptr, 0, ms);
+  } else if (::poll(fds.data(), fds.size(), ms) > 0) {
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) Forward(*owners[i], false);
+    }
+  }
+  const absl::Time now = absl::Now();
+  for (auto& e : entries_) {
+    e.child->Reap();
+    if (e.child->exited() && e.child->output_fd() >= 0 && now - e.child->exited_at() > kPipeLinger) {
+      Forward(e, /*flush=*/true);
+    }
+  }
+}
+
+bool Supervisor::AllExited(bool workers_only) const {
+  for (const auto& e : entries_) {
+    if (workers_only && e.kind != ChildKind::kWorker) continue;
+    if (!e.child->exited()) return false;
+  }
+  return true;
+}
+
+const Child* Supervisor::Failed() const {
+  const Entry* worst = nullptr;
+  for (const auto& e : entries_) {
+    if (e.stopped_by_us || !e.child->exited() || e.child->succeeded()) continue;
+    if (worst == nullptr || KindRank(e.kind) < KindRank(worst->kind) ||
+        (KindRank(e.kind) == KindRank(worst->kind) && e.child->exited_at() < worst->child->exited_at())) {
+      worst = &e;
+    }
+  }
+  return worst == nullptr ? nullptr : worst->child.get();
+}
+
+const Child* Supervisor::Find(ChildKind kind, int index) const {
+  for (const auto& e : entries_) {
+    if (e.kind == kind && index-- == 0) return e.child.get();
+  }
+  return nullptr;
+}
+
+void Supervisor::StopAll() {
+  for (auto& e : entries_) {
+    if (e.child->exited()) continue;
+    e.stopped_by_us = true;
+    e.child->Signal(SIGTERM);
+  }
+  const absl::Time deadline = absl::Now() + options_.stop_grace;
+  while (!AllExited(false) && absl::Now() < deadline) Pump(kSlice);
+  for (auto& e : entries_) {
+    if (e.child->exited()) continue;
+    Message(absl::StrCat(e.child->name(), " did not exit within ", absl::FormatDuration(options_.stop_grace),
+                         " of SIGTERM; killing it"));
+    e.child->Signal(SIGKILL);
+  }
+  // SIGKILL cannot be ignored; the bound only guards against a kernel hang (D state).
+  const absl::Time kill_deadline = absl::Now() + absl::Seconds(5);
+  while (!AllExited(false) && absl::Now() < kill_deadline) Pump(kSlice);
+  DrainAll();
+}
+
+void Supervisor::DrainAll() {
+  const absl::Time deadline = absl::Now() + kPipeLinger + kSlice;
+  auto open = [&] {
+    return std::any_of(entries_.begin(), entries_.end(),
+                       [](const Entry& e) { return e.child->output_fd() >= 0; });
+  };
+  while (open() && absl::Now() < deadline) Pump(kSlice);
+  for (auto& e : entries_) Forward(e, /*flush=*/true);
+}
+
+int Supervisor::Run() {
+  absl::Time workers_done_at = absl::InfiniteFuture();
+  while (true) {
+    if (const int sig = options_.pending_signal ? options_.pending_signal() : 0; sig != 0) {
+      const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : ::strsignal(sig);
+      Message(absl::StrCat("received ", name, "; stopping the job"));
+      StopAll();
+      return 128 + sig;
+    }
+    Pump(kSlice);
+    if (const Child* failed = Failed()) {
+      const std::string what = absl::StrCat(failed->name(), " ", failed->DescribeExit());
+      StopAll();
+      Message(what + "; stopped the others");
+      return 1;
+    }
+    if (!AllExited(/*workers_only=*/true)) continue;
+    if (AllExited(false)) {
+      DrainAll();
+      return 0;
+    }
+    const absl::Time now = absl::Now();
+    if (workers_done_at == absl::InfiniteFuture()) workers_done_at = now;
+    if (now - workers_done_at > options_.finish_grace) {
+      for (const auto& e : entries_) {
+        if (e.child->exited()) continue;
+        Message(absl::StrCat(e.child->name(), " still runs ", absl::FormatDuration(options_.finish_grace),
+                             " after the workers finished; stopping it"));
+      }
+      StopAll();
+      return 0;
+    }
+  }
+}
+
+}  // namespace dtrain::launcher

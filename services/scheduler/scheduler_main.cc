@@ -1,0 +1,175 @@
+// dtrain-scheduler: the rendezvous of a dtrain job. Flags and wiring only; the
+// logic lives in membership.*, barrier.* and scheduler_service.*.
+//
+// Exits 0 once every worker finished and the servers left (or after
+// --exit-grace), 1 if a node left with failed=true, 0 on SIGTERM/SIGINT.
+#include <signal.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/flags.h"
+#include "common/grpc_util.h"
+#include "common/log.h"
+#include "services/scheduler/barrier.h"
+#include "services/scheduler/membership.h"
+#include "services/scheduler/scheduler_service.h"
+
+namespace dtrain::scheduler {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+void OnSignal(int sig) { g_signal = sig; }
+
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+
+// Launchers and tests poll for this file, so it must never be seen half written.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+struct Flags {
+  int64_t port = 0;
+  std::string host = "0.0.0.0";
+  std::string port_file;
+  int64_t num_workers = 1;
+  int64_t num_servers = 1;
+  std::string kv_store = "dist_sync";
+  double register_timeout_s = 120;
+  double heartbeat_timeout_s = 10;
+  double exit_grace_s = 15;
+};
+
+absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
+  FlagSet flags("dtrain-scheduler", "Rendezvous, ranks, barriers and liveness for one dtrain job.");
+  flags.AddInt("port", &f->port, "port to listen on; 0: any free one (see --port-file)",
+               {"DTRAIN_PORT", "DMLC_PS_ROOT_PORT"});
+  flags.AddString("host", &f->host, "address to listen on", {"DTRAIN_BIND_HOST"});
+  flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
+  flags.AddInt("num-workers", &f->num_workers, "workers in the job", {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
+  flags.AddInt("num-servers", &f->num_servers, "parameter servers in the job",
+               {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
+  flags.AddString("kv-store", &f->kv_store, "kvstore mode, told to every node", {"DTRAIN_KV_STORE"});
+  flags.AddDouble("register-timeout", &f->register_timeout_s, "seconds Register waits for everyone",
+                  {"DTRAIN_REGISTER_TIMEOUT"});
+  flags.AddDouble("heartbeat-timeout", &f->heartbeat_timeout_s, "seconds of silence after which a node is DEAD",
+                  {"DTRAIN_HEARTBEAT_TIMEOUT"});
+  flags.AddDouble("exit-grace", &f->exit_grace_s, "seconds to wait for servers to leave once the job is over");
+  absl::Status s = flags.Parse(argc, argv);
+  *help = flags.help_requested();
+  if (*help) std::fputs(flags.Usage().c_str(), stdout);
+  if (!s.ok()) return s;
+  if (f->port < 0 || f->port > 65535) return absl::InvalidArgumentError("--port must be in 0..65535");
+  if (f->num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
+  if (f->num_servers < 0) return absl::InvalidArgumentError("--num-servers must not be negative");
+  if (!(f->register_timeout_s > 0) || !(f->heartbeat_timeout_s > 0) || !(f->exit_grace_s >= 0)) {
+    return absl::InvalidArgumentError(
+        "--register-timeout and --heartbeat-timeout must be positive, --exit-grace not negative");
+  }
+  return absl::OkStatus();
+}
+
+int Run(int argc, char** argv) {
+  Flags f;
+  bool help = false;
+  if (absl::Status s = ParseFlags(argc, argv, &f, &help); !s.ok() || help) {
+    if (!s.ok()) std::fprintf(stderr, "dtrain-scheduler: %s\n", std::string(s.message()).c_str());
+    return s.ok() ? 0 : 2;
+  }
+  SetLogIdentity("scheduler", -1);
+  // Before anything is announced: a launcher may signal us as soon as it sees the port.
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  MembershipOptions mo;
+  mo.num_workers = static_cast<int>(f.num_workers);
+  mo.num_servers = static_cast<int>(f.num_servers);
+  mo.kv_store = f.kv_store;
+  mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  Membership membership(mo);
+  BarrierSet barriers(mo.num_workers, mo.num_servers,
+                      [&membership](const NodeKey& key) { return membership.Describe(key); });
+  SchedulerServiceOptions so;
+  so.register_timeout = absl::Seconds(f.register_timeout_s);
+  SchedulerService service(&membership, &barriers, so);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  int bound_port = 0;
+  const std::string listen = absl::StrCat(f.host, ":", f.port);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    DTRAIN_LOG(ERROR) << "cannot listen on " << listen;
+    return 1;
+  }
+  if (!f.port_file.empty()) {
+    if (absl::Status s = WritePortFile(f.port_file, bound_port); !s.ok()) {
+      DTRAIN_LOG(ERROR) << s.message();
+      return 1;
+    }
+  }
+  DTRAIN_LOG(INFO) << "listening on " << f.host << ":" << bound_port << " (pid " << ::getpid() << "); expecting "
+                   << f.num_workers << " workers and " << f.num_servers << " servers, kv-store " << f.kv_store;
+
+  bool job_over = false;
+  absl::Time job_over_at;
+  while (true) {
+    if (g_signal != 0) {
+      DTRAIN_LOG(INFO) << "received " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
+      break;
+    }
+    service.Tick();
+    std::string reason;
+    if (!job_over && membership.JobOver(&reason)) {
+      job_over = true;
+      job_over_at = absl::Now();
+      DTRAIN_LOG(INFO) << "job over (" << reason << "); telling the remaining nodes to exit";
+    }
+    if (job_over) {
+      if (membership.AllGone()) break;
+      if (absl::Now() - job_over_at > absl::Seconds(f.exit_grace_s)) {
+        DTRAIN_LOG(WARNING) << "some nodes did not leave within " << f.exit_grace_s << " s; exiting anyway";
+        break;
+      }
+    }
+    absl::SleepFor(kTick);
+  }
+  service.Close();
+  server->Shutdown(DeadlineAfter(absl::Milliseconds(500)));
+  const std::string failure = membership.Failure();
+  if (!failure.empty()) {
+    DTRAIN_LOG(ERROR) << "job failed: " << failure;
+    return 1;
+  }
+  DTRAIN_LOG(INFO) << "done";
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrain::scheduler
+
+int main(int argc, char** argv) { return dtrain::scheduler::Run(argc, argv); }

@@ -1,0 +1,171 @@
+#include "services/scheduler/scheduler_service.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_util.h"
+#include "common/log.h"
+
+namespace dtrain::scheduler {
+namespace {
+
+// When to answer a blocking call: a little before the caller's deadline, so our
+// error (which names who is missing) reaches it instead of a bare DEADLINE_EXCEEDED.
+// SchedulerClient adds a second to its deadlines for this.
+absl::Time ReplyBy(const grpc::ServerContext& context) {
+  const absl::Time now = absl::Now();
+  const absl::Time deadline = absl::FromChrono(context.deadline());
+  if (deadline - now > absl::Hours(24 * 365)) return absl::InfiniteFuture();  // no deadline set
+  return deadline - std::min(absl::Seconds(1), (deadline - now) / 2);
+}
+
+NodeKey KeyOf(v1::Role role, int rank) { return NodeKey{role, rank}; }
+
+}  // namespace
+
+SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers,
+                                   SchedulerServiceOptions options)
+    : membership_(membership), barriers_(barriers), options_(options), last_waiting_log_(absl::Now()) {}
+
+grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                                        v1::RegisterResponse* response) {
+  const std::string who = absl::StrCat(RoleName(request->role()), " (pid ", request->pid(), " on ",
+                                       request->hostname(), ")");
+  absl::StatusOr<int> rank = membership_->Register(*request);
+  if (!rank.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << rank.status().message();
+    return ToGrpc(rank.status());
+  }
+  const NodeKey self = KeyOf(request->role(), *rank);
+  DTRAIN_LOG(INFO) << NodeName(self) << " joined: pid " << request->pid() << " on " << request->hostname()
+                   << (request->address().empty() ? "" : ", serving at " + request->address()) << "; "
+                   << membership_->RegistrationText();
+  if (membership_->AllRegistered()) {
+    absl::MutexLock lock(&mu_);
+    if (!logged_complete_) {
+      logged_complete_ = true;
+      DTRAIN_LOG(INFO) << "every node registered; the cluster is ready";
+    }
+  }
+  const absl::Time deadline = std::min(absl::Now() + options_.register_timeout, ReplyBy(*context));
+  absl::Status s =
+      membership_->AwaitAllRegistered(self, deadline, [context] { return context->IsCancelled(); });
+  if (!s.ok()) {
+    DTRAIN_LOG(WARNING) << NodeName(self) << " was not admitted: " << s.message();
+    return ToGrpc(s);
+  }
+  response->set_rank(*rank);
+  *response->mutable_cluster() = membership_->View();
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Heartbeat(
+    grpc::ServerContext* /*context*/,
+    grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
+  v1::HeartbeatRequest request;
+  NodeKey self;
+  uint64_t incarnation = 0;
+  size_t death_cursor = 0;
+  bool told_shutdown = false;
+  bool opened = false;
+  while (stream->Read(&request)) {
+    if (!opened) {
+      self = KeyOf(request.role(), request.rank());
+      opened = true;
+    }
+    v1::HeartbeatResponse response;
+    bool send = false;
+    absl::Status s = membership_->Heartbeat(self, &incarnation, request.step(), request.samples_per_sec());
+    std::string reason;
+    if (!s.ok()) {
+      reason = std::string(s.message());
+    } else if (membership_->JobOver(&reason)) {
+      reason = "job over: " + reason;
+    }
+    if (!reason.empty() && !told_shutdown) {
+      response.set_shutdown(true);
+      response.set_reason(reason);
+      told_shutdown = send = true;
+    }
+    for (const v1::NodeInfo& dead : membership_->DeathsSince(&death_cursor)) {
+      if (KeyOf(dead.role(), dead.rank()) == self) continue;
+      *response.add_dead() = dead;
+      send = true;
+    }
+    if (send && !stream->Write(response)) break;
+  }
+  if (opened && incarnation != 0 && membership_->StreamClosed(self, incarnation, "heartbeat stream broke")) {
+    v1::NodeInfo node;
+    node.set_role(self.role);
+    node.set_rank(self.rank);
+    OnDeath(node, "heartbeat stream broke");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,
+                                       v1::BarrierResponse* /*response*/) {
+  // Every wait has a deadline: no barrier may hang a job silently.
+  if (request->timeout_ms() <= 0) {
+    return ToGrpc(absl::InvalidArgumentError(
+        absl::StrCat("barrier '", request->name(), "': timeout_ms must be positive")));
+  }
+  const absl::Time deadline =
+      std::min(ReplyBy(*context), absl::Now() + absl::Milliseconds(request->timeout_ms()));
+  const NodeKey self = KeyOf(request->role(), request->rank());
+  absl::Status s = barriers_->Wait(request->name(), request->group(), self, deadline,
+                                   [context] { return context->IsCancelled(); });
+  if (!s.ok()) DTRAIN_LOG(WARNING) << NodeName(self) << ": " << s.message();
+  return ToGrpc(s);
+}
+
+grpc::Status SchedulerService::Leave(grpc::ServerContext* /*context*/, const v1::LeaveRequest* request,
+                                     v1::LeaveResponse* /*response*/) {
+  const NodeKey self = KeyOf(request->role(), request->rank());
+  absl::Status s = membership_->Leave(self, request->failed(), request->reason());
+  if (!s.ok()) return ToGrpc(s);
+  if (request->failed()) {
+    DTRAIN_LOG(ERROR) << NodeName(self) << " left FAILED: " << request->reason();
+  } else {
+    DTRAIN_LOG(INFO) << NodeName(self) << " left"
+                     << (request->reason().empty() ? "" : ": " + request->reason());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::GetStatus(grpc::ServerContext* /*context*/,
+                                         const v1::GetStatusRequest* /*request*/,
+                                         v1::GetStatusResponse* response) {
+  for (const v1::NodeInfo& node : membership_->Nodes()) *response->add_nodes() = node;
+  *response->mutable_cluster() = membership_->View();
+  response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
+  return grpc::Status::OK;
+}
+
+void SchedulerService::Tick() {
+  for (const v1::NodeInfo& node : membership_->SweepSilent()) OnDeath(node, "heartbeats stopped");
+  if (membership_->AllRegistered()) return;
+  absl::MutexLock lock(&mu_);
+  if (absl::Now() - last_waiting_log_ < options_.waiting_log_interval) return;
+  last_waiting_log_ = absl::Now();
+  DTRAIN_LOG(INFO) << "still waiting for " << membership_->RegistrationText();
+}
+
+void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why) {
+  const NodeKey key = KeyOf(node.role(), node.rank());
+  std::optional<v1::NodeInfo> info = membership_->Find(key);
+  if (!info) info = node;
+  DTRAIN_LOG(WARNING) << NodeName(key) << " is DEAD: " << why << " (pid " << info->pid() << " on "
+                      << info->hostname() << ", last step " << info->last_step() << ")";
+  barriers_->NodeDied(key, why);
+}
+
+void SchedulerService::Close() {
+  membership_->Close();
+  barriers_->Close();
+}
+
+}  // namespace dtrain::scheduler

@@ -1,0 +1,59 @@
+// The Scheduler gRPC service: translates RPCs into calls on Membership and
+// BarrierSet, and logs what an operator needs (joins, deaths, who is missing).
+//
+// Sync API: handlers block (Register until everyone is in, Barrier until the
+// round completes); a scheduler serves tens of nodes, one thread each is fine.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dtrain/v1/scheduler.grpc.pb.h"
+#include "services/scheduler/barrier.h"
+#include "services/scheduler/membership.h"
+
+namespace dtrain::scheduler {
+
+struct SchedulerServiceOptions {
+  // Register waits at most this long for the others (less if the call's own deadline is sooner).
+  absl::Duration register_timeout = absl::Seconds(120);
+  // How often Tick logs "still waiting for ..." while registration is incomplete.
+  absl::Duration waiting_log_interval = absl::Seconds(10);
+};
+
+class SchedulerService final : public v1::Scheduler::Service {
+ public:
+  SchedulerService(Membership* membership, BarrierSet* barriers, SchedulerServiceOptions options);
+
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
+                        v1::RegisterResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context,
+                         grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) override;
+  grpc::Status Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,
+                       v1::BarrierResponse* response) override;
+  grpc::Status Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
+                     v1::LeaveResponse* response) override;
+  grpc::Status GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* request,
+                         v1::GetStatusResponse* response) override;
+
+  // Periodic work, from the main loop every few hundred ms: declares silent nodes
+  // dead and logs progress while registration is incomplete.
+  void Tick();
+
+  // Wakes every blocked handler; call before grpc::Server::Shutdown.
+  void Close();
+
+ private:
+  void OnDeath(const v1::NodeInfo& node, const std::string& why);
+
+  Membership* const membership_;
+  BarrierSet* const barriers_;
+  const SchedulerServiceOptions options_;
+  absl::Mutex mu_;
+  absl::Time last_waiting_log_ ABSL_GUARDED_BY(mu_);
+  bool logged_complete_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace dtrain::scheduler

@@ -1,0 +1,192 @@
+#include "services/server/ps_service.h"
+
+#include <cstring>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/grpc_util.h"
+#include "common/log.h"
+#include "services/server/push_pull_reactor.h"
+
+namespace dtrain::server {
+namespace {
+
+absl::Status FloatsFromBytes(const std::string& bytes, const char* what, uint64_t key, std::vector<float>* out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key ", key, ": ", what, " has ", bytes.size(), " bytes, not a whole number of float32s"));
+  }
+  out->resize(bytes.size() / sizeof(float));
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+std::string FloatBytes(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+// Streams one KeyState per key, snapshotting each key just before it is written so
+// the shard is never copied whole.
+class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
+ public:
+  GetStateReactor(kv::ShardStore* store, const v1::GetStateRequest& req) : store_(store) {
+    const std::vector<uint64_t> held = store_->Keys();
+    if (req.keys().empty()) {
+      keys_ = held;
+    } else {
+      const std::unordered_set<uint64_t> have(held.begin(), held.end());
+      for (uint64_t k : req.keys()) {
+        if (have.count(k) == 0) {
+          Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("key ", k, " is not held by this server")));
+          return;
+        }
+        keys_.push_back(k);
+      }
+    }
+    Next();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "GetState stream broke"));
+      return;
+    }
+    Next();
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  void Next() {
+    if (next_ == keys_.size()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    std::vector<kv::KeySnapshot> snap;
+    absl::Status s = store_->Snapshot({keys_[next_++]}, &snap);
+    if (!s.ok()) {
+      Finish(ToGrpc(s));
+      return;
+    }
+    const kv::KeySnapshot& k = snap[0];
+    msg_.Clear();
+    msg_.set_key(k.key);
+    for (int64_t d : k.shape) msg_.add_shape(d);
+    msg_.set_dtype(v1::DTYPE_FLOAT32);
+    msg_.set_version(k.version);
+    msg_.set_values(FloatBytes(k.values));
+    msg_.set_optimizer_state(FloatBytes(k.optimizer_state));
+    StartWrite(&msg_);
+  }
+
+  kv::ShardStore* store_;
+  std::vector<uint64_t> keys_;
+  size_t next_ = 0;
+  v1::KeyState msg_;
+};
+
+}  // namespace
+
+absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store) {
+  if (kv_store == "dist_sync" || kv_store == "dist_device_sync") return kv::MergeMode::kSync;
+  if (kv_store == "dist_async") return kv::MergeMode::kAsync;
+  return absl::InvalidArgumentError(absl::StrCat("kv_store \"", kv_store,
+                                                 "\" is not served by a parameter server (want dist_sync, "
+                                                 "dist_device_sync or dist_async)"));
+}
+
+kv::OptimizerOptions OptimizerFromProto(const v1::OptimizerConfig& p) {
+  kv::OptimizerOptions o;
+  o.name = p.name().empty() ? "sgd" : p.name();
+  o.learning_rate = p.learning_rate();
+  o.momentum = p.momentum();
+  o.weight_decay = p.weight_decay();
+  o.lr_factor = p.lr_factor() == 0 ? 1.0 : p.lr_factor();
+  o.lr_steps.assign(p.lr_steps().begin(), p.lr_steps().end());
+  o.beta1 = p.beta1();
+  o.beta2 = p.beta2();
+  o.epsilon = p.epsilon();
+  o.rescale_grad = p.rescale_grad() == 0 ? 1.0 : p.rescale_grad();
+  o.clip_gradient = p.clip_gradient();
+  return o;
+}
+
+PsService::PsService(kv::ShardStore* store, PsServiceOptions options)
+    : store_(store), options_(options), timer_([this] { TimerLoop(); }) {}
+
+PsService::~PsService() {
+  {
+    absl::MutexLock lock(&timer_mu_);
+    stopping_ = true;
+  }
+  timer_.join();
+}
+
+void PsService::TimerLoop() {
+  absl::MutexLock lock(&timer_mu_);
+  while (!timer_mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.check_interval)) {
+    timer_mu_.Unlock();
+    store_->CheckDeadlines(absl::Now(), options_.still_waiting_every);
+    timer_mu_.Lock();
+  }
+}
+
+grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx, const v1::ConfigureRequest* req,
+                                               v1::ConfigureResponse* /*resp*/) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::StatusOr<kv::MergeMode> mode = ParseKvStore(req->kv_store());
+  absl::Status s = mode.status();
+  if (s.ok()) {
+    kv::StoreConfig config;
+    config.mode = *mode;
+    config.num_workers = req->num_workers();
+    config.optimizer = OptimizerFromProto(req->optimizer());
+    s = store_->Configure(config);
+    if (s.ok()) {
+      DTRAIN_LOG(INFO) << "configured: " << req->kv_store() << ", " << config.num_workers << " workers, optimizer "
+                       << config.optimizer.name << " lr " << config.optimizer.learning_rate;
+    }
+  }
+  if (!s.ok()) DTRAIN_LOG(WARNING) << "Configure refused: " << s.message();
+  reactor->Finish(ToGrpc(s));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, const v1::InitKeysRequest* req,
+                                              v1::InitKeysResponse* /*resp*/) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::Status s;
+  std::vector<float> values;
+  std::vector<float> state;
+  for (const v1::KeyInit& k : req->keys()) {
+    if (k.dtype() != v1::DTYPE_FLOAT32) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("key ", k.key(), ": dtype must be DTYPE_FLOAT32, got ", v1::DType_Name(k.dtype())));
+      break;
+    }
+    s = FloatsFromBytes(k.values(), "values", k.key(), &values);
+    if (s.ok()) s = FloatsFromBytes(k.optimizer_state(), "optimizer_state", k.key(), &state);
+    if (s.ok()) {
+      const std::vector<int64_t> shape(k.shape().begin(), k.shape().end());
+      s = store_->InitKey(k.key(), shape, values.data(), static_cast<int64_t>(values.size()), k.version(), state);
+    }
+    if (!s.ok()) break;
+  }
+  reactor->Finish(ToGrpc(s));
+  return reactor;
+}
+
+grpc::ServerBidiReactor<v1::PushPullRequest, v1::PushPullResponse>* PsService::PushPull(
+    grpc::CallbackServerContext* /*ctx*/) {
+  return new PushPullReactor(store_, options_.sync_timeout);
+}
+
+grpc::ServerWriteReactor<v1::KeyState>* PsService::GetState(grpc::CallbackServerContext* /*ctx*/,
+                                                            const v1::GetStateRequest* req) {
+  return new GetStateReactor(store_, *req);
+}
+
+}  // namespace dtrain::server

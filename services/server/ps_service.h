@@ -1,0 +1,60 @@
+// The ParameterServer gRPC service: a thin translation of RPCs into ShardStore calls
+// (callback API, so a parked sync pull costs no thread).
+#pragma once
+
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/kv/shard_store.h"
+#include "dtrain/v1/parameter_server.grpc.pb.h"
+
+namespace dtrain::server {
+
+struct PsServiceOptions {
+  // How long a sync pull waits for the other workers' pushes before it fails with
+  // DEADLINE_EXCEEDED naming them.
+  absl::Duration sync_timeout = absl::Seconds(120);
+  // How often parked pulls are checked against their deadlines.
+  absl::Duration check_interval = absl::Seconds(1);
+  // How often a stalled step is reported in the log.
+  absl::Duration still_waiting_every = absl::Seconds(10);
+};
+
+class PsService final : public v1::ParameterServer::CallbackService {
+ public:
+  // `store` must outlive the service. Starts the deadline timer thread.
+  PsService(kv::ShardStore* store, PsServiceOptions options);
+  ~PsService() override;  // stops the timer
+
+  grpc::ServerUnaryReactor* Configure(grpc::CallbackServerContext* ctx, const v1::ConfigureRequest* req,
+                                      v1::ConfigureResponse* resp) override;
+  grpc::ServerUnaryReactor* InitKeys(grpc::CallbackServerContext* ctx, const v1::InitKeysRequest* req,
+                                     v1::InitKeysResponse* resp) override;
+  grpc::ServerBidiReactor<v1::PushPullRequest, v1::PushPullResponse>* PushPull(
+      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerWriteReactor<v1::KeyState>* GetState(grpc::CallbackServerContext* ctx,
+                                                   const v1::GetStateRequest* req) override;
+
+ private:
+  void TimerLoop();
+
+  kv::ShardStore* store_;
+  PsServiceOptions options_;
+  absl::Mutex timer_mu_;
+  bool stopping_ ABSL_GUARDED_BY(timer_mu_) = false;
+  std::thread timer_;
+};
+
+// "dist_sync" / "dist_device_sync" -> kSync, "dist_async" -> kAsync; else INVALID_ARGUMENT.
+absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store);
+
+// Proto3 zeros that mean "unset" become defaults: name "" -> "sgd", rescale_grad 0 -> 1,
+// lr_factor 0 -> 1.
+kv::OptimizerOptions OptimizerFromProto(const v1::OptimizerConfig& p);
+
+}  // namespace dtrain::server

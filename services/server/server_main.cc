@@ -1,0 +1,170 @@
+// dtrain-server: one parameter server. Flags and wiring only; the work is in
+// ShardStore (common/kv) and PsService.
+//
+//   dtrain-server --scheduler 10.0.0.1:9091 --num-workers 2 --num-servers 1
+//   dtrain-server --standalone --port 0 --port-file /tmp/ps.port   (tests, benchmarks)
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/cluster_flags.h"
+#include "common/flags.h"
+#include "common/grpc_util.h"
+#include "common/kv/shard_store.h"
+#include "common/log.h"
+#include "common/scheduler_client.h"
+#include "services/server/ps_service.h"
+
+namespace dtrain::server {
+namespace {
+
+struct ServerFlags {
+  ClusterFlags cluster;
+  double sync_timeout_s = 120;
+  std::string port_file;
+  bool standalone = false;
+};
+
+// Writes to PATH.tmp then renames, so a reader never sees a half-written port.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": errno ", errno));
+  }
+  return absl::OkStatus();
+}
+
+// Blocks SIGTERM/SIGINT in every thread (call before any thread starts) so that
+// WaitForShutdown can take them synchronously with sigtimedwait.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+// Until a signal arrives or `shutdown` is set (by the scheduler's heartbeat).
+std::string WaitForShutdown(const sigset_t& signals, const std::atomic<bool>& shutdown) {
+  while (!shutdown.load()) {
+    timespec tick{0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM) return "SIGTERM";
+    if (sig == SIGINT) return "SIGINT";
+  }
+  return "scheduler said the job is over";
+}
+
+int Run(int argc, char** argv) {
+  const sigset_t signals = BlockShutdownSignals();
+  ServerFlags f;
+  FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
+  AddClusterFlags(flags, &f.cluster);
+  flags.AddDouble("sync-timeout", &f.sync_timeout_s,
+                  "seconds a sync pull waits for every worker's push before failing", {"DTRAIN_SYNC_TIMEOUT"});
+  flags.AddString("port-file", &f.port_file, "write the bound port to this file (atomically)");
+  flags.AddBool("standalone", &f.standalone, "serve without a scheduler (tests, benchmarks)");
+  absl::Status s = flags.Parse(argc, argv);
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (s.ok()) s = FinishClusterFlags(&f.cluster, /*need_scheduler=*/!f.standalone);
+  if (s.ok() && !(f.sync_timeout_s > 0)) {
+    s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f.sync_timeout_s));
+  }
+  if (!s.ok()) {
+    std::cerr << "dtrain-server: " << s.message() << "\n";
+    return 2;
+  }
+
+  kv::ShardStore store;
+  PsServiceOptions options;
+  options.sync_timeout = absl::Seconds(f.sync_timeout_s);
+  PsService service(&store, options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.cluster.port), grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << f.cluster.port;
+    return 1;
+  }
+  const std::string address = absl::StrCat(f.cluster.host, ":", port);
+  if (!f.port_file.empty()) {
+    if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
+      DTRAIN_LOG(ERROR) << ps.message();
+      return 1;
+    }
+  }
+
+  std::atomic<bool> shutdown{false};
+  std::unique_ptr<SchedulerClient> scheduler;
+  int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
+  if (!f.standalone) {
+    scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
+    absl::StatusOr<v1::RegisterResponse> reg = scheduler->Register(
+        v1::ROLE_SERVER, address, static_cast<int>(f.cluster.rank), static_cast<int>(f.cluster.num_workers),
+        static_cast<int>(f.cluster.num_servers), absl::Seconds(f.cluster.register_timeout_s));
+    if (!reg.ok()) {
+      DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
+                        << " failed: " << reg.status().message();
+      server->Shutdown(DeadlineAfter(absl::Seconds(1)));
+      return 1;
+    }
+    rank = reg->rank();
+    SchedulerClient::HeartbeatHooks hooks;
+    hooks.on_shutdown = [&shutdown](const std::string& reason) {
+      DTRAIN_LOG(INFO) << "shutting down: " << reason;
+      shutdown.store(true);
+    };
+    hooks.on_dead = [](const v1::NodeInfo& node) {
+      DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
+                          << " is dead; sync steps waiting for it will time out";
+    };
+    scheduler->StartHeartbeat(absl::Seconds(f.cluster.heartbeat_interval_s), std::move(hooks));
+  }
+  SetLogIdentity("server", rank);
+  DTRAIN_LOG(INFO) << "server " << rank << " listening on " << address
+                   << (f.standalone ? " (standalone)" : "");
+
+  const std::string why = WaitForShutdown(signals, shutdown);
+  DTRAIN_LOG(INFO) << "stopping (" << why << "): " << store.updates_applied() << " updates applied to "
+                   << store.num_keys() << " keys";
+  // Streams still open after the grace period are cancelled; parked pulls are dropped.
+  server->Shutdown(DeadlineAfter(absl::Seconds(5)));
+  if (scheduler != nullptr) {
+    if (absl::Status ls = scheduler->Leave(/*failed=*/false, why, absl::Seconds(3)); !ls.ok()) {
+      DTRAIN_LOG(WARNING) << "Leave: " << ls.message();
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace dtrain::server
+
+int main(int argc, char** argv) { return dtrain::server::Run(argc, argv); }

@@ -1,0 +1,209 @@
+// `dtrain launch` with the real scheduler and a fake server/worker (fake_node.cc)
+// linked into a private --bin-dir.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "tests/integration/common/subprocess.h"
+
+namespace dtrain::testing {
+namespace {
+
+constexpr absl::Duration kRunTimeout = absl::Seconds(60);
+
+std::string FakeBinDir() {
+  const std::string dir = MakeTempDir();
+  EXPECT_EQ(::symlink(Bin("dtrain-scheduler").c_str(), (dir + "/dtrain-scheduler").c_str()), 0);
+  EXPECT_EQ(::symlink(FAKE_NODE_PATH, (dir + "/dtrain-server").c_str()), 0);
+  EXPECT_EQ(::symlink(FAKE_NODE_PATH, (dir + "/dtrain-worker").c_str()), 0);
+  return dir;
+}
+
+std::vector<std::string> Launch(const std::string& bin_dir, std::vector<std::string> tail) {
+  std::vector<std::string> argv = {Bin("dtrain"), "launch", "--bin-dir", bin_dir};
+  argv.insert(argv.end(), tail.begin(), tail.end());
+  return argv;
+}
+
+// Every pid the job's processes printed: fake nodes say pid=N, the scheduler "(pid N)".
+std::vector<int> Pids(const std::string& output) {
+  std::vector<int> pids;
+  for (const std::string& v : ValuesAfter(output, "pid")) {
+    int p;
+    if (absl::SimpleAtoi(v, &p)) pids.push_back(p);
+  }
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    size_t at = line.find("(pid ");
+    if (at == absl::string_view::npos) continue;
+    int p;
+    absl::string_view rest = line.substr(at + 5);
+    if (absl::SimpleAtoi(rest.substr(0, rest.find(')')), &p)) pids.push_back(p);
+  }
+  return pids;
+}
+
+bool Running(int pid) {
+  if (::kill(pid, 0) != 0) return errno != ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const size_t paren = line.rfind(')');
+  return paren == std::string::npos || line.substr(paren + 2, 1) != "Z";  // a zombie is not running
+}
+
+void ExpectNothingLeft(const std::string& output, size_t expected_processes) {
+  const std::vector<int> pids = Pids(output);
+  EXPECT_EQ(pids.size(), expected_processes) << output;
+  for (int pid : pids) EXPECT_FALSE(Running(pid)) << "pid " << pid << " outlived the launcher";
+}
+
+// Every line of the job's output carries its source.
+void ExpectPrefixed(const std::string& output) {
+  for (absl::string_view line : absl::StrSplit(output, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "[scheduler] ") || absl::StartsWith(line, "[server ") ||
+                absl::StartsWith(line, "[worker ") || absl::StartsWith(line, "dtrain launch: "))
+        << line;
+  }
+}
+
+bool Eventually(const std::function<bool()>& pred, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!pred()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+const std::map<std::string, std::string> kFastEnv = {{"DTRAIN_HEARTBEAT_INTERVAL", "0.1"}};
+
+TEST(LauncherTest, AllWorkersSucceedPrefixesLinesAndLeavesNothing) {
+  const auto [code, out] =
+      RunToEnd(Launch(FakeBinDir(), {"-n", "2", "-s", "2", "--", "--steps", "3"}), kRunTimeout, kFastEnv);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("dtrain launch: scheduler at 127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find("[scheduler] "), std::string::npos);
+  EXPECT_NE(out.find("[server 1] fake server starting pid="), std::string::npos) << out;
+  EXPECT_NE(out.find("[worker 0] fake worker starting pid="), std::string::npos) << out;
+  EXPECT_NE(out.find("args=--kv-store dist_sync --steps 3"), std::string::npos) << out;
+  // Partial writes come out as whole lines.
+  EXPECT_NE(out.find("[worker 1] partial-line step=3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("[worker 1] fake worker 1 done"), std::string::npos) << out;
+  EXPECT_NE(out.find("[server 0] fake server 0 shutting down (told=1)"), std::string::npos) << out;
+  EXPECT_NE(out.find("dtrain launch: all 2 workers finished"), std::string::npos) << out;
+  ExpectPrefixed(out);
+  ExpectNothingLeft(out, 5);
+}
+
+TEST(LauncherTest, FailingWorkerStopsTheOthersAndIsNamed) {
+  auto env = kFastEnv;
+  env["FAKE_NODE_EXIT"] = "worker:1:3";
+  const absl::Time start = absl::Now();
+  const auto [code, out] =
+      RunToEnd(Launch(FakeBinDir(), {"-n", "2", "-s", "1", "--", "--steps", "2"}), kRunTimeout, env);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("dtrain launch: worker 1 exited with status 3; stopped the others"), std::string::npos)
+      << out;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+  ExpectPrefixed(out);
+  ExpectNothingLeft(out, 4);
+}
+
+TEST(LauncherTest, SigtermStopsEveryChild) {
+  Subprocess launcher(Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--", "--steps", "100000"}), kFastEnv);
+  ASSERT_TRUE(launcher.WaitForOutput("[worker 0] partial-line step=2", absl::Seconds(20))) << launcher.output();
+  launcher.Signal(SIGTERM);
+  EXPECT_EQ(launcher.Wait(absl::Seconds(20)), 143) << launcher.output();
+  EXPECT_NE(launcher.output().find("dtrain launch: received SIGTERM; stopping the job"), std::string::npos)
+      << launcher.output();
+  ExpectNothingLeft(launcher.output(), 3);
+}
+
+TEST(LauncherTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
+  auto env = kFastEnv;
+  env["FAKE_NODE_EXIT"] = "worker:1:3";
+  env["FAKE_NODE_IGNORE_TERM"] = "1";
+  const auto [code, out] = RunToEnd(
+      Launch(FakeBinDir(), {"-n", "2", "-s", "1", "--stop-grace", "0.5", "--", "--steps", "2"}), kRunTimeout, env);
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("dtrain launch: server 0 did not exit within 500ms of SIGTERM; killing it"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("dtrain launch: worker 1 exited with status 3; stopped the others"), std::string::npos)
+      << out;
+  ExpectNothingLeft(out, 4);
+}
+
+TEST(LauncherTest, StragglersAfterTheWorkersAreStopped) {
+  auto env = kFastEnv;
+  env["FAKE_NODE_IGNORE_SHUTDOWN"] = "1";
+  const auto [code, out] = RunToEnd(
+      Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--finish-grace", "0.5", "--", "--steps", "1"}), kRunTimeout, env);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("dtrain launch: server 0 still runs 500ms after the workers finished; stopping it"),
+            std::string::npos)
+      << out;
+  ExpectNothingLeft(out, 3);
+}
+
+TEST(LauncherTest, KilledLauncherTakesItsChildrenAlong) {
+  std::string out;
+  {
+    Subprocess launcher(Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--", "--steps", "100000"}), kFastEnv);
+    ASSERT_TRUE(launcher.WaitForOutput("[worker 0] partial-line step=2", absl::Seconds(20))) << launcher.output();
+    ::kill(launcher.pid(), SIGKILL);  // no chance to clean up: PR_SET_PDEATHSIG must
+    launcher.Wait(absl::Seconds(5));
+    out = launcher.output();
+  }
+  const std::vector<int> pids = Pids(out);
+  ASSERT_EQ(pids.size(), 3u) << out;
+  for (int pid : pids) {
+    EXPECT_TRUE(Eventually([pid] { return !Running(pid); }, absl::Seconds(10))) << "pid " << pid << " survived";
+  }
+}
+
+TEST(LauncherTest, LocalKvStoreRunsOneWorkerAlone) {
+  const auto [code, out] = RunToEnd(Launch(FakeBinDir(), {"-n", "1", "--kv-store", "local"}), kRunTimeout);
+  EXPECT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("[worker 0] fake worker local mode kv-store=local"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[scheduler]"), std::string::npos) << out;
+
+  const auto [bad, msg] = RunToEnd(Launch(FakeBinDir(), {"-n", "2", "--kv-store", "local"}), kRunTimeout);
+  EXPECT_EQ(bad, 2);
+  EXPECT_NE(msg.find("use -n 1"), std::string::npos) << msg;
+}
+
+TEST(LauncherTest, UsageErrorsExitTwo) {
+  EXPECT_EQ(RunToEnd({Bin("dtrain"), "frobnicate"}, kRunTimeout).first, 2);
+  EXPECT_EQ(RunToEnd({Bin("dtrain")}, kRunTimeout).first, 2);
+  EXPECT_EQ(RunToEnd({Bin("dtrain"), "launch"}, kRunTimeout).first, 2);  // -n missing
+  EXPECT_EQ(RunToEnd({Bin("dtrain"), "run"}, kRunTimeout, {{"DTRAIN_ROLE", ""}, {"DMLC_ROLE", ""}}).first, 2);
+  EXPECT_EQ(RunToEnd({Bin("dtrain"), "run"}, kRunTimeout, {{"DMLC_ROLE", "gardener"}}).first, 2);
+  const auto [code, out] = RunToEnd({Bin("dtrain"), "launch", "-n", "1", "--bin-dir", "/nonexistent"}, kRunTimeout);
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("cannot find dtrain-scheduler in /nonexistent"), std::string::npos) << out;
+}
+
+TEST(LauncherTest, RunExecsTheRoleBinary) {
+  // DMLC_ROLE=scheduler with ps-lite's variables starts the real scheduler.
+  const std::string port_file = MakeTempDir() + "/port";
+  Subprocess sched({Bin("dtrain"), "run", "--host", "127.0.0.1", "--port-file", port_file},
+                   {{"DMLC_ROLE", "scheduler"}, {"DMLC_PS_ROOT_PORT", "0"}, {"DMLC_NUM_WORKER", "3"}});
+  ASSERT_TRUE(sched.WaitForOutput("expecting 3 workers", absl::Seconds(10))) << sched.output();
+  sched.Signal(SIGTERM);
+  EXPECT_EQ(sched.Wait(absl::Seconds(10)), 0) << sched.output();
+}
+
+}  // namespace
+}  // namespace dtrain::testing

@@ -1,0 +1,51 @@
+// Test helpers: a real dtrain-scheduler process on loopback, and polling with a deadline.
+#pragma once
+
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/time/clock.h"
+#include "tests/integration/common/subprocess.h"
+
+namespace dtrain::testing {
+
+// True once `pred` holds, false if it still does not after `timeout`.
+inline bool Eventually(const std::function<bool()>& pred, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!pred()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
+
+// Starts `dtrain-scheduler --port 0 --port-file ...` and waits (10 s at most) for its port.
+struct SchedulerProcess {
+  SchedulerProcess(int workers, int servers, std::vector<std::string> extra = {}) {
+    const std::string port_file = MakeTempDir() + "/port";
+    std::vector<std::string> argv = {Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", "0",
+                                     "--port-file", port_file, "--num-workers", std::to_string(workers),
+                                     "--num-servers", std::to_string(servers)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process = std::make_unique<Subprocess>(argv);
+    int port = 0;
+    Eventually(
+        [&] {
+          std::ifstream in(port_file);
+          std::string text;
+          return (in >> text) && absl::SimpleAtoi(text, &port) && port > 0;
+        },
+        absl::Seconds(10));
+    if (port > 0) address = "127.0.0.1:" + std::to_string(port);
+  }
+  std::unique_ptr<Subprocess> process;
+  std::string address;  // empty if the scheduler did not come up
+};
+
+}  // namespace dtrain::testing

@@ -1,0 +1,161 @@
+#include "common/kv/optimizer.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dtrain::kv {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<Optimizer> Make(const OptimizerOptions& o) {
+  absl::StatusOr<std::unique_ptr<Optimizer>> opt = CreateOptimizer(o);
+  EXPECT_TRUE(opt.ok()) << opt.status();
+  return opt.ok() ? *std::move(opt) : nullptr;
+}
+
+TEST(OptimizerTest, SgdMomentumAndWeightDecayMatchHandComputedSteps) {
+  OptimizerOptions o;
+  o.learning_rate = 0.1;
+  o.momentum = 0.9;
+  o.weight_decay = 0.01;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  ASSERT_EQ(opt->StateSlots(), 1);
+  float w = 1.0f;
+  float mom = 0.0f;
+  const float grads[] = {0.5f, -0.25f, 1.0f};
+  // By hand: g' = g + wd*w; mom = 0.9*mom - 0.1*g'; w += mom.
+  //   1: g' = 0.51        mom = -0.051        w = 0.949
+  //   2: g' = -0.24051    mom = -0.021849     w = 0.927151
+  //   3: g' = 1.00927151  mom = -0.120591251  w = 0.806559749
+  const double want_w[] = {0.949, 0.927151, 0.806559749};
+  const double want_mom[] = {-0.051, -0.021849, -0.120591251};
+  for (int t = 0; t < 3; ++t) {
+    opt->Update(t, &w, &grads[t], &mom, 1);
+    EXPECT_NEAR(w, want_w[t], 1e-6) << "step " << t;
+    EXPECT_NEAR(mom, want_mom[t], 1e-6) << "step " << t;
+  }
+}
+
+TEST(OptimizerTest, PlainSgdHasNoStateAndAppliesRescaleThenClip) {
+  OptimizerOptions o;
+  o.learning_rate = 0.1;
+  o.rescale_grad = 2.0;
+  o.clip_gradient = 0.5;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  EXPECT_EQ(opt->StateSlots(), 0);
+  std::vector<float> w = {1.0f, 1.0f, 1.0f};
+  const std::vector<float> g = {1.0f, -0.1f, -3.0f};  // rescaled: 2, -0.2, -6 -> clipped 0.5, -0.2, -0.5
+  opt->Update(0, w.data(), g.data(), nullptr, 3);
+  EXPECT_NEAR(w[0], 0.95, 1e-7);
+  EXPECT_NEAR(w[1], 1.02, 1e-7);
+  EXPECT_NEAR(w[2], 1.05, 1e-7);
+}
+
+TEST(OptimizerTest, AdamBiasCorrection) {
+  OptimizerOptions o;
+  o.name = "adam";
+  o.learning_rate = 0.01;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  ASSERT_EQ(opt->StateSlots(), 2);
+  float w = 1.0f;
+  float state[2] = {0, 0};  // m, v
+  // t=1: m = 0.1*g, v = 0.001*g^2; the correction sqrt(1-b2)/(1-b1) cancels them, so
+  // the first step is lr * sign(g) (up to eps).
+  const float g1 = 0.3f;
+  opt->Update(0, &w, &g1, state, 1);
+  EXPECT_NEAR(state[0], 0.03, 1e-7);
+  EXPECT_NEAR(state[1], 0.00009, 1e-9);
+  EXPECT_NEAR(w, 0.99, 1e-6);
+  // t=2: m = 0.9*0.03 + 0.1*(-0.1) = 0.017; v = 0.999*9e-5 + 0.001*0.01 = 9.991e-5;
+  // lr_t = 0.01 * sqrt(1 - 0.999^2) / (1 - 0.9^2).
+  const float g2 = -0.1f;
+  opt->Update(1, &w, &g2, state, 1);
+  const double lr_t = 0.01 * std::sqrt(1 - 0.998001) / (1 - 0.81);
+  EXPECT_NEAR(state[0], 0.017, 1e-7);
+  EXPECT_NEAR(state[1], 9.991e-5, 1e-9);
+  EXPECT_NEAR(w, 0.99 - lr_t * 0.017 / (std::sqrt(9.991e-5) + 1e-8), 1e-6);
+}
+
+TEST(OptimizerTest, LearningRateFollowsMultiFactorSchedule) {
+  OptimizerOptions o;
+  o.learning_rate = 1.0;
+  o.lr_factor = 0.5;
+  o.lr_steps = {2, 5};
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  const double want[] = {1, 1, 0.5, 0.5, 0.5, 0.25, 0.25};
+  for (int64_t c = 0; c < 7; ++c) EXPECT_DOUBLE_EQ(opt->LearningRate(c), want[c]) << "update " << c;
+  // The schedule drives Update: at count 5 the step is a quarter.
+  float w = 0;
+  const float g = 1;
+  opt->Update(5, &w, &g, nullptr, 1);
+  EXPECT_FLOAT_EQ(w, -0.25f);
+}
+
+TEST(OptimizerTest, LongVectorsMatchElementwiseUpdate) {
+  // The vectorised loop must treat every element alike, including the tail.
+  OptimizerOptions o;
+  o.learning_rate = 0.05;
+  o.momentum = 0.5;
+  auto opt = Make(o);
+  ASSERT_NE(opt, nullptr);
+  const int n = 1003;
+  std::vector<float> w(n), g(n), m(n, 0.0f);
+  for (int i = 0; i < n; ++i) {
+    w[i] = 0.001f * i;
+    g[i] = 1.0f - 0.002f * i;
+  }
+  std::vector<float> w1 = w, m1 = m;
+  opt->Update(0, w.data(), g.data(), m.data(), n);
+  for (int i = 0; i < n; ++i) {
+    opt->Update(0, &w1[i], &g[i], &m1[i], 1);
+    ASSERT_EQ(w[i], w1[i]) << "element " << i;
+  }
+}
+
+struct BadCase {
+  const char* what;
+  void (*mutate)(OptimizerOptions&);
+  const char* names;
+};
+
+TEST(OptimizerTest, RejectsOutOfRangeSettingsNamingThem) {
+  const BadCase cases[] = {
+      {"unknown name", [](OptimizerOptions& o) { o.name = "rmsprop"; }, "rmsprop"},
+      {"lr 0", [](OptimizerOptions& o) { o.learning_rate = 0; }, "learning_rate"},
+      {"lr NaN", [](OptimizerOptions& o) { o.learning_rate = NAN; }, "learning_rate"},
+      {"momentum 1", [](OptimizerOptions& o) { o.momentum = 1.0; }, "momentum"},
+      {"momentum < 0", [](OptimizerOptions& o) { o.momentum = -0.1; }, "momentum"},
+      {"wd < 0", [](OptimizerOptions& o) { o.weight_decay = -1; }, "weight_decay"},
+      {"factor 0", [](OptimizerOptions& o) { o.lr_factor = 0; }, "lr_factor"},
+      {"factor > 1", [](OptimizerOptions& o) { o.lr_factor = 2; }, "lr_factor"},
+      {"unsorted steps", [](OptimizerOptions& o) { o.lr_steps = {10, 5}; }, "lr_steps"},
+      {"step 0", [](OptimizerOptions& o) { o.lr_steps = {0}; }, "lr_steps"},
+      {"rescale 0", [](OptimizerOptions& o) { o.rescale_grad = 0; }, "rescale_grad"},
+      {"beta1 1", [](OptimizerOptions& o) { o.name = "adam"; o.beta1 = 1; }, "beta1"},
+      {"beta2 < 0", [](OptimizerOptions& o) { o.name = "adam"; o.beta2 = -0.5; }, "beta2"},
+      {"epsilon 0", [](OptimizerOptions& o) { o.name = "adam"; o.epsilon = 0; }, "epsilon"},
+  };
+  for (const BadCase& c : cases) {
+    OptimizerOptions o;
+    c.mutate(o);
+    absl::StatusOr<std::unique_ptr<Optimizer>> opt = CreateOptimizer(o);
+    ASSERT_FALSE(opt.ok()) << c.what;
+    EXPECT_EQ(opt.status().code(), absl::StatusCode::kInvalidArgument) << c.what;
+    EXPECT_THAT(std::string(opt.status().message()), HasSubstr(c.names)) << c.what;
+  }
+  OptimizerOptions fine;
+  fine.lr_steps = {1, 2, 3};
+  EXPECT_TRUE(CreateOptimizer(fine).ok());
+}
+
+}  // namespace
+}  // namespace dtrain::kv

@@ -1,0 +1,104 @@
+#include "common/kv/placement.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace dtrain::kv {
+namespace {
+
+using SliceKey = std::tuple<uint64_t, int, int64_t, int64_t>;  // key, param, offset, length
+
+std::vector<SliceKey> Cuts(const Placement& p) {
+  std::vector<SliceKey> out;
+  for (const KeySlice& s : p.slices) out.emplace_back(s.key, s.param_index, s.offset, s.length);
+  return out;
+}
+
+TEST(PlacementTest, KeyEncodingRoundTrips) {
+  const uint64_t key = MakeKey(300, 17);
+  EXPECT_EQ(KeyParam(key), 300);
+  EXPECT_EQ(KeyChunk(key), 17);
+  EXPECT_NE(MakeKey(1, 0), MakeKey(0, 1));
+}
+
+TEST(PlacementTest, ChunksNeverExceedMaxAndCoverEveryElementOnce) {
+  const std::vector<int64_t> params = {10, 25, 7, 8, 9, 1, 33};
+  const int64_t max_chunk = 8;
+  const Placement p = ComputePlacement(params, 3, max_chunk);
+  std::map<int, std::vector<const KeySlice*>> by_param;
+  for (const KeySlice& s : p.slices) {
+    EXPECT_LE(s.length, max_chunk) << "key " << s.key;
+    EXPECT_GT(s.length, 0);
+    EXPECT_EQ(KeyParam(s.key), s.param_index);
+    by_param[s.param_index].push_back(&s);
+  }
+  ASSERT_EQ(by_param.size(), params.size());
+  for (const auto& [param, slices] : by_param) {
+    int64_t next = 0;  // slices are ordered by offset and must tile [0, n) exactly
+    for (const KeySlice* s : slices) {
+      EXPECT_EQ(s->offset, next) << "param " << param;
+      next = s->offset + s->length;
+    }
+    EXPECT_EQ(next, params[param]) << "param " << param;
+  }
+  // 25 elements in chunks of 8: 8, 8, 8, 1.
+  EXPECT_EQ(by_param[1].size(), 4u);
+  EXPECT_EQ(by_param[1].back()->length, 1);
+  EXPECT_EQ(by_param[3].size(), 1u);  // exactly max stays whole
+}
+
+TEST(PlacementTest, ServerTablesAgreeWithSlices) {
+  const Placement p = ComputePlacement({100, 5, 70, 3, 3}, 2, 32);
+  std::vector<int64_t> elems(2, 0);
+  size_t listed = 0;
+  for (int server = 0; server < 2; ++server) {
+    for (int idx : p.by_server[server]) {
+      EXPECT_EQ(p.slices[idx].server, server);
+      elems[server] += p.slices[idx].length;
+      ++listed;
+    }
+  }
+  EXPECT_EQ(listed, p.slices.size());
+  EXPECT_EQ(elems, p.elems_per_server);
+}
+
+TEST(PlacementTest, SpreadsBytesEvenly) {
+  // Twelve equal tensors over four servers: three each.
+  const Placement even = ComputePlacement(std::vector<int64_t>(12, 100), 4, 1000);
+  EXPECT_EQ(even.elems_per_server, std::vector<int64_t>(4, 300));
+  // A chunked tensor plus small ones: no server more than one chunk above another.
+  const Placement mixed = ComputePlacement({1000, 90, 60, 50, 40, 30, 20}, 3, 128);
+  const auto [lo, hi] = std::minmax_element(mixed.elems_per_server.begin(), mixed.elems_per_server.end());
+  EXPECT_LE(*hi - *lo, 128);
+}
+
+TEST(PlacementTest, IsDeterministic) {
+  const std::vector<int64_t> params = {4096, 17, 17, 300, 5000, 1};
+  const Placement a = ComputePlacement(params, 3, 1024);
+  const Placement b = ComputePlacement(params, 3, 1024);
+  ASSERT_EQ(a.slices.size(), b.slices.size());
+  for (size_t i = 0; i < a.slices.size(); ++i) {
+    EXPECT_EQ(a.slices[i].key, b.slices[i].key);
+    EXPECT_EQ(a.slices[i].server, b.slices[i].server);
+  }
+}
+
+TEST(PlacementTest, KeysDoNotDependOnServerCount) {
+  const std::vector<int64_t> params = {4096, 17, 17, 300, 5000, 1, 1025};
+  const std::vector<SliceKey> one = Cuts(ComputePlacement(params, 1, 1024));
+  for (int servers : {2, 3, 5, 8}) {
+    EXPECT_EQ(Cuts(ComputePlacement(params, servers, 1024)), one) << servers << " servers";
+  }
+}
+
+TEST(PlacementTest, ChunkedTensorUsesEveryServer) {
+  const Placement p = ComputePlacement({8 * 10}, 4, 10);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(p.elems_per_server[s], 20) << "server " << s;
+}
+
+}  // namespace
+}  // namespace dtrain::kv

@@ -1,0 +1,82 @@
+#include "common/cluster_flags.h"
+
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace dtrain {
+namespace {
+
+// An environment the test controls.
+FlagSet::EnvLookup Env(std::map<std::string, std::string> vars) {
+  auto held = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [held](const char* name) -> const char* {
+    auto it = held->find(name);
+    return it == held->end() ? nullptr : it->second.c_str();
+  };
+}
+
+absl::Status Parse(std::vector<std::string> args, const std::map<std::string, std::string>& env,
+                   ClusterFlags* out, bool need_scheduler = true) {
+  FlagSet flags("test", "");
+  AddClusterFlags(flags, out);
+  flags.set_env_lookup(Env(env));
+  absl::Status s = flags.Parse(args);
+  if (!s.ok()) return s;
+  return FinishClusterFlags(out, need_scheduler, Env(env));
+}
+
+TEST(ClusterFlagsTest, DmlcVariablesCompose) {
+  ClusterFlags f;
+  ASSERT_TRUE(Parse({}, {{"DMLC_PS_ROOT_URI", "10.0.0.1"}, {"DMLC_PS_ROOT_PORT", "9091"},
+                         {"DMLC_NUM_WORKER", "4"}, {"DMLC_NUM_SERVER", "2"}, {"DMLC_NODE_HOST", "10.0.0.7"}},
+                    &f)
+                  .ok());
+  EXPECT_EQ(f.scheduler, "10.0.0.1:9091");
+  EXPECT_EQ(f.num_workers, 4);
+  EXPECT_EQ(f.num_servers, 2);
+  EXPECT_EQ(f.host, "10.0.0.7");
+  EXPECT_EQ(f.rank, -1);
+}
+
+TEST(ClusterFlagsTest, DtrainNamesBeatDmlcAndFlagsBeatBoth) {
+  ClusterFlags f;
+  ASSERT_TRUE(Parse({"--num-workers", "3"},
+                    {{"DTRAIN_SCHEDULER_ADDR", "sched:1"}, {"DMLC_PS_ROOT_URI", "x"}, {"DMLC_PS_ROOT_PORT", "2"},
+                     {"DTRAIN_NUM_WORKERS", "5"}, {"DMLC_NUM_WORKER", "6"}, {"DTRAIN_RANK", "1"},
+                     {"DTRAIN_PORT", "7000"}, {"DTRAIN_REGISTER_TIMEOUT", "5"}, {"DTRAIN_HEARTBEAT_INTERVAL", "0.5"}},
+                    &f)
+                  .ok());
+  EXPECT_EQ(f.scheduler, "sched:1");
+  EXPECT_EQ(f.num_workers, 3);
+  EXPECT_EQ(f.rank, 1);
+  EXPECT_EQ(f.port, 7000);
+  EXPECT_EQ(f.host, "127.0.0.1");
+  EXPECT_DOUBLE_EQ(f.register_timeout_s, 5);
+  EXPECT_DOUBLE_EQ(f.heartbeat_interval_s, 0.5);
+}
+
+TEST(ClusterFlagsTest, ErrorsNameTheProblem) {
+  ClusterFlags a;
+  absl::Status s = Parse({}, {}, &a);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--scheduler"), absl::string_view::npos);
+  ClusterFlags b;
+  EXPECT_TRUE(Parse({}, {}, &b, /*need_scheduler=*/false).ok());
+  ClusterFlags c;
+  s = Parse({}, {{"DMLC_PS_ROOT_URI", "10.0.0.1"}}, &c);
+  EXPECT_NE(s.message().find("DMLC_PS_ROOT_PORT"), absl::string_view::npos) << s;
+  ClusterFlags d;
+  s = Parse({"--scheduler", "h:1", "--num-workers", "0"}, {}, &d);
+  EXPECT_NE(s.message().find("--num-workers"), absl::string_view::npos) << s;
+  ClusterFlags e;
+  s = Parse({"--scheduler", "nocolon"}, {}, &e);
+  EXPECT_NE(s.message().find("host:port"), absl::string_view::npos) << s;
+  ClusterFlags g;
+  s = Parse({"--scheduler", "h:1", "--heartbeat-interval", "0"}, {}, &g);
+  EXPECT_NE(s.message().find("--heartbeat-interval"), absl::string_view::npos) << s;
+}
+
+}  // namespace
+}  // namespace dtrain

@@ -1,0 +1,213 @@
+#include "services/scheduler/membership.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/time/clock.h"
+
+namespace dtrain::scheduler {
+namespace {
+
+// A clock the test moves by hand.
+struct FakeClock {
+  absl::Time now = absl::FromUnixSeconds(1000);
+  Clock fn() {
+    return [this] { return now; };
+  }
+};
+
+v1::RegisterRequest Req(v1::Role role, int rank, int workers = 0, int servers = 0) {
+  v1::RegisterRequest r;
+  r.set_role(role);
+  r.set_requested_rank(rank);
+  r.set_pid(4242);
+  r.set_hostname("host-a");
+  r.set_num_workers(workers);
+  r.set_num_servers(servers);
+  r.set_address("10.0.0.1:" + std::to_string(9000 + rank));
+  return r;
+}
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  Membership Make(int workers, int servers) {
+    MembershipOptions o;
+    o.num_workers = workers;
+    o.num_servers = servers;
+    o.heartbeat_timeout = absl::Seconds(10);
+    o.clock = clock_.fn();
+    return Membership(o);
+  }
+  FakeClock clock_;
+};
+
+TEST_F(MembershipTest, AssignsLowestFreeRankAndHonoursRequests) {
+  MembershipOptions o;
+  o.num_workers = 3;
+  o.num_servers = 2;
+  Membership m(o);
+  EXPECT_EQ(*m.Register(Req(v1::ROLE_WORKER, 1)), 1);
+  EXPECT_EQ(*m.Register(Req(v1::ROLE_WORKER, -1)), 0);
+  EXPECT_EQ(*m.Register(Req(v1::ROLE_WORKER, -1)), 2);
+  EXPECT_EQ(*m.Register(Req(v1::ROLE_SERVER, 1)), 1);
+  EXPECT_FALSE(m.AllRegistered());
+  EXPECT_EQ(*m.Register(Req(v1::ROLE_SERVER, -1)), 0);
+  EXPECT_TRUE(m.AllRegistered());
+  v1::ClusterView view = m.View();
+  ASSERT_EQ(view.servers_size(), 2);
+  EXPECT_EQ(view.servers(0).rank(), 0);
+  EXPECT_EQ(view.servers(1).rank(), 1);
+  EXPECT_EQ(view.servers(1).address(), "10.0.0.1:9001");
+  EXPECT_EQ(view.num_workers(), 3);
+  EXPECT_EQ(view.kv_store(), "dist_sync");
+}
+
+TEST_F(MembershipTest, RefusesConflictsAndBadRequests) {
+  MembershipOptions o;
+  o.num_workers = 2;
+  o.num_servers = 1;
+  Membership m(o);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  auto dup = m.Register(Req(v1::ROLE_WORKER, 0));
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(dup.status().message().find("worker rank 0 is already held by pid 4242"), absl::string_view::npos);
+  EXPECT_EQ(m.Register(Req(v1::ROLE_WORKER, 2)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Register(Req(v1::ROLE_SCHEDULER, -1)).status().code(), absl::StatusCode::kInvalidArgument);
+  auto mismatch = m.Register(Req(v1::ROLE_WORKER, -1, /*workers=*/3, /*servers=*/1));
+  EXPECT_EQ(mismatch.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(mismatch.status().message().find("3 workers"), absl::string_view::npos);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, -1, 2, 1)).ok());
+  EXPECT_EQ(m.Register(Req(v1::ROLE_WORKER, -1)).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(MembershipTest, DeadRankMayRegisterAgain) {
+  Membership m = Make(2, 0);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 1)).ok());
+  uint64_t inc = 0;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 5, 10.0).ok());
+  EXPECT_TRUE(m.StreamClosed({v1::ROLE_WORKER, 1}, inc, "heartbeat stream broke"));
+  EXPECT_NE(m.Describe({v1::ROLE_WORKER, 1}).find("DEAD"), std::string::npos);
+  size_t cursor = 0;
+  ASSERT_EQ(m.DeathsSince(&cursor).size(), 1u);
+  // The old process is refused; a restart takes the rank (requested or assigned).
+  EXPECT_EQ(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 6, 1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(*m.Register(Req(v1::ROLE_WORKER, -1)), 1);
+  uint64_t fresh = 0;
+  EXPECT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &fresh, 0, 0).ok());
+  // The stale stream closing does not kill the new incarnation.
+  EXPECT_FALSE(m.StreamClosed({v1::ROLE_WORKER, 1}, inc, "late"));
+  EXPECT_EQ(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 7, 1).code(), absl::StatusCode::kFailedPrecondition);
+  cursor = 0;
+  EXPECT_TRUE(m.DeathsSince(&cursor).empty());  // alive again: no longer reported
+}
+
+TEST_F(MembershipTest, SilentNodesDieAfterTimeoutOnlyOnceRegistrationCompletes) {
+  Membership m = Make(2, 1);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_SERVER, 0)).ok());
+  clock_.now += absl::Seconds(60);  // still waiting for worker 1: nobody is swept
+  EXPECT_TRUE(m.SweepSilent().empty());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 1)).ok());
+  uint64_t i0 = 0, i1 = 0;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 0}, &i0, 1, 1).ok());
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &i1, 1, 1).ok());
+  clock_.now += absl::Seconds(6);
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 0}, &i0, 2, 1).ok());
+  clock_.now += absl::Seconds(6);
+  auto dead = m.SweepSilent();
+  ASSERT_EQ(dead.size(), 2u);  // worker 1 and the server that never heartbeat; worker 0 spoke 6 s ago
+  EXPECT_EQ(dead[0].role(), v1::ROLE_SERVER);
+  EXPECT_EQ(dead[1].rank(), 1);
+  EXPECT_NE(m.Describe({v1::ROLE_WORKER, 1}).find("no heartbeat for 12.0 s"), std::string::npos);
+  EXPECT_NE(m.Describe({v1::ROLE_WORKER, 0}).find("last heard 6.0 s ago, at step 2"), std::string::npos);
+}
+
+TEST_F(MembershipTest, RegistrationTextNamesMissing) {
+  Membership m = Make(2, 2);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_SERVER, 0)).ok());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_SERVER, 1)).ok());
+  clock_.now += absl::Seconds(30);
+  EXPECT_EQ(m.RegistrationText(), "registration: 1 of 2 workers, 2 of 2 servers after 30 s; missing worker rank 1");
+  Membership m2 = Make(3, 2);
+  EXPECT_EQ(m2.RegistrationText(),
+            "registration: 0 of 3 workers, 0 of 2 servers after 0 s; missing worker ranks 0, 1, 2; server ranks 0, 1");
+}
+
+TEST_F(MembershipTest, AwaitReleasesEveryoneOrWithdrawsOnDeadline) {
+  MembershipOptions o;
+  o.num_workers = 2;
+  o.num_servers = 0;
+  Membership m(o);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  absl::Status timed_out = m.AwaitAllRegistered({v1::ROLE_WORKER, 0}, absl::Now() + absl::Milliseconds(100), nullptr);
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(timed_out.message().find("1 of 2 workers"), absl::string_view::npos) << timed_out;
+  EXPECT_NE(timed_out.message().find("missing worker rank 1"), absl::string_view::npos) << timed_out;
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());  // withdrawn: its rank is free again
+  absl::Status waited;
+  std::thread t([&] { waited = m.AwaitAllRegistered({v1::ROLE_WORKER, 0}, absl::Now() + absl::Seconds(10), nullptr); });
+  absl::SleepFor(absl::Milliseconds(50));
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, -1)).ok());
+  t.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+}
+
+TEST_F(MembershipTest, CancelledWaitFreesRankAndCloseWakes) {
+  MembershipOptions o;
+  o.num_workers = 2;
+  o.num_servers = 0;
+  Membership m(o);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 1)).ok());
+  EXPECT_EQ(m.AwaitAllRegistered({v1::ROLE_WORKER, 1}, absl::InfiniteFuture(), [] { return true; }).code(),
+            absl::StatusCode::kCancelled);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 1)).ok());
+  std::thread closer([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    m.Close();
+  });
+  EXPECT_EQ(m.AwaitAllRegistered({v1::ROLE_WORKER, 1}, absl::InfiniteFuture(), nullptr).code(),
+            absl::StatusCode::kUnavailable);
+  closer.join();
+}
+
+TEST_F(MembershipTest, JobOverWhenAllWorkersLeaveOrOneFails) {
+  Membership m = Make(2, 1);
+  for (auto [role, rank] : {std::pair{v1::ROLE_WORKER, 0}, {v1::ROLE_WORKER, 1}, {v1::ROLE_SERVER, 0}}) {
+    ASSERT_TRUE(m.Register(Req(role, rank)).ok());
+  }
+  std::string reason;
+  ASSERT_TRUE(m.Leave({v1::ROLE_WORKER, 0}, false, "").ok());
+  EXPECT_FALSE(m.JobOver(&reason));
+  ASSERT_TRUE(m.Leave({v1::ROLE_WORKER, 1}, false, "").ok());
+  EXPECT_TRUE(m.JobOver(&reason));
+  EXPECT_EQ(reason, "all 2 workers finished");
+  EXPECT_FALSE(m.AllGone());
+  uint64_t inc = 0;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_SERVER, 0}, &inc, 0, 0).ok());
+  EXPECT_TRUE(m.StreamClosed({v1::ROLE_SERVER, 0}, inc, "broke"));
+  EXPECT_TRUE(m.AllGone());
+  EXPECT_TRUE(m.Failure().empty());
+  EXPECT_EQ(m.Leave({v1::ROLE_WORKER, 5}, false, "").code(), absl::StatusCode::kNotFound);
+
+  Membership f = Make(2, 0);
+  ASSERT_TRUE(f.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  ASSERT_TRUE(f.Leave({v1::ROLE_WORKER, 0}, true, "out of memory").ok());
+  EXPECT_TRUE(f.JobOver(&reason));
+  EXPECT_EQ(reason, "worker 0 failed: out of memory");
+}
+
+TEST_F(MembershipTest, LeftNodeIsNotDeadWhenItsStreamCloses) {
+  Membership m = Make(1, 0);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  uint64_t inc = 0;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 0}, &inc, 0, 0).ok());
+  ASSERT_TRUE(m.Leave({v1::ROLE_WORKER, 0}, false, "").ok());
+  EXPECT_FALSE(m.StreamClosed({v1::ROLE_WORKER, 0}, inc, "closed"));
+  EXPECT_EQ(m.Nodes()[0].state(), v1::NODE_STATE_FINISHED);
+}
+
+}  // namespace
+}  // namespace dtrain::scheduler
