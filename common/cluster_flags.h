@@ -1,8 +1,8 @@
 // Flags every role shares: where the scheduler is, how big the job is, who I am.
 // Each has a DTRAIN_* environment name and, where ps-lite had one, its DMLC_* name,
 // so a ps-lite style hand launch works unchanged:
-//   DMLC_ROLE=server DMLC_PS_ROOT_URI=10.0.0.1 DMLC_PS_ROOT_PORT=9091 \
-//   DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=1 dtrain run
+//   export DMLC_PS_ROOT_URI=10.0.0.1 DMLC_PS_ROOT_PORT=9091 DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=1
+//   DMLC_ROLE=server dtrain run
 #pragma once
 
 #include <cstdint>
