@@ -11,6 +11,9 @@
 #include "services/worker/resume_states.h"
 
 namespace dtrain::worker {
+namespace {
+constexpr absl::Duration kClientGrace = absl::Seconds(3);
+}  // namespace
 
 struct DistKVStore::Shutdown {
   std::atomic<bool> requested{false};
@@ -53,6 +56,9 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
   for (const auto& server : reg.cluster().servers()) {
     DTRAIN_ASSIGN_OR_RETURN(auto client, kv::PsClient::Connect(server.address(), server.rank(), store->rank_,
                                                                 options.register_timeout));
+    // The server answers a stalled sync pull at sync_timeout naming the missing
+    // workers; our own wait lasts a little longer so that answer arrives first.
+    client->SetPullTimeout(options.sync_timeout);
     store->servers_.push_back(std::move(client));
   }
   DTRAIN_LOG(INFO) << "joined " << options.type << " cluster: " << options.num_workers << " workers, "
@@ -96,7 +102,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
     float* w = params_[slice.param_index].weights + slice.offset;
     servers_[slice.server]->Pull(slice.key, min_version, w, slice.length);
   }
-  return WaitAllServers(absl::Now() + timeout);
+  return WaitAllServers(absl::Now() + timeout + kClientGrace);
 }
 
 absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>& grads) {
@@ -112,7 +118,7 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
     servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
                                      params_[slice.param_index].weights + slice.offset, slice.length);
   }
-  return WaitAllServers(absl::Now() + options_.sync_timeout);
+  return WaitAllServers(absl::Now() + options_.sync_timeout + kClientGrace);
 }
 
 absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {

@@ -127,6 +127,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv) {
   init.optimizer.momentum = o.mom;
   init.optimizer.weight_decay = o.wd;
   init.optimizer.lr_factor = o.lr_factor;
+  // Async servers apply every worker's push on its own: scaling each by 1/W makes a
+  // round of W pushes move the weights as far as one sync step (averaged) does, so the
+  // same --lr and --mom are stable in both modes.
+  init.optimizer.rescale_grad = async ? 1.0 / workers : 1.0;
   for (int64_t e : o.lr_step_epoch_list) init.optimizer.lr_steps.push_back(e * updates_per_epoch);
   init.start_version = o.load_epoch * batches;
 
