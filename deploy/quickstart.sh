@@ -9,6 +9,7 @@ bash deploy/build.sh
 EPOCHS="${EPOCHS:-3}"
 mkdir -p model
 build/bin/dtrain launch -n 2 -s 2 --kv-store dist_sync -- \
-  --network lenet --num-epochs "$EPOCHS" --batch-size 64 --lr 0.05 --model-prefix model/fmnist-lenet
+  --network lenet --num-epochs "$EPOCHS" --batch-size 64 --lr 0.1 --lr-step-epochs 2 \
+  --model-prefix model/fmnist-lenet
 echo "quickstart: checkpoints in model/:"
 ls -l model/

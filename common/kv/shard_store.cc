@@ -162,17 +162,20 @@ struct ShardStore::Impl {
   }
 
   // Sums the step's gradients in rank order (bit-reproducible whatever the arrival
-  // order), averages, applies once. Caller holds k.mu.
-  void MergeSync(KeyState& k) {
+  // order), averages, applies once. The last push to arrive (`last_rank`, `last_grad`)
+  // is read in place rather than stored: with one worker nothing is copied. Caller
+  // holds k.mu.
+  void MergeSync(KeyState& k, int last_rank, const float* last_grad) {
     const int n = config.num_workers;
+    auto grad_of = [&](int w) { return w == last_rank ? last_grad : k.pending[w].data(); };
     if (n == 1) {
-      Apply(k, k.pending[0].data());
+      Apply(k, last_grad);
       ResetPending(k);
       return;
     }
-    k.merged.assign(k.pending[0].begin(), k.pending[0].end());
+    k.merged.assign(grad_of(0), grad_of(0) + k.numel);
     float* acc = k.merged.data();
-    for (int w = 1; w < n; ++w) AddInto(acc, k.pending[w].data(), k.numel);
+    for (int w = 1; w < n; ++w) AddInto(acc, grad_of(w), k.numel);
     DivideBy(acc, k.numel, static_cast<float>(n));
     Apply(k, acc);
     ResetPending(k);
@@ -287,12 +290,14 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   }
   if (k->has_pending[worker_rank]) return absl::OkStatus();  // a retry
   if (k->pending_count == 0 && k->parked.empty()) k->waiting_since = impl_->clock();
+  if (k->pending_count + 1 == impl_->config.num_workers) {
+    impl_->MergeSync(*k, worker_rank, grad);
+    Impl::FireReady(*k);
+    return absl::OkStatus();
+  }
   k->pending[worker_rank].assign(grad, grad + numel);
   k->has_pending[worker_rank] = true;
-  if (++k->pending_count == impl_->config.num_workers) {
-    impl_->MergeSync(*k);
-    Impl::FireReady(*k);
-  }
+  ++k->pending_count;
   return absl::OkStatus();
 }
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
@@ -183,7 +184,7 @@ int Run(int argc, char** argv) {
     scheduler->StartHeartbeat(absl::Seconds(f.cluster.heartbeat_interval_s), std::move(hooks));
   }
   SetLogIdentity("server", rank);
-  DTRAIN_LOG(INFO) << "server " << rank << " listening on " << address
+  DTRAIN_LOG(INFO) << "listening on " << address
                    << (f.standalone ? " (standalone)" : "");
 
   const std::string why = watcher.Wait();
@@ -202,4 +203,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace dtrain::server
 
-int main(int argc, char** argv) { return dtrain::server::Run(argc, argv); }
+int main(int argc, char** argv) {
+  dtrain::TuneMallocForBulkTransfers();
+  return dtrain::server::Run(argc, argv);
+}

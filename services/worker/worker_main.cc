@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_format.h"
+#include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
 #include "common/log.h"
 #include "services/worker/dist_kvstore.h"
@@ -90,4 +91,7 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace dtrain::worker
 
-int main(int argc, char** argv) { return dtrain::worker::Run(argc, argv); }
+int main(int argc, char** argv) {
+  dtrain::TuneMallocForBulkTransfers();
+  return dtrain::worker::Run(argc, argv);
+}

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/malloc_tuning.h"
 #include "common/flags.h"
 #include "common/kv/placement.h"
 #include "common/kv/ps_client.h"
@@ -86,6 +87,7 @@ double TcpGbps(size_t bytes, int rounds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  dtrain::TuneMallocForBulkTransfers();
   std::string server_bin = std::string(DTRAIN_BIN_DIR) + "/dtrain-server";
   int64_t mb = 64, rounds = 10;
   dtrain::FlagSet flags("transport_bench", "push+pull GB/s vs a plain TCP stream");
@@ -143,6 +145,7 @@ int main(int argc, char** argv) {
   const absl::Time t0 = absl::Now();
   for (int64_t r = 1; ok.ok() && r <= rounds; ++r) ok = round(r);
   const double secs = absl::ToDoubleSeconds(absl::Now() - t0);
+  client->reset();  // close the stream first, so the server stops at once
   ::kill(pid, SIGTERM);
   ::waitpid(pid, nullptr, 0);
   if (!ok.ok()) {
