@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
+#include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
@@ -21,6 +22,12 @@ namespace {
 // InitKeys requests stay well under the 64 MB message limit (a lone key bigger than
 // this still goes, alone).
 constexpr size_t kInitBatchBytes = 8 << 20;
+
+// The PushPull stream carries hand-assembled buffers (see tensor_codec.h); these are
+// the `data` fields of PushPullRequest and PushPullResponse.
+constexpr int kRequestDataField = v1::PushPullRequest::kDataFieldNumber;
+constexpr int kResponseDataField = v1::PushPullResponse::kDataFieldNumber;
+constexpr char kPushPullMethod[] = "/dtrain.v1.ParameterServer/PushPull";
 
 const char* OpName(v1::Op op) {
   switch (op) {
@@ -79,13 +86,17 @@ struct PsClient::Impl {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ParameterServer::Stub> stub;
   grpc::ClientContext stream_ctx;  // outlives `stream`
-  std::unique_ptr<grpc::ClientReaderWriter<v1::PushPullRequest, v1::PushPullResponse>> stream;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream;
   std::thread reader;
   std::thread writer;
 
   absl::Mutex mu;
   std::unordered_map<uint64_t, Pending> tickets ABSL_GUARDED_BY(mu);
-  std::deque<v1::PushPullRequest> outbox ABSL_GUARDED_BY(mu);
+  struct Outgoing {
+    grpc::ByteBuffer buffer;
+    int64_t payload_bytes = 0;
+  };
+  std::deque<Outgoing> outbox ABSL_GUARDED_BY(mu);
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   bool closing ABSL_GUARDED_BY(mu) = false;  // the destructor runs
   bool broken ABSL_GUARDED_BY(mu) = false;   // the stream ended: new tickets fail at once
@@ -103,18 +114,40 @@ struct PsClient::Impl {
     return absl::Status(s.code(), absl::StrCat(Who(), ": ", what, ": ", s.message()));
   }
 
-  Ticket Submit(v1::PushPullRequest req, Pending p) {
-    absl::MutexLock lock(&mu);
-    const uint64_t id = next_id++;
-    req.set_request_id(id);
-    p.sent = absl::Now();
-    if (broken || closing) {
-      p.done = true;
-      p.status = broken ? broken_status : absl::CancelledError(absl::StrCat(Who(), ": client closed"));
-    } else {
-      outbox.push_back(std::move(req));
+  // Sends `req` with `payload` (numel floats, copied once into a slice) as its data.
+  Ticket Submit(v1::PushPullRequest req, Pending p, const float* payload = nullptr, int64_t numel = 0) {
+    uint64_t id;
+    {
+      absl::MutexLock lock(&mu);
+      id = next_id++;
+      p.sent = absl::Now();
+      if (broken || closing) {
+        p.done = true;
+        p.status = broken ? broken_status : absl::CancelledError(absl::StrCat(Who(), ": client closed"));
+        tickets.emplace(id, std::move(p));
+        return id;
+      }
+      tickets.emplace(id, std::move(p));
     }
-    tickets.emplace(id, std::move(p));
+    // Encoding copies the tensor: done outside the lock.
+    req.set_request_id(id);
+    Outgoing out;
+    if (payload != nullptr) {
+      out.buffer = EncodeWithPayload(req, kRequestDataField, CopyToSlice(payload, numel));
+      out.payload_bytes = numel * static_cast<int64_t>(sizeof(float));
+    } else {
+      out.buffer = EncodeMessage(req);
+    }
+    absl::MutexLock lock(&mu);
+    if (broken || closing) {
+      Pending& t = tickets[id];
+      if (!t.done) {
+        t.done = true;
+        t.status = broken ? broken_status : absl::CancelledError(absl::StrCat(Who(), ": client closed"));
+      }
+    } else {
+      outbox.push_back(std::move(out));
+    }
     return id;
   }
 
@@ -122,26 +155,25 @@ struct PsClient::Impl {
   // only make Wait time out, never block the caller without a deadline.
   void WriterLoop() {
     while (true) {
-      v1::PushPullRequest req;
+      Outgoing msg;
       {
         absl::MutexLock lock(&mu);
         mu.Await(absl::Condition(
             +[](Impl* impl) { return !impl->outbox.empty() || impl->closing || impl->broken; }, this));
         if (closing || broken) break;
-        req = std::move(outbox.front());
+        msg = std::move(outbox.front());
         outbox.pop_front();
       }
-      const int64_t bytes = static_cast<int64_t>(req.data().size());
-      if (!stream->Write(req)) break;  // the stream ended; the reader fails the tickets
-      bytes_pushed.fetch_add(bytes, std::memory_order_relaxed);
+      if (!stream->Write(msg.buffer)) break;  // the stream ended; the reader fails the tickets
+      bytes_pushed.fetch_add(msg.payload_bytes, std::memory_order_relaxed);
     }
     absl::MutexLock lock(&mu);
     writer_exited = true;
   }
 
   void ReaderLoop() {
-    v1::PushPullResponse resp;
-    while (stream->Read(&resp)) Deliver(resp);
+    grpc::ByteBuffer buffer;
+    while (stream->Read(&buffer)) Deliver(&buffer);
     {
       absl::MutexLock lock(&mu);
       broken = true;  // wakes the writer
@@ -169,31 +201,47 @@ struct PsClient::Impl {
     outbox.clear();
   }
 
-  void Deliver(const v1::PushPullResponse& resp) {
+  // Decodes one response; pulled weights are copied from the received slices
+  // straight into the ticket's buffer, without holding `mu` (Wait does not give up on,
+  // and so free, a buffer while `copying` is set).
+  void Deliver(grpc::ByteBuffer* buffer) {
+    v1::PushPullResponse resp;
+    Pending* claimed = nullptr;
+    auto sink = [&](const google::protobuf::MessageLite& header, size_t size) -> char* {
+      const auto& r = static_cast<const v1::PushPullResponse&>(header);
+      absl::MutexLock lock(&mu);
+      auto it = tickets.find(r.request_id());
+      if (it == tickets.end() || it->second.done || it->second.out == nullptr || r.code() != 0) return nullptr;
+      if (size != static_cast<size_t>(it->second.numel) * sizeof(float)) return nullptr;  // reported below
+      claimed = &it->second;  // unordered_map nodes do not move on rehash
+      claimed->copying = true;
+      return reinterpret_cast<char*>(claimed->out);
+    };
+    int64_t payload_size = -1;
+    const absl::Status decoded = DecodeWithPayload(buffer, &resp, kResponseDataField, sink, &payload_size);
     absl::MutexLock lock(&mu);
+    if (claimed != nullptr) claimed->copying = false;
+    if (!decoded.ok() && resp.request_id() == 0) {
+      DTRAIN_LOG(ERROR) << Who() << ": undecodable PushPull response: " << decoded.message();
+      return;
+    }
     auto it = tickets.find(resp.request_id());
     if (it == tickets.end() || it->second.done) return;  // its waiter gave up already
     Pending& p = it->second;
+    const std::string what = absl::StrCat(Who(), ": ", OpName(p.op), " of key ", p.key);
     absl::Status st;
-    if (resp.code() != 0) {
-      st = absl::Status(static_cast<absl::StatusCode>(resp.code()),
-                        absl::StrCat(Who(), ": ", OpName(p.op), " of key ", p.key, ": ", resp.message()));
+    if (!decoded.ok()) {
+      st = absl::InternalError(absl::StrCat(what, ": malformed response: ", decoded.message()));
+    } else if (resp.code() != 0) {
+      st = absl::Status(static_cast<absl::StatusCode>(resp.code()), absl::StrCat(what, ": ", resp.message()));
     } else if (p.out != nullptr) {
-      const size_t want = static_cast<size_t>(p.numel) * sizeof(float);
-      if (resp.data().size() != want) {
-        st = absl::InternalError(absl::StrCat(Who(), ": ", OpName(p.op), " of key ", p.key, " returned ",
-                                              resp.data().size(), " bytes, want ", want));
+      const int64_t want = p.numel * static_cast<int64_t>(sizeof(float));
+      if (claimed != &p || payload_size != want) {
+        st = absl::InternalError(absl::StrCat(what, " returned ", std::max<int64_t>(payload_size, 0),
+                                              " bytes, want ", want));
       } else {
-        // Copy without the lock so waiters on other tickets are not held up; Wait
-        // will not give up on (and free) this buffer while `copying` is set.
-        p.copying = true;
-        float* out = p.out;
-        mu.Unlock();
-        if (want > 0) std::memcpy(out, resp.data().data(), want);
-        mu.Lock();
-        p.copying = false;  // unordered_map nodes do not move on rehash
         if (p.version != nullptr) *p.version = resp.version();
-        bytes_pulled.fetch_add(static_cast<int64_t>(want), std::memory_order_relaxed);
+        bytes_pulled.fetch_add(want, std::memory_order_relaxed);
       }
     }
     p.done = true;
@@ -215,7 +263,11 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const std::string& a
                                                " within ", absl::FormatDuration(connect_timeout)));
   }
   impl->stub = v1::ParameterServer::NewStub(impl->channel);
-  impl->stream = impl->stub->PushPull(&impl->stream_ctx);
+  // The stream speaks raw buffers (tensor_codec.h); the unary calls use the stub.
+  impl->stream.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+      impl->channel.get(),
+      grpc::internal::RpcMethod(kPushPullMethod, grpc::internal::RpcMethod::BIDI_STREAMING),
+      &impl->stream_ctx));
   Impl* raw = impl.get();
   impl->reader = std::thread([raw] { raw->ReaderLoop(); });
   impl->writer = std::thread([raw] { raw->WriterLoop(); });
@@ -306,8 +358,7 @@ PsClient::Ticket PsClient::Push(int64_t step, uint64_t key, const float* grad, i
   req.set_step(step);
   req.set_key(key);
   req.set_dtype(v1::DTYPE_FLOAT32);
-  req.set_data(FloatBytes(grad, numel));
-  return impl_->Submit(std::move(req), {v1::OP_PUSH, key});
+  return impl_->Submit(std::move(req), {v1::OP_PUSH, key}, grad, numel);
 }
 
 PsClient::Ticket PsClient::Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version) {
@@ -328,9 +379,8 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* gra
   req.set_step(step);
   req.set_key(key);
   req.set_dtype(v1::DTYPE_FLOAT32);
-  req.set_data(FloatBytes(grad, numel));
   req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
-  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel});
+  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel}, grad, numel);
 }
 
 void PsClient::SetPullTimeout(absl::Duration timeout) {

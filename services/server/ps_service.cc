@@ -179,7 +179,7 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
   return reactor;
 }
 
-grpc::ServerBidiReactor<v1::PushPullRequest, v1::PushPullResponse>* PsService::PushPull(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull(
     grpc::CallbackServerContext* /*ctx*/) {
   return new PushPullReactor(store_, options_.sync_timeout);
 }

@@ -25,7 +25,12 @@ struct PsServiceOptions {
   absl::Duration still_waiting_every = absl::Seconds(10);
 };
 
-class PsService final : public v1::ParameterServer::CallbackService {
+// PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.
+using PsServiceBase = v1::ParameterServer::WithCallbackMethod_Configure<
+    v1::ParameterServer::WithCallbackMethod_InitKeys<v1::ParameterServer::WithRawCallbackMethod_PushPull<
+        v1::ParameterServer::WithCallbackMethod_GetState<v1::ParameterServer::Service>>>>;
+
+class PsService final : public PsServiceBase {
  public:
   // `store` must outlive the service. Starts the deadline timer thread.
   PsService(kv::ShardStore* store, PsServiceOptions options);
@@ -35,7 +40,7 @@ class PsService final : public v1::ParameterServer::CallbackService {
                                       v1::ConfigureResponse* resp) override;
   grpc::ServerUnaryReactor* InitKeys(grpc::CallbackServerContext* ctx, const v1::InitKeysRequest* req,
                                      v1::InitKeysResponse* resp) override;
-  grpc::ServerBidiReactor<v1::PushPullRequest, v1::PushPullResponse>* PushPull(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PushPull(
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerWriteReactor<v1::KeyState>* GetState(grpc::CallbackServerContext* ctx,
                                                    const v1::GetStateRequest* req) override;

@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/kv/tensor_codec.h"
+#include "common/log.h"
 
 namespace dtrain::server {
 namespace {
@@ -13,19 +15,20 @@ void SetStatus(const absl::Status& s, v1::PushPullResponse* resp) {
 }
 
 // Per-request checks the store cannot make (it sees floats, not bytes).
-absl::Status CheckPayload(const v1::PushPullRequest& req) {
+absl::Status CheckPayload(const v1::PushPullRequest& req, int64_t payload_bytes) {
+  const size_t data_size = payload_bytes < 0 ? 0 : static_cast<size_t>(payload_bytes);
   const bool push = req.op() == v1::OP_PUSH || req.op() == v1::OP_PUSH_PULL;
   if (push ? req.dtype() != v1::DTYPE_FLOAT32
            : req.dtype() != v1::DTYPE_FLOAT32 && req.dtype() != v1::DTYPE_UNSPECIFIED) {
     return absl::InvalidArgumentError(absl::StrCat("key ", req.key(), ": dtype must be DTYPE_FLOAT32, got ",
                                                    v1::DType_Name(req.dtype()), " (", req.dtype(), ")"));
   }
-  if (push && req.data().size() % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("push of key ", req.key(), ": data has ", req.data().size(),
+  if (push && data_size % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("push of key ", req.key(), ": data has ", data_size,
                                                    " bytes, not a whole number of float32s"));
   }
-  if (!push && !req.data().empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("pull of key ", req.key(), " carries ", req.data().size(),
+  if (!push && data_size != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("pull of key ", req.key(), " carries ", data_size,
                                                    " bytes of data; only pushes do"));
   }
   return absl::OkStatus();
@@ -51,11 +54,36 @@ void PushPullReactor::OnReadDone(bool ok) {
     MaybeFinish();
     return;
   }
-  Handle(request_);
+  v1::PushPullRequest req;
+  int64_t payload_bytes = -1;
+  const absl::Status decoded = kv::DecodeWithPayload(
+      &request_, &req, v1::PushPullRequest::kDataFieldNumber,
+      [this](const google::protobuf::MessageLite&, size_t size) {
+        payload_.resize((size + sizeof(float) - 1) / sizeof(float));
+        return reinterpret_cast<char*>(payload_.data());
+      },
+      &payload_bytes);
+  request_.Clear();
+  if (decoded.ok()) {
+    Handle(req, payload_bytes);
+  } else {
+    // Without a request id there is nobody to answer: say so and go on reading.
+    DTRAIN_LOG(WARNING) << "undecodable PushPull request " << req.request_id() << ": " << decoded.message();
+    if (req.request_id() != 0) {
+      {
+        absl::MutexLock lock(&box_->mu);
+        ++box_->unanswered;
+      }
+      v1::PushPullResponse resp;
+      resp.set_request_id(req.request_id());
+      SetStatus(absl::InvalidArgumentError(absl::StrCat("malformed request: ", decoded.message())), &resp);
+      Send(box_, resp);
+    }
+  }
   StartRead(&request_);
 }
 
-void PushPullReactor::Handle(const v1::PushPullRequest& req) {
+void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_bytes) {
   {
     absl::MutexLock lock(&box_->mu);
     ++box_->unanswered;
@@ -67,22 +95,21 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req) {
     SetStatus(absl::InvalidArgumentError(absl::StrCat("request ", req.request_id(), ": unknown op ", req.op(),
                                                       " (want OP_PUSH, OP_PULL or OP_PUSH_PULL)")),
               &resp);
-    Send(box_, std::move(resp));
+    Send(box_, resp);
     return;
   }
-  if (absl::Status s = CheckPayload(req); !s.ok()) {
+  if (absl::Status s = CheckPayload(req, payload_bytes); !s.ok()) {
     SetStatus(s, &resp);
-    Send(box_, std::move(resp));
+    Send(box_, resp);
     return;
   }
   int64_t min_version = req.min_version();
   if (req.op() != v1::OP_PULL) {
-    absl::Status s = store_->Push(req.worker_rank(), req.step(), req.key(),
-                                  reinterpret_cast<const float*>(req.data().data()),
-                                  static_cast<int64_t>(req.data().size() / sizeof(float)));
+    absl::Status s = store_->Push(req.worker_rank(), req.step(), req.key(), payload_.data(),
+                                  std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float)));
     if (!s.ok() || req.op() == v1::OP_PUSH) {
       SetStatus(s, &resp);
-      Send(box_, std::move(resp));
+      Send(box_, resp);
       return;
     }
     // The weights after this step's update (async pulls answer at once anyway).
@@ -96,15 +123,21 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req) {
                                                     int64_t numel) mutable {
                  // Runs under the key's lock: copy the weights out and queue, nothing more.
                  SetStatus(s, &resp);
-                 if (s.ok()) {
-                   resp.set_version(version);
-                   resp.set_data(reinterpret_cast<const char*>(data), static_cast<size_t>(numel) * sizeof(float));
+                 if (!s.ok()) {
+                   Send(box, resp);
+                   return;
                  }
-                 Send(box, std::move(resp));
+                 resp.set_version(version);
+                 Send(box, kv::EncodeWithPayload(resp, v1::PushPullResponse::kDataFieldNumber,
+                                                 kv::CopyToSlice(data, numel)));
                });
 }
 
-void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, v1::PushPullResponse resp) {
+void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp) {
+  Send(box, kv::EncodeMessage(resp));
+}
+
+void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer resp) {
   PushPullReactor* reactor = nullptr;
   {
     absl::MutexLock lock(&box->mu);

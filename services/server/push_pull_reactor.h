@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -19,7 +20,9 @@
 
 namespace dtrain::server {
 
-class PushPullReactor final : public grpc::ServerBidiReactor<v1::PushPullRequest, v1::PushPullResponse> {
+// The stream carries raw buffers (common/kv/tensor_codec.h) so tensors are copied
+// once on the way in and once on the way out.
+class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Deletes itself when the stream is done.
   PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout);
@@ -35,24 +38,28 @@ class PushPullReactor final : public grpc::ServerBidiReactor<v1::PushPullRequest
     absl::Mutex mu;
     bool alive ABSL_GUARDED_BY(mu) = true;  // false once Finish is called: answers are dropped
     PushPullReactor* reactor ABSL_GUARDED_BY(mu);  // valid while `alive`
-    std::deque<v1::PushPullResponse> queue ABSL_GUARDED_BY(mu);
+    std::deque<grpc::ByteBuffer> queue ABSL_GUARDED_BY(mu);
     bool writing ABSL_GUARDED_BY(mu) = false;  // exactly one write in flight
     int64_t unanswered ABSL_GUARDED_BY(mu) = 0;  // requests read, answer not yet queued
     bool reads_done ABSL_GUARDED_BY(mu) = false;
     bool broken ABSL_GUARDED_BY(mu) = false;  // cancelled, or a write failed
   };
 
-  void Handle(const v1::PushPullRequest& req);
+  void Handle(const v1::PushPullRequest& req, int64_t payload_bytes);
   // Queues an answer, from any thread; starts a write if none is in flight.
-  static void Send(const std::shared_ptr<Outbox>& box, v1::PushPullResponse resp);
+  static void Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer resp);
+  static void Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp);
   // Finishes the RPC once nothing more can or need be written.
   void MaybeFinish();
 
   kv::ShardStore* store_;
   absl::Duration sync_timeout_;
   std::shared_ptr<Outbox> box_;
-  v1::PushPullRequest request_;   // the read in flight
-  v1::PushPullResponse writing_;  // the write in flight
+  grpc::ByteBuffer request_;   // the read in flight
+  grpc::ByteBuffer writing_;   // the write in flight
+  // The pushed gradient of the request being handled; reused, since Handle finishes
+  // with it (the store copies what it keeps) before the next read.
+  std::vector<float> payload_;
 };
 
 }  // namespace dtrain::server

@@ -28,7 +28,7 @@ throughput() {
 
 transport() {
   echo "== transport: push+pull of a 64 MB model, 1 worker <-> 1 server, vs plain TCP on loopback"
-  "$BIN/transport_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 10
+  "$BIN/transport_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 10 --trials 5
 }
 
 case "$what" in

@@ -1,0 +1,83 @@
+#include "common/kv/tensor_codec.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <grpc/slice.h>
+#include <grpcpp/impl/codegen/proto_buffer_reader.h>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/wire_format_lite.h"
+
+namespace dtrain::kv {
+
+using google::protobuf::internal::WireFormatLite;
+namespace pio = google::protobuf::io;
+
+grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message) {
+  grpc::Slice slice(message.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+grpc::Slice CopyToSlice(const float* data, int64_t n) {
+  const size_t bytes = static_cast<size_t>(n) * sizeof(float);
+  grpc_slice s = grpc_slice_malloc(bytes);
+  if (bytes > 0) std::memcpy(GRPC_SLICE_START_PTR(s), data, bytes);
+  return grpc::Slice(s, grpc::Slice::STEAL_REF);
+}
+
+grpc::ByteBuffer EncodeWithPayload(const google::protobuf::MessageLite& header, int payload_field,
+                                   grpc::Slice payload) {
+  std::string head;
+  header.AppendToString(&head);
+  {
+    pio::StringOutputStream sos(&head);
+    pio::CodedOutputStream out(&sos);
+    out.WriteTag(WireFormatLite::MakeTag(payload_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
+    out.WriteVarint32(static_cast<uint32_t>(payload.size()));
+  }
+  grpc::Slice slices[2] = {grpc::Slice(head), std::move(payload)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+absl::Status DecodeWithPayload(grpc::ByteBuffer* buffer, google::protobuf::MessageLite* header, int payload_field,
+                               const PayloadSink& sink, int64_t* payload_size) {
+  grpc::ProtoBufferReader reader(buffer);
+  pio::CodedInputStream in(&reader);
+  // The other fields, re-serialised as they come, are parsed by protobuf itself.
+  std::string before, after;
+  bool seen_payload = false;
+  if (payload_size != nullptr) *payload_size = -1;
+  const uint32_t payload_tag = WireFormatLite::MakeTag(payload_field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+  for (;;) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) break;  // end of message (or a malformed tag, which protobuf reports below)
+    if (tag == payload_tag && !seen_payload) {
+      uint32_t size = 0;
+      if (!in.ReadVarint32(&size)) return absl::InvalidArgumentError("truncated payload length");
+      if (!header->ParseFromString(before)) return absl::InvalidArgumentError("malformed message header");
+      seen_payload = true;
+      if (payload_size != nullptr) *payload_size = size;
+      char* dest = sink ? sink(*header, size) : nullptr;
+      const bool ok = dest != nullptr ? in.ReadRaw(dest, static_cast<int>(size)) : in.Skip(static_cast<int>(size));
+      if (!ok) return absl::InvalidArgumentError(absl::StrCat("payload truncated (", size, " bytes announced)"));
+      continue;
+    }
+    std::string& sink_bytes = seen_payload ? after : before;
+    pio::StringOutputStream sos(&sink_bytes);
+    pio::CodedOutputStream out(&sos);
+    if (!WireFormatLite::SkipField(&in, tag, &out)) return absl::InvalidArgumentError("malformed field");
+  }
+  if (!in.ConsumedEntireMessage()) return absl::InvalidArgumentError("malformed tag");
+  if (!seen_payload) {
+    if (!header->ParseFromString(before)) return absl::InvalidArgumentError("malformed message");
+  } else if (!after.empty() && !header->MergeFromString(after)) {
+    return absl::InvalidArgumentError("malformed message tail");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dtrain::kv
