@@ -9,6 +9,12 @@ PKGS=(
   libtorch-dev prometheus-cpp-dev libgtest-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
   python3-torch   # the reference for benchmarks (/usr/bin/python3)
+  libcairo2-dev fonts-dejavu-core   # `dtrain predict`: PNG in/out, the grid picture and its captions
+  prometheus gnuplot-nox   # tests/integration/metrics (a real Prometheus), `dtrain plot`
+  # tests/k8s: the chart renderer (Go, GOPATH mode), the schema validation (node; npm comes
+  # with it on this machine kind, else: apt-get install npm), the netns test, the image test
+  golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
+  golang-github-xeipuuv-gojsonschema-dev nodejs iproute2 util-linux debootstrap
 )
 missing=()
 for p in "${PKGS[@]}"; do

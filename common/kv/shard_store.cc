@@ -74,7 +74,10 @@ std::string DescribeDiff(const StoreConfig& a, const StoreConfig& b) {
 // One key. Everything but `shape`/`numel` (fixed at creation) is guarded by `mu`.
 struct KeyState {
   explicit KeyState(int num_workers)
-      : pending(num_workers), has_pending(num_workers, false), last_push_step(num_workers, -1) {}
+      : pending(num_workers),
+        has_pending(num_workers, false),
+        last_push_step(num_workers, -1),
+        last_pull_version(num_workers, -1) {}
 
   absl::Mutex mu;
   std::vector<int64_t> shape;
@@ -89,8 +92,12 @@ struct KeyState {
   std::vector<float> merged;
   // When the pending step first had a push or a parked pull: how long it has stalled.
   absl::Time waiting_since = absl::InfiniteFuture();
-  // Async: each worker's last applied step.
+  // When the pending step's first push arrived (for StoreObserver::OnSyncStepMerged).
+  absl::Time first_push_at;
+  // Async: each worker's last applied step, and the version it last pulled (-1: none),
+  // from which a push's staleness is counted.
   std::vector<int64_t> last_push_step;
+  std::vector<int64_t> last_pull_version;
   std::vector<ParkedPull> parked;
 };
 
@@ -110,6 +117,7 @@ struct ShardStore::Impl {
   // Per worker, unix nanos of the last message; 0 = never. Sized at Configure.
   std::unique_ptr<std::atomic<int64_t>[]> last_heard;
   std::atomic<int64_t> updates_applied{0};
+  StoreObserver* observer = nullptr;  // set before Configure, then read-only
 
   // The key, plus what Push/Pull need from the config (immutable once configured).
   absl::Status Find(uint64_t key, KeyState** out) const {
@@ -159,6 +167,7 @@ struct ShardStore::Impl {
     optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
     ++k.version;
     updates_applied.fetch_add(1, std::memory_order_relaxed);
+    if (observer != nullptr) observer->OnUpdateApplied();
   }
 
   // Sums the step's gradients in rank order (bit-reproducible whatever the arrival
@@ -167,6 +176,7 @@ struct ShardStore::Impl {
   // holds k.mu.
   void MergeSync(KeyState& k, int last_rank, const float* last_grad) {
     const int n = config.num_workers;
+    if (observer != nullptr) observer->OnSyncStepMerged(clock() - k.first_push_at);
     auto grad_of = [&](int w) { return w == last_rank ? last_grad : k.pending[w].data(); };
     if (n == 1) {
       Apply(k, last_grad);
@@ -278,6 +288,9 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   if (impl_->config.mode == MergeMode::kAsync) {
     if (step <= k->last_push_step[worker_rank]) return absl::OkStatus();  // a retry
     k->last_push_step[worker_rank] = step;
+    if (impl_->observer != nullptr && k->last_pull_version[worker_rank] >= 0) {
+      impl_->observer->OnAsyncPushApplied(k->version - k->last_pull_version[worker_rank]);
+    }
     impl_->Apply(*k, grad);
     Impl::FireReady(*k);
     return absl::OkStatus();
@@ -289,7 +302,10 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
                                                       " (pull before pushing the next step)"));
   }
   if (k->has_pending[worker_rank]) return absl::OkStatus();  // a retry
-  if (k->pending_count == 0 && k->parked.empty()) k->waiting_since = impl_->clock();
+  if (k->pending_count == 0) {
+    k->first_push_at = impl_->clock();
+    if (k->parked.empty()) k->waiting_since = k->first_push_at;
+  }
   if (k->pending_count + 1 == impl_->config.num_workers) {
     impl_->MergeSync(*k, worker_rank, grad);
     Impl::FireReady(*k);
@@ -312,6 +328,7 @@ void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::
   NoteHeardFrom(worker_rank);
   absl::MutexLock lock(&k->mu);
   if (impl_->config.mode == MergeMode::kAsync || k->version >= min_version) {
+    k->last_pull_version[worker_rank] = k->version;
     done(absl::OkStatus(), k->version, k->values.data(), k->numel);
     return;
   }
@@ -416,7 +433,14 @@ std::vector<uint64_t> ShardStore::Keys() const {
 void ShardStore::NoteHeardFrom(int worker_rank) {
   absl::ReaderMutexLock lock(&impl_->mu);
   if (!impl_->configured || worker_rank < 0 || worker_rank >= impl_->config.num_workers) return;
-  impl_->last_heard[worker_rank].store(absl::ToUnixNanos(impl_->clock()), std::memory_order_relaxed);
+  const int64_t before =
+      impl_->last_heard[worker_rank].exchange(absl::ToUnixNanos(impl_->clock()), std::memory_order_relaxed);
+  if (before == 0 && impl_->observer != nullptr) impl_->observer->OnWorkerSeen(worker_rank);
+}
+
+void ShardStore::SetObserver(StoreObserver* observer) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->observer = observer;
 }
 
 int64_t ShardStore::num_keys() const {

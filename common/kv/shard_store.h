@@ -46,6 +46,24 @@ struct KeySnapshot {
 using PullCallback =
     std::function<void(const absl::Status& status, int64_t version, const float* data, int64_t numel)>;
 
+// What the store reports as it works, for metrics (the server implements it over
+// prometheus; the store stays free of it). Called with a key's lock held, from any
+// thread: implementations must be cheap and must not call back into the store.
+class StoreObserver {
+ public:
+  virtual ~StoreObserver() = default;
+  // The optimizer ran once on one key.
+  virtual void OnUpdateApplied() {}
+  // Sync: one key's step merged, `wait` after the step's first push arrived: how long
+  // the step waited for its slowest worker.
+  virtual void OnSyncStepMerged(absl::Duration /*wait*/) {}
+  // Async: a push was applied `staleness` updates after the version its worker last
+  // pulled of that key (0: computed on the current weights).
+  virtual void OnAsyncPushApplied(int64_t /*staleness*/) {}
+  // A worker was heard from for the first time.
+  virtual void OnWorkerSeen(int /*worker_rank*/) {}
+};
+
 class ShardStore {
  public:
   using Clock = std::function<absl::Time()>;
@@ -92,6 +110,9 @@ class ShardStore {
 
   // Records that a worker was heard from (any message), for the "last heard" texts.
   void NoteHeardFrom(int worker_rank);
+
+  // Set before the first Configure; `observer` (null: none) must outlive the store.
+  void SetObserver(StoreObserver* observer);
 
   int64_t num_keys() const;
   int64_t updates_applied() const;

@@ -17,6 +17,16 @@ int RunCommand(const std::vector<std::string>& args);
 // Returns only on failure.
 int ExecRole(const std::string& role, const std::vector<std::string>& args);
 
+// dtrain predict --server HOST:PORT (--images IDX [--labels IDX] | PNG...) [--render PNG]
+int PredictCommand(const std::vector<std::string>& args);
+
+// dtrain status --scheduler HOST:PORT [--watch [--interval S] [--count N]]: the job's
+// nodes as a table (role, rank, address, state, step, samples/s, last heard).
+int StatusCommand(const std::vector<std::string>& args);
+
+// dtrain plot PREFIX [--output FILE.png|FILE.svg]: PREFIX-metrics.csv drawn by gnuplot.
+int PlotCommand(const std::vector<std::string>& args);
+
 // The directory of the running executable, where the build puts its siblings.
 std::string SelfDir();
 

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/flags.h"
 #include "services/launcher/commands.h"
+#include "services/launcher/metrics_targets.h"
 #include "services/launcher/supervisor.h"
 
 namespace dtrain::launcher {
@@ -26,6 +28,8 @@ volatile std::sig_atomic_t g_signal = 0;
 void OnSignal(int sig) { g_signal = sig; }
 
 constexpr absl::Duration kSchedulerStartTimeout = absl::Seconds(30);
+// How long children get to report their metrics ports (a worker loads LibTorch first).
+constexpr absl::Duration kMetricsPortTimeout = absl::Seconds(30);
 constexpr char kLoopback[] = "127.0.0.1";
 
 struct LaunchFlags {
@@ -36,6 +40,8 @@ struct LaunchFlags {
   int64_t scheduler_port = 0;
   double stop_grace_s = 10;
   double finish_grace_s = 30;
+  int64_t metrics_base_port = -1;
+  std::string metrics_file_sd;
   std::vector<std::string> worker_args;
 };
 
@@ -64,6 +70,10 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
   flags.AddDouble("stop-grace", &f->stop_grace_s, "seconds between SIGTERM and SIGKILL when stopping");
   flags.AddDouble("finish-grace", &f->finish_grace_s,
                   "seconds the scheduler and servers get to exit after the workers finished");
+  flags.AddInt("metrics-base-port", &f->metrics_base_port,
+               "Prometheus endpoints: -1 off; 0 any free ports; N: scheduler N, server i N+1+i, worker i N+1+S+i");
+  flags.AddString("metrics-file-sd", &f->metrics_file_sd,
+                  "write the endpoints as a Prometheus file_sd target list here (turns metrics on)");
   flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
   std::vector<std::string> own;
   bool passthrough = false;
@@ -95,11 +105,15 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
   if (f->scheduler_port < 0 || f->scheduler_port > 65535) {
     return absl::InvalidArgumentError("--scheduler-port must be in 0..65535");
   }
+  if (f->metrics_base_port < -1 || f->metrics_base_port > 65535) {
+    return absl::InvalidArgumentError("--metrics-base-port must be -1 (off), 0 (any free ports) or a port");
+  }
+  if (f->metrics_base_port == -1 && !f->metrics_file_sd.empty()) f->metrics_base_port = 0;
   if (f->bin_dir.empty()) f->bin_dir = SelfDir();
   return absl::OkStatus();
 }
 
-// A private directory for the scheduler's port file, removed on every path out.
+// A private directory for the port files, removed on every path out.
 class TempDir {
  public:
   TempDir() {
@@ -109,8 +123,8 @@ class TempDir {
   }
   ~TempDir() {
     if (path_.empty()) return;
-    for (const char* f : {"/scheduler.port", "/scheduler.port.tmp"}) ::unlink((path_ + f).c_str());
-    ::rmdir(path_.c_str());
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
   }
   const std::string& path() const { return path_; }
 
@@ -158,6 +172,30 @@ int StartScheduler(Supervisor& sup, const LaunchFlags& f, const std::string& por
   return 0;
 }
 
+// Waits (bounded) for every child's metrics port, prints the addresses, and writes the
+// file_sd list. A child that fails meanwhile is left to Supervisor::Run to report.
+void AnnounceMetrics(Supervisor& sup, MetricsTargets& metrics, const std::string& file_sd) {
+  const absl::Time deadline = absl::Now() + kMetricsPortTimeout;
+  while (!metrics.Collect() && g_signal == 0 && sup.Failed() == nullptr) {
+    if (absl::Now() > deadline) {
+      sup.Message(absl::StrCat("metrics: no port reported within ", absl::FormatDuration(kMetricsPortTimeout),
+                               " by ", metrics.MissingText()));
+      break;
+    }
+    sup.Pump(absl::Milliseconds(50));
+  }
+  for (const MetricsTarget& t : metrics.targets()) {
+    if (t.port == 0) continue;
+    sup.Message(absl::StrCat("metrics: ", t.name(), " at http://", kLoopback, ":", t.port, "/metrics"));
+  }
+  if (file_sd.empty()) return;
+  if (absl::Status s = WriteFileAtomically(file_sd, metrics.FileSd(kLoopback)); !s.ok()) {
+    sup.Message(absl::StrCat("metrics: ", s.message()));
+  } else {
+    sup.Message(absl::StrCat("metrics: Prometheus targets written to ", file_sd));
+  }
+}
+
 int Launch(const LaunchFlags& f) {
   const bool dist = absl::StartsWith(f.kv_store, "dist");
   for (const char* bin : {"dtrain-scheduler", "dtrain-server", "dtrain-worker"}) {
@@ -190,12 +228,18 @@ int Launch(const LaunchFlags& f) {
       {"DTRAIN_LOCAL_WORKERS", std::to_string(f.num_workers)},
   };
   TempDir tmp;
+  if (tmp.path().empty()) {
+    sup.Message("cannot create a temporary directory for the port files");
+    return 1;
+  }
+  MetricsTargets metrics(f.metrics_base_port, tmp.path(), dist, servers, static_cast<int>(f.num_workers));
+  auto with_metrics = [&metrics](std::vector<std::pair<std::string, std::string>> e, const std::string& role,
+                                 int rank) {
+    for (auto& kv : metrics.EnvFor(role, rank)) e.push_back(std::move(kv));
+    return e;
+  };
   if (dist) {
-    if (tmp.path().empty()) {
-      sup.Message("cannot create a temporary directory for the scheduler's port file");
-      return 1;
-    }
-    const int port = StartScheduler(sup, f, tmp.path() + "/scheduler.port", env);
+    const int port = StartScheduler(sup, f, tmp.path() + "/scheduler.port", with_metrics(env, "scheduler", 0));
     if (g_signal != 0) {
       sup.StopAll();
       return 128 + g_signal;
@@ -211,7 +255,7 @@ int Launch(const LaunchFlags& f) {
     env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   }
   auto start = [&](ChildKind kind, const std::string& role, int rank, std::vector<std::string> args) {
-    auto child_env = env;
+    auto child_env = with_metrics(env, role, rank);
     child_env.emplace_back("DTRAIN_RANK", std::to_string(rank));
     ChildSpec spec{absl::StrCat(role, " ", rank), absl::StrCat(f.bin_dir, "/dtrain-", role), std::move(args),
                    std::move(child_env)};
@@ -233,6 +277,7 @@ int Launch(const LaunchFlags& f) {
       return 1;
     }
   }
+  if (metrics.enabled()) AnnounceMetrics(sup, metrics, f.metrics_file_sd);
   const int code = sup.Run();
   if (code == 0) sup.Message(absl::StrCat("all ", f.num_workers, " workers finished"));
   return code;

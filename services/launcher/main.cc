@@ -20,7 +20,10 @@ struct Command {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"launch", "start a scheduler, servers and workers on this machine", LaunchCommand},
+      {"predict", "classify images with a dtrain-infer server", PredictCommand},
       {"run", "run the role named by DTRAIN_ROLE or DMLC_ROLE", RunCommand},
+      {"status", "show a running job's nodes: role, rank, state, step, speed", StatusCommand},
+      {"plot", "draw PREFIX-metrics.csv (loss, accuracy, speed per epoch) to PNG/SVG", PlotCommand},
       {"scheduler", "run dtrain-scheduler", [](const auto& a) { return ExecRole("scheduler", a); }},
       {"server", "run dtrain-server", [](const auto& a) { return ExecRole("server", a); }},
       {"worker", "run dtrain-worker", [](const auto& a) { return ExecRole("worker", a); }},

@@ -19,6 +19,9 @@
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "common/metrics/metrics_flags.h"
+#include "common/metrics/registry.h"
+#include "common/metrics/scheduler_metrics.h"
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
 #include "services/scheduler/scheduler_service.h"
@@ -55,6 +58,7 @@ struct Flags {
   double register_timeout_s = 120;
   double heartbeat_timeout_s = 10;
   double exit_grace_s = 15;
+  metrics::MetricsFlags metrics;
 };
 
 absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
@@ -72,6 +76,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   flags.AddDouble("heartbeat-timeout", &f->heartbeat_timeout_s, "seconds of silence after which a node is DEAD",
                   {"DTRAIN_HEARTBEAT_TIMEOUT"});
   flags.AddDouble("exit-grace", &f->exit_grace_s, "seconds to wait for servers to leave once the job is over");
+  metrics::AddMetricsFlags(flags, &f->metrics);
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
@@ -83,7 +88,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
     return absl::InvalidArgumentError(
         "--register-timeout and --heartbeat-timeout must be positive, --exit-grace not negative");
   }
-  return absl::OkStatus();
+  return metrics::CheckMetricsFlags(f->metrics);
 }
 
 int Run(int argc, char** argv) {
@@ -102,6 +107,17 @@ int Run(int argc, char** argv) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(f.metrics, "scheduler");
+  if (!registry.ok()) {
+    DTRAIN_LOG(ERROR) << registry.status().message();
+    return 1;
+  }
+  std::unique_ptr<metrics::SchedulerMetrics> scheduler_metrics;
+  if (*registry != nullptr) {
+    (*registry)->SetRank(0);  // one scheduler per job
+    scheduler_metrics = std::make_unique<metrics::SchedulerMetrics>(**registry);
+  }
+
   MembershipOptions mo;
   mo.num_workers = static_cast<int>(f.num_workers);
   mo.num_servers = static_cast<int>(f.num_servers);
@@ -112,6 +128,7 @@ int Run(int argc, char** argv) {
                       [&membership](const NodeKey& key) { return membership.Describe(key); });
   SchedulerServiceOptions so;
   so.register_timeout = absl::Seconds(f.register_timeout_s);
+  so.metrics = scheduler_metrics.get();
   SchedulerService service(&membership, &barriers, so);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "services/scheduler/node_metrics.h"
 
 namespace dtrain::scheduler {
 namespace {
@@ -116,8 +117,12 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
   const absl::Time deadline =
       std::min(ReplyBy(*context), absl::Now() + absl::Milliseconds(request->timeout_ms()));
   const NodeKey self = KeyOf(request->role(), request->rank());
+  const absl::Time start = absl::Now();
   absl::Status s = barriers_->Wait(request->name(), request->group(), self, deadline,
                                    [context] { return context->IsCancelled(); });
+  if (options_.metrics != nullptr) {
+    options_.metrics->BarrierWaited(GroupName(request->group()), absl::ToDoubleSeconds(absl::Now() - start), s.ok());
+  }
   if (!s.ok()) DTRAIN_LOG(WARNING) << NodeName(self) << ": " << s.message();
   return ToGrpc(s);
 }
@@ -147,6 +152,7 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* /*context*/,
 
 void SchedulerService::Tick() {
   for (const v1::NodeInfo& node : membership_->SweepSilent()) OnDeath(node, "heartbeats stopped");
+  if (options_.metrics != nullptr) RecordNodeMetrics(membership_->Nodes(), *options_.metrics);
   if (membership_->AllRegistered()) return;
   absl::MutexLock lock(&mu_);
   if (absl::Now() - last_waiting_log_ < options_.waiting_log_interval) return;
@@ -161,6 +167,7 @@ void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why)
   DTRAIN_LOG(WARNING) << NodeName(key) << " is DEAD: " << why << " (pid " << info->pid() << " on "
                       << info->hostname() << ", last step " << info->last_step() << ")";
   barriers_->NodeDied(key, why);
+  if (options_.metrics != nullptr) options_.metrics->NodeDied(RoleName(key.role));
 }
 
 void SchedulerService::Close() {

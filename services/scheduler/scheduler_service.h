@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/metrics/scheduler_metrics.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
@@ -21,6 +22,8 @@ struct SchedulerServiceOptions {
   absl::Duration register_timeout = absl::Seconds(120);
   // How often Tick logs "still waiting for ..." while registration is incomplete.
   absl::Duration waiting_log_interval = absl::Seconds(10);
+  // Nodes, deaths, barrier waits and worker lag (null: none); must outlive the service.
+  metrics::SchedulerMetrics* metrics = nullptr;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {
@@ -39,7 +42,7 @@ class SchedulerService final : public v1::Scheduler::Service {
                          v1::GetStatusResponse* response) override;
 
   // Periodic work, from the main loop every few hundred ms: declares silent nodes
-  // dead and logs progress while registration is incomplete.
+  // dead, refreshes the node gauges, and logs progress while registration is incomplete.
   void Tick();
 
   // Wakes every blocked handler; call before grpc::Server::Shutdown.

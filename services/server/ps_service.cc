@@ -181,7 +181,7 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull(
     grpc::CallbackServerContext* /*ctx*/) {
-  return new PushPullReactor(store_, options_.sync_timeout);
+  return new PushPullReactor(store_, options_.sync_timeout, options_.metrics);
 }
 
 grpc::ServerWriteReactor<v1::KeyState>* PsService::GetState(grpc::CallbackServerContext* /*ctx*/,

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
+#include "common/metrics/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
 namespace dtrain::server {
@@ -23,6 +24,8 @@ struct PsServiceOptions {
   absl::Duration check_interval = absl::Seconds(1);
   // How often a stalled step is reported in the log.
   absl::Duration still_waiting_every = absl::Seconds(10);
+  // Request counts and bytes (null: none); must outlive the service.
+  metrics::ServerMetrics* metrics = nullptr;
 };
 
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.

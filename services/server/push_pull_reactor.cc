@@ -36,8 +36,9 @@ absl::Status CheckPayload(const v1::PushPullRequest& req, int64_t payload_bytes)
 
 }  // namespace
 
-PushPullReactor::PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout)
-    : store_(store), sync_timeout_(sync_timeout), box_(std::make_shared<Outbox>()) {
+PushPullReactor::PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout,
+                                 metrics::ServerMetrics* metrics)
+    : store_(store), sync_timeout_(sync_timeout), metrics_(metrics), box_(std::make_shared<Outbox>()) {
   {
     absl::MutexLock lock(&box_->mu);
     box_->reactor = this;
@@ -69,6 +70,7 @@ void PushPullReactor::OnReadDone(bool ok) {
   } else {
     // Without a request id there is nobody to answer: say so and go on reading.
     DTRAIN_LOG(WARNING) << "undecodable PushPull request " << req.request_id() << ": " << decoded.message();
+    if (metrics_ != nullptr) metrics_->RequestFailed();
     if (req.request_id() != 0) {
       {
         absl::MutexLock lock(&box_->mu);
@@ -91,7 +93,9 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   v1::PushPullResponse resp;
   resp.set_request_id(req.request_id());
   resp.set_key(req.key());
+  metrics::ServerMetrics* const metrics = metrics_;
   if (req.op() != v1::OP_PUSH && req.op() != v1::OP_PULL && req.op() != v1::OP_PUSH_PULL) {
+    if (metrics != nullptr) metrics->RequestFailed();
     SetStatus(absl::InvalidArgumentError(absl::StrCat("request ", req.request_id(), ": unknown op ", req.op(),
                                                       " (want OP_PUSH, OP_PULL or OP_PUSH_PULL)")),
               &resp);
@@ -99,15 +103,18 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
     return;
   }
   if (absl::Status s = CheckPayload(req, payload_bytes); !s.ok()) {
+    if (metrics != nullptr) metrics->RequestFailed();
     SetStatus(s, &resp);
     Send(box_, resp);
     return;
   }
   int64_t min_version = req.min_version();
   if (req.op() != v1::OP_PULL) {
+    if (metrics != nullptr) metrics->PushReceived(std::max<int64_t>(payload_bytes, 0));
     absl::Status s = store_->Push(req.worker_rank(), req.step(), req.key(), payload_.data(),
                                   std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float)));
     if (!s.ok() || req.op() == v1::OP_PUSH) {
+      if (!s.ok() && metrics != nullptr) metrics->RequestFailed();
       SetStatus(s, &resp);
       Send(box_, resp);
       return;
@@ -118,15 +125,19 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   // The worker may ask for a shorter wait than ours, so that the server's answer,
   // which names the missing workers, beats the worker's own deadline.
   const absl::Duration wait = req.timeout_ms() > 0 ? absl::Milliseconds(req.timeout_ms()) : sync_timeout_;
+  if (metrics != nullptr) metrics->PullRequested();
+  // `metrics` outlives every stream and parked pull: the server is shut down before it.
   store_->Pull(req.worker_rank(), req.key(), min_version, absl::Now() + wait,
-               [box = box_, resp = std::move(resp)](const absl::Status& s, int64_t version, const float* data,
-                                                    int64_t numel) mutable {
+               [box = box_, resp = std::move(resp), metrics](const absl::Status& s, int64_t version,
+                                                             const float* data, int64_t numel) mutable {
                  // Runs under the key's lock: copy the weights out and queue, nothing more.
                  SetStatus(s, &resp);
                  if (!s.ok()) {
+                   if (metrics != nullptr) metrics->RequestFailed();
                    Send(box, resp);
                    return;
                  }
+                 if (metrics != nullptr) metrics->PullAnswered(numel * static_cast<int64_t>(sizeof(float)));
                  resp.set_version(version);
                  Send(box, kv::EncodeWithPayload(resp, v1::PushPullResponse::kDataFieldNumber,
                                                  kv::CopyToSlice(data, numel)));

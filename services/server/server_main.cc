@@ -29,14 +29,19 @@
 #include "common/grpc_util.h"
 #include "common/kv/shard_store.h"
 #include "common/log.h"
+#include "common/metrics/metrics_flags.h"
+#include "common/metrics/registry.h"
+#include "common/metrics/server_metrics.h"
 #include "common/scheduler_client.h"
 #include "services/server/ps_service.h"
+#include "services/server/store_metrics.h"
 
 namespace dtrain::server {
 namespace {
 
 struct ServerFlags {
   ClusterFlags cluster;
+  metrics::MetricsFlags metrics;
   double sync_timeout_s = 120;
   std::string port_file;
   bool standalone = false;
@@ -115,6 +120,7 @@ int Run(int argc, char** argv) {
   ServerFlags f;
   FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
   AddClusterFlags(flags, &f.cluster);
+  metrics::AddMetricsFlags(flags, &f.metrics);
   flags.AddDouble("sync-timeout", &f.sync_timeout_s,
                   "seconds a sync pull waits for every worker's push before failing", {"DTRAIN_SYNC_TIMEOUT"});
   flags.AddString("port-file", &f.port_file, "write the bound port to this file (atomically)");
@@ -125,6 +131,7 @@ int Run(int argc, char** argv) {
     return 0;
   }
   if (s.ok()) s = FinishClusterFlags(&f.cluster, /*need_scheduler=*/!f.standalone);
+  if (s.ok()) s = metrics::CheckMetricsFlags(f.metrics);
   if (s.ok() && !(f.sync_timeout_s > 0)) {
     s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f.sync_timeout_s));
   }
@@ -133,9 +140,25 @@ int Run(int argc, char** argv) {
     return 2;
   }
 
+  // Lines before registration name the role (and the rank asked for, if any) too.
+  SetLogIdentity("server", static_cast<int>(f.cluster.rank));
+  // Declared before the store: parked pulls still count when the store fails them.
+  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(f.metrics, "server");
+  if (!registry.ok()) {
+    DTRAIN_LOG(ERROR) << registry.status().message();
+    return 1;
+  }
+  std::unique_ptr<metrics::ServerMetrics> server_metrics;
+  std::unique_ptr<StoreMetrics> store_metrics;
+  if (*registry != nullptr) {
+    server_metrics = std::make_unique<metrics::ServerMetrics>(**registry);
+    store_metrics = std::make_unique<StoreMetrics>(server_metrics.get());
+  }
   kv::ShardStore store;
+  store.SetObserver(store_metrics.get());
   PsServiceOptions options;
   options.sync_timeout = absl::Seconds(f.sync_timeout_s);
+  options.metrics = server_metrics.get();
   PsService service(&store, options);
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -184,6 +207,7 @@ int Run(int argc, char** argv) {
     scheduler->StartHeartbeat(absl::Seconds(f.cluster.heartbeat_interval_s), std::move(hooks));
   }
   SetLogIdentity("server", rank);
+  if (*registry != nullptr) (*registry)->SetRank(rank);
   DTRAIN_LOG(INFO) << "listening on " << address
                    << (f.standalone ? " (standalone)" : "");
 

@@ -114,11 +114,32 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
     return absl::InvalidArgumentError(
         absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
   }
+  const absl::Time start = absl::Now();
+  int first_server = -1;
+  kv::PsClient::Ticket first_ticket = 0;
   for (const auto& slice : placement_.slices) {
-    servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
-                                     params_[slice.param_index].weights + slice.offset, slice.length);
+    const kv::PsClient::Ticket t =
+        servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
+                                         params_[slice.param_index].weights + slice.offset, slice.length);
+    if (first_server < 0) {
+      first_server = slice.server;
+      first_ticket = t;
+    }
   }
-  return WaitAllServers(absl::Now() + options_.sync_timeout + kClientGrace);
+  const absl::Time submitted = absl::Now();
+  const absl::Time deadline = submitted + options_.sync_timeout + kClientGrace;
+  // Every worker sends the keys in the same order and a sync key is answered once all
+  // pushes of it are in, so the first key's answer marks the end of waiting for the
+  // others; the rest is mostly the weights' transfer.
+  absl::Status first;
+  if (first_server >= 0) first = servers_[first_server]->Wait(first_ticket, deadline);
+  const absl::Time first_answer = absl::Now();
+  absl::Status rest = WaitAllServers(deadline);
+  const absl::Time end = absl::Now();
+  last_timing_.push = absl::ToDoubleSeconds(submitted - start);
+  last_timing_.wait = absl::ToDoubleSeconds(first_answer - submitted);
+  last_timing_.pull = absl::ToDoubleSeconds(end - first_answer);
+  return first.ok() ? rest : first;
 }
 
 absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {

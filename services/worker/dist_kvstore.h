@@ -48,6 +48,7 @@ class DistKVStore : public KVStore {
   void ReportProgress(int64_t step, double samples_per_sec) override;
   absl::Status Finish(bool failed, const std::string& reason) override;
   KVStoreStats stats() const override;
+  PushPullTiming last_timing() const override { return last_timing_; }
 
   // Set once the scheduler says the job is over; PushPull then fails fast.
   bool shutdown_requested() const;
@@ -65,6 +66,7 @@ class DistKVStore : public KVStore {
   std::string optimizer_name_;
   struct Shutdown;
   std::shared_ptr<Shutdown> shutdown_;
+  PushPullTiming last_timing_;
 };
 
 }  // namespace dtrain::worker

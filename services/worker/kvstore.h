@@ -35,10 +35,17 @@ struct KVStoreInit {
   int64_t start_version = 0;
 };
 
-// Progress and timing, for logs and (later) metrics.
+// Progress and timing, for logs and metrics.
 struct KVStoreStats {
   int64_t bytes_pushed = 0;
   int64_t bytes_pulled = 0;
+};
+
+// Where the last PushPull's time went, in seconds.
+struct PushPullTiming {
+  double push = 0;  // building and submitting the requests (copying the gradients)
+  double wait = 0;  // until the first answer: in sync mode, mostly the other workers
+  double pull = 0;  // from the first answer until every key's weights were written
 };
 
 class KVStore {
@@ -70,6 +77,7 @@ class KVStore {
   virtual absl::Status Finish(bool failed, const std::string& reason) = 0;
 
   virtual KVStoreStats stats() const { return {}; }
+  virtual PushPullTiming last_timing() const { return {}; }
 };
 
 }  // namespace dtrain::worker

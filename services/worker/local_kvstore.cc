@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/kv/placement.h"
 #include "common/status_macros.h"
 #include "services/worker/resume_states.h"
@@ -36,10 +37,15 @@ absl::Status LocalKVStore::PushPull(int64_t step, const std::vector<const float*
     return absl::InvalidArgumentError(
         absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
   }
+  // In process there is nothing to wait for: push is the update, pull the copy back.
+  last_timing_ = {};
   for (size_t i = 0; i < params_.size(); ++i) {
     const ParamRef& p = params_[i];
     const uint64_t key = kv::MakeKey(static_cast<int>(i), 0);
+    const absl::Time start = absl::Now();
     DTRAIN_RETURN_IF_ERROR(store_.Push(0, step, key, grads[i], p.numel));
+    const absl::Time pushed = absl::Now();
+    last_timing_.push += absl::ToDoubleSeconds(pushed - start);
     absl::Status pulled;
     // One worker: the update is applied by the Push above, so the pull answers at once.
     store_.Pull(0, key, step + 1, absl::InfiniteFuture(),
@@ -47,6 +53,7 @@ absl::Status LocalKVStore::PushPull(int64_t step, const std::vector<const float*
                   pulled = s;
                   if (s.ok()) std::memcpy(p.weights, data, sizeof(float) * n);
                 });
+    last_timing_.pull += absl::ToDoubleSeconds(absl::Now() - pushed);
     DTRAIN_RETURN_IF_ERROR(pulled);
   }
   return absl::OkStatus();

@@ -26,12 +26,14 @@ class LocalKVStore : public KVStore {
   absl::StatusOr<OptimizerStates> SaveStates() override;
   absl::Status Barrier(const std::string&) override { return absl::OkStatus(); }
   absl::Status Finish(bool, const std::string&) override { return absl::OkStatus(); }
+  PushPullTiming last_timing() const override { return last_timing_; }
 
  private:
   std::string type_;
   std::string optimizer_name_;
   std::vector<ParamRef> params_;
   kv::ShardStore store_;
+  PushPullTiming last_timing_;
 };
 
 }  // namespace dtrain::worker

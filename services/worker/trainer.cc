@@ -12,10 +12,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
+#include "common/metrics/metrics_csv.h"
 #include "common/status_macros.h"
 #include "services/worker/checkpoint.h"
 #include "services/worker/dataset.h"
 #include "services/worker/models.h"
+#include "services/worker/training_monitor.h"
 
 namespace dtrain::worker {
 namespace {
@@ -99,7 +101,7 @@ std::vector<std::string> ClassNamesFor(const std::string& data_dir) {
   return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
 }
 
-absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv) {
+absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv, metrics::WorkerMetrics* metrics) {
   const int rank = kv.rank();
   const int workers = kv.num_workers();
 
@@ -168,14 +170,16 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv) {
   }
 
   TrainResult result;
+  const bool writes_csv = rank == 0 && !o.model_prefix.empty();
+  TrainingMonitor monitor(kv, metrics, writes_csv ? metrics::MetricsCsvPath(o.model_prefix) : "");
   std::vector<const float*> grads(params.size());
   for (int64_t epoch = o.load_epoch; epoch < o.num_epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
+    monitor.StartEpoch(epoch);
     const std::vector<int64_t> order = EpochOrder(train.size(), o.seed, epoch, rank);
     auto order_t = torch::tensor(order, torch::kInt64);
-    int64_t win_correct = 0, win_seen = 0, ep_correct = 0, ep_seen = 0;
-    absl::Time win_start = absl::Now();
     for (int64_t b = 0; b < batches; ++b) {
+      const absl::Time step_start = absl::Now();
       auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
       auto x = train.images.index_select(0, idx);
       auto y = train.labels.index_select(0, idx);
@@ -184,35 +188,35 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv) {
       auto loss = torch::nn::functional::cross_entropy(logits, y);
       loss.backward();
       for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
+      const double compute_s = Seconds(step_start);
       const int64_t step = epoch * batches + b;
       DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
 
       const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
-      win_correct += correct;
-      win_seen += o.batch_size;
-      ep_correct += correct;
-      ep_seen += o.batch_size;
+      monitor.StepDone(step, o.batch_size, loss.item<double>(), correct, compute_s);
       if ((b + 1) % o.disp_batches == 0) {
-        const double speed = static_cast<double>(win_seen) / std::max(1e-9, Seconds(win_start));
-        DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f",
-                                            epoch, b + 1, speed,
-                                            static_cast<double>(win_correct) / static_cast<double>(win_seen));
-        kv.ReportProgress(step + 1, speed);
-        win_correct = win_seen = 0;
-        win_start = absl::Now();
+        const TrainingMonitor::Figures w = monitor.TakeWindow();
+        DTRAIN_LOG(INFO) << absl::StrFormat(
+            "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f\tTrain-cross-entropy=%f", epoch, b + 1,
+            w.samples_per_sec, w.accuracy, w.loss);
       }
     }
     const double train_s = Seconds(epoch_start);
-    result.samples += ep_seen;
+    const TrainingMonitor::Figures ep = monitor.Epoch();
+    result.samples += ep.samples;
     result.train_seconds += train_s;
-    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch,
-                                        static_cast<double>(ep_correct) / static_cast<double>(ep_seen));
+    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch, ep.accuracy);
+    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-cross-entropy=%f", epoch, ep.loss);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
     if (rank == 0 && !o.model_prefix.empty()) {
       DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, *net, kv, static_cast<int>(epoch + 1)));
     }
     result.validation_accuracy = Evaluate(*net, test);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-accuracy=%f", epoch, result.validation_accuracy);
+    // The CSV is for people and plots: failing to write it is no reason to stop training.
+    if (absl::Status s = monitor.EpochDone(train_s, result.validation_accuracy); !s.ok()) {
+      DTRAIN_LOG(WARNING) << "epoch figures not saved: " << s.message();
+    }
   }
   result.weights_fnv = Fnv1a(*net);
   return result;

@@ -9,6 +9,10 @@
 #include "services/worker/kvstore.h"
 #include "services/worker/train_options.h"
 
+namespace dtrain::metrics {
+class WorkerMetrics;
+}  // namespace dtrain::metrics
+
 namespace dtrain::worker {
 
 struct TrainResult {
@@ -19,10 +23,14 @@ struct TrainResult {
 };
 
 // Runs epochs load_epoch .. num_epochs-1 and logs MXNet-style lines:
-//   Epoch[0] Batch [100]	Speed: 1234.56 samples/sec	Train-accuracy=0.812500
-//   Epoch[0] Train-accuracy=0.85   Epoch[0] Time cost=12.345   Epoch[0] Validation-accuracy=0.87
-// Rank 0 writes PREFIX-symbol.json once and PREFIX-NNNN.params/.states each epoch.
-absl::StatusOr<TrainResult> Train(const TrainOptions& options, KVStore& kvstore);
+//   Epoch[0] Batch [100]	Speed: 1234.56 samples/sec	Train-accuracy=0.812500	Train-cross-entropy=0.52
+//   Epoch[0] Train-accuracy=0.85   Epoch[0] Train-cross-entropy=0.41   Epoch[0] Time cost=12.345
+//   Epoch[0] Validation-accuracy=0.87
+// Rank 0 writes PREFIX-symbol.json once and PREFIX-NNNN.params/.states each epoch, and
+// appends the epoch's figures to PREFIX-metrics.csv. `metrics` (null: off) gets every
+// step's figures and timing.
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, KVStore& kvstore,
+                                  metrics::WorkerMetrics* metrics = nullptr);
 
 // Fashion-MNIST's class names, or "0".."9" for plain MNIST (by the data directory).
 std::vector<std::string> ClassNamesFor(const std::string& data_dir);

@@ -11,6 +11,9 @@
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
 #include "common/log.h"
+#include "common/metrics/metrics_flags.h"
+#include "common/metrics/registry.h"
+#include "common/metrics/worker_metrics.h"
 #include "services/worker/dist_kvstore.h"
 #include "services/worker/local_kvstore.h"
 #include "services/worker/trainer.h"
@@ -30,8 +33,10 @@ int Run(int argc, char** argv) {
   FlagSet flags("dtrain-worker", "Trains a network on (Fashion-)MNIST as one worker of a dtrain job.");
   TrainOptions options;
   ClusterFlags cluster;
+  metrics::MetricsFlags metrics_flags;
   AddTrainFlags(flags, &options);
   AddClusterFlags(flags, &cluster);
+  metrics::AddMetricsFlags(flags, &metrics_flags);
   absl::Status s = flags.Parse(argc, argv);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
@@ -39,12 +44,23 @@ int Run(int argc, char** argv) {
   }
   if (s.ok()) s = FinishTrainFlags(&options);
   if (s.ok()) s = FinishClusterFlags(&cluster, IsDistKVStore(options.kv_store));
+  if (s.ok()) s = metrics::CheckMetricsFlags(metrics_flags);
   if (!s.ok()) {
     std::fprintf(stderr, "dtrain-worker: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads();
   torch::set_num_threads(threads);
+  SetLogIdentity("worker", static_cast<int>(cluster.rank));  // the rank asked for; final once known
+  // Serving before registration, which may block for minutes: a launcher waits for
+  // the port, and Prometheus sees the target up (without series until the rank is known).
+  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(metrics_flags, "worker");
+  if (!registry.ok()) {
+    DTRAIN_LOG(ERROR) << registry.status().message();
+    return 1;
+  }
+  std::unique_ptr<metrics::WorkerMetrics> worker_metrics;
+  if (*registry != nullptr) worker_metrics = std::make_unique<metrics::WorkerMetrics>(**registry);
 
   std::unique_ptr<KVStore> kv;
   if (IsDistKVStore(options.kv_store)) {
@@ -69,10 +85,11 @@ int Run(int argc, char** argv) {
     SetLogIdentity("worker", 0);
     kv = std::make_unique<LocalKVStore>(options.kv_store);
   }
+  if (*registry != nullptr) (*registry)->SetRank(kv->rank());
   DTRAIN_LOG(INFO) << "training " << options.network << " with kv-store " << options.kv_store << ", "
                    << threads << " LibTorch thread(s)";
 
-  auto result = Train(options, *kv);
+  auto result = Train(options, *kv, worker_metrics.get());
   if (!result.ok()) {
     DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
     (void)kv->Finish(/*failed=*/true, std::string(result.status().message()));

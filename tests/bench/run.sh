@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrain benchmarks, each printed as a ratio to a reference measured in the same run.
-#   bash tests/bench/run.sh [throughput|transport|all]   (default: all)
+#   bash tests/bench/run.sh [throughput|transport|metrics|infer|all]   (default: all)
 # Needs a build (deploy/build.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,6 +26,62 @@ throughput() {
   rm -f "$log"
 }
 
+# One `dtrain launch -n 2 -s 1` lenet run with metrics "off" or "on"; prints the sum of
+# the workers' training speeds and the CPU seconds the whole job used (every process, as
+# its parent reaped it: robust where other work on the machine makes speeds noisy).
+# On: every endpoint is scraped each second meanwhile (Prometheus' default is 15 s).
+train_sps() {
+  local log; log=$(mktemp)
+  local cpu; cpu=$(mktemp)
+  local sd; sd=$(mktemp -u /tmp/dtrain-bench-sd-XXXXXX.json)
+  local flags=()
+  [ "$1" = on ] && flags=(--metrics-file-sd "$sd")
+  /usr/bin/python3 -c 'import resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+open(sys.argv[1], "w").write("%.2f\n" % (r.ru_utime + r.ru_stime))
+sys.exit(code)' "$cpu" "$BIN/dtrain" launch -n 2 -s 1 --kv-store dist_sync "${flags[@]}" -- --network lenet \
+      --batch-size 64 --num-epochs "$EPOCHS" --disp-batches 100000 >"$log" 2>&1 &
+  local pid=$!
+  if [ "$1" = on ]; then
+    while kill -0 "$pid" 2>/dev/null; do
+      if [ -f "$sd" ]; then
+        for t in $(grep -o '127.0.0.1:[0-9]*' "$sd"); do curl -s -m 1 "http://$t/metrics" >/dev/null || true; done
+      fi
+      sleep 1
+    done
+  fi
+  wait "$pid" || { cat "$log" >&2; exit 1; }
+  grep -q 'metrics: Prometheus targets written' "$log" || [ "$1" = off ] || { echo "metrics were not on" >&2; exit 1; }
+  local sps; sps=$(grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.1f", s}')
+  echo "$sps $(cat "$cpu")"
+  rm -f "$log" "$cpu" "$sd"
+}
+
+metrics() {
+  local rounds="${ROUNDS:-4}"
+  echo "== metrics cost: the throughput run with metrics off and on (scraped every 1 s), alternating, x$rounds (epochs=$EPOCHS)"
+  local results=""
+  for r in $(seq 1 "$rounds"); do
+    local off on
+    # Alternate which goes first, so a drift of the machine's speed favours neither.
+    if [ $((r % 2)) -eq 1 ]; then off=$(train_sps off); on=$(train_sps on); else on=$(train_sps on); off=$(train_sps off); fi
+    echo "round $r: off ${off% *} samples/s (${off#* } CPU s), on ${on% *} samples/s (${on#* } CPU s)"
+    results="$results $off $on"
+  done
+  /usr/bin/python3 - $results <<'PY'
+import statistics, sys
+v = [float(x) for x in sys.argv[1:]]
+rounds = [v[i:i + 4] for i in range(0, len(v), 4)]  # off_sps off_cpu on_sps on_cpu
+off = [r[0] for r in rounds]; on = [r[2] for r in rounds]
+speed = statistics.median(r[2] / r[0] for r in rounds)
+cpu = statistics.median(r[3] / r[1] for r in rounds)
+print("samples/s: off mean %.1f (min %.1f, max %.1f), on mean %.1f; median on/off = %.4f (%+.2f%%, target within 2%%)"
+      % (statistics.mean(off), min(off), max(off), statistics.mean(on), speed, (speed - 1) * 100))
+print("CPU seconds of the job: median on/off = %.4f (%+.2f%%)" % (cpu, (cpu - 1) * 100))
+PY
+}
+
 transport() {
   echo "== transport: push+pull of a 64 MB model, 1 worker <-> 1 server, vs plain TCP on loopback"
   "$BIN/transport_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 10 --trials 5
@@ -34,6 +90,8 @@ transport() {
 case "$what" in
   throughput) throughput ;;
   transport) transport ;;
-  all) transport; throughput ;;
-  *) echo "usage: $0 [throughput|transport|all]" >&2; exit 2 ;;
+  metrics) metrics ;;
+  infer) infer ;;
+  all) transport; throughput; metrics; infer ;;
+  *) echo "usage: $0 [throughput|transport|metrics|infer|all]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,224 @@
+// dtrain-infer: serves a trained checkpoint over gRPC (dtrain.v1.Inference), with the
+// standard health service and server reflection. Flags and wiring only; the work is in
+// LoadedModel, ModelHolder, CheckpointWatcher and InferenceService.
+//
+//   dtrain-infer --model-prefix model/fmnist-lenet --port 9000
+//   dtrain-infer --model-prefix /ckpt/m --wait-for-model 600 --port-file /tmp/infer.port
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/flags.h"
+#include "common/grpc_util.h"
+#include "common/log.h"
+#include "common/metrics/inference_metrics.h"
+#include "common/metrics/metrics_flags.h"
+#include "common/metrics/registry.h"
+#include "services/inference/checkpoint_watcher.h"
+#include "services/inference/inference_service.h"
+#include "services/inference/model_holder.h"
+#include "services/inference/shutdown_signal.h"
+
+namespace dtrain::inference {
+namespace {
+
+constexpr char kServiceName[] = "dtrain.v1.Inference";
+// How often the start-up wait looks for a first checkpoint, and says what it misses.
+constexpr absl::Duration kFirstModelPoll = absl::Milliseconds(250);
+constexpr absl::Duration kWaitReportEvery = absl::Seconds(10);
+// How long running calls get to finish on SIGTERM.
+constexpr absl::Duration kDrainTimeout = absl::Seconds(5);
+
+struct InferFlags {
+  std::string model_prefix;
+  int64_t epoch = 0;
+  int64_t port = 0;
+  std::string port_file;
+  double watch_interval_s = 5;
+  int64_t max_batch = 1024;
+  int64_t threads = 0;
+  int64_t intra_op_threads = 1;
+  double wait_for_model_s = 0;
+  metrics::MetricsFlags metrics;
+};
+
+absl::Status CheckFlags(const InferFlags& f) {
+  auto bad = [](const std::string& what) { return absl::InvalidArgumentError(what); };
+  if (f.model_prefix.empty()) return bad("--model-prefix (or DTRAIN_MODEL_PREFIX) is required");
+  if (f.epoch < 0) return bad(absl::StrCat("--epoch must be >= 0 (0 = newest), got ", f.epoch));
+  if (f.port < 0 || f.port > 65535) return bad(absl::StrCat("--port must be in [0, 65535], got ", f.port));
+  if (!(f.watch_interval_s >= 0)) {
+    return bad(absl::StrCat("--watch-interval must be >= 0 (0 = off), got ", f.watch_interval_s));
+  }
+  if (f.max_batch < 1 || f.max_batch > (1 << 20)) {
+    return bad(absl::StrCat("--max-batch must be in [1, 1048576], got ", f.max_batch));
+  }
+  if (f.threads < 0 || f.threads > 1024) return bad(absl::StrCat("--threads must be in [0, 1024], got ", f.threads));
+  if (f.intra_op_threads < 1 || f.intra_op_threads > 1024) {
+    return bad(absl::StrCat("--intra-op-threads must be in [1, 1024], got ", f.intra_op_threads));
+  }
+  if (!(f.wait_for_model_s >= 0)) return bad(absl::StrCat("--wait-for-model must be >= 0, got ", f.wait_for_model_s));
+  return absl::OkStatus();
+}
+
+// PATH.tmp then rename, so a reader never sees a half-written port.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << port << "\n";
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write --port-file ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+void SetServing(grpc::Server& server, bool serving) {
+  grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
+  health->SetServingStatus(serving);  // the "" service: the whole server
+  health->SetServingStatus(kServiceName, serving);
+}
+
+int Run(int argc, char** argv) {
+  ShutdownSignal signals;  // first: every later thread inherits the blocked signals
+  InferFlags f;
+  FlagSet flags("dtrain-infer", "Serves a dtrain checkpoint for prediction over gRPC (dtrain.v1.Inference).");
+  flags.AddString("model-prefix", &f.model_prefix, "checkpoint prefix: PREFIX-symbol.json, PREFIX-NNNN.params",
+                  {"DTRAIN_MODEL_PREFIX"});
+  flags.AddInt("epoch", &f.epoch, "epoch to serve; 0 = the newest complete one, reloading newer ones");
+  flags.AddInt("port", &f.port, "port to listen on (0 = any free port)", {"DTRAIN_PORT"});
+  flags.AddString("port-file", &f.port_file, "write the bound port to this file (atomically) once listening");
+  flags.AddDouble("watch-interval", &f.watch_interval_s, "seconds between looks for a newer epoch (0 = never)");
+  flags.AddInt("max-batch", &f.max_batch, "largest Predict batch accepted");
+  flags.AddInt("threads", &f.threads, "forward passes run at once (0 = one per core)");
+  flags.AddInt("intra-op-threads", &f.intra_op_threads, "LibTorch threads inside one forward pass");
+  flags.AddDouble("wait-for-model", &f.wait_for_model_s,
+                  "seconds to wait for a first checkpoint (NOT_SERVING meanwhile) before giving up");
+  metrics::AddMetricsFlags(flags, &f.metrics);
+  absl::Status s = flags.Parse(argc, argv);
+  if (flags.help_requested()) {
+    std::cout << flags.Usage();
+    return 0;
+  }
+  if (s.ok()) s = CheckFlags(f);
+  if (s.ok()) s = metrics::CheckMetricsFlags(f.metrics);
+  if (!s.ok()) {
+    std::cerr << "dtrain-infer: " << s.message() << "\n";
+    return 2;
+  }
+  SetLogIdentity("infer", -1);
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  at::set_num_threads(static_cast<int>(f.intra_op_threads));
+
+  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(f.metrics, "inference");
+  if (!registry.ok()) {
+    DTRAIN_LOG(ERROR) << registry.status().message();
+    return 1;
+  }
+  std::unique_ptr<metrics::InferenceMetrics> infer_metrics;
+  if (*registry != nullptr) {
+    (*registry)->SetRank(0);
+    infer_metrics = std::make_unique<metrics::InferenceMetrics>(**registry);
+  }
+
+  auto holder = std::make_shared<ModelHolder>();
+  InferenceServiceOptions options;
+  options.prefix = f.model_prefix;
+  options.max_batch = f.max_batch;
+  options.forward_slots = f.threads > 0 ? static_cast<int>(f.threads) : cores;
+  options.metrics = infer_metrics.get();
+  InferenceService service(holder, options);
+
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  int port = 0;
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.port), grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << f.port;
+    return 1;
+  }
+  // The default health service starts out SERVING; there is no model yet.
+  SetServing(*server, false);
+  if (!f.port_file.empty()) {
+    if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
+      DTRAIN_LOG(ERROR) << ps.message();
+      return 1;
+    }
+  }
+  DTRAIN_LOG(INFO) << "listening on 0.0.0.0:" << port << " (NOT_SERVING until a model is loaded); "
+                   << options.forward_slots << " forward(s) at once, " << f.intra_op_threads
+                   << " LibTorch thread(s) each, max batch " << f.max_batch;
+
+  // Health first, so balancers stop sending; then the calls already running finish;
+  // then the server closes at once (a grace period would only wait for idle clients).
+  auto stop = [&](const std::string& why, int code) {
+    DTRAIN_LOG(INFO) << "stopping (" << why << ")";
+    SetServing(*server, false);
+    if (!service.Drain(kDrainTimeout)) {
+      DTRAIN_LOG(WARNING) << "calls still running after " << kDrainTimeout << " are cancelled";
+    }
+    server->Shutdown(DeadlineAfter(absl::ZeroDuration()));
+    return code;
+  };
+
+  WatcherOptions watch;
+  watch.prefix = f.model_prefix;
+  watch.pinned_epoch = static_cast<int>(f.epoch);
+  if (infer_metrics != nullptr) {
+    watch.on_loaded = [m = infer_metrics.get()](int epoch) { m->SetLoadedEpoch(epoch); };
+  }
+  CheckpointWatcher watcher(watch, holder);
+  const absl::Time give_up = absl::Now() + absl::Seconds(f.wait_for_model_s);
+  absl::Time next_report = absl::Now();
+  for (;;) {
+    absl::StatusOr<bool> polled = watcher.Poll();
+    if (holder->Get() != nullptr) break;
+    const absl::Time now = absl::Now();
+    if (now >= give_up) {
+      DTRAIN_LOG(ERROR) << "no model to serve after waiting " << f.wait_for_model_s
+                        << " s (--wait-for-model): " << polled.status().message();
+      return stop("no model", 1);
+    }
+    if (now >= next_report) {
+      DTRAIN_LOG(WARNING) << "NOT_SERVING, waiting for a model: " << polled.status().message() << " (giving up in "
+                          << absl::FormatDuration(absl::Trunc(give_up - now, absl::Seconds(1))) << ")";
+      next_report = now + kWaitReportEvery;
+    }
+    const std::string sig = signals.WaitFor(std::min(kFirstModelPoll, give_up - now));
+    if (!sig.empty()) return stop(sig, 0);
+  }
+  SetServing(*server, true);
+  const bool reloading = f.epoch == 0 && f.watch_interval_s > 0;
+  DTRAIN_LOG(INFO) << "SERVING epoch " << holder->Get()->meta().epoch
+                   << (reloading ? absl::StrCat("; looking for newer epochs every ", f.watch_interval_s, " s")
+                                 : std::string("; reloading off"));
+  if (reloading) watcher.Start(absl::Seconds(f.watch_interval_s));
+
+  std::string why;
+  while (why.empty()) why = signals.WaitFor(absl::Hours(1));
+  const int code = stop(why, 0);
+  watcher.Stop(absl::Seconds(2));
+  return code;
+}
+
+}  // namespace
+}  // namespace dtrain::inference
+
+int main(int argc, char** argv) { return dtrain::inference::Run(argc, argv); }

@@ -1,0 +1,49 @@
+// `dtrain predict`: flags only; the work is in services/predict (RunPredict).
+//
+//   dtrain predict --server 127.0.0.1:9000 --images t10k-images-idx3-ubyte.gz \
+//       --labels t10k-labels-idx1-ubyte.gz --limit 1000 --render predictions.png
+//   dtrain predict --server 127.0.0.1:9000 shoe.png shirt.png
+#include <cstdio>
+
+#include "common/flags.h"
+#include "services/launcher/commands.h"
+#include "services/predict/predict_job.h"
+
+namespace dtrain::launcher {
+
+int PredictCommand(const std::vector<std::string>& args) {
+  predict::PredictOptions o;
+  FlagSet flags("dtrain predict",
+                "Classifies images with a dtrain-infer server: IDX files (--images, --labels) or PNG files\n"
+                "given as arguments. Prints one line per image, the accuracy when labels are known,\n"
+                "and with --render a grid picture of the images and answers.");
+  flags.AddString("server", &o.server, "HOST:PORT of dtrain-infer", {"DTRAIN_INFER_SERVER"});
+  flags.AddString("images", &o.images, "IDX image file (raw or .gz)");
+  flags.AddString("labels", &o.labels, "IDX label file for --images (enables accuracy)");
+  flags.AddInt("limit", &o.limit, "only the first N images of --images (0 = all)");
+  flags.AddString("invert", &o.invert, "PNGs: make them light-on-dark like the data: auto|yes|no");
+  flags.AddString("render", &o.render, "write a PNG grid of the images with their predictions here");
+  flags.AddInt("render-limit", &o.render_limit, "images drawn in the --render picture");
+  flags.AddInt("batch", &o.batch, "images per Predict call (capped at the server's maximum)");
+  flags.AddInt("top-k", &o.top_k, "classes printed per image");
+  flags.AddDouble("timeout", &o.timeout_s, "seconds each Predict call may take");
+  flags.AddDouble("wait", &o.wait_s, "seconds to wait for the server to have a model");
+  absl::Status s = flags.Parse(args, &o.pngs);
+  if (flags.help_requested()) {
+    std::fputs(flags.Usage().c_str(), stdout);
+    return 0;
+  }
+  if (s.ok()) s = predict::CheckOptions(o);
+  if (!s.ok()) {
+    std::fprintf(stderr, "dtrain predict: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  s = predict::RunPredict(o, stdout);
+  if (!s.ok()) {
+    std::fprintf(stderr, "dtrain predict: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace dtrain::launcher

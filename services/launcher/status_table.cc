@@ -1,0 +1,63 @@
+#include "services/launcher/status_table.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace dtrain::launcher {
+namespace {
+
+std::string RoleText(v1::Role role) {
+  return absl::AsciiStrToLower(absl::StripPrefix(v1::Role_Name(role), "ROLE_"));
+}
+
+std::string StateText(v1::NodeState state) {
+  return std::string(absl::StripPrefix(v1::NodeState_Name(state), "NODE_STATE_"));
+}
+
+std::string HeardText(int64_t now_ms, int64_t heard_ms) {
+  if (heard_ms <= 0) return "never";
+  return absl::StrFormat("%.1f s ago", std::max<int64_t>(0, now_ms - heard_ms) / 1000.0);
+}
+
+}  // namespace
+
+std::string FormatStatus(const v1::GetStatusResponse& status, const std::string& scheduler) {
+  const v1::ClusterView& c = status.cluster();
+  std::string out = absl::StrFormat("job at %s: %s, %d worker%s, %d server%s\n", scheduler,
+                                    c.kv_store().empty() ? "?" : c.kv_store(), c.num_workers(),
+                                    c.num_workers() == 1 ? "" : "s", c.num_servers(), c.num_servers() == 1 ? "" : "s");
+  size_t address_width = 7;
+  for (const auto& n : status.nodes()) address_width = std::max(address_width, n.address().size());
+  const int aw = static_cast<int>(address_width);
+  absl::StrAppendFormat(&out, "%-7s %4s  %-*s  %-10s %8s %10s  %s\n", "ROLE", "RANK", aw, "ADDRESS", "STATE", "STEP",
+                        "SAMPLES/S", "LAST HEARD");
+  bool any_worker = false;
+  int64_t lo = 0, hi = 0;
+  double total_speed = 0;
+  for (const auto& n : status.nodes()) {
+    const bool worker = n.role() == v1::ROLE_WORKER;
+    absl::StrAppendFormat(&out, "%-7s %4d  %-*s  %-10s %8s %10s  %s\n", RoleText(n.role()), n.rank(), aw,
+                          n.address().empty() ? "-" : n.address(), StateText(n.state()),
+                          worker ? absl::StrCat(n.last_step()) : "-",
+                          worker ? absl::StrFormat("%.1f", n.samples_per_sec()) : "-",
+                          HeardText(status.now_unix_ms(), n.last_heard_unix_ms()));
+    if (!worker || n.state() == v1::NODE_STATE_DEAD) continue;
+    lo = any_worker ? std::min(lo, n.last_step()) : n.last_step();
+    hi = any_worker ? std::max(hi, n.last_step()) : n.last_step();
+    if (n.state() == v1::NODE_STATE_ALIVE) total_speed += n.samples_per_sec();
+    any_worker = true;
+  }
+  if (status.nodes_size() == 0) absl::StrAppend(&out, "(no node has registered yet)\n");
+  if (any_worker) {
+    absl::StrAppendFormat(&out, "workers: steps %d..%d (lag %d), %.1f samples/s in all\n", lo, hi, hi - lo,
+                          total_speed);
+  }
+  return out;
+}
+
+}  // namespace dtrain::launcher

@@ -1,0 +1,156 @@
+#include "services/predict/grid_render.h"
+
+#include <cairo.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+
+namespace dtrain::predict {
+namespace {
+
+constexpr char kFont[] = "DejaVu Sans";  // fonts-dejavu-core
+constexpr double kFontSize = 11;
+constexpr double kLine = 14;   // caption line height
+constexpr int kPad = 6;        // around each cell's picture
+constexpr int kTitle = 28;     // band for the title
+constexpr int kMinCell = 112;  // wide enough for "T-shirt/top 100%"
+constexpr int kMaxSide = 32767;  // cairo's image surface limit
+
+struct SurfaceDeleter {
+  void operator()(cairo_surface_t* s) const { cairo_surface_destroy(s); }
+};
+struct ContextDeleter {
+  void operator()(cairo_t* c) const { cairo_destroy(c); }
+};
+using Surface = std::unique_ptr<cairo_surface_t, SurfaceDeleter>;
+using Context = std::unique_ptr<cairo_t, ContextDeleter>;
+
+Surface ToSurface(const GrayImage& image) {
+  Surface s(cairo_image_surface_create(CAIRO_FORMAT_RGB24, image.width, image.height));
+  cairo_surface_flush(s.get());
+  uint8_t* data = cairo_image_surface_get_data(s.get());
+  const int stride = cairo_image_surface_get_stride(s.get());
+  for (int y = 0; y < image.height; ++y) {
+    auto* row = reinterpret_cast<uint32_t*>(data + static_cast<size_t>(y) * stride);
+    for (int x = 0; x < image.width; ++x) {
+      const uint32_t v = image.at(x, y);
+      row[x] = 0xff000000u | v << 16 | v << 8 | v;
+    }
+  }
+  cairo_surface_mark_dirty(s.get());
+  return s;
+}
+
+// Shortens `text` with "..." until it fits in `width` points.
+std::string Fit(cairo_t* cr, std::string text, double width) {
+  cairo_text_extents_t ext;
+  cairo_text_extents(cr, text.c_str(), &ext);
+  if (ext.x_advance <= width) return text;
+  while (!text.empty()) {
+    text.pop_back();
+    const std::string candidate = text + "...";
+    cairo_text_extents(cr, candidate.c_str(), &ext);
+    if (ext.x_advance <= width) return candidate;
+  }
+  return text;
+}
+
+void Caption(cairo_t* cr, const std::string& text, double x, double y, double width) {
+  cairo_move_to(cr, x, y);
+  cairo_show_text(cr, Fit(cr, text, width).c_str());
+}
+
+}  // namespace
+
+absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& title,
+                        const std::string& path, const GridLayout& layout) {
+  if (cells.empty()) return absl::InvalidArgumentError("nothing to render: no images");
+  int max_w = 1, max_h = 1;
+  for (const GridCell& c : cells) {
+    max_w = std::max(max_w, c.image.width);
+    max_h = std::max(max_h, c.image.height);
+  }
+  const int scale = std::max(1, layout.scale);
+  const int columns = std::clamp(layout.columns, 1, static_cast<int>(cells.size()));
+  const int rows = static_cast<int>((cells.size() + columns - 1) / columns);
+  const int cell_w = std::max(kMinCell, max_w * scale + 2 * kPad);
+  const int cell_h = max_h * scale + 2 * kPad + static_cast<int>(2 * kLine) + 4;
+  const int64_t width = static_cast<int64_t>(columns) * cell_w;
+  const int64_t height = kTitle + static_cast<int64_t>(rows) * cell_h;
+  if (width > kMaxSide || height > kMaxSide) {
+    return absl::InvalidArgumentError(absl::StrCat("a grid of ", cells.size(), " images would be ", width, "x",
+                                                   height, " pixels, over cairo's limit of ", kMaxSide,
+                                                   "; render fewer images"));
+  }
+  Surface out(cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(width), static_cast<int>(height)));
+  Context cr(cairo_create(out.get()));
+  cairo_t* c = cr.get();
+  cairo_set_source_rgb(c, 1, 1, 1);
+  cairo_paint(c);
+  cairo_select_font_face(c, kFont, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
+  cairo_set_font_size(c, kFontSize + 2);
+  cairo_set_source_rgb(c, 0, 0, 0);
+  Caption(c, title, kPad, kTitle - 9, static_cast<double>(width) - 2 * kPad);
+  cairo_select_font_face(c, kFont, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+  cairo_set_font_size(c, kFontSize);
+
+  for (size_t i = 0; i < cells.size(); ++i) {
+    const GridCell& cell = cells[i];
+    const double x0 = static_cast<double>(i % columns) * cell_w;
+    const double y0 = kTitle + static_cast<double>(i / columns) * cell_h;
+    const double img_x = x0 + (cell_w - cell.image.width * scale) / 2.0;
+    const double img_y = y0 + kPad;
+    if (cell.image.width > 0 && cell.image.height > 0) {
+      Surface img = ToSurface(cell.image);
+      cairo_save(c);
+      cairo_translate(c, img_x, img_y);
+      cairo_scale(c, scale, scale);
+      cairo_set_source_surface(c, img.get(), 0, 0);
+      // Crisp pixels: a 28x28 image blurred by smoothing is harder to judge.
+      cairo_pattern_set_filter(cairo_get_source(c), CAIRO_FILTER_NEAREST);
+      cairo_paint(c);
+      cairo_restore(c);
+    }
+    // Frame: red and thick for a wrong answer, green for a right one, gray when unknown.
+    if (cell.wrong) {
+      cairo_set_source_rgb(c, 0.85, 0.1, 0.1);
+      cairo_set_line_width(c, 4);
+    } else if (!cell.truth.empty()) {
+      cairo_set_source_rgb(c, 0.2, 0.6, 0.2);
+      cairo_set_line_width(c, 1.5);
+    } else {
+      cairo_set_source_rgb(c, 0.6, 0.6, 0.6);
+      cairo_set_line_width(c, 1);
+    }
+    cairo_rectangle(c, img_x - 2, img_y - 2, cell.image.width * scale + 4.0, cell.image.height * scale + 4.0);
+    cairo_stroke(c);
+
+    const double text_x = x0 + kPad;
+    const double text_w = cell_w - 2.0 * kPad;
+    const double line1 = img_y + max_h * scale + kPad + kLine - 2;
+    const int percent = static_cast<int>(std::lround(cell.probability * 100));
+    if (cell.wrong) {
+      cairo_set_source_rgb(c, 0.85, 0.1, 0.1);
+    } else {
+      cairo_set_source_rgb(c, 0, 0, 0);
+    }
+    Caption(c, absl::StrCat(cell.wrong ? "X " : "", cell.predicted, " ", percent, "%"), text_x, line1, text_w);
+    if (!cell.truth.empty()) {
+      cairo_set_source_rgb(c, 0.35, 0.35, 0.35);
+      Caption(c, absl::StrCat("true: ", cell.truth), text_x, line1 + kLine, text_w);
+    }
+  }
+  if (cairo_status_t st = cairo_status(c); st != CAIRO_STATUS_SUCCESS) {
+    return absl::InternalError(absl::StrCat("drawing ", path, ": ", cairo_status_to_string(st)));
+  }
+  cairo_surface_flush(out.get());
+  if (cairo_status_t st = cairo_surface_write_to_png(out.get(), path.c_str()); st != CAIRO_STATUS_SUCCESS) {
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", cairo_status_to_string(st)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dtrain::predict

@@ -1,0 +1,34 @@
+// A client of dtrain-infer's Inference service: every call has a deadline, and the
+// start-up wait retries only what "not ready yet" means (UNAVAILABLE).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "dtrain/v1/inference.grpc.pb.h"
+
+namespace dtrain::predict {
+
+class InferenceClient {
+ public:
+  explicit InferenceClient(const std::string& address);
+
+  // ModelInfo, retried while the server is unreachable or has no model, until `wait`
+  // has passed; then the last error, naming the address.
+  absl::StatusOr<v1::ModelInfoResponse> WaitForModel(absl::Duration wait);
+
+  // One Predict of `count` uint8 images of [height, width] packed in `pixels`.
+  absl::StatusOr<v1::PredictResponse> Predict(const std::vector<uint8_t>& pixels, int64_t count,
+                                              int64_t height, int64_t width, int top_k,
+                                              absl::Duration timeout);
+
+ private:
+  std::string address_;
+  std::unique_ptr<v1::Inference::Stub> stub_;
+};
+
+}  // namespace dtrain::predict

@@ -1,0 +1,19 @@
+// PNG in, through cairo (Debian's libcairo2): any PNG cairo reads (gray, RGB, palette,
+// with or without alpha) becomes a GrayImage.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "services/predict/gray_image.h"
+
+namespace dtrain::predict {
+
+// NOT_FOUND for a missing file, INVALID_ARGUMENT naming the file for anything cairo
+// cannot read as a PNG. Transparent parts count as black (see GrayFromArgb32).
+absl::StatusOr<GrayImage> ReadPngGray(const std::string& path);
+
+// Writes `image` as an 8-bit PNG (for tests and debugging).
+absl::Status WritePngGray(const GrayImage& image, const std::string& path);
+
+}  // namespace dtrain::predict

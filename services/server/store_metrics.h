@@ -1,0 +1,25 @@
+// Feeds what the ShardStore reports (kv::StoreObserver) into the server's Prometheus
+// metrics, so that the store itself stays free of prometheus.
+#pragma once
+
+#include "absl/time/time.h"
+#include "common/kv/shard_store.h"
+#include "common/metrics/server_metrics.h"
+
+namespace dtrain::server {
+
+class StoreMetrics final : public kv::StoreObserver {
+ public:
+  // `metrics` must outlive this object.
+  explicit StoreMetrics(metrics::ServerMetrics* metrics) : metrics_(metrics) {}
+
+  void OnUpdateApplied() override { metrics_->UpdateApplied(); }
+  void OnSyncStepMerged(absl::Duration wait) override { metrics_->SyncStepMerged(absl::ToDoubleSeconds(wait)); }
+  void OnAsyncPushApplied(int64_t staleness) override { metrics_->AsyncPushApplied(staleness); }
+  void OnWorkerSeen(int /*worker_rank*/) override { metrics_->WorkerSeen(); }
+
+ private:
+  metrics::ServerMetrics* metrics_;
+};
+
+}  // namespace dtrain::server

@@ -1,0 +1,272 @@
+// Inference benchmark: Predict latency (p50, p99) and throughput against a real
+// dtrain-infer process on loopback, with C concurrent clients (one channel each), at
+// each batch size; and, in the same run on the same batches, a direct in-process
+// LibTorch forward (uint8 -> float, forward, softmax, top-1) from the same number of
+// client threads through the same number of forward slots and LibTorch threads as the
+// server. The difference is what serving costs: gRPC, protobuf, validation, a process
+// hop. Phases alternate over --trials (shared machines drift); medians are reported,
+// one JSON line per batch size, with ratios served / direct.
+//
+// usage: infer_bench --model-prefix DIR/m [--clients 8] [--batches 1,64] [--seconds 3]
+//                    [--trials 3] [--threads 0] [--intra-op-threads 1] [--infer-bin PATH]
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/flags.h"
+#include "common/grpc_util.h"
+#include "dtrain/v1/inference.grpc.pb.h"
+#include "services/inference/forward_slots.h"
+#include "services/worker/checkpoint.h"
+#include "services/worker/idx_reader.h"
+#include "services/worker/models.h"
+
+namespace {
+
+struct Options {
+  std::string infer_bin = std::string(DTRAIN_BIN_DIR) + "/dtrain-infer";
+  std::string model_prefix;
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  int64_t clients = 8;
+  std::string batches = "1,64";
+  double seconds = 3;
+  int64_t trials = 3;
+  int64_t threads = 0;  // 0: one per core, as dtrain-infer
+  int64_t intra_op_threads = 1;
+};
+
+struct Result {
+  double p50_ms = 0, p99_ms = 0, images_per_s = 0;
+  int64_t calls = 0, failures = 0;
+};
+
+// Runs `call(client, i)` from `clients` threads for `seconds` after a short warm-up and
+// collects per-call latencies.
+Result Measure(int clients, double seconds, int64_t batch,
+               const std::function<bool(int client, int64_t i)>& call) {
+  std::atomic<bool> measuring{false}, stop{false};
+  std::atomic<int64_t> failures{0};
+  std::vector<std::vector<double>> latencies(static_cast<size_t>(clients));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      for (int64_t i = 0; !stop.load(); ++i) {
+        const bool counted = measuring.load();
+        const absl::Time t0 = absl::Now();
+        const bool ok = call(c, i);
+        const double ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
+        if (!counted || stop.load()) continue;
+        if (!ok) ++failures;
+        latencies[static_cast<size_t>(c)].push_back(ms);
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(500));  // warm-up: threads, connections, allocator
+  measuring.store(true);
+  const absl::Time t0 = absl::Now();
+  absl::SleepFor(absl::Seconds(seconds));
+  stop.store(true);
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - t0);
+  for (auto& t : threads) t.join();
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  Result r;
+  r.calls = static_cast<int64_t>(all.size());
+  r.failures = failures.load();
+  if (all.empty()) return r;
+  std::sort(all.begin(), all.end());
+  r.p50_ms = all[all.size() / 2];
+  r.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
+  r.images_per_s = static_cast<double>(r.calls * batch) / elapsed;
+  return r;
+}
+
+std::shared_ptr<dtrain::worker::Network> LoadDirect(const std::string& prefix, int epoch) {
+  auto symbol = dtrain::worker::ReadSymbol(prefix);
+  auto params = dtrain::worker::ReadParams(dtrain::worker::ParamsPath(prefix, epoch));
+  if (!symbol.ok() || !params.ok()) return nullptr;
+  auto net = dtrain::worker::CreateNetwork(symbol->network, symbol->num_classes);
+  if (!net.ok()) return nullptr;
+  torch::NoGradGuard no_grad;
+  size_t i = 0;
+  for (auto& p : (*net)->parameters()) {
+    std::memcpy(p.data_ptr<float>(), (*params)[i++].data.data(), sizeof(float) * p.numel());
+  }
+  (*net)->eval();
+  return *net;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Medians over trials, metric by metric.
+Result MedianOf(const std::vector<Result>& rs) {
+  Result m;
+  std::vector<double> p50, p99, ips;
+  for (const Result& r : rs) {
+    p50.push_back(r.p50_ms);
+    p99.push_back(r.p99_ms);
+    ips.push_back(r.images_per_s);
+    m.calls += r.calls;
+    m.failures += r.failures;
+  }
+  m.p50_ms = Median(p50);
+  m.p99_ms = Median(p99);
+  m.images_per_s = Median(ips);
+  return m;
+}
+
+pid_t StartServer(const Options& o, const std::string& port_file) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::string threads = std::to_string(o.threads), intra = std::to_string(o.intra_op_threads);
+    ::execl(o.infer_bin.c_str(), o.infer_bin.c_str(), "--model-prefix", o.model_prefix.c_str(), "--port", "0",
+            "--port-file", port_file.c_str(), "--watch-interval", "0", "--threads", threads.c_str(),
+            "--intra-op-threads", intra.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  dtrain::FlagSet flags("infer_bench", "dtrain-infer Predict latency/throughput vs in-process LibTorch");
+  flags.AddString("infer-bin", &o.infer_bin, "dtrain-infer binary");
+  flags.AddString("model-prefix", &o.model_prefix, "checkpoint to serve (its newest epoch)");
+  flags.AddString("data-dir", &o.data_dir, "where t10k-images-idx3-ubyte.gz is");
+  flags.AddInt("clients", &o.clients, "concurrent clients");
+  flags.AddString("batches", &o.batches, "batch sizes, comma-separated");
+  flags.AddDouble("seconds", &o.seconds, "measured seconds per phase");
+  flags.AddInt("trials", &o.trials, "alternating direct/served trials per batch size; medians reported");
+  flags.AddInt("threads", &o.threads, "dtrain-infer --threads (forwards at once; 0 = cores), also used direct");
+  flags.AddInt("intra-op-threads", &o.intra_op_threads, "LibTorch threads per forward (server and reference)");
+  std::vector<int64_t> batches;
+  absl::Status s = flags.Parse(argc, argv);
+  if (s.ok()) s = dtrain::ParseIntList(o.batches, &batches);
+  if (s.ok() && o.model_prefix.empty()) s = absl::InvalidArgumentError("--model-prefix is required");
+  if (!s.ok()) {
+    std::fprintf(stderr, "infer_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  auto epoch = dtrain::worker::NewestCompleteEpoch(o.model_prefix);
+  auto images = dtrain::worker::ReadIdx(o.data_dir + "/t10k-images-idx3-ubyte.gz");
+  if (!epoch.ok() || !images.ok()) {
+    std::fprintf(stderr, "infer_bench: %s\n",
+                 std::string((!epoch.ok() ? epoch.status() : images.status()).message()).c_str());
+    return 1;
+  }
+  auto net = LoadDirect(o.model_prefix, *epoch);
+  if (net == nullptr) {
+    std::fprintf(stderr, "infer_bench: cannot load %s epoch %d\n", o.model_prefix.c_str(), *epoch);
+    return 1;
+  }
+  at::set_num_threads(static_cast<int>(o.intra_op_threads));
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int forward_slots = o.threads > 0 ? static_cast<int>(o.threads) : cores;
+
+  char dir[] = "/tmp/dtrain-infer-bench-XXXXXX";
+  ::mkdtemp(dir);
+  const std::string port_file = std::string(dir) + "/port";
+  const pid_t pid = StartServer(o, port_file);
+  int port = 0;
+  for (int i = 0; i < 1200 && port == 0; ++i) {  // 30 s
+    std::ifstream in(port_file);
+    if (!(in >> port)) absl::SleepFor(absl::Milliseconds(25));
+  }
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  std::vector<std::unique_ptr<dtrain::v1::Inference::Stub>> stubs;
+  for (int64_t c = 0; c < o.clients; ++c) {
+    stubs.push_back(dtrain::v1::Inference::NewStub(dtrain::MakeChannel(address)));
+  }
+  bool ready = false;
+  for (int i = 0; port != 0 && i < 300 && !ready; ++i) {  // 30 s for the model
+    grpc::ClientContext ctx;
+    ctx.set_deadline(dtrain::DeadlineAfter(absl::Seconds(1)));
+    dtrain::v1::ModelInfoResponse info;
+    ready = stubs[0]->ModelInfo(&ctx, dtrain::v1::ModelInfoRequest(), &info).ok();
+    if (!ready) absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (!ready) {
+    std::fprintf(stderr, "infer_bench: %s did not start serving\n", o.infer_bin.c_str());
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    return 1;
+  }
+
+  const int64_t total = static_cast<int64_t>(images->data.size() / 784);
+  int exit_code = 0;
+  for (int64_t batch : batches) {
+    // The same distinct batches for both sides: client c's call i sends batch (c + i * C).
+    const int64_t distinct = std::max<int64_t>(1, total / batch);
+    auto batch_bytes = [&](int c, int64_t i) {
+      const int64_t k = (c + i * o.clients) % distinct;
+      return std::string_view(reinterpret_cast<const char*>(images->data.data()) + k * batch * 784,
+                              static_cast<size_t>(batch * 784));
+    };
+    dtrain::inference::ForwardSlots slots(forward_slots);
+    auto direct_call = [&](int c, int64_t i) {
+      auto lease = slots.Acquire(absl::InfiniteFuture());
+      c10::InferenceMode guard;
+      std::string_view bytes = batch_bytes(c, i);
+      auto x = torch::from_blob(const_cast<char*>(bytes.data()), {batch, 1, 28, 28}, torch::kUInt8)
+                   .to(torch::kFloat32)
+                   .div_(255.0f);
+      auto top = torch::softmax(net->forward(x), 1).topk(1, 1);
+      return std::get<1>(top).size(0) == batch;
+    };
+    auto served_call = [&](int c, int64_t i) {
+      dtrain::v1::PredictRequest req;
+      req.set_pixel_type(dtrain::v1::PIXEL_TYPE_UINT8);
+      for (int64_t d : {batch, int64_t{28}, int64_t{28}}) req.add_shape(d);
+      std::string_view bytes = batch_bytes(c, i);
+      req.set_data(bytes.data(), bytes.size());
+      grpc::ClientContext ctx;
+      ctx.set_deadline(dtrain::DeadlineAfter(absl::Seconds(30)));
+      dtrain::v1::PredictResponse resp;
+      return stubs[static_cast<size_t>(c)]->Predict(&ctx, req, &resp).ok() && resp.predictions_size() == batch;
+    };
+    std::vector<Result> directs, serveds;
+    for (int64_t t = 0; t < o.trials; ++t) {
+      directs.push_back(Measure(static_cast<int>(o.clients), o.seconds, batch, direct_call));
+      serveds.push_back(Measure(static_cast<int>(o.clients), o.seconds, batch, served_call));
+    }
+    const Result direct = MedianOf(directs), served = MedianOf(serveds);
+    if (served.failures > 0 || served.calls == 0) exit_code = 1;
+    std::printf(
+        "{\"batch\": %lld, \"clients\": %lld, \"served\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": %.1f, "
+        "\"calls\": %lld, \"failures\": %lld}, \"direct\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": "
+        "%.1f}, \"p50_ratio\": %.2f, \"p99_ratio\": %.2f, \"throughput_ratio\": %.3f}\n",
+        static_cast<long long>(batch), static_cast<long long>(o.clients), served.p50_ms, served.p99_ms,
+        served.images_per_s, static_cast<long long>(served.calls), static_cast<long long>(served.failures),
+        direct.p50_ms, direct.p99_ms, direct.images_per_s, served.p50_ms / direct.p50_ms,
+        served.p99_ms / direct.p99_ms, served.images_per_s / direct.images_per_s);
+    std::fflush(stdout);
+  }
+  stubs.clear();
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 100 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) absl::SleepFor(absl::Milliseconds(100));
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  std::remove(port_file.c_str());
+  ::rmdir(dir);
+  return exit_code;
+}
