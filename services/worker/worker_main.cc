@@ -88,6 +88,12 @@ int Run(int argc, char** argv) {
   if (*registry != nullptr) (*registry)->SetRank(kv->rank());
   DTRAIN_LOG(INFO) << "training " << options.network << " with kv-store " << options.kv_store << ", "
                    << threads << " LibTorch thread(s)";
+  if (options.kv_store == "dist_async" && options.mom > 0.5) {
+    // Stale gradients act as momentum of their own (Mitliagkas et al. 2016): MXNet's
+    // default 0.9 on top of it diverges LeNet on Fashion-MNIST.
+    DTRAIN_LOG(WARNING) << "dist_async with --mom " << options.mom
+                        << ": staleness adds momentum of its own; if the loss grows, use --mom 0.5 or lower";
+  }
 
   auto result = Train(options, *kv, worker_metrics.get());
   if (!result.ok()) {

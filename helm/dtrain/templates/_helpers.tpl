@@ -1,0 +1,228 @@
+{{/*
+The chart's name, overridable with nameOverride.
+*/}}
+{{- define "dtrain.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The full name: <release>-<chart> unless the release name already holds the chart name.
+Cut to 45 characters: a pod's hostname is <fullname>-<component>-<index> and must stay
+within 63 (component "scheduler" is the longest, with room for a 4-digit index).
+*/}}
+{{- define "dtrain.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 45 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 45 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 45 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+Chart name and version, for the helm.sh/chart label.
+*/}}
+{{- define "dtrain.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Labels on every object.
+*/}}
+{{- define "dtrain.labels" -}}
+helm.sh/chart: {{ include "dtrain.chart" . }}
+{{ include "dtrain.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: dtrain
+{{- end }}
+
+{{/*
+Labels that select the release's pods.
+*/}}
+{{- define "dtrain.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dtrain.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/*
+Per-component names and labels. Call with (dict "ctx" $ "component" "worker").
+*/}}
+{{- define "dtrain.componentName" -}}
+{{- printf "%s-%s" (include "dtrain.fullname" .ctx) .component }}
+{{- end }}
+
+{{- define "dtrain.componentLabels" -}}
+{{ include "dtrain.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "dtrain.componentSelectorLabels" -}}
+{{ include "dtrain.selectorLabels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+The ServiceAccount the pods run as.
+*/}}
+{{- define "dtrain.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "dtrain.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The image, for a component that may override it: (dict "ctx" $ "override" .Values.worker.image).
+*/}}
+{{- define "dtrain.image" -}}
+{{- $o := .override | default dict }}
+{{- $repo := $o.repository | default .ctx.Values.image.repository }}
+{{- $tag := $o.tag | default .ctx.Values.image.tag | default .ctx.Chart.AppVersion }}
+{{- printf "%s:%s" $repo $tag }}
+{{- end }}
+
+{{/*
+The scheduler's stable DNS name: pod 0 of its indexed Job under its headless Service.
+*/}}
+{{- define "dtrain.schedulerHost" -}}
+{{- $svc := include "dtrain.componentName" (dict "ctx" . "component" "scheduler") }}
+{{- printf "%s-0.%s.%s.svc.%s" $svc $svc .Release.Namespace .Values.clusterDomain }}
+{{- end }}
+
+{{- define "dtrain.schedulerAddr" -}}
+{{- printf "%s:%d" (include "dtrain.schedulerHost" .) (int .Values.scheduler.port) }}
+{{- end }}
+
+{{- define "dtrain.claimName" -}}
+{{- $claim := index .ctx.Values.persistence .volume }}
+{{- $claim.existingClaim | default (printf "%s-%s" (include "dtrain.fullname" .ctx) .volume) }}
+{{- end }}
+
+{{/*
+The model prefix on the checkpoint volume, shared by worker 0 (writes) and inference (reads).
+*/}}
+{{- define "dtrain.modelPrefix" -}}
+{{- printf "%s/%s" (trimSuffix "/" .Values.persistence.checkpoints.mountPath) .Values.train.modelName }}
+{{- end }}
+
+{{- define "dtrain.dataDir" -}}
+{{- printf "%s/%s" (trimSuffix "/" .Values.persistence.data.mountPath) .Values.persistence.data.dir }}
+{{- end }}
+
+{{/*
+Environment every training process reads (common/cluster_flags.h): where the scheduler is,
+how big the job is, which kvstore mode. Call with (dict "ctx" $ "role" "worker").
+*/}}
+{{- define "dtrain.clusterEnv" -}}
+{{- $v := .ctx.Values -}}
+- name: DTRAIN_ROLE
+  value: {{ .role | quote }}
+- name: DTRAIN_SCHEDULER_ADDR
+  value: {{ include "dtrain.schedulerAddr" .ctx | quote }}
+- name: DTRAIN_NUM_WORKERS
+  value: {{ $v.workers | quote }}
+- name: DTRAIN_NUM_SERVERS
+  value: {{ $v.servers | quote }}
+- name: DTRAIN_KV_STORE
+  value: {{ $v.kvStore | quote }}
+- name: DTRAIN_REGISTER_TIMEOUT
+  value: {{ $v.train.registerTimeout | quote }}
+{{- if ne .role "scheduler" }}
+# The rank is the pod's index in its Job, as a StatefulSet's ordinal would be.
+- name: DTRAIN_RANK
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+# Others reach a server or worker at its pod IP (told to them by the scheduler).
+- name: DTRAIN_NODE_HOST
+  valueFrom:
+    fieldRef:
+      fieldPath: status.podIP
+- name: DTRAIN_SYNC_TIMEOUT
+  value: {{ $v.train.syncTimeout | quote }}
+{{- end }}
+{{ include "dtrain.metricsEnv" .ctx }}
+{{- end }}
+
+{{- define "dtrain.metricsEnv" -}}
+{{- if .Values.metrics.enabled -}}
+- name: DTRAIN_METRICS_PORT
+  value: {{ .Values.metrics.port | quote }}
+{{- end }}
+{{- end }}
+
+{{- define "dtrain.metricsPort" -}}
+{{- if .Values.metrics.enabled -}}
+- name: metrics
+  containerPort: {{ .Values.metrics.port }}
+  protocol: TCP
+{{- end }}
+{{- end }}
+
+{{/*
+Pod annotations: Prometheus's conventional scrape annotations plus the component's own.
+Call with (dict "ctx" $ "extra" .Values.worker.podAnnotations).
+*/}}
+{{- define "dtrain.podAnnotations" -}}
+{{- $a := dict }}
+{{- if and .ctx.Values.metrics.enabled .ctx.Values.metrics.podAnnotations }}
+{{- $_ := set $a "prometheus.io/scrape" "true" }}
+{{- $_ := set $a "prometheus.io/port" (toString .ctx.Values.metrics.port) }}
+{{- $_ := set $a "prometheus.io/path" "/metrics" }}
+{{- end }}
+{{- $a = merge (deepCopy (.extra | default dict)) $a }}
+{{- with $a -}}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Pod-level settings shared by every pod: service account, security, pull secrets, placement.
+Call with (dict "ctx" $ "role" .Values.worker).
+*/}}
+{{- define "dtrain.podCommon" -}}
+serviceAccountName: {{ include "dtrain.serviceAccountName" .ctx }}
+automountServiceAccountToken: false
+enableServiceLinks: false
+{{- with .ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .ctx.Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .role.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/*
+Job-level settings: a finished pod is never restarted (see values.yaml, job).
+*/}}
+{{- define "dtrain.jobSpec" -}}
+completionMode: Indexed
+backoffLimit: {{ .Values.job.backoffLimit }}
+{{- if not (kindIs "invalid" .Values.job.ttlSecondsAfterFinished) }}
+ttlSecondsAfterFinished: {{ .Values.job.ttlSecondsAfterFinished }}
+{{- end }}
+{{- if not (kindIs "invalid" .Values.job.activeDeadlineSeconds) }}
+activeDeadlineSeconds: {{ .Values.job.activeDeadlineSeconds }}
+{{- end }}
+{{- end }}
