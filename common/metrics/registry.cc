@@ -15,23 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/port_file.h"
 
 namespace dtrain::metrics {
 namespace {
 
-// Launchers poll for this file, so it must never be seen half written.
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": errno ", errno));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace
 

@@ -22,6 +22,7 @@
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "common/port_file.h"
 #include "common/metrics/inference_metrics.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
@@ -72,19 +73,6 @@ absl::Status CheckFlags(const InferFlags& f) {
   return absl::OkStatus();
 }
 
-// PATH.tmp then rename, so a reader never sees a half-written port.
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write --port-file ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
 
 void SetServing(grpc::Server& server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();

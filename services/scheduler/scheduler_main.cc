@@ -19,6 +19,7 @@
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "common/port_file.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/scheduler_metrics.h"
@@ -34,19 +35,6 @@ void OnSignal(int sig) { g_signal = sig; }
 
 constexpr absl::Duration kTick = absl::Milliseconds(100);
 
-// Launchers and tests poll for this file, so it must never be seen half written.
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.good()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path));
-  }
-  return absl::OkStatus();
-}
 
 struct Flags {
   int64_t port = 0;

@@ -29,6 +29,7 @@
 #include "common/grpc_util.h"
 #include "common/kv/shard_store.h"
 #include "common/log.h"
+#include "common/port_file.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "common/metrics/server_metrics.h"
@@ -47,19 +48,6 @@ struct ServerFlags {
   bool standalone = false;
 };
 
-// Writes to PATH.tmp then renames, so a reader never sees a half-written port.
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << port << "\n";
-    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": errno ", errno));
-  }
-  return absl::OkStatus();
-}
 
 // Why the server should stop: SIGTERM/SIGINT or the scheduler. The signals are
 // blocked in every thread and taken by one thread with sigtimedwait, so there is no
