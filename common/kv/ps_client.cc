@@ -65,6 +65,35 @@ absl::Status BytesToFloats(const std::string& bytes, std::vector<float>* out) {
   return absl::OkStatus();
 }
 
+// Gradients are lent to gRPC rather than copied (see Impl::Submit): a slice over the
+// caller's memory whose destroy callback reports when gRPC has let go of it. The
+// state outlives the client, since the last slice may be released after it.
+struct LentBuffers {
+  absl::Mutex mu;
+  std::unordered_map<uint64_t, int> lent ABSL_GUARDED_BY(mu);  // ticket -> slices not yet released
+
+  bool AllReturned(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return lent.count(id) == 0; }
+};
+
+struct LentSlice {
+  std::shared_ptr<LentBuffers> buffers;
+  uint64_t id;
+
+  static void Release(void* arg) {
+    auto* self = static_cast<LentSlice*>(arg);
+    {
+      absl::MutexLock lock(&self->buffers->mu);
+      auto it = self->buffers->lent.find(self->id);
+      if (it != self->buffers->lent.end() && --it->second == 0) self->buffers->lent.erase(it);
+    }
+    delete self;
+  }
+};
+
+// How long gRPC may keep a lent gradient after its call was cancelled before we
+// stop rather than let the caller free memory that might still be read.
+constexpr absl::Duration kReleaseAfterCancel = absl::Seconds(30);
+
 }  // namespace
 
 struct PsClient::Impl {
@@ -103,6 +132,24 @@ struct PsClient::Impl {
   absl::Status broken_status ABSL_GUARDED_BY(mu);
   bool writer_exited ABSL_GUARDED_BY(mu) = false;
 
+  std::shared_ptr<LentBuffers> lent = std::make_shared<LentBuffers>();
+
+  // Blocks until gRPC released every slice lent for ticket `id`; past `deadline` the
+  // stream is cancelled (which makes gRPC drop pending writes) and the wait goes on,
+  // bounded by kReleaseAfterCancel.
+  void AwaitReturned(uint64_t id, absl::Time deadline) {
+    absl::MutexLock lock(&lent->mu);
+    auto returned = [this, id]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return lent->AllReturned(id); };
+    if (lent->mu.AwaitWithDeadline(absl::Condition(&returned), deadline)) return;
+    lent->mu.Unlock();
+    stream_ctx.TryCancel();
+    lent->mu.Lock();
+    if (lent->mu.AwaitWithTimeout(absl::Condition(&returned), kReleaseAfterCancel)) return;
+    DTRAIN_LOG(ERROR) << Who() << ": gRPC kept a gradient buffer " << kReleaseAfterCancel
+                      << " after the stream was cancelled; stopping rather than risk a read of freed memory";
+    std::abort();
+  }
+
   std::atomic<int64_t> bytes_pushed{0};
   std::atomic<int64_t> bytes_pulled{0};
   std::atomic<int64_t> pull_timeout_ms{0};
@@ -114,7 +161,7 @@ struct PsClient::Impl {
     return absl::Status(s.code(), absl::StrCat(Who(), ": ", what, ": ", s.message()));
   }
 
-  // Sends `req` with `payload` (numel floats, copied once into a slice) as its data.
+  // Sends `req` with `payload` (numel floats, lent to gRPC, not copied) as its data.
   Ticket Submit(v1::PushPullRequest req, Pending p, const float* payload = nullptr, int64_t numel = 0) {
     uint64_t id;
     {
@@ -129,12 +176,17 @@ struct PsClient::Impl {
       }
       tickets.emplace(id, std::move(p));
     }
-    // Encoding copies the tensor: done outside the lock.
     req.set_request_id(id);
     Outgoing out;
     if (payload != nullptr) {
-      out.buffer = EncodeWithPayload(req, kRequestDataField, CopyToSlice(payload, numel));
-      out.payload_bytes = numel * static_cast<int64_t>(sizeof(float));
+      {
+        absl::MutexLock lock(&lent->mu);
+        ++lent->lent[id];
+      }
+      const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+      grpc::Slice view(const_cast<float*>(payload), bytes, &LentSlice::Release, new LentSlice{lent, id});
+      out.buffer = EncodeWithPayload(req, kRequestDataField, std::move(view));
+      out.payload_bytes = static_cast<int64_t>(bytes);
     } else {
       out.buffer = EncodeMessage(req);
     }
@@ -282,6 +334,14 @@ PsClient::~PsClient() {
   impl_->stream_ctx.TryCancel();
   impl_->writer.join();
   impl_->reader.join();
+  impl_->stream.reset();
+  // Gradients lent to gRPC must be back before the caller may free them.
+  absl::MutexLock lock(&impl_->lent->mu);
+  auto all_back = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return impl_->lent->lent.empty(); };
+  if (!impl_->lent->mu.AwaitWithTimeout(absl::Condition(&all_back), kReleaseAfterCancel)) {
+    DTRAIN_LOG(ERROR) << impl_->Who() << ": gRPC kept gradient buffers after the stream closed; stopping";
+    std::abort();
+  }
 }
 
 absl::Status PsClient::Configure(const std::string& kv_store, int num_workers, const OptimizerOptions& optimizer,
@@ -409,6 +469,10 @@ absl::Status PsClient::Wait(Ticket ticket, absl::Time deadline) {
                                                          OpName(p->op), p->key, waited < 10 ? 1 : 0, waited));
   }
   impl_->tickets.erase(it);
+  impl_->mu.Unlock();
+  // The answer can overtake gRPC's release of the pushed gradient by a moment.
+  impl_->AwaitReturned(ticket, std::max(deadline, absl::Now() + absl::Seconds(1)));
+  impl_->mu.Lock();
   return result;
 }
 

@@ -39,7 +39,8 @@ class PsClient {
   absl::Status InitKeys(const std::vector<KeySnapshot>& keys, absl::Duration timeout);
   absl::StatusOr<std::vector<KeySnapshot>> GetState(const std::vector<uint64_t>& keys, absl::Duration timeout);
 
-  // `grad` is copied before the call returns.
+  // `grad` is sent from where it lies, without a copy: it must stay valid and
+  // unchanged until Wait(ticket) returns (or the client is destroyed).
   Ticket Push(int64_t step, uint64_t key, const float* grad, int64_t numel);
   // `out` (numel floats) is written before Wait(ticket) returns OK; it must stay valid
   // until then. Its version lands in *version when non-null.

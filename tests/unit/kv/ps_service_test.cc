@@ -117,15 +117,17 @@ TEST(PsServiceTest, PipelinedPushPullsOnManyKeys) {
 
   std::vector<float> want(kKeys);  // every element of key k is equal
   for (int k = 0; k < kKeys; ++k) want[k] = static_cast<float>(k);
-  std::vector<std::vector<float>> grad(kKeys, std::vector<float>(kN));
+  // Per worker: a pushed gradient is sent from where it lies until WaitAll.
+  std::vector<std::vector<float>> grad[2];
+  for (auto& g : grad) g.assign(kKeys, std::vector<float>(kN));
   std::vector<std::vector<float>> out[2];
   for (auto& o : out) o.assign(kKeys, std::vector<float>(kN));
   for (int t = 0; t < kSteps; ++t) {
     for (int r = 0; r < 2; ++r) {
       for (int k = 0; k < kKeys; ++k) {
         // Small integers: the average (x.0 or x.5) and the update are exact.
-        std::fill(grad[k].begin(), grad[k].end(), static_cast<float>(r + k + t));
-        w[r]->PushPull(t, k, grad[k].data(), out[r][k].data(), kN);  // grad is copied at once
+        std::fill(grad[r][k].begin(), grad[r][k].end(), static_cast<float>(r + k + t));
+        w[r]->PushPull(t, k, grad[r][k].data(), out[r][k].data(), kN);
       }
     }
     for (int k = 0; k < kKeys; ++k) want[k] -= (k + t) + 0.5f;  // lr 1, average of k+t and k+t+1
