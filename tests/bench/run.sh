@@ -87,6 +87,17 @@ transport() {
   "$BIN/transport_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 10 --trials 5
 }
 
+infer() {
+  echo "== inference: Predict p50/p99 and throughput, 8 clients, batch 1 and 64, vs in-process forward"
+  local dir; dir=$(mktemp -d)
+  # A small LeNet checkpoint to serve (seconds); the model's accuracy does not matter here.
+  "$BIN/dtrain-worker" --kv-store local --network lenet --num-epochs 1 --num-examples 2000 \
+      --model-prefix "$dir/m" >"$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
+  "$BIN/infer_bench" --infer-bin "$BIN/dtrain-infer" --model-prefix "$dir/m" --clients 8 --batches 1,64 \
+      --seconds 3 --trials 3
+  rm -rf "$dir"
+}
+
 case "$what" in
   throughput) throughput ;;
   transport) transport ;;
