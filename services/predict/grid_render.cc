@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "services/predict/cairo_surface.h"
 
 namespace dtrain::predict {
 namespace {
@@ -19,30 +20,7 @@ constexpr int kTitle = 28;     // band for the title
 constexpr int kMinCell = 112;  // wide enough for "T-shirt/top 100%"
 constexpr int kMaxSide = 32767;  // cairo's image surface limit
 
-struct SurfaceDeleter {
-  void operator()(cairo_surface_t* s) const { cairo_surface_destroy(s); }
-};
-struct ContextDeleter {
-  void operator()(cairo_t* c) const { cairo_destroy(c); }
-};
-using Surface = std::unique_ptr<cairo_surface_t, SurfaceDeleter>;
-using Context = std::unique_ptr<cairo_t, ContextDeleter>;
 
-Surface ToSurface(const GrayImage& image) {
-  Surface s(cairo_image_surface_create(CAIRO_FORMAT_RGB24, image.width, image.height));
-  cairo_surface_flush(s.get());
-  uint8_t* data = cairo_image_surface_get_data(s.get());
-  const int stride = cairo_image_surface_get_stride(s.get());
-  for (int y = 0; y < image.height; ++y) {
-    auto* row = reinterpret_cast<uint32_t*>(data + static_cast<size_t>(y) * stride);
-    for (int x = 0; x < image.width; ++x) {
-      const uint32_t v = image.at(x, y);
-      row[x] = 0xff000000u | v << 16 | v << 8 | v;
-    }
-  }
-  cairo_surface_mark_dirty(s.get());
-  return s;
-}
 
 // Shortens `text` with "..." until it fits in `width` points.
 std::string Fit(cairo_t* cr, std::string text, double width) {
@@ -104,7 +82,7 @@ absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& t
     const double img_x = x0 + (cell_w - cell.image.width * scale) / 2.0;
     const double img_y = y0 + kPad;
     if (cell.image.width > 0 && cell.image.height > 0) {
-      Surface img = ToSurface(cell.image);
+      Surface img = GraySurface(cell.image);
       cairo_save(c);
       cairo_translate(c, img_x, img_y);
       cairo_scale(c, scale, scale);

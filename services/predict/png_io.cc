@@ -6,21 +6,9 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "services/predict/cairo_surface.h"
 
 namespace dtrain::predict {
-namespace {
-
-struct SurfaceDeleter {
-  void operator()(cairo_surface_t* s) const { cairo_surface_destroy(s); }
-};
-struct ContextDeleter {
-  void operator()(cairo_t* c) const { cairo_destroy(c); }
-};
-using Surface = std::unique_ptr<cairo_surface_t, SurfaceDeleter>;
-using Context = std::unique_ptr<cairo_t, ContextDeleter>;
-
-}  // namespace
-
 absl::StatusOr<GrayImage> ReadPngGray(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
@@ -52,22 +40,10 @@ absl::StatusOr<GrayImage> ReadPngGray(const std::string& path) {
 }
 
 absl::Status WritePngGray(const GrayImage& image, const std::string& path) {
-  // RGB24 with equal channels, so the file reads back as plain gray anywhere.
-  Surface rgb(cairo_image_surface_create(CAIRO_FORMAT_RGB24, image.width, image.height));
+  Surface rgb = GraySurface(image);
   if (cairo_surface_status(rgb.get()) != CAIRO_STATUS_SUCCESS) {
     return absl::InvalidArgumentError(absl::StrCat("cannot make a ", image.width, "x", image.height, " image"));
   }
-  cairo_surface_flush(rgb.get());
-  uint8_t* data = cairo_image_surface_get_data(rgb.get());
-  const int stride = cairo_image_surface_get_stride(rgb.get());
-  for (int y = 0; y < image.height; ++y) {
-    auto* row = reinterpret_cast<uint32_t*>(data + static_cast<size_t>(y) * stride);
-    for (int x = 0; x < image.width; ++x) {
-      const uint32_t v = image.at(x, y);
-      row[x] = 0xff000000u | v << 16 | v << 8 | v;
-    }
-  }
-  cairo_surface_mark_dirty(rgb.get());
   if (cairo_status_t st = cairo_surface_write_to_png(rgb.get(), path.c_str()); st != CAIRO_STATUS_SUCCESS) {
     return absl::InternalError(absl::StrCat("cannot write ", path, ": ", cairo_status_to_string(st)));
   }
