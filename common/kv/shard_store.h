@@ -14,22 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/kv/optimizer.h"
+#include "common/kv/store_config.h"
 
 namespace dtrain::kv {
-
-enum class MergeMode {
-  // For each key and step, merge exactly one push from every worker (rank order, so
-  // the sum is bit-reproducible), average, apply the optimizer once, bump the version.
-  kSync,
-  // Apply each push on arrival (no averaging); pulls return the current weights.
-  kAsync,
-};
-
-struct StoreConfig {
-  MergeMode mode = MergeMode::kSync;
-  int num_workers = 1;
-  OptimizerOptions optimizer;
-};
 
 // One key's contents, as saved in checkpoints and sent by GetState.
 struct KeySnapshot {

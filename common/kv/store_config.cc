@@ -1,0 +1,38 @@
+#include "common/kv/store_config.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace dtrain::kv {
+
+const char* ModeName(MergeMode m) { return m == MergeMode::kSync ? "sync" : "async"; }
+
+std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b) {
+  std::vector<std::string> d;
+  auto cmp = [&d](const char* name, const auto& x, const auto& y) {
+    if (x != y) d.push_back(absl::StrCat(name, " ", x, " vs ", y));
+  };
+  if (a.mode != b.mode) d.push_back(absl::StrCat("mode ", ModeName(a.mode), " vs ", ModeName(b.mode)));
+  cmp("num_workers", a.num_workers, b.num_workers);
+  const OptimizerOptions& x = a.optimizer;
+  const OptimizerOptions& y = b.optimizer;
+  cmp("optimizer.name", x.name, y.name);
+  cmp("optimizer.learning_rate", x.learning_rate, y.learning_rate);
+  cmp("optimizer.momentum", x.momentum, y.momentum);
+  cmp("optimizer.weight_decay", x.weight_decay, y.weight_decay);
+  cmp("optimizer.lr_factor", x.lr_factor, y.lr_factor);
+  if (x.lr_steps != y.lr_steps) {
+    d.push_back(absl::StrCat("optimizer.lr_steps [", absl::StrJoin(x.lr_steps, ","), "] vs [",
+                             absl::StrJoin(y.lr_steps, ","), "]"));
+  }
+  cmp("optimizer.beta1", x.beta1, y.beta1);
+  cmp("optimizer.beta2", x.beta2, y.beta2);
+  cmp("optimizer.epsilon", x.epsilon, y.epsilon);
+  cmp("optimizer.rescale_grad", x.rescale_grad, y.rescale_grad);
+  cmp("optimizer.clip_gradient", x.clip_gradient, y.clip_gradient);
+  return absl::StrJoin(d, "; ");
+}
+
+}  // namespace dtrain::kv
