@@ -2,6 +2,8 @@
 // that names it, within the configured deadline.
 #include <signal.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -12,6 +14,7 @@ namespace {
 
 struct Cluster {
   std::string dir = MakeTempDir();
+  ~Cluster() { std::filesystem::remove_all(dir); }
   std::unique_ptr<Subprocess> scheduler;
   std::string address;
 
