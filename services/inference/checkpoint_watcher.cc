@@ -49,38 +49,6 @@ std::string RefusalText(int epoch, const absl::Status& why) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<int>> ListEpochs(const std::string& prefix) {
-  const std::string dir = DirOf(prefix);
-  const std::string base = BaseOf(prefix);
-  const std::string head = base + "-";
-  constexpr std::string_view kTail = ".params";
-  std::error_code ec;
-  std::filesystem::directory_iterator it(dir, ec), end;
-  if (ec) {
-    return absl::NotFoundError(absl::StrCat("cannot list ", dir, " (the directory of --model-prefix ",
-                                            prefix, "): ", ec.message()));
-  }
-  std::vector<int> epochs;
-  for (; it != end; it.increment(ec)) {
-    if (ec) break;
-    const std::string name = it->path().filename().string();
-    if (name.size() <= head.size() + kTail.size() || name.compare(0, head.size(), head) != 0 ||
-        name.compare(name.size() - kTail.size(), kTail.size(), kTail) != 0) {
-      continue;
-    }
-    const std::string digits = name.substr(head.size(), name.size() - head.size() - kTail.size());
-    if (digits.empty() || digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      continue;
-    }
-    const int epoch = std::stoi(digits);
-    // Only the names training writes ("-0003", not "-003" or "-00003").
-    if (epoch > 0 && worker::ParamsPath(base, epoch) == name) epochs.push_back(epoch);
-  }
-  std::sort(epochs.rbegin(), epochs.rend());
-  return epochs;
-}
-
 struct CheckpointWatcher::Core {
   WatcherOptions options;
   std::shared_ptr<ModelHolder> holder;
@@ -116,7 +84,7 @@ absl::StatusOr<bool> CheckpointWatcher::Core::Poll() {
     }
     candidates.push_back(options.pinned_epoch);
   } else {
-    absl::StatusOr<std::vector<int>> epochs = ListEpochs(prefix);
+    absl::StatusOr<std::vector<int>> epochs = worker::ListEpochs(prefix);
     if (!epochs.ok()) {
       if (serving) return false;
       return epochs.status();

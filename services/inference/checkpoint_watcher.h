@@ -54,8 +54,4 @@ class CheckpointWatcher {
   std::thread thread_;
 };
 
-// The epochs N for which a file named PREFIX-NNNN.params exists, newest first (names
-// only; nothing is read). NOT_FOUND naming the directory if it cannot be listed.
-absl::StatusOr<std::vector<int>> ListEpochs(const std::string& prefix);
-
 }  // namespace dtrain::inference

@@ -354,38 +354,42 @@ absl::Status CheckParamsMatch(const std::string& path, const std::vector<NamedTe
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> NewestCompleteEpoch(const std::string& prefix) {
-  std::string dir = DirName(prefix);
-  std::string base =
-      prefix.substr(prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
-  std::string head = base + "-";
+absl::StatusOr<std::vector<int>> ListEpochs(const std::string& prefix) {
+  const std::string dir = DirName(prefix);
+  const std::string base = prefix.substr(prefix.rfind('/') == std::string::npos ? 0 : prefix.rfind('/') + 1);
+  const std::string head = base + "-";
   constexpr std::string_view kTail = ".params";
-  std::vector<int> epochs;
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec), end;
   if (ec) {
     return absl::NotFoundError(
         absl::StrCat("no checkpoints for ", prefix, ": cannot list ", dir, ": ", ec.message()));
   }
+  std::vector<int> epochs;
   for (; it != end; it.increment(ec)) {
     if (ec) break;
-    std::string name = it->path().filename().string();
+    const std::string name = it->path().filename().string();
     if (name.size() <= head.size() + kTail.size() || name.compare(0, head.size(), head) != 0 ||
         name.compare(name.size() - kTail.size(), kTail.size(), kTail) != 0) {
       continue;
     }
-    std::string digits = name.substr(head.size(), name.size() - head.size() - kTail.size());
+    const std::string digits = name.substr(head.size(), name.size() - head.size() - kTail.size());
     // Nine digits keep the value inside int; %04d never writes more for real epochs.
     if (digits.size() > 9 ||
         !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       continue;
     }
-    int epoch = std::stoi(digits);
+    const int epoch = std::stoi(digits);
     // Only names ParamsPath writes: "-00001.params" would read back as "-0001.params".
-    if (ParamsPath(base, epoch) != name) continue;
-    epochs.push_back(epoch);
+    if (epoch > 0 && ParamsPath(base, epoch) == name) epochs.push_back(epoch);
   }
   std::sort(epochs.rbegin(), epochs.rend());
+  return epochs;
+}
+
+absl::StatusOr<int> NewestCompleteEpoch(const std::string& prefix) {
+  DTRAIN_ASSIGN_OR_RETURN(const std::vector<int> epochs, ListEpochs(prefix));
+  const std::string dir = DirName(prefix);
   for (int epoch : epochs) {
     absl::StatusOr<std::vector<NamedTensor>> params = ReadParams(ParamsPath(prefix, epoch));
     if (params.ok()) return epoch;

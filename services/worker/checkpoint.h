@@ -65,6 +65,11 @@ absl::StatusOr<OptimizerStates> ReadStates(const std::string& path);
 absl::Status CheckParamsMatch(const std::string& path, const std::vector<NamedTensor>& loaded,
                               const std::vector<NamedTensor>& expected_shapes);
 
+// The epochs N for which a file named PREFIX-NNNN.params exists (exactly as
+// ParamsPath writes it), newest first; names only, nothing is read. NOT_FOUND naming
+// the directory if it cannot be listed.
+absl::StatusOr<std::vector<int>> ListEpochs(const std::string& prefix);
+
 // The newest epoch N for which PREFIX-N.params exists and reads back intact; NOT_FOUND
 // if none.
 absl::StatusOr<int> NewestCompleteEpoch(const std::string& prefix);
