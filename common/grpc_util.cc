@@ -58,8 +58,4 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
 }
 
-double SecondsSince(int64_t unix_ms) {
-  return static_cast<double>(absl::ToUnixMillis(absl::Now()) - unix_ms) / 1000.0;
-}
-
 }  // namespace dtrain

@@ -28,7 +28,4 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 // fits with room; whole-model messages are never sent.
 inline constexpr int kMaxMessageBytes = 64 << 20;
 
-// Seconds since `unix_ms` (a time from absl::ToUnixMillis), for "last heard" texts.
-double SecondsSince(int64_t unix_ms);
-
 }  // namespace dtrain

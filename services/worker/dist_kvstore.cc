@@ -182,6 +182,4 @@ KVStoreStats DistKVStore::stats() const {
   return st;
 }
 
-bool DistKVStore::shutdown_requested() const { return shutdown_->requested; }
-
 }  // namespace dtrain::worker

@@ -50,9 +50,6 @@ class DistKVStore : public KVStore {
   KVStoreStats stats() const override;
   PushPullTiming last_timing() const override { return last_timing_; }
 
-  // Set once the scheduler says the job is over; PushPull then fails fast.
-  bool shutdown_requested() const;
-
  private:
   explicit DistKVStore(DistOptions options);
   absl::Status WaitAllServers(absl::Time deadline);
