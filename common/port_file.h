@@ -8,8 +8,8 @@
 
 namespace dtrain {
 
-// Writes "PORT\n" to PATH.tmp and renames it to `path`, so a reader polling for the
-// file never sees it half written. INTERNAL naming the file on failure.
+// Writes "PORT\n" to `path` atomically (common/file_io.h), so a reader polling for the
+// file never sees it half written.
 absl::Status WritePortFile(const std::string& path, int port);
 
 }  // namespace dtrain

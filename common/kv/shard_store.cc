@@ -45,8 +45,8 @@ ABSL_ATTRIBUTE_NOINLINE void DivideBy(float* __restrict acc, int64_t n, float d)
 
 
 // One key. Everything but `shape`/`numel` (fixed at creation) is guarded by `mu`.
-struct KeyState {
-  explicit KeyState(int num_workers)
+struct KeyEntry {
+  explicit KeyEntry(int num_workers)
       : pending(num_workers),
         has_pending(num_workers, false),
         last_push_step(num_workers, -1),
@@ -84,7 +84,7 @@ struct ShardStore::Impl {
   bool configured = false;
   StoreConfig config;
   std::unique_ptr<Optimizer> optimizer;
-  std::map<uint64_t, std::unique_ptr<KeyState>> keys;
+  std::map<uint64_t, std::unique_ptr<KeyEntry>> keys;
   absl::Time last_still_waiting_log = absl::InfinitePast();
 
   // Per worker, unix nanos of the last message; 0 = never. Sized at Configure.
@@ -93,7 +93,7 @@ struct ShardStore::Impl {
   StoreObserver* observer = nullptr;  // set before Configure, then read-only
 
   // The key, plus what Push/Pull need from the config (immutable once configured).
-  absl::Status Find(uint64_t key, KeyState** out) const {
+  absl::Status Find(uint64_t key, KeyEntry** out) const {
     absl::ReaderMutexLock lock(&mu);
     if (!configured) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
     auto it = keys.find(key);
@@ -118,7 +118,7 @@ struct ShardStore::Impl {
                         " s ago)");
   }
 
-  std::vector<int> Missing(const KeyState& k) const {
+  std::vector<int> Missing(const KeyEntry& k) const {
     std::vector<int> missing;
     for (int w = 0; w < config.num_workers; ++w) {
       if (!k.has_pending[w]) missing.push_back(w);
@@ -127,7 +127,7 @@ struct ShardStore::Impl {
   }
 
   // Answers parked pulls the key's version now satisfies. Caller holds k.mu.
-  static void FireReady(KeyState& k) {
+  static void FireReady(KeyEntry& k) {
     auto ready = std::stable_partition(k.parked.begin(), k.parked.end(),
                                        [&k](const ParkedPull& p) { return p.min_version > k.version; });
     for (auto it = ready; it != k.parked.end(); ++it) {
@@ -136,7 +136,7 @@ struct ShardStore::Impl {
     k.parked.erase(ready, k.parked.end());
   }
 
-  void Apply(KeyState& k, const float* grad) {
+  void Apply(KeyEntry& k, const float* grad) {
     optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
     ++k.version;
     updates_applied.fetch_add(1, std::memory_order_relaxed);
@@ -147,7 +147,7 @@ struct ShardStore::Impl {
   // order), averages, applies once. The last push to arrive (`last_rank`, `last_grad`)
   // is read in place rather than stored: with one worker nothing is copied. Caller
   // holds k.mu.
-  void MergeSync(KeyState& k, int last_rank, const float* last_grad) {
+  void MergeSync(KeyEntry& k, int last_rank, const float* last_grad) {
     const int n = config.num_workers;
     if (observer != nullptr) observer->OnSyncStepMerged(clock() - k.first_push_at);
     auto grad_of = [&](int w) { return w == last_rank ? last_grad : k.pending[w].data(); };
@@ -164,7 +164,7 @@ struct ShardStore::Impl {
     ResetPending(k);
   }
 
-  void ResetPending(KeyState& k) {
+  void ResetPending(KeyEntry& k) {
     std::fill(k.has_pending.begin(), k.has_pending.end(), false);
     k.pending_count = 0;
     k.waiting_since = k.parked.empty() ? absl::InfiniteFuture() : clock();
@@ -233,7 +233,7 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
     return absl::FailedPreconditionError(absl::StrCat("key ", key, " already exists with shape ",
                                                       ShapeText(it->second->shape), ", not ", ShapeText(shape)));
   }
-  auto k = std::make_unique<KeyState>(impl_->config.num_workers);
+  auto k = std::make_unique<KeyEntry>(impl_->config.num_workers);
   k->shape = shape;
   k->numel = numel;
   k->version = version;
@@ -248,7 +248,7 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
 }
 
 absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel) {
-  KeyState* k = nullptr;
+  KeyEntry* k = nullptr;
   if (absl::Status s = impl_->Find(key, &k); !s.ok()) return s;
   if (absl::Status s = impl_->CheckWorker(worker_rank); !s.ok()) return s;
   NoteHeardFrom(worker_rank);
@@ -291,7 +291,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
 }
 
 void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done) {
-  KeyState* k = nullptr;
+  KeyEntry* k = nullptr;
   absl::Status s = impl_->Find(key, &k);
   if (s.ok()) s = impl_->CheckWorker(worker_rank);
   if (!s.ok()) {
@@ -310,7 +310,7 @@ void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::
 }
 
 void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_every) {
-  std::vector<std::pair<uint64_t, KeyState*>> keys;
+  std::vector<std::pair<uint64_t, KeyEntry*>> keys;
   {
     absl::ReaderMutexLock lock(&impl_->mu);
     if (!impl_->configured) return;
@@ -371,8 +371,8 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
   }
 }
 
-absl::Status ShardStore::Snapshot(const std::vector<uint64_t>& keys, std::vector<KeySnapshot>* out) const {
-  std::vector<std::pair<uint64_t, KeyState*>> found;
+absl::Status ShardStore::Snapshot(const std::vector<uint64_t>& keys, std::vector<KeyState>* out) const {
+  std::vector<std::pair<uint64_t, KeyEntry*>> found;
   {
     absl::ReaderMutexLock lock(&impl_->mu);
     if (keys.empty()) {

@@ -13,19 +13,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/kv/key_state.h"
 #include "common/kv/optimizer.h"
 #include "common/kv/store_config.h"
 
 namespace dtrain::kv {
-
-// One key's contents, as saved in checkpoints and sent by GetState.
-struct KeySnapshot {
-  uint64_t key = 0;
-  std::vector<int64_t> shape;
-  int64_t version = 0;               // updates applied so far
-  std::vector<float> values;
-  std::vector<float> optimizer_state;  // StateSlots() * numel
-};
 
 // Called once a pull can be answered. `data` (numel floats, the weights at `version`)
 // is only valid during the call, which runs with the key's lock held: copy out, do not
@@ -90,7 +82,7 @@ class ShardStore {
   void CheckDeadlines(absl::Time now, absl::Duration still_waiting_every = absl::Seconds(10));
 
   // Keys held (all when `keys` is empty); NOT_FOUND names an unknown key.
-  absl::Status Snapshot(const std::vector<uint64_t>& keys, std::vector<KeySnapshot>* out) const;
+  absl::Status Snapshot(const std::vector<uint64_t>& keys, std::vector<KeyState>* out) const;
   // The keys held, ascending (lets GetState stream one key at a time instead of
   // copying the whole shard at once).
   std::vector<uint64_t> Keys() const;

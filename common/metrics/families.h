@@ -1,4 +1,4 @@
-// Internal to common/metrics: shorthands that register one series of a family.
+// For the metrics of each role (services/*/*_metrics.cc): shorthands that register one series of a family.
 // Families of the same name are merged by prometheus-cpp, so a labelled family is
 // built by calling these once per label value.
 #pragma once

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/log.h"
-#include "services/worker/checkpoint.h"
+#include "common/checkpoint/checkpoint.h"
 
 namespace dtrain::inference {
 namespace {
@@ -78,13 +78,13 @@ absl::StatusOr<bool> CheckpointWatcher::Core::Poll() {
   std::vector<int> candidates;
   if (options.pinned_epoch > 0) {
     if (serving) return false;
-    if (VersionOf(worker::ParamsPath(prefix, options.pinned_epoch)).inode == 0) {
-      return absl::NotFoundError(absl::StrCat("waiting for ", worker::ParamsPath(prefix, options.pinned_epoch),
+    if (VersionOf(checkpoint::ParamsPath(prefix, options.pinned_epoch)).inode == 0) {
+      return absl::NotFoundError(absl::StrCat("waiting for ", checkpoint::ParamsPath(prefix, options.pinned_epoch),
                                               " (--epoch ", options.pinned_epoch, ")"));
     }
     candidates.push_back(options.pinned_epoch);
   } else {
-    absl::StatusOr<std::vector<int>> epochs = worker::ListEpochs(prefix);
+    absl::StatusOr<std::vector<int>> epochs = checkpoint::ListEpochs(prefix);
     if (!epochs.ok()) {
       if (serving) return false;
       return epochs.status();
@@ -100,9 +100,9 @@ absl::StatusOr<bool> CheckpointWatcher::Core::Poll() {
 
   absl::Status last_refusal;
   std::string newest_refusal;  // kept as the reload error if an older epoch loads
-  const FileVersion symbol = VersionOf(worker::SymbolPath(prefix));
+  const FileVersion symbol = VersionOf(checkpoint::SymbolPath(prefix));
   for (int epoch : candidates) {
-    const std::string path = worker::ParamsPath(prefix, epoch);
+    const std::string path = checkpoint::ParamsPath(prefix, epoch);
     const FileVersion params = VersionOf(path);
     auto old = refused.find(epoch);
     if (old != refused.end() && old->second.params == params && old->second.symbol == symbol) {

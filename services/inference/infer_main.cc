@@ -23,7 +23,7 @@
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "common/port_file.h"
-#include "common/metrics/inference_metrics.h"
+#include "services/inference/inference_metrics.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/inference/checkpoint_watcher.h"
@@ -116,10 +116,10 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(ERROR) << registry.status().message();
     return 1;
   }
-  std::unique_ptr<metrics::InferenceMetrics> infer_metrics;
+  std::unique_ptr<inference::InferenceMetrics> infer_metrics;
   if (*registry != nullptr) {
     (*registry)->SetRank(0);
-    infer_metrics = std::make_unique<metrics::InferenceMetrics>(**registry);
+    infer_metrics = std::make_unique<inference::InferenceMetrics>(**registry);
   }
 
   auto holder = std::make_shared<ModelHolder>();

@@ -13,7 +13,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/time/time.h"
-#include "common/metrics/inference_metrics.h"
+#include "services/inference/inference_metrics.h"
 #include "dtrain/v1/inference.grpc.pb.h"
 #include "services/inference/forward_slots.h"
 #include "services/inference/model_holder.h"
@@ -24,7 +24,7 @@ struct InferenceServiceOptions {
   std::string prefix;       // reported while no model is loaded
   int64_t max_batch = 1024;
   int forward_slots = 1;  // forwards running at once
-  metrics::InferenceMetrics* metrics = nullptr;  // null: metrics off
+  inference::InferenceMetrics* metrics = nullptr;  // null: metrics off
 };
 
 class InferenceService final : public v1::Inference::Service {

@@ -10,13 +10,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
-#include "services/worker/checkpoint.h"
-#include "services/worker/models.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/models/models.h"
 
 namespace dtrain::inference {
 
 struct LoadedModel::Net {
-  std::shared_ptr<worker::Network> module;
+  std::shared_ptr<models::Network> module;
 };
 
 namespace {
@@ -27,8 +27,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 // A checkpoint whose training diverged has a valid CRC and NaN weights; serving it would
 // answer every image with NaN probabilities, so it is refused like a corrupt file.
-absl::Status CheckFinite(const std::string& path, const std::vector<worker::NamedTensor>& tensors) {
-  for (const worker::NamedTensor& t : tensors) {
+absl::Status CheckFinite(const std::string& path, const std::vector<checkpoint::NamedTensor>& tensors) {
+  for (const checkpoint::NamedTensor& t : tensors) {
     for (size_t i = 0; i < t.data.size(); ++i) {
       if (!std::isfinite(t.data[i])) {
         return absl::FailedPreconditionError(
@@ -64,16 +64,16 @@ LoadedModel::~LoadedModel() = default;
 
 absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::string& prefix,
                                                                      int epoch) {
-  DTRAIN_ASSIGN_OR_RETURN(worker::SymbolInfo symbol, worker::ReadSymbol(prefix));
-  const std::string path = worker::ParamsPath(prefix, epoch);
-  DTRAIN_ASSIGN_OR_RETURN(std::vector<worker::NamedTensor> tensors, worker::ReadParams(path));
-  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<worker::Network> module,
-                          worker::CreateNetwork(symbol.network, symbol.num_classes));
-  std::vector<worker::NamedTensor> expected;
+  DTRAIN_ASSIGN_OR_RETURN(checkpoint::SymbolInfo symbol, checkpoint::ReadSymbol(prefix));
+  const std::string path = checkpoint::ParamsPath(prefix, epoch);
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<checkpoint::NamedTensor> tensors, checkpoint::ReadParams(path));
+  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> module,
+                          models::CreateNetwork(symbol.network, symbol.num_classes));
+  std::vector<checkpoint::NamedTensor> expected;
   for (const auto& p : module->named_parameters()) {
     expected.push_back({p.key(), p.value().sizes().vec(), {}});
   }
-  DTRAIN_RETURN_IF_ERROR(worker::CheckParamsMatch(path, tensors, expected));
+  DTRAIN_RETURN_IF_ERROR(checkpoint::CheckParamsMatch(path, tensors, expected));
   DTRAIN_RETURN_IF_ERROR(CheckFinite(path, tensors));
 
   std::vector<int64_t> probe_shape = {1};
@@ -91,13 +91,13 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
     torch::Tensor out = module->forward(torch::zeros(probe_shape));
     if (out.sizes().vec() != std::vector<int64_t>{1, symbol.num_classes}) {
       return absl::FailedPreconditionError(absl::StrCat(
-          worker::SymbolPath(prefix), ": the ", symbol.network, " network maps input ",
+          checkpoint::SymbolPath(prefix), ": the ", symbol.network, " network maps input ",
           ShapeText(probe_shape), " to ", ShapeText(out.sizes().vec()), ", not [1,",
           symbol.num_classes, "]"));
     }
   } catch (const c10::Error& e) {
     return absl::FailedPreconditionError(
-        absl::StrCat(worker::SymbolPath(prefix), ": the ", symbol.network,
+        absl::StrCat(checkpoint::SymbolPath(prefix), ": the ", symbol.network,
                      " network cannot take input ", ShapeText(probe_shape), ": ",
                      e.what_without_backtrace()));
   }

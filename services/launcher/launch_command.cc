@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/file_io.h"
 #include "common/flags.h"
 #include "services/launcher/commands.h"
 #include "services/launcher/metrics_targets.h"

@@ -82,17 +82,5 @@ std::string MetricsTargets::FileSd(const std::string& host) const {
   return absl::StrCat("[\n", absl::StrJoin(entries, ",\n"), "\n]\n");
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
 
 }  // namespace dtrain::launcher

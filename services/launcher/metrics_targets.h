@@ -52,7 +52,4 @@ class MetricsTargets {
   std::vector<MetricsTarget> targets_;
 };
 
-// Writes PATH.tmp and renames it over PATH, so a reader (Prometheus) never sees half a file.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
-
 }  // namespace dtrain::launcher

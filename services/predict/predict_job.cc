@@ -11,7 +11,7 @@
 #include "services/predict/gray_image.h"
 #include "services/predict/inference_client.h"
 #include "services/predict/png_io.h"
-#include "services/worker/idx_reader.h"
+#include "common/data/idx_reader.h"
 
 namespace dtrain::predict {
 namespace {
@@ -33,15 +33,15 @@ GrayImage Fit(GrayImage image, int height, int width) {
 }
 
 absl::StatusOr<std::vector<Input>> LoadIdx(const PredictOptions& o, int height, int width) {
-  DTRAIN_ASSIGN_OR_RETURN(worker::IdxArray images, worker::ReadIdx(o.images));
+  DTRAIN_ASSIGN_OR_RETURN(data::IdxArray images, data::ReadIdx(o.images));
   if (images.dims.size() != 3 || images.dims[0] < 1) {
     return absl::InvalidArgumentError(absl::StrCat(o.images, ": want IDX images [N, rows, cols], found ",
                                                    images.dims.size(), " dimensions"));
   }
   const int64_t n = images.dims[0], rows = images.dims[1], cols = images.dims[2];
-  worker::IdxArray labels;
+  data::IdxArray labels;
   if (!o.labels.empty()) {
-    DTRAIN_ASSIGN_OR_RETURN(labels, worker::ReadIdx(o.labels));
+    DTRAIN_ASSIGN_OR_RETURN(labels, data::ReadIdx(o.labels));
     if (labels.dims.size() != 1 || labels.dims[0] != n) {
       return absl::InvalidArgumentError(absl::StrCat(o.labels, ": want ", n, " labels (one per image in ",
                                                      o.images, "), found dimensions [",

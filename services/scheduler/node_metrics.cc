@@ -18,7 +18,7 @@ std::string StateLabel(v1::NodeState state) {
   }
 }
 
-void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, metrics::SchedulerMetrics& out) {
+void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, scheduler::SchedulerMetrics& out) {
   std::map<std::pair<std::string, std::string>, int64_t> counts;
   for (const char* role : {"worker", "server"}) {
     for (const char* state : {"registered", "alive", "dead", "finished"}) counts[{role, state}] = 0;

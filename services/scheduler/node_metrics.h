@@ -4,14 +4,14 @@
 
 #include <vector>
 
-#include "common/metrics/scheduler_metrics.h"
+#include "services/scheduler/scheduler_metrics.h"
 #include "dtrain/v1/scheduler.pb.h"
 
 namespace dtrain::scheduler {
 
 // Steps count over the workers still in the job (not DEAD); with none, the step
 // gauges keep their last values.
-void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, metrics::SchedulerMetrics& out);
+void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, scheduler::SchedulerMetrics& out);
 
 // "registered", "alive", "dead", "finished" (lower case, as in the metric's labels).
 std::string StateLabel(v1::NodeState state);

@@ -22,7 +22,7 @@
 #include "common/port_file.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
-#include "common/metrics/scheduler_metrics.h"
+#include "services/scheduler/scheduler_metrics.h"
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
 #include "services/scheduler/scheduler_service.h"
@@ -100,10 +100,10 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(ERROR) << registry.status().message();
     return 1;
   }
-  std::unique_ptr<metrics::SchedulerMetrics> scheduler_metrics;
+  std::unique_ptr<scheduler::SchedulerMetrics> scheduler_metrics;
   if (*registry != nullptr) {
     (*registry)->SetRank(0);  // one scheduler per job
-    scheduler_metrics = std::make_unique<metrics::SchedulerMetrics>(**registry);
+    scheduler_metrics = std::make_unique<scheduler::SchedulerMetrics>(**registry);
   }
 
   MembershipOptions mo;

@@ -10,7 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/metrics/scheduler_metrics.h"
+#include "services/scheduler/scheduler_metrics.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
@@ -23,7 +23,7 @@ struct SchedulerServiceOptions {
   // How often Tick logs "still waiting for ..." while registration is incomplete.
   absl::Duration waiting_log_interval = absl::Seconds(10);
   // Nodes, deaths, barrier waits and worker lag (null: none); must outlive the service.
-  metrics::SchedulerMetrics* metrics = nullptr;
+  scheduler::SchedulerMetrics* metrics = nullptr;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {

@@ -65,13 +65,13 @@ class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
       Finish(grpc::Status::OK);
       return;
     }
-    std::vector<kv::KeySnapshot> snap;
+    std::vector<kv::KeyState> snap;
     absl::Status s = store_->Snapshot({keys_[next_++]}, &snap);
     if (!s.ok()) {
       Finish(ToGrpc(s));
       return;
     }
-    const kv::KeySnapshot& k = snap[0];
+    const kv::KeyState& k = snap[0];
     msg_.Clear();
     msg_.set_key(k.key);
     for (int64_t d : k.shape) msg_.add_shape(d);

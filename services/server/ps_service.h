@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
-#include "common/metrics/server_metrics.h"
+#include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
 namespace dtrain::server {
@@ -25,7 +25,7 @@ struct PsServiceOptions {
   // How often a stalled step is reported in the log.
   absl::Duration still_waiting_every = absl::Seconds(10);
   // Request counts and bytes (null: none); must outlive the service.
-  metrics::ServerMetrics* metrics = nullptr;
+  server::ServerMetrics* metrics = nullptr;
 };
 
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.

@@ -37,7 +37,7 @@ absl::Status CheckPayload(const v1::PushPullRequest& req, int64_t payload_bytes)
 }  // namespace
 
 PushPullReactor::PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout,
-                                 metrics::ServerMetrics* metrics)
+                                 server::ServerMetrics* metrics)
     : store_(store), sync_timeout_(sync_timeout), metrics_(metrics), box_(std::make_shared<Outbox>()) {
   {
     absl::MutexLock lock(&box_->mu);
@@ -93,7 +93,7 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   v1::PushPullResponse resp;
   resp.set_request_id(req.request_id());
   resp.set_key(req.key());
-  metrics::ServerMetrics* const metrics = metrics_;
+  server::ServerMetrics* const metrics = metrics_;
   if (req.op() != v1::OP_PUSH && req.op() != v1::OP_PULL && req.op() != v1::OP_PUSH_PULL) {
     if (metrics != nullptr) metrics->RequestFailed();
     SetStatus(absl::InvalidArgumentError(absl::StrCat("request ", req.request_id(), ": unknown op ", req.op(),

@@ -16,7 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
-#include "common/metrics/server_metrics.h"
+#include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
 namespace dtrain::server {
@@ -26,7 +26,7 @@ namespace dtrain::server {
 class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Deletes itself when the stream is done. `metrics` (null: none) must outlive it.
-  PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout, metrics::ServerMetrics* metrics);
+  PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout, server::ServerMetrics* metrics);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -55,7 +55,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
   kv::ShardStore* store_;
   absl::Duration sync_timeout_;
-  metrics::ServerMetrics* metrics_;
+  server::ServerMetrics* metrics_;
   std::shared_ptr<Outbox> box_;
   grpc::ByteBuffer request_;   // the read in flight
   grpc::ByteBuffer writing_;   // the write in flight

@@ -32,7 +32,7 @@
 #include "common/port_file.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
-#include "common/metrics/server_metrics.h"
+#include "services/server/server_metrics.h"
 #include "common/scheduler_client.h"
 #include "services/server/ps_service.h"
 #include "services/server/store_metrics.h"
@@ -136,10 +136,10 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(ERROR) << registry.status().message();
     return 1;
   }
-  std::unique_ptr<metrics::ServerMetrics> server_metrics;
+  std::unique_ptr<server::ServerMetrics> server_metrics;
   std::unique_ptr<StoreMetrics> store_metrics;
   if (*registry != nullptr) {
-    server_metrics = std::make_unique<metrics::ServerMetrics>(**registry);
+    server_metrics = std::make_unique<server::ServerMetrics>(**registry);
     store_metrics = std::make_unique<StoreMetrics>(server_metrics.get());
   }
   kv::ShardStore store;

@@ -4,14 +4,14 @@
 
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
-#include "common/metrics/server_metrics.h"
+#include "services/server/server_metrics.h"
 
 namespace dtrain::server {
 
 class StoreMetrics final : public kv::StoreObserver {
  public:
   // `metrics` must outlive this object.
-  explicit StoreMetrics(metrics::ServerMetrics* metrics) : metrics_(metrics) {}
+  explicit StoreMetrics(server::ServerMetrics* metrics) : metrics_(metrics) {}
 
   void OnUpdateApplied() override { metrics_->UpdateApplied(); }
   void OnSyncStepMerged(absl::Duration wait) override { metrics_->SyncStepMerged(absl::ToDoubleSeconds(wait)); }
@@ -19,7 +19,7 @@ class StoreMetrics final : public kv::StoreObserver {
   void OnWorkerSeen(int /*worker_rank*/) override { metrics_->WorkerSeen(); }
 
  private:
-  metrics::ServerMetrics* metrics_;
+  server::ServerMetrics* metrics_;
 };
 
 }  // namespace dtrain::server

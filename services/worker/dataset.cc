@@ -5,7 +5,7 @@
 
 namespace dtrain::worker {
 
-TensorSet ToTensors(const ImageSet& set, int64_t limit) {
+TensorSet ToTensors(const data::ImageSet& set, int64_t limit) {
   const int64_t n = (limit > 0 && limit < set.count) ? limit : set.count;
   TensorSet out;
   // from_blob does not copy; .to() makes the owned float tensor in one pass.

@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include "services/worker/idx_reader.h"
+#include "common/data/idx_reader.h"
 
 namespace dtrain::worker {
 
@@ -18,7 +18,7 @@ struct TensorSet {
 };
 
 // Uses the first `limit` examples (all when limit <= 0 or larger than the set).
-TensorSet ToTensors(const ImageSet& set, int64_t limit = 0);
+TensorSet ToTensors(const data::ImageSet& set, int64_t limit = 0);
 
 // Worker `rank` of `num_workers` takes examples rank, rank+W, rank+2W ... of the
 // first floor(N/W)*W, so every worker has the same count and the same number of

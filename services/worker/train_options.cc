@@ -30,21 +30,13 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
               {"DTRAIN_SYNC_TIMEOUT"});
 }
 
-bool IsDistKVStore(const std::string& kv) { return absl::StartsWith(kv, "dist_"); }
-
-bool IsKnownKVStore(const std::string& kv) {
-  return kv == "local" || kv == "device" || kv == "dist_sync" || kv == "dist_device_sync" ||
-         kv == "dist_async";
-}
-
 absl::Status FinishTrainFlags(TrainOptions* o) {
   auto bad = [](const std::string& flag, const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
   };
-  if (!IsKnownKVStore(o->kv_store)) {
-    return bad("kv-store", absl::StrCat("unknown mode '", o->kv_store,
-                                        "' (local, device, dist_sync, dist_device_sync, dist_async)"));
-  }
+  absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(o->kv_store);
+  if (!mode.ok()) return bad("kv-store", std::string(mode.status().message()));
+  o->mode = *mode;
   if (o->num_epochs < 1) return bad("num-epochs", "must be >= 1");
   if (o->batch_size < 1) return bad("batch-size", "must be >= 1");
   if (o->lr <= 0) return bad("lr", "must be > 0");

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "common/flags.h"
+#include "common/kvstore_mode.h"
 
 namespace dtrain::worker {
 
@@ -29,16 +30,13 @@ struct TrainOptions {
   int64_t threads = 0;  // 0: cores / workers on this host
   int64_t seed = 42;
   double sync_timeout_s = 120;
-  // Parsed from lr_step_epochs.
+  // Parsed from kv_store and lr_step_epochs.
+  KVStoreMode mode = KVStoreMode::kLocal;
   std::vector<int64_t> lr_step_epoch_list;
 };
 
 void AddTrainFlags(FlagSet& flags, TrainOptions* out);
 // Range checks after parsing: INVALID_ARGUMENT naming the flag.
 absl::Status FinishTrainFlags(TrainOptions* options);
-
-bool IsDistKVStore(const std::string& kv_store);
-// local, device, dist_sync, dist_device_sync, dist_async.
-bool IsKnownKVStore(const std::string& kv_store);
 
 }  // namespace dtrain::worker

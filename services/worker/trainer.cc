@@ -14,9 +14,9 @@
 #include "common/log.h"
 #include "common/metrics/metrics_csv.h"
 #include "common/status_macros.h"
-#include "services/worker/checkpoint.h"
+#include "common/checkpoint/checkpoint.h"
 #include "services/worker/dataset.h"
-#include "services/worker/models.h"
+#include "common/models/models.h"
 #include "services/worker/training_monitor.h"
 
 namespace dtrain::worker {
@@ -26,14 +26,14 @@ constexpr int kNumClasses = 10;
 
 double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
 
-std::vector<NamedTensor> ShapesOf(Network& net) {
-  std::vector<NamedTensor> out;
+std::vector<checkpoint::NamedTensor> ShapesOf(models::Network& net) {
+  std::vector<checkpoint::NamedTensor> out;
   for (const auto& p : net.named_parameters()) out.push_back({p.key(), p.value().sizes().vec(), {}});
   return out;
 }
 
-std::vector<NamedTensor> WeightsOf(Network& net) {
-  std::vector<NamedTensor> out;
+std::vector<checkpoint::NamedTensor> WeightsOf(models::Network& net) {
+  std::vector<checkpoint::NamedTensor> out;
   for (const auto& p : net.named_parameters()) {
     torch::Tensor t = p.value().detach().contiguous();
     out.push_back({p.key(), t.sizes().vec(),
@@ -42,7 +42,7 @@ std::vector<NamedTensor> WeightsOf(Network& net) {
   return out;
 }
 
-uint64_t Fnv1a(Network& net) {
+uint64_t Fnv1a(models::Network& net) {
   uint64_t h = 1469598103934665603ULL;
   for (const auto& p : net.parameters()) {
     const auto* b = reinterpret_cast<const unsigned char*>(p.data_ptr<float>());
@@ -53,7 +53,7 @@ uint64_t Fnv1a(Network& net) {
   return h;
 }
 
-double Evaluate(Network& net, const TensorSet& set) {
+double Evaluate(models::Network& net, const TensorSet& set) {
   torch::NoGradGuard no_grad;
   net.eval();
   int64_t correct = 0;
@@ -68,25 +68,25 @@ double Evaluate(Network& net, const TensorSet& set) {
 }
 
 // Loads PREFIX-N.params into the model and PREFIX-N.states into *states.
-absl::Status LoadCheckpoint(const TrainOptions& o, Network& net, OptimizerStates* states) {
-  const std::string params_path = ParamsPath(o.model_prefix, static_cast<int>(o.load_epoch));
-  DTRAIN_ASSIGN_OR_RETURN(std::vector<NamedTensor> loaded, ReadParams(params_path));
-  DTRAIN_RETURN_IF_ERROR(CheckParamsMatch(params_path, loaded, ShapesOf(net)));
+absl::Status LoadCheckpoint(const TrainOptions& o, models::Network& net, checkpoint::OptimizerStates* states) {
+  const std::string params_path = checkpoint::ParamsPath(o.model_prefix, static_cast<int>(o.load_epoch));
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<checkpoint::NamedTensor> loaded, checkpoint::ReadParams(params_path));
+  DTRAIN_RETURN_IF_ERROR(checkpoint::CheckParamsMatch(params_path, loaded, ShapesOf(net)));
   torch::NoGradGuard no_grad;
   size_t i = 0;
   for (auto& p : net.parameters()) {
     std::memcpy(p.data_ptr<float>(), loaded[i++].data.data(), sizeof(float) * p.numel());
   }
-  DTRAIN_ASSIGN_OR_RETURN(*states, ReadStates(StatesPath(o.model_prefix, static_cast<int>(o.load_epoch))));
+  DTRAIN_ASSIGN_OR_RETURN(*states, checkpoint::ReadStates(checkpoint::StatesPath(o.model_prefix, static_cast<int>(o.load_epoch))));
   return absl::OkStatus();
 }
 
-absl::Status SaveCheckpoint(const TrainOptions& o, Network& net, KVStore& kv, int epoch) {
-  DTRAIN_ASSIGN_OR_RETURN(OptimizerStates states, kv.SaveStates());
-  const std::string params_path = ParamsPath(o.model_prefix, epoch);
+absl::Status SaveCheckpoint(const TrainOptions& o, models::Network& net, KVStore& kv, int epoch) {
+  DTRAIN_ASSIGN_OR_RETURN(checkpoint::OptimizerStates states, kv.SaveStates());
+  const std::string params_path = checkpoint::ParamsPath(o.model_prefix, epoch);
   // States first: a .params file is the marker of a complete epoch.
-  DTRAIN_RETURN_IF_ERROR(WriteStates(StatesPath(o.model_prefix, epoch), states));
-  DTRAIN_RETURN_IF_ERROR(WriteParams(params_path, WeightsOf(net)));
+  DTRAIN_RETURN_IF_ERROR(checkpoint::WriteStates(checkpoint::StatesPath(o.model_prefix, epoch), states));
+  DTRAIN_RETURN_IF_ERROR(checkpoint::WriteParams(params_path, WeightsOf(net)));
   DTRAIN_LOG(INFO) << "Saved checkpoint to \"" << params_path << "\"";
   return absl::OkStatus();
 }
@@ -101,27 +101,36 @@ std::vector<std::string> ClassNamesFor(const std::string& data_dir) {
   return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
 }
 
-absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv, metrics::WorkerMetrics* metrics) {
-  const int rank = kv.rank();
-  const int workers = kv.num_workers();
+namespace {
 
-  DTRAIN_ASSIGN_OR_RETURN(ImageSet train_raw, LoadImageSet(o.data_dir, "train"));
-  DTRAIN_ASSIGN_OR_RETURN(ImageSet test_raw, LoadImageSet(o.data_dir, "t10k"));
-  const TensorSet train = Partition(ToTensors(train_raw, o.num_examples), rank, workers);
-  const TensorSet test = ToTensors(test_raw);
-  const int64_t batches = train.size() / o.batch_size;
-  if (batches == 0) {
+// The training and test data, this rank's share of the training set.
+struct Data {
+  TensorSet train;
+  TensorSet test;
+  int64_t batches = 0;  // per epoch
+  std::vector<int64_t> input_shape;  // without batch: {1, rows, cols}
+};
+
+absl::StatusOr<Data> LoadData(const TrainOptions& o, int rank, int workers) {
+  DTRAIN_ASSIGN_OR_RETURN(data::ImageSet train_raw, data::LoadImageSet(o.data_dir, "train"));
+  DTRAIN_ASSIGN_OR_RETURN(data::ImageSet test_raw, data::LoadImageSet(o.data_dir, "t10k"));
+  Data d;
+  d.train = Partition(ToTensors(train_raw, o.num_examples), rank, workers);
+  d.test = ToTensors(test_raw);
+  d.batches = d.train.size() / o.batch_size;
+  d.input_shape = {1, train_raw.rows, train_raw.cols};
+  if (d.batches == 0) {
     return absl::InvalidArgumentError(absl::StrCat("--num-examples ", o.num_examples, " over ", workers,
-                                                   " workers leaves ", train.size(),
-                                                   " examples per worker, fewer than --batch-size ",
-                                                   o.batch_size));
+                                                   " workers leaves ", d.train.size(),
+                                                   " examples per worker, fewer than --batch-size ", o.batch_size));
   }
+  return d;
+}
 
-  torch::manual_seed(o.seed);
-  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<Network> net, CreateNetwork(o.network, kNumClasses));
-
+// The optimizer and starting version every key is initialised with.
+KVStoreInit MakeInit(const TrainOptions& o, int64_t batches, int workers) {
+  const bool async = IsAsync(o.mode);
   // Updates per epoch as each key counts them: async servers count every worker's push.
-  const bool async = o.kv_store == "dist_async";
   const int64_t updates_per_epoch = batches * (async ? workers : 1);
   KVStoreInit init;
   init.optimizer.name = o.optimizer;
@@ -135,72 +144,101 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv, metrics::W
   init.optimizer.rescale_grad = async ? 1.0 / workers : 1.0;
   for (int64_t e : o.lr_step_epoch_list) init.optimizer.lr_steps.push_back(e * updates_per_epoch);
   init.start_version = o.load_epoch * batches;
+  return init;
+}
 
-  OptimizerStates states;
+// Sync keys count one update per step: a checkpoint resumed with another batch size,
+// example count or worker count would put every key at the wrong version.
+absl::Status CheckResumedVersions(const TrainOptions& o, const checkpoint::OptimizerStates& states,
+                                  int64_t batches, int64_t start_version) {
+  if (IsAsync(o.mode)) return absl::OkStatus();
+  for (const auto& k : states.keys) {
+    if (k.version == start_version) continue;
+    return absl::FailedPreconditionError(absl::StrCat(
+        checkpoint::StatesPath(o.model_prefix, static_cast<int>(o.load_epoch)), ": key ", k.key,
+        " was saved after ", k.version, " updates, but epoch ", o.load_epoch, " x ", batches, " batches is ",
+        start_version, ": --batch-size, --num-examples or the worker count differ from the run that saved it"));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<ParamRef> ParamRefsOf(models::Network& net) {
+  std::vector<ParamRef> refs;
+  for (const auto& p : net.named_parameters()) {
+    refs.push_back({p.key(), p.value().sizes().vec(), p.value().data_ptr<float>(), p.value().numel()});
+  }
+  return refs;
+}
+
+absl::Status WriteSymbolFile(const TrainOptions& o, const std::vector<int64_t>& input_shape) {
+  const std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+  checkpoint::SymbolInfo sym{o.network, kNumClasses, input_shape, ClassNamesFor(o.data_dir)};
+  return checkpoint::WriteSymbol(o.model_prefix, sym);
+}
+
+// One epoch's steps: forward, backward, PushPull, progress lines.
+absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int rank, const Data& data, models::Network& net,
+                      KVStore& kv, TrainingMonitor& monitor) {
+  std::vector<torch::Tensor> params = net.parameters();
+  std::vector<const float*> grads(params.size());
+  const std::vector<int64_t> order = EpochOrder(data.train.size(), o.seed, epoch, rank);
+  auto order_t = torch::tensor(order, torch::kInt64);
+  for (int64_t b = 0; b < data.batches; ++b) {
+    const absl::Time step_start = absl::Now();
+    auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
+    auto x = data.train.images.index_select(0, idx);
+    auto y = data.train.labels.index_select(0, idx);
+    net.zero_grad(/*set_to_none=*/true);
+    auto logits = net.forward(x);
+    auto loss = torch::nn::functional::cross_entropy(logits, y);
+    loss.backward();
+    for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
+    const double compute_s = Seconds(step_start);
+    const int64_t step = epoch * data.batches + b;
+    DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
+
+    const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
+    monitor.StepDone(step, o.batch_size, loss.item<double>(), correct, compute_s);
+    if ((b + 1) % o.disp_batches == 0) {
+      const TrainingMonitor::Figures w = monitor.TakeWindow();
+      DTRAIN_LOG(INFO) << absl::StrFormat(
+          "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f\tTrain-cross-entropy=%f", epoch, b + 1,
+          w.samples_per_sec, w.accuracy, w.loss);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVStore& kv, WorkerMetrics* metrics) {
+  const int rank = cluster.rank();
+  DTRAIN_ASSIGN_OR_RETURN(const Data data, LoadData(o, rank, cluster.num_workers()));
+
+  torch::manual_seed(o.seed);
+  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net, models::CreateNetwork(o.network, kNumClasses));
+
+  KVStoreInit init = MakeInit(o, data.batches, cluster.num_workers());
+  checkpoint::OptimizerStates states;
   if (o.load_epoch > 0) {
     DTRAIN_RETURN_IF_ERROR(LoadCheckpoint(o, *net, &states));
-    if (!async) {
-      for (const auto& k : states.keys) {
-        if (k.version != init.start_version) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              StatesPath(o.model_prefix, static_cast<int>(o.load_epoch)), ": key ", k.key, " was saved after ",
-              k.version, " updates, but epoch ", o.load_epoch, " x ", batches,
-              " batches is ", init.start_version,
-              ": --batch-size, --num-examples or the worker count differ from the run that saved it"));
-        }
-      }
-    }
+    DTRAIN_RETURN_IF_ERROR(CheckResumedVersions(o, states, data.batches, init.start_version));
     init.resume = &states;
     DTRAIN_LOG(INFO) << "resuming from epoch " << o.load_epoch << " of " << o.model_prefix;
   }
+  DTRAIN_RETURN_IF_ERROR(kv.Init(ParamRefsOf(*net), init));
 
-  std::vector<torch::Tensor> params = net->parameters();
-  std::vector<ParamRef> refs;
-  for (const auto& p : net->named_parameters()) {
-    refs.push_back({p.key(), p.value().sizes().vec(), p.value().data_ptr<float>(), p.value().numel()});
-  }
-  DTRAIN_RETURN_IF_ERROR(kv.Init(refs, init));
-
-  if (rank == 0 && !o.model_prefix.empty()) {
-    std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
-    std::error_code ec;
-    if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-    SymbolInfo sym{o.network, kNumClasses, {1, train_raw.rows, train_raw.cols}, ClassNamesFor(o.data_dir)};
-    DTRAIN_RETURN_IF_ERROR(WriteSymbol(o.model_prefix, sym));
-  }
+  const bool writes_files = rank == 0 && !o.model_prefix.empty();
+  if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data.input_shape));
 
   TrainResult result;
-  const bool writes_csv = rank == 0 && !o.model_prefix.empty();
-  TrainingMonitor monitor(kv, metrics, writes_csv ? metrics::MetricsCsvPath(o.model_prefix) : "");
-  std::vector<const float*> grads(params.size());
+  TrainingMonitor monitor(cluster, kv, metrics, writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
   for (int64_t epoch = o.load_epoch; epoch < o.num_epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
-    const std::vector<int64_t> order = EpochOrder(train.size(), o.seed, epoch, rank);
-    auto order_t = torch::tensor(order, torch::kInt64);
-    for (int64_t b = 0; b < batches; ++b) {
-      const absl::Time step_start = absl::Now();
-      auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
-      auto x = train.images.index_select(0, idx);
-      auto y = train.labels.index_select(0, idx);
-      net->zero_grad(/*set_to_none=*/true);
-      auto logits = net->forward(x);
-      auto loss = torch::nn::functional::cross_entropy(logits, y);
-      loss.backward();
-      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
-      const double compute_s = Seconds(step_start);
-      const int64_t step = epoch * batches + b;
-      DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
-
-      const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
-      monitor.StepDone(step, o.batch_size, loss.item<double>(), correct, compute_s);
-      if ((b + 1) % o.disp_batches == 0) {
-        const TrainingMonitor::Figures w = monitor.TakeWindow();
-        DTRAIN_LOG(INFO) << absl::StrFormat(
-            "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f\tTrain-cross-entropy=%f", epoch, b + 1,
-            w.samples_per_sec, w.accuracy, w.loss);
-      }
-    }
+    DTRAIN_RETURN_IF_ERROR(RunEpoch(o, epoch, rank, data, *net, kv, monitor));
     const double train_s = Seconds(epoch_start);
     const TrainingMonitor::Figures ep = monitor.Epoch();
     result.samples += ep.samples;
@@ -208,10 +246,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, KVStore& kv, metrics::W
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch, ep.accuracy);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-cross-entropy=%f", epoch, ep.loss);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
-    if (rank == 0 && !o.model_prefix.empty()) {
-      DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, *net, kv, static_cast<int>(epoch + 1)));
-    }
-    result.validation_accuracy = Evaluate(*net, test);
+    if (writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, *net, kv, static_cast<int>(epoch + 1)));
+    result.validation_accuracy = Evaluate(*net, data.test);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-accuracy=%f", epoch, result.validation_accuracy);
     // The CSV is for people and plots: failing to write it is no reason to stop training.
     if (absl::Status s = monitor.EpochDone(train_s, result.validation_accuracy); !s.ok()) {

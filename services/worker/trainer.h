@@ -1,19 +1,18 @@
 // The training loop of one worker: data, model, kvstore, progress lines, validation
-// and checkpoints. Everything cluster-specific is behind KVStore.
+// and checkpoints. Membership is behind Cluster, synchronisation behind KVStore.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
-#include "services/worker/kvstore.h"
+#include "services/worker/cluster.h"
+#include "services/worker/kv/kvstore.h"
 #include "services/worker/train_options.h"
 
-namespace dtrain::metrics {
-class WorkerMetrics;
-}  // namespace dtrain::metrics
-
 namespace dtrain::worker {
+
+class WorkerMetrics;
 
 struct TrainResult {
   int64_t samples = 0;          // trained by this worker (resumed epochs excluded)
@@ -29,8 +28,8 @@ struct TrainResult {
 // Rank 0 writes PREFIX-symbol.json once and PREFIX-NNNN.params/.states each epoch, and
 // appends the epoch's figures to PREFIX-metrics.csv. `metrics` (null: off) gets every
 // step's figures and timing.
-absl::StatusOr<TrainResult> Train(const TrainOptions& options, KVStore& kvstore,
-                                  metrics::WorkerMetrics* metrics = nullptr);
+absl::StatusOr<TrainResult> Train(const TrainOptions& options, Cluster& cluster, KVStore& kvstore,
+                                  WorkerMetrics* metrics = nullptr);
 
 // Fashion-MNIST's class names, or "0".."9" for plain MNIST (by the data directory).
 std::vector<std::string> ClassNamesFor(const std::string& data_dir);

@@ -15,8 +15,9 @@ constexpr absl::Duration kReportEvery = absl::Seconds(1);
 
 }  // namespace
 
-TrainingMonitor::TrainingMonitor(KVStore& kv, metrics::WorkerMetrics* metrics, std::string csv_path)
-    : kv_(kv), metrics_(metrics), csv_path_(std::move(csv_path)), report_start_(absl::Now()) {
+TrainingMonitor::TrainingMonitor(Cluster& cluster, KVStore& kv, WorkerMetrics* metrics, std::string csv_path)
+    : cluster_(cluster),
+      kv_(kv), metrics_(metrics), csv_path_(std::move(csv_path)), report_start_(absl::Now()) {
   last_stats_ = kv_.stats();
 }
 
@@ -43,7 +44,7 @@ void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64
   const absl::Time now = absl::Now();
   report_samples_ += samples;
   if (now - report_start_ >= kReportEvery) {
-    kv_.ReportProgress(step + 1, static_cast<double>(report_samples_) / absl::ToDoubleSeconds(now - report_start_));
+    cluster_.ReportProgress(step + 1, static_cast<double>(report_samples_) / absl::ToDoubleSeconds(now - report_start_));
     report_start_ = now;
     report_samples_ = 0;
   }
@@ -89,7 +90,7 @@ absl::Status TrainingMonitor::EpochDone(double train_seconds, double validation_
   row.train_loss = e.loss;
   row.train_accuracy = e.accuracy;
   row.validation_accuracy = validation_accuracy;
-  row.workers = kv_.num_workers();
+  row.workers = cluster_.num_workers();
   row.unix_time = absl::ToUnixSeconds(absl::Now());
   return metrics::AppendEpochFigures(csv_path_, row);
 }

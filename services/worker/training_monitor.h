@@ -10,16 +10,17 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "common/metrics/worker_metrics.h"
-#include "services/worker/kvstore.h"
+#include "services/worker/cluster.h"
+#include "services/worker/kv/kvstore.h"
+#include "services/worker/worker_metrics.h"
 
 namespace dtrain::worker {
 
 class TrainingMonitor {
  public:
-  // `metrics` (null: metrics off) and `kv` must outlive the monitor. `csv_path` empty:
-  // no CSV.
-  TrainingMonitor(KVStore& kv, metrics::WorkerMetrics* metrics, std::string csv_path);
+  // `cluster`, `kv` and `metrics` (null: metrics off) must outlive the monitor.
+  // `csv_path` empty: no CSV.
+  TrainingMonitor(Cluster& cluster, KVStore& kv, WorkerMetrics* metrics, std::string csv_path);
 
   void StartEpoch(int64_t epoch);
 
@@ -54,8 +55,9 @@ class TrainingMonitor {
   };
   static Figures FiguresOf(const Totals& t, absl::Time now);
 
+  Cluster& cluster_;
   KVStore& kv_;
-  metrics::WorkerMetrics* metrics_;
+  WorkerMetrics* metrics_;
   const std::string csv_path_;
   int64_t epoch_ = 0;
   Totals epoch_totals_;

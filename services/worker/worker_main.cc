@@ -11,11 +11,13 @@
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
-#include "common/metrics/worker_metrics.h"
-#include "services/worker/dist_kvstore.h"
-#include "services/worker/local_kvstore.h"
+#include "services/worker/worker_metrics.h"
+#include "services/worker/kv/dist_kvstore.h"
+#include "services/worker/kv/local_kvstore.h"
+#include "services/worker/scheduler_cluster.h"
 #include "services/worker/trainer.h"
 
 namespace dtrain::worker {
@@ -29,13 +31,42 @@ int DefaultThreads() {
   return std::max(1, cores / local);
 }
 
+// The job this worker belongs to: the scheduler's (dist_*) or a job of one.
+absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options, const ClusterFlags& flags) {
+  if (!IsDistributed(options.mode)) {
+    SetLogIdentity("worker", 0);
+    return std::make_unique<LocalCluster>();
+  }
+  JoinOptions j;
+  j.scheduler = flags.scheduler;
+  j.num_workers = static_cast<int>(flags.num_workers);
+  j.num_servers = static_cast<int>(flags.num_servers);
+  j.requested_rank = static_cast<int>(flags.rank);
+  j.host = flags.host;
+  j.register_timeout = absl::Seconds(flags.register_timeout_s);
+  j.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
+  DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCluster> c, SchedulerCluster::Join(j));
+  return std::unique_ptr<Cluster>(std::move(c));
+}
+
+absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& options, const ClusterFlags& flags,
+                                                       Cluster& cluster) {
+  if (!IsDistributed(options.mode)) return std::make_unique<LocalKVStore>(options.mode);
+  DistOptions d;
+  d.mode = options.mode;
+  d.connect_timeout = absl::Seconds(flags.register_timeout_s);
+  d.sync_timeout = absl::Seconds(options.sync_timeout_s);
+  DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DistKVStore> kv, DistKVStore::Connect(d, cluster));
+  return std::unique_ptr<KVStore>(std::move(kv));
+}
+
 int Run(int argc, char** argv) {
   FlagSet flags("dtrain-worker", "Trains a network on (Fashion-)MNIST as one worker of a dtrain job.");
   TrainOptions options;
-  ClusterFlags cluster;
+  ClusterFlags cluster_flags;
   metrics::MetricsFlags metrics_flags;
   AddTrainFlags(flags, &options);
-  AddClusterFlags(flags, &cluster);
+  AddClusterFlags(flags, &cluster_flags);
   metrics::AddMetricsFlags(flags, &metrics_flags);
   absl::Status s = flags.Parse(argc, argv);
   if (flags.help_requested()) {
@@ -43,7 +74,7 @@ int Run(int argc, char** argv) {
     return 0;
   }
   if (s.ok()) s = FinishTrainFlags(&options);
-  if (s.ok()) s = FinishClusterFlags(&cluster, IsDistKVStore(options.kv_store));
+  if (s.ok()) s = FinishClusterFlags(&cluster_flags, IsDistributed(options.mode));
   if (s.ok()) s = metrics::CheckMetricsFlags(metrics_flags);
   if (!s.ok()) {
     std::fprintf(stderr, "dtrain-worker: %s\n", std::string(s.message()).c_str());
@@ -51,7 +82,7 @@ int Run(int argc, char** argv) {
   }
   const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads();
   torch::set_num_threads(threads);
-  SetLogIdentity("worker", static_cast<int>(cluster.rank));  // the rank asked for; final once known
+  SetLogIdentity("worker", static_cast<int>(cluster_flags.rank));  // the rank asked for; final once known
   // Serving before registration, which may block for minutes: a launcher waits for
   // the port, and Prometheus sees the target up (without series until the rank is known).
   absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(metrics_flags, "worker");
@@ -59,46 +90,33 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(ERROR) << registry.status().message();
     return 1;
   }
-  std::unique_ptr<metrics::WorkerMetrics> worker_metrics;
-  if (*registry != nullptr) worker_metrics = std::make_unique<metrics::WorkerMetrics>(**registry);
+  std::unique_ptr<worker::WorkerMetrics> worker_metrics;
+  if (*registry != nullptr) worker_metrics = std::make_unique<worker::WorkerMetrics>(**registry);
 
-  std::unique_ptr<KVStore> kv;
-  if (IsDistKVStore(options.kv_store)) {
-    DistOptions d;
-    d.type = options.kv_store;
-    d.scheduler = cluster.scheduler;
-    d.num_workers = static_cast<int>(cluster.num_workers);
-    d.num_servers = static_cast<int>(cluster.num_servers);
-    d.requested_rank = static_cast<int>(cluster.rank);
-    d.host = cluster.host;
-    d.register_timeout = absl::Seconds(cluster.register_timeout_s);
-    d.heartbeat_interval = absl::Seconds(cluster.heartbeat_interval_s);
-    d.sync_timeout = absl::Seconds(options.sync_timeout_s);
-    SetLogIdentity("worker", d.requested_rank);
-    auto connected = DistKVStore::Connect(d);
-    if (!connected.ok()) {
-      DTRAIN_LOG(ERROR) << "cannot join the cluster: " << connected.status().message();
-      return 1;
-    }
-    kv = std::move(connected).value();
-  } else {
-    SetLogIdentity("worker", 0);
-    kv = std::make_unique<LocalKVStore>(options.kv_store);
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = JoinCluster(options, cluster_flags);
+  if (!cluster.ok()) {
+    DTRAIN_LOG(ERROR) << "cannot join the cluster: " << cluster.status().message();
+    return 1;
   }
-  if (*registry != nullptr) (*registry)->SetRank(kv->rank());
+  absl::StatusOr<std::unique_ptr<KVStore>> kv = CreateKVStore(options, cluster_flags, **cluster);
+  if (!kv.ok()) {
+    DTRAIN_LOG(ERROR) << "cannot join the cluster: " << kv.status().message();
+    return 1;
+  }
+  if (*registry != nullptr) (*registry)->SetRank((*cluster)->rank());
   DTRAIN_LOG(INFO) << "training " << options.network << " with kv-store " << options.kv_store << ", "
                    << threads << " LibTorch thread(s)";
-  if (options.kv_store == "dist_async" && options.mom > 0.5) {
+  if (IsAsync(options.mode) && options.mom > 0.5) {
     // Stale gradients act as momentum of their own (Mitliagkas et al. 2016): MXNet's
     // default 0.9 on top of it diverges LeNet on Fashion-MNIST.
     DTRAIN_LOG(WARNING) << "dist_async with --mom " << options.mom
                         << ": staleness adds momentum of its own; if the loss grows, use --mom 0.5 or lower";
   }
 
-  auto result = Train(options, *kv, worker_metrics.get());
+  auto result = Train(options, **cluster, **kv, worker_metrics.get());
   if (!result.ok()) {
     DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
-    (void)kv->Finish(/*failed=*/true, std::string(result.status().message()));
+    (void)(*cluster)->Finish(/*failed=*/true, std::string(result.status().message()));
     return 1;
   }
   DTRAIN_LOG(INFO) << absl::StrFormat(
@@ -106,7 +124,7 @@ int Run(int argc, char** argv) {
       result->samples, result->train_seconds,
       result->train_seconds > 0 ? static_cast<double>(result->samples) / result->train_seconds : 0.0,
       result->validation_accuracy, result->weights_fnv);
-  absl::Status left = kv->Finish(/*failed=*/false, "");
+  absl::Status left = (*cluster)->Finish(/*failed=*/false, "");
   if (!left.ok()) DTRAIN_LOG(WARNING) << "could not tell the scheduler we are done: " << left.message();
   return 0;
 }

@@ -29,9 +29,9 @@
 #include "common/grpc_util.h"
 #include "dtrain/v1/inference.grpc.pb.h"
 #include "services/inference/forward_slots.h"
-#include "services/worker/checkpoint.h"
-#include "services/worker/idx_reader.h"
-#include "services/worker/models.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/data/idx_reader.h"
+#include "common/models/models.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Transport benchmark: push + pull of a 64 MB model (cut into 4 MB keys) between one
-// worker (this process, kv::PsClient) and one dtrain-server process on loopback,
+// worker (this process, worker::PsClient) and one dtrain-server process on loopback,
 // against a plain TCP socket moving the same bytes both ways in the same run.
 //
 // usage: transport_bench [--server-bin PATH] [--mb 64] [--rounds 10] [--trials 5]
@@ -23,11 +23,11 @@
 #include "common/malloc_tuning.h"
 #include "common/flags.h"
 #include "common/kv/placement.h"
-#include "common/kv/ps_client.h"
+#include "services/worker/kv/ps_client.h"
 
 namespace {
 
-using dtrain::kv::PsClient;
+using dtrain::worker::PsClient;
 
 void WriteAll(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -135,12 +135,12 @@ int main(int argc, char** argv) {
   std::vector<float> weights(elems, 0.5f), grads(elems, 0.001f);
   dtrain::kv::OptimizerOptions sgd;
   sgd.learning_rate = 0.01;
-  std::vector<dtrain::kv::KeySnapshot> keys;
+  std::vector<dtrain::kv::KeyState> keys;
   for (const auto& s : placement.slices) {
     keys.push_back({s.key, {s.length}, 0, std::vector<float>(weights.begin() + s.offset,
                                                               weights.begin() + s.offset + s.length), {}});
   }
-  auto ok = (*client)->Configure("dist_sync", 1, sgd, absl::Seconds(30));
+  auto ok = (*client)->Configure(dtrain::KVStoreMode::kDistSync, 1, sgd, absl::Seconds(30));
   if (ok.ok()) ok = (*client)->InitKeys(keys, absl::Seconds(60));
   auto round = [&](int64_t step) {
     for (const auto& s : placement.slices) {

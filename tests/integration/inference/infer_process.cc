@@ -16,7 +16,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "gtest/gtest.h"
-#include "services/worker/idx_reader.h"
+#include "common/data/idx_reader.h"
 
 namespace dtrain::testing {
 namespace {
@@ -175,10 +175,10 @@ int InferProcess::Stop(absl::Duration timeout) {
 }
 
 v1::PredictRequest T10kRequest(int count, int top_k) {
-  static const worker::IdxArray* images = [] {
-    auto read = worker::ReadIdx(std::string(kDataDir) + "/t10k-images-idx3-ubyte.gz");
+  static const data::IdxArray* images = [] {
+    auto read = data::ReadIdx(std::string(kDataDir) + "/t10k-images-idx3-ubyte.gz");
     EXPECT_TRUE(read.ok()) << read.status();
-    return new worker::IdxArray(read.ok() ? *std::move(read) : worker::IdxArray{});
+    return new data::IdxArray(read.ok() ? *std::move(read) : data::IdxArray{});
   }();
   v1::PredictRequest req;
   req.set_pixel_type(v1::PIXEL_TYPE_UINT8);

@@ -8,9 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "common/grpc_util.h"
 #include "gtest/gtest.h"
-#include "services/worker/checkpoint.h"
-#include "services/worker/idx_reader.h"
-#include "services/worker/models.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/data/idx_reader.h"
+#include "common/models/models.h"
 #include "tests/integration/inference/infer_process.h"
 
 namespace dtrain::testing {
@@ -19,10 +19,10 @@ namespace {
 using grpc::health::v1::HealthCheckResponse;
 
 // The checkpoint's network, loaded the way the trainer resumes one.
-std::shared_ptr<worker::Network> LoadDirect(const std::string& prefix, int epoch) {
-  auto net = worker::CreateNetwork("lenet", 10);
+std::shared_ptr<models::Network> LoadDirect(const std::string& prefix, int epoch) {
+  auto net = models::CreateNetwork("lenet", 10);
   EXPECT_TRUE(net.ok()) << net.status();
-  auto params = worker::ReadParams(worker::ParamsPath(prefix, epoch));
+  auto params = checkpoint::ReadParams(checkpoint::ParamsPath(prefix, epoch));
   EXPECT_TRUE(params.ok()) << params.status();
   torch::NoGradGuard no_grad;
   size_t i = 0;
@@ -84,7 +84,7 @@ TEST(InferenceForwardTest, PredictionsMatchAnInProcessForwardOfTheSameCheckpoint
 TEST(InferenceForwardTest, AccuracyOverT10kEqualsTheTrainersValidationAccuracy) {
   const TrainedCheckpoint& t = Trained();
   ASSERT_EQ(t.validation.size(), 2u);
-  auto labels = worker::ReadIdx(std::string(kDataDir) + "/t10k-labels-idx1-ubyte.gz");
+  auto labels = data::ReadIdx(std::string(kDataDir) + "/t10k-labels-idx1-ubyte.gz");
   ASSERT_TRUE(labels.ok()) << labels.status();
   const int total = static_cast<int>(labels->data.size());
   ASSERT_EQ(total, 10000);

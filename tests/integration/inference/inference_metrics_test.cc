@@ -4,10 +4,10 @@
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "gtest/gtest.h"
-#include "services/worker/checkpoint.h"
+#include "common/checkpoint/checkpoint.h"
 #include "tests/integration/inference/infer_process.h"
-#include "tests/unit/metrics/exposition.h"
-#include "tests/unit/metrics/http_get.h"
+#include "tests/unit/common/metrics/exposition.h"
+#include "tests/unit/common/metrics/http_get.h"
 
 namespace dtrain::testing {
 namespace {
@@ -26,8 +26,8 @@ int ReadPort(const std::string& path, absl::Duration timeout) {
 TEST(InferenceMetricsTest, RequestsByCodeLatencyAndLoadedEpoch) {
   const std::string dir = ScratchDir();
   const std::string prefix = dir + "/m";
-  InstallFile(worker::SymbolPath(Trained().prefix), worker::SymbolPath(prefix));
-  InstallFile(worker::ParamsPath(Trained().prefix, 2), worker::ParamsPath(prefix, 2));
+  InstallFile(checkpoint::SymbolPath(Trained().prefix), checkpoint::SymbolPath(prefix));
+  InstallFile(checkpoint::ParamsPath(Trained().prefix, 2), checkpoint::ParamsPath(prefix, 2));
   InferProcess server({"--model-prefix", prefix, "--metrics-port", "0", "--metrics-port-file",
                        dir + "/metrics.port"});
   ASSERT_TRUE(server.started()) << server.process().output();

@@ -12,23 +12,23 @@
 #include "common/grpc_util.h"
 #include "grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "services/worker/checkpoint.h"
+#include "common/checkpoint/checkpoint.h"
 #include "tests/integration/inference/infer_process.h"
 
 namespace dtrain::testing {
 namespace {
 
 using grpc::health::v1::HealthCheckResponse;
-using worker::ParamsPath;
-using worker::SymbolPath;
+using checkpoint::ParamsPath;
+using checkpoint::SymbolPath;
 
 constexpr absl::Duration kSwitchTimeout = absl::Seconds(15);
 
 // A fresh directory holding the trained checkpoint's symbol and the given epochs.
 std::string ServedPrefix(std::vector<int> epochs) {
   const std::string prefix = ScratchDir() + "/m";
-  InstallFile(SymbolPath(Trained().prefix), SymbolPath(prefix));
-  for (int e : epochs) InstallFile(ParamsPath(Trained().prefix, e), ParamsPath(prefix, e));
+  InstallFile(checkpoint::SymbolPath(Trained().prefix), checkpoint::SymbolPath(prefix));
+  for (int e : epochs) InstallFile(checkpoint::ParamsPath(Trained().prefix, e), checkpoint::ParamsPath(prefix, e));
   return prefix;
 }
 
@@ -77,12 +77,12 @@ TEST(InferenceServerTest, HealthGoesServingOnlyAfterTheFirstModelLoads) {
       << server.process().output();
 
   // The symbol alone is not a model.
-  InstallFile(SymbolPath(Trained().prefix), SymbolPath(prefix));
+  InstallFile(checkpoint::SymbolPath(Trained().prefix), checkpoint::SymbolPath(prefix));
   absl::SleepFor(absl::Milliseconds(500));
   EXPECT_EQ(server.Health(), HealthCheckResponse::NOT_SERVING);
 
   const absl::Time installed = absl::Now();
-  InstallFile(ParamsPath(Trained().prefix, 1), ParamsPath(prefix, 1));
+  InstallFile(checkpoint::ParamsPath(Trained().prefix, 1), checkpoint::ParamsPath(prefix, 1));
   ASSERT_TRUE(server.WaitForHealth(HealthCheckResponse::SERVING, absl::Seconds(10))) << server.process().output();
   EXPECT_EQ(server.Health("dtrain.v1.Inference"), HealthCheckResponse::SERVING);
   info = Info(server);
@@ -94,7 +94,7 @@ TEST(InferenceServerTest, HealthGoesServingOnlyAfterTheFirstModelLoads) {
   EXPECT_EQ(info->class_names(9), "Ankle boot");
   EXPECT_EQ(std::vector<int64_t>(info->input_shape().begin(), info->input_shape().end()),
             (std::vector<int64_t>{1, 28, 28}));
-  EXPECT_EQ(info->params_path(), ParamsPath(prefix, 1));
+  EXPECT_EQ(info->params_path(), checkpoint::ParamsPath(prefix, 1));
   EXPECT_GE(info->loaded_unix_ms(), absl::ToUnixMillis(installed) - 1000);
   EXPECT_EQ(info->max_batch(), 1024);
   EXPECT_EQ(server.Stop(), 0) << server.process().output();
@@ -160,7 +160,7 @@ TEST(InferenceServerTest, HotReloadSwitchesEpochsWhileClientsKeepCalling) {
   std::vector<std::thread> clients;
   for (int i = 0; i < 3; ++i) clients.emplace_back(client);
   absl::SleepFor(absl::Milliseconds(300));
-  InstallFile(ParamsPath(Trained().prefix, 2), ParamsPath(prefix, 2));
+  InstallFile(checkpoint::ParamsPath(Trained().prefix, 2), checkpoint::ParamsPath(prefix, 2));
   const absl::Time give_up = absl::Now() + kSwitchTimeout;
   while (on_epoch2.load() < 30 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
   stop.store(true);
@@ -181,9 +181,9 @@ TEST(InferenceServerTest, CorruptNewerCheckpointIsRefusedAndTheOldModelKeepsServ
   InferProcess server({"--model-prefix", prefix, "--watch-interval", "0.1"});
   ASSERT_TRUE(server.WaitForHealth(HealthCheckResponse::SERVING, absl::Seconds(10)));
 
-  std::string bytes = ReadWholeFile(ParamsPath(Trained().prefix, 2));
+  std::string bytes = ReadWholeFile(checkpoint::ParamsPath(Trained().prefix, 2));
   bytes[bytes.size() / 2] ^= 0x40;  // one flipped bit: the CRC must catch it
-  InstallBytes(bytes, ParamsPath(prefix, 2));
+  InstallBytes(bytes, checkpoint::ParamsPath(prefix, 2));
   ASSERT_TRUE(WaitForInfo(server, [](const v1::ModelInfoResponse& i) { return !i.reload_error().empty(); }))
       << server.process().output();
   auto info = Info(server);
@@ -202,7 +202,7 @@ TEST(InferenceServerTest, CorruptNewerCheckpointIsRefusedAndTheOldModelKeepsServ
   EXPECT_EQ(log.find("refusing checkpoint epoch 2"), log.rfind("refusing checkpoint epoch 2")) << log;
 
   // A good epoch after the bad one is taken, and the error clears.
-  InstallFile(ParamsPath(Trained().prefix, 2), ParamsPath(prefix, 3));
+  InstallFile(checkpoint::ParamsPath(Trained().prefix, 2), checkpoint::ParamsPath(prefix, 3));
   ASSERT_TRUE(WaitForInfo(server, [](const v1::ModelInfoResponse& i) { return i.epoch() == 3; }))
       << server.process().output();
   EXPECT_EQ(Info(server)->reload_error(), "");

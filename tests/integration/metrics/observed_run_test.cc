@@ -23,8 +23,8 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/common/subprocess.h"
-#include "tests/unit/metrics/exposition.h"
-#include "tests/unit/metrics/http_get.h"
+#include "tests/unit/common/metrics/exposition.h"
+#include "tests/unit/common/metrics/http_get.h"
 
 namespace dtrain::testing {
 namespace {

@@ -1,0 +1,62 @@
+#include "services/scheduler/scheduler_metrics.h"
+
+#include "common/metrics/families.h"
+
+namespace dtrain::scheduler {
+
+using metrics::internal::AddCounter;
+using metrics::internal::AddGauge;
+using metrics::internal::AddHistogram;
+
+SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
+  prometheus::Registry& r = registry.families();
+  for (const char* role : {"worker", "server"}) {
+    for (const char* state : {"registered", "alive", "dead", "finished"}) {
+      nodes_[{role, state}] = &AddGauge(r, "dtrain_scheduler_nodes", "Nodes of the job by role and state.",
+                                        {{"node_role", role}, {"state", state}});
+    }
+    deaths_[role] = &AddCounter(r, "dtrain_scheduler_deaths_total",
+                                "Nodes declared dead (heartbeat stream broke or went silent).", {{"node_role", role}});
+  }
+  const std::vector<double> buckets = {0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300};
+  for (const char* group : {"workers", "servers", "all"}) {
+    barrier_wait_[group] = &AddHistogram(r, "dtrain_scheduler_barrier_wait_seconds",
+                                         "Seconds a node waited at a barrier, by barrier group.", buckets,
+                                         {{"group", group}});
+    barrier_failures_[group] = &AddCounter(r, "dtrain_scheduler_barrier_failures_total",
+                                           "Barrier waits that failed (deadline, a member died, cancelled).",
+                                           {{"group", group}});
+  }
+  slowest_step_ = &AddGauge(r, "dtrain_scheduler_slowest_worker_step",
+                            "Lowest step reported by a worker still in the job.");
+  slowest_rank_ = &AddGauge(r, "dtrain_scheduler_slowest_worker_rank", "Rank of the worker at the lowest step.");
+  fastest_step_ = &AddGauge(r, "dtrain_scheduler_fastest_worker_step",
+                            "Highest step reported by a worker still in the job.");
+  lag_ = &AddGauge(r, "dtrain_scheduler_worker_lag_steps", "Fastest worker's step minus the slowest one's.");
+}
+
+void SchedulerMetrics::SetNodeCount(const std::string& node_role, const std::string& state, int64_t count) {
+  auto it = nodes_.find({node_role, state});
+  if (it != nodes_.end()) it->second->Set(static_cast<double>(count));
+}
+
+void SchedulerMetrics::NodeDied(const std::string& node_role) {
+  auto it = deaths_.find(node_role);
+  if (it != deaths_.end()) it->second->Increment();
+}
+
+void SchedulerMetrics::BarrierWaited(const std::string& group, double seconds, bool ok) {
+  auto wait = barrier_wait_.find(group);
+  if (wait != barrier_wait_.end()) wait->second->Observe(seconds);
+  auto failures = barrier_failures_.find(group);
+  if (!ok && failures != barrier_failures_.end()) failures->second->Increment();
+}
+
+void SchedulerMetrics::SetWorkerSteps(int64_t slowest_step, int slowest_rank, int64_t fastest_step) {
+  slowest_step_->Set(static_cast<double>(slowest_step));
+  slowest_rank_->Set(slowest_rank);
+  fastest_step_->Set(static_cast<double>(fastest_step));
+  lag_->Set(static_cast<double>(fastest_step - slowest_step));
+}
+
+}  // namespace dtrain::scheduler

@@ -1,0 +1,45 @@
+// The scheduler's metrics (dtrain_scheduler_*): nodes by role and state, deaths it
+// detected, barrier waits, and how far the slowest worker trails the fastest.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "common/metrics/registry.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
+namespace dtrain::scheduler {
+
+class SchedulerMetrics {
+ public:
+  // Node roles "worker", "server"; states "registered", "alive", "dead", "finished";
+  // barrier groups "workers", "servers", "all". Every combination is exported from the
+  // start (as 0), so a dashboard sees a dead count of 0 rather than no data.
+  explicit SchedulerMetrics(metrics::MetricsRegistry& registry);
+
+  // Sets dtrain_scheduler_nodes{node_role, state}; unknown names are ignored.
+  void SetNodeCount(const std::string& node_role, const std::string& state, int64_t count);
+  void NodeDied(const std::string& node_role);
+  void BarrierWaited(const std::string& group, double seconds, bool ok);
+  // Over the workers still in the job (by their last reported step).
+  void SetWorkerSteps(int64_t slowest_step, int slowest_rank, int64_t fastest_step);
+
+ private:
+  std::map<std::pair<std::string, std::string>, prometheus::Gauge*> nodes_;
+  std::map<std::string, prometheus::Counter*> deaths_;
+  std::map<std::string, prometheus::Histogram*> barrier_wait_;
+  std::map<std::string, prometheus::Counter*> barrier_failures_;
+  prometheus::Gauge* slowest_step_;
+  prometheus::Gauge* slowest_rank_;
+  prometheus::Gauge* fastest_step_;
+  prometheus::Gauge* lag_;
+};
+
+}  // namespace dtrain::scheduler

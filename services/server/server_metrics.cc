@@ -1,0 +1,52 @@
+#include "services/server/server_metrics.h"
+
+#include "common/metrics/families.h"
+
+namespace dtrain::server {
+
+using metrics::internal::AddCounter;
+using metrics::internal::AddGauge;
+using metrics::internal::AddHistogram;
+
+ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
+  prometheus::Registry& r = registry.families();
+  push_requests_ = &AddCounter(r, "dtrain_server_push_requests_total",
+                               "Push requests received (a push-pull counts as one push and one pull).");
+  pull_requests_ = &AddCounter(r, "dtrain_server_pull_requests_total", "Pull requests received.");
+  push_bytes_ = &AddCounter(r, "dtrain_server_push_bytes_total", "Gradient bytes received in pushes.");
+  pull_bytes_ = &AddCounter(r, "dtrain_server_pull_bytes_total", "Weight bytes sent in answers to pulls.");
+  request_errors_ = &AddCounter(r, "dtrain_server_request_errors_total",
+                                "Requests answered with an error (bad key or size, timeout, ...).");
+  updates_ = &AddCounter(r, "dtrain_server_updates_applied_total",
+                         "Optimizer updates applied, summed over this server's keys.");
+  workers_seen_ = &AddGauge(r, "dtrain_server_workers_seen", "Distinct workers this server has heard from.");
+  sync_wait_ = &AddHistogram(r, "dtrain_server_sync_wait_seconds",
+                             "Sync mode, per key and step: seconds from the first worker's push to the last "
+                             "one's, i.e. how long the step waited for its slowest worker.",
+                             metrics::internal::SecondsBuckets());
+  staleness_ = &AddHistogram(r, "dtrain_server_push_staleness_updates",
+                             "Async mode: updates applied to a key between a worker's pull and its next push "
+                             "(0: the gradient was computed on the current weights).",
+                             {0, 1, 2, 4, 8, 16, 32, 64, 128});
+}
+
+void ServerMetrics::PushReceived(int64_t bytes) {
+  push_requests_->Increment();
+  push_bytes_->Increment(static_cast<double>(bytes));
+}
+
+void ServerMetrics::PullRequested() { pull_requests_->Increment(); }
+
+void ServerMetrics::PullAnswered(int64_t bytes) { pull_bytes_->Increment(static_cast<double>(bytes)); }
+
+void ServerMetrics::RequestFailed() { request_errors_->Increment(); }
+
+void ServerMetrics::SyncStepMerged(double seconds) { sync_wait_->Observe(seconds); }
+
+void ServerMetrics::AsyncPushApplied(int64_t staleness) { staleness_->Observe(static_cast<double>(staleness)); }
+
+void ServerMetrics::UpdateApplied() { updates_->Increment(); }
+
+void ServerMetrics::WorkerSeen() { workers_seen_->Increment(); }
+
+}  // namespace dtrain::server

@@ -1,0 +1,47 @@
+// A parameter server's metrics (dtrain_server_*): requests and bytes, how long sync
+// steps wait for their last worker, updates applied, workers seen, and in async mode
+// how stale the applied pushes are. Every method is safe from any thread and cheap
+// (the store calls some of them with a key's lock held).
+#pragma once
+
+#include <cstdint>
+
+#include "common/metrics/registry.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
+namespace dtrain::server {
+
+class ServerMetrics {
+ public:
+  // Registers the families in `registry`, which must outlive this object.
+  explicit ServerMetrics(metrics::MetricsRegistry& registry);
+
+  void PushReceived(int64_t bytes);
+  void PullRequested();
+  void PullAnswered(int64_t bytes);
+  void RequestFailed();
+  // One key's sync step merged, `seconds` after its first worker's push.
+  void SyncStepMerged(double seconds);
+  // An async push was applied `staleness` updates after its worker last pulled the key.
+  void AsyncPushApplied(int64_t staleness);
+  void UpdateApplied();
+  void WorkerSeen();
+
+ private:
+  prometheus::Counter* push_requests_;
+  prometheus::Counter* pull_requests_;
+  prometheus::Counter* push_bytes_;
+  prometheus::Counter* pull_bytes_;
+  prometheus::Counter* request_errors_;
+  prometheus::Counter* updates_;
+  prometheus::Gauge* workers_seen_;
+  prometheus::Histogram* sync_wait_;
+  prometheus::Histogram* staleness_;
+};
+
+}  // namespace dtrain::server

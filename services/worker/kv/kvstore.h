@@ -1,0 +1,76 @@
+// The worker's view of parameter synchronisation, one class per kvstore mode (as
+// MXNet's KVStore and PyTorch's ProcessGroup backends):
+//   local, device          LocalKVStore: one process, optimizer applied in-process
+//   dist_sync, dist_device_sync, dist_async
+//                          DistKVStore: gradients pushed to parameter servers, which
+//                          merge them and apply the optimizer; weights pulled back
+// Membership (rank, barriers, leaving) is the Cluster's job (services/worker/cluster.h);
+// aggregation over a worker's own devices is the LocalAggregator's (local_aggregator.h).
+// No LibTorch here: parameters are plain float buffers owned by the caller.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/checkpoint/checkpoint.h"
+#include "common/kv/optimizer.h"
+#include "common/kvstore_mode.h"
+
+namespace dtrain::worker {
+
+// One model parameter; `weights` must stay valid for the store's life.
+struct ParamRef {
+  std::string name;
+  std::vector<int64_t> shape;
+  float* weights = nullptr;
+  int64_t numel = 0;
+};
+
+struct KVStoreInit {
+  kv::OptimizerOptions optimizer;
+  // Resume: each key's update count and optimizer state (from PREFIX-N.states).
+  // Null: a fresh start, every key at version `start_version`.
+  const checkpoint::OptimizerStates* resume = nullptr;
+  int64_t start_version = 0;
+};
+
+// Progress and timing, for logs and metrics.
+struct KVStoreStats {
+  int64_t bytes_pushed = 0;
+  int64_t bytes_pulled = 0;
+};
+
+// Where the last PushPull's time went, in seconds.
+struct PushPullTiming {
+  double push = 0;  // building and submitting the requests (copying the gradients)
+  double wait = 0;  // until the first answer: in sync mode, mostly the other workers
+  double pull = 0;  // from the first answer until every key's weights were written
+};
+
+class KVStore {
+ public:
+  virtual ~KVStore() = default;
+
+  virtual KVStoreMode mode() const = 0;
+
+  // Registers the parameters. Rank 0's current weights (and `init.resume`) become the
+  // store's initial state; when Init returns OK every worker's weights equal them.
+  virtual absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) = 0;
+
+  // Sends this worker's gradients for `step` (grads[i] has params[i].numel floats) and
+  // overwrites the weights with the result: in sync mode the weights after every
+  // worker's step-`step` gradient was applied, in async mode the current ones.
+  virtual absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) = 0;
+
+  // The optimizer state of every key, for PREFIX-N.states.
+  virtual absl::StatusOr<checkpoint::OptimizerStates> SaveStates() = 0;
+
+  virtual KVStoreStats stats() const { return {}; }
+  virtual PushPullTiming last_timing() const { return {}; }
+};
+
+}  // namespace dtrain::worker

@@ -1,0 +1,500 @@
+#include "services/worker/kv/ps_client.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/grpc_util.h"
+#include "common/kv/tensor_codec.h"
+#include "common/log.h"
+#include "dtrain/v1/parameter_server.grpc.pb.h"
+
+namespace dtrain::worker {
+namespace {
+
+// InitKeys requests stay well under the 64 MB message limit (a lone key bigger than
+// this still goes, alone).
+constexpr size_t kInitBatchBytes = 8 << 20;
+
+// The PushPull stream carries hand-assembled buffers (see tensor_codec.h); these are
+// the `data` fields of PushPullRequest and PushPullResponse.
+constexpr int kRequestDataField = v1::PushPullRequest::kDataFieldNumber;
+constexpr int kResponseDataField = v1::PushPullResponse::kDataFieldNumber;
+constexpr char kPushPullMethod[] = "/dtrain.v1.ParameterServer/PushPull";
+
+const char* OpName(v1::Op op) {
+  switch (op) {
+    case v1::OP_PUSH: return "push";
+    case v1::OP_PULL: return "pull";
+    case v1::OP_PUSH_PULL: return "push-pull";
+    default: return "request";
+  }
+}
+
+void ToProto(const kv::OptimizerOptions& o, v1::OptimizerConfig* p) {
+  p->set_name(o.name);
+  p->set_learning_rate(o.learning_rate);
+  p->set_momentum(o.momentum);
+  p->set_weight_decay(o.weight_decay);
+  p->set_lr_factor(o.lr_factor);
+  for (int64_t s : o.lr_steps) p->add_lr_steps(s);
+  p->set_beta1(o.beta1);
+  p->set_beta2(o.beta2);
+  p->set_epsilon(o.epsilon);
+  p->set_rescale_grad(o.rescale_grad);
+  p->set_clip_gradient(o.clip_gradient);
+}
+
+std::string FloatBytes(const float* data, int64_t n) {
+  return std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * sizeof(float));
+}
+
+absl::Status BytesToFloats(const std::string& bytes, std::vector<float>* out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InternalError(absl::StrCat(bytes.size(), " bytes is not a whole number of float32s"));
+  }
+  out->resize(bytes.size() / sizeof(float));
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+// Gradients are lent to gRPC rather than copied (see Impl::Submit): a slice over the
+// caller's memory whose destroy callback reports when gRPC has let go of it. The
+// state outlives the client, since the last slice may be released after it.
+struct LentBuffers {
+  absl::Mutex mu;
+  std::unordered_map<uint64_t, int> lent ABSL_GUARDED_BY(mu);  // ticket -> slices not yet released
+
+  bool AllReturned(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return lent.count(id) == 0; }
+};
+
+struct LentSlice {
+  std::shared_ptr<LentBuffers> buffers;
+  uint64_t id;
+
+  static void Release(void* arg) {
+    auto* self = static_cast<LentSlice*>(arg);
+    {
+      absl::MutexLock lock(&self->buffers->mu);
+      auto it = self->buffers->lent.find(self->id);
+      if (it != self->buffers->lent.end() && --it->second == 0) self->buffers->lent.erase(it);
+    }
+    delete self;
+  }
+};
+
+// How long gRPC may keep a lent gradient after its call was cancelled before we
+// stop rather than let the caller free memory that might still be read.
+constexpr absl::Duration kReleaseAfterCancel = absl::Seconds(30);
+
+}  // namespace
+
+struct PsClient::Impl {
+  struct Pending {
+    v1::Op op;
+    uint64_t key;
+    float* out = nullptr;  // pulls: where the weights go
+    int64_t numel = 0;
+    int64_t* version = nullptr;
+    absl::Time sent;
+    bool done = false;
+    bool copying = false;  // the reader is writing into `out` without holding mu
+    absl::Status status;
+  };
+
+  std::string address;
+  int server_rank = 0;
+  int worker_rank = 0;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::ParameterServer::Stub> stub;
+  grpc::ClientContext stream_ctx;  // outlives `stream`
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream;
+  std::thread reader;
+  std::thread writer;
+
+  absl::Mutex mu;
+  std::unordered_map<uint64_t, Pending> tickets ABSL_GUARDED_BY(mu);
+  struct Outgoing {
+    grpc::ByteBuffer buffer;
+    int64_t payload_bytes = 0;
+  };
+  std::deque<Outgoing> outbox ABSL_GUARDED_BY(mu);
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
+  bool closing ABSL_GUARDED_BY(mu) = false;  // the destructor runs
+  bool broken ABSL_GUARDED_BY(mu) = false;   // the stream ended: new tickets fail at once
+  absl::Status broken_status ABSL_GUARDED_BY(mu);
+  bool writer_exited ABSL_GUARDED_BY(mu) = false;
+
+  std::shared_ptr<LentBuffers> lent = std::make_shared<LentBuffers>();
+
+  // Blocks until gRPC released every slice lent for ticket `id`; past `deadline` the
+  // stream is cancelled (which makes gRPC drop pending writes) and the wait goes on,
+  // bounded by kReleaseAfterCancel.
+  void AwaitReturned(uint64_t id, absl::Time deadline) {
+    absl::MutexLock lock(&lent->mu);
+    auto returned = [this, id]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return lent->AllReturned(id); };
+    if (lent->mu.AwaitWithDeadline(absl::Condition(&returned), deadline)) return;
+    lent->mu.Unlock();
+    stream_ctx.TryCancel();
+    lent->mu.Lock();
+    if (lent->mu.AwaitWithTimeout(absl::Condition(&returned), kReleaseAfterCancel)) return;
+    DTRAIN_LOG(ERROR) << Who() << ": gRPC kept a gradient buffer " << kReleaseAfterCancel
+                      << " after the stream was cancelled; stopping rather than risk a read of freed memory";
+    std::abort();
+  }
+
+  std::atomic<int64_t> bytes_pushed{0};
+  std::atomic<int64_t> bytes_pulled{0};
+  std::atomic<int64_t> pull_timeout_ms{0};
+
+  std::string Who() const { return absl::StrCat("server ", server_rank, " at ", address); }
+
+  absl::Status Annotate(const absl::Status& s, const std::string& what) const {
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(Who(), ": ", what, ": ", s.message()));
+  }
+
+  // Sends `req` with `payload` (numel floats, lent to gRPC, not copied) as its data.
+  Ticket Submit(v1::PushPullRequest req, Pending p, const float* payload = nullptr, int64_t numel = 0) {
+    uint64_t id;
+    {
+      absl::MutexLock lock(&mu);
+      id = next_id++;
+      p.sent = absl::Now();
+      if (broken || closing) {
+        p.done = true;
+        p.status = broken ? broken_status : absl::CancelledError(absl::StrCat(Who(), ": client closed"));
+        tickets.emplace(id, std::move(p));
+        return id;
+      }
+      tickets.emplace(id, std::move(p));
+    }
+    req.set_request_id(id);
+    Outgoing out;
+    if (payload != nullptr) {
+      {
+        absl::MutexLock lock(&lent->mu);
+        ++lent->lent[id];
+      }
+      const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
+      grpc::Slice view(const_cast<float*>(payload), bytes, &LentSlice::Release, new LentSlice{lent, id});
+      out.buffer = kv::EncodeWithPayload(req, kRequestDataField, std::move(view));
+      out.payload_bytes = static_cast<int64_t>(bytes);
+    } else {
+      out.buffer = kv::EncodeMessage(req);
+    }
+    absl::MutexLock lock(&mu);
+    if (broken || closing) {
+      Pending& t = tickets[id];
+      if (!t.done) {
+        t.done = true;
+        t.status = broken ? broken_status : absl::CancelledError(absl::StrCat(Who(), ": client closed"));
+      }
+    } else {
+      outbox.push_back(std::move(out));
+    }
+    return id;
+  }
+
+  // Writes run here, not in Push, so a server that stops reading (flow control) can
+  // only make Wait time out, never block the caller without a deadline.
+  void WriterLoop() {
+    while (true) {
+      Outgoing msg;
+      {
+        absl::MutexLock lock(&mu);
+        mu.Await(absl::Condition(
+            +[](Impl* impl) { return !impl->outbox.empty() || impl->closing || impl->broken; }, this));
+        if (closing || broken) break;
+        msg = std::move(outbox.front());
+        outbox.pop_front();
+      }
+      if (!stream->Write(msg.buffer)) break;  // the stream ended; the reader fails the tickets
+      bytes_pushed.fetch_add(msg.payload_bytes, std::memory_order_relaxed);
+    }
+    absl::MutexLock lock(&mu);
+    writer_exited = true;
+  }
+
+  void ReaderLoop() {
+    grpc::ByteBuffer buffer;
+    while (stream->Read(&buffer)) Deliver(&buffer);
+    {
+      absl::MutexLock lock(&mu);
+      broken = true;  // wakes the writer
+      // A Write stuck on flow control returns once the call is cancelled.
+      if (!mu.AwaitWithTimeout(absl::Condition(&writer_exited), absl::Seconds(1))) {
+        stream_ctx.TryCancel();
+        if (!mu.AwaitWithTimeout(absl::Condition(&writer_exited), absl::Seconds(30))) {
+          DTRAIN_LOG(ERROR) << Who() << ": PushPull writer did not stop within 30 s";
+        }
+      }
+    }
+    const grpc::Status end = stream->Finish();
+    absl::MutexLock lock(&mu);
+    broken_status = closing ? absl::CancelledError(absl::StrCat(Who(), ": client closed"))
+                            : absl::UnavailableError(absl::StrCat(Who(), ": PushPull stream broke: ",
+                                                                  end.error_message(), " (code ",
+                                                                  static_cast<int>(end.error_code()), ")"));
+    if (!closing) DTRAIN_LOG(WARNING) << broken_status.message();
+    for (auto& [id, p] : tickets) {
+      if (!p.done) {
+        p.done = true;
+        p.status = broken_status;
+      }
+    }
+    outbox.clear();
+  }
+
+  // Decodes one response; pulled weights are copied from the received slices
+  // straight into the ticket's buffer, without holding `mu` (Wait does not give up on,
+  // and so free, a buffer while `copying` is set).
+  void Deliver(grpc::ByteBuffer* buffer) {
+    v1::PushPullResponse resp;
+    Pending* claimed = nullptr;
+    auto sink = [&](const google::protobuf::MessageLite& header, size_t size) -> char* {
+      const auto& r = static_cast<const v1::PushPullResponse&>(header);
+      absl::MutexLock lock(&mu);
+      auto it = tickets.find(r.request_id());
+      if (it == tickets.end() || it->second.done || it->second.out == nullptr || r.code() != 0) return nullptr;
+      if (size != static_cast<size_t>(it->second.numel) * sizeof(float)) return nullptr;  // reported below
+      claimed = &it->second;  // unordered_map nodes do not move on rehash
+      claimed->copying = true;
+      return reinterpret_cast<char*>(claimed->out);
+    };
+    int64_t payload_size = -1;
+    const absl::Status decoded = kv::DecodeWithPayload(buffer, &resp, kResponseDataField, sink, &payload_size);
+    absl::MutexLock lock(&mu);
+    if (claimed != nullptr) claimed->copying = false;
+    if (!decoded.ok() && resp.request_id() == 0) {
+      DTRAIN_LOG(ERROR) << Who() << ": undecodable PushPull response: " << decoded.message();
+      return;
+    }
+    auto it = tickets.find(resp.request_id());
+    if (it == tickets.end() || it->second.done) return;  // its waiter gave up already
+    Pending& p = it->second;
+    const std::string what = absl::StrCat(Who(), ": ", OpName(p.op), " of key ", p.key);
+    absl::Status st;
+    if (!decoded.ok()) {
+      st = absl::InternalError(absl::StrCat(what, ": malformed response: ", decoded.message()));
+    } else if (resp.code() != 0) {
+      st = absl::Status(static_cast<absl::StatusCode>(resp.code()), absl::StrCat(what, ": ", resp.message()));
+    } else if (p.out != nullptr) {
+      const int64_t want = p.numel * static_cast<int64_t>(sizeof(float));
+      if (claimed != &p || payload_size != want) {
+        st = absl::InternalError(absl::StrCat(what, " returned ", std::max<int64_t>(payload_size, 0),
+                                              " bytes, want ", want));
+      } else {
+        if (p.version != nullptr) *p.version = resp.version();
+        bytes_pulled.fetch_add(want, std::memory_order_relaxed);
+      }
+    }
+    p.done = true;
+    p.status = st;
+  }
+};
+
+PsClient::PsClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const std::string& address, int server_rank,
+                                                            int worker_rank, absl::Duration connect_timeout) {
+  auto impl = std::make_unique<Impl>();
+  impl->address = address;
+  impl->server_rank = server_rank;
+  impl->worker_rank = worker_rank;
+  impl->channel = MakeChannel(address);
+  if (!impl->channel->WaitForConnected(DeadlineAfter(connect_timeout))) {
+    return absl::UnavailableError(absl::StrCat("cannot reach parameter server ", server_rank, " at ", address,
+                                               " within ", absl::FormatDuration(connect_timeout)));
+  }
+  impl->stub = v1::ParameterServer::NewStub(impl->channel);
+  // The stream speaks raw buffers (tensor_codec.h); the unary calls use the stub.
+  impl->stream.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+      impl->channel.get(),
+      grpc::internal::RpcMethod(kPushPullMethod, grpc::internal::RpcMethod::BIDI_STREAMING),
+      &impl->stream_ctx));
+  Impl* raw = impl.get();
+  impl->reader = std::thread([raw] { raw->ReaderLoop(); });
+  impl->writer = std::thread([raw] { raw->WriterLoop(); });
+  return std::unique_ptr<PsClient>(new PsClient(std::move(impl)));
+}
+
+PsClient::~PsClient() {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    impl_->closing = true;
+  }
+  impl_->stream_ctx.TryCancel();
+  impl_->writer.join();
+  impl_->reader.join();
+  impl_->stream.reset();
+  // Gradients lent to gRPC must be back before the caller may free them.
+  absl::MutexLock lock(&impl_->lent->mu);
+  auto all_back = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return impl_->lent->lent.empty(); };
+  if (!impl_->lent->mu.AwaitWithTimeout(absl::Condition(&all_back), kReleaseAfterCancel)) {
+    DTRAIN_LOG(ERROR) << impl_->Who() << ": gRPC kept gradient buffers after the stream closed; stopping";
+    std::abort();
+  }
+}
+
+absl::Status PsClient::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
+                                 absl::Duration timeout) {
+  v1::ConfigureRequest req;
+  req.set_kv_store(KVStoreModeName(mode));
+  req.set_num_workers(num_workers);
+  ToProto(optimizer, req.mutable_optimizer());
+  v1::ConfigureResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAfter(timeout));
+  return impl_->Annotate(FromGrpc(impl_->stub->Configure(&ctx, req, &resp)), "Configure");
+}
+
+absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  size_t i = 0;
+  while (i < keys.size()) {
+    v1::InitKeysRequest req;
+    size_t bytes = 0;
+    for (; i < keys.size(); ++i) {
+      const kv::KeyState& k = keys[i];
+      const size_t size = (k.values.size() + k.optimizer_state.size()) * sizeof(float) + 64;
+      if (req.keys_size() > 0 && bytes + size > kInitBatchBytes) break;
+      bytes += size;
+      v1::KeyInit* ki = req.add_keys();
+      ki->set_key(k.key);
+      for (int64_t d : k.shape) ki->add_shape(d);
+      ki->set_dtype(v1::DTYPE_FLOAT32);
+      ki->set_values(FloatBytes(k.values.data(), static_cast<int64_t>(k.values.size())));
+      ki->set_version(k.version);
+      ki->set_optimizer_state(FloatBytes(k.optimizer_state.data(), static_cast<int64_t>(k.optimizer_state.size())));
+    }
+    v1::InitKeysResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(deadline));
+    absl::Status s = FromGrpc(impl_->stub->InitKeys(&ctx, req, &resp));
+    if (!s.ok()) return impl_->Annotate(s, "InitKeys");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<kv::KeyState>> PsClient::GetState(const std::vector<uint64_t>& keys,
+                                                            absl::Duration timeout) {
+  v1::GetStateRequest req;
+  for (uint64_t k : keys) req.add_keys(k);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAfter(timeout));
+  std::unique_ptr<grpc::ClientReader<v1::KeyState>> reader = impl_->stub->GetState(&ctx, req);
+  std::vector<kv::KeyState> out;
+  v1::KeyState ks;
+  absl::Status bad;
+  while (reader->Read(&ks)) {
+    if (!bad.ok()) continue;  // drain, then report
+    kv::KeyState snap;
+    snap.key = ks.key();
+    snap.shape.assign(ks.shape().begin(), ks.shape().end());
+    snap.version = ks.version();
+    bad = BytesToFloats(ks.values(), &snap.values);
+    if (bad.ok()) bad = BytesToFloats(ks.optimizer_state(), &snap.optimizer_state);
+    if (!bad.ok()) bad = absl::Status(bad.code(), absl::StrCat("key ", ks.key(), ": ", bad.message()));
+    out.push_back(std::move(snap));
+  }
+  absl::Status s = FromGrpc(reader->Finish());
+  if (s.ok()) s = bad;
+  if (!s.ok()) return impl_->Annotate(s, "GetState");
+  return out;
+}
+
+PsClient::Ticket PsClient::Push(int64_t step, uint64_t key, const float* grad, int64_t numel) {
+  v1::PushPullRequest req;
+  req.set_op(v1::OP_PUSH);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_step(step);
+  req.set_key(key);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  return impl_->Submit(std::move(req), {v1::OP_PUSH, key}, grad, numel);
+}
+
+PsClient::Ticket PsClient::Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version) {
+  v1::PushPullRequest req;
+  req.set_op(v1::OP_PULL);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_key(key);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  req.set_min_version(min_version);
+  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
+  return impl_->Submit(std::move(req), {v1::OP_PULL, key, out, numel, version});
+}
+
+PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel) {
+  v1::PushPullRequest req;
+  req.set_op(v1::OP_PUSH_PULL);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_step(step);
+  req.set_key(key);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
+  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel}, grad, numel);
+}
+
+void PsClient::SetPullTimeout(absl::Duration timeout) {
+  impl_->pull_timeout_ms.store(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)), std::memory_order_relaxed);
+}
+
+absl::Status PsClient::Wait(Ticket ticket, absl::Time deadline) {
+  absl::MutexLock lock(&impl_->mu);
+  auto it = impl_->tickets.find(ticket);
+  if (it == impl_->tickets.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("ticket ", ticket, " unknown or already waited for"));
+  }
+  Impl::Pending* p = &it->second;
+  auto finished = [p] { return p->done && !p->copying; };
+  impl_->mu.AwaitWithDeadline(absl::Condition(&finished), deadline);
+  // A copy in progress ends within a memcpy; the caller's buffer must not be
+  // released under it.
+  auto not_copying = [p] { return !p->copying; };
+  impl_->mu.Await(absl::Condition(&not_copying));
+  absl::Status result;
+  if (p->done) {
+    result = p->status;
+  } else {
+    const double waited = absl::ToDoubleSeconds(absl::Now() - p->sent);
+    result = absl::DeadlineExceededError(absl::StrFormat("%s: no answer to %s of key %d within %.*f s", impl_->Who(),
+                                                         OpName(p->op), p->key, waited < 10 ? 1 : 0, waited));
+  }
+  impl_->tickets.erase(it);
+  impl_->mu.Unlock();
+  // The answer can overtake gRPC's release of the pushed gradient by a moment.
+  impl_->AwaitReturned(ticket, std::max(deadline, absl::Now() + absl::Seconds(1)));
+  impl_->mu.Lock();
+  return result;
+}
+
+absl::Status PsClient::WaitAll(absl::Time deadline) {
+  std::vector<Ticket> ids;
+  {
+    absl::MutexLock lock(&impl_->mu);
+    ids.reserve(impl_->tickets.size());
+    for (const auto& entry : impl_->tickets) ids.push_back(entry.first);
+  }
+  std::sort(ids.begin(), ids.end());
+  absl::Status first;
+  for (Ticket id : ids) {
+    absl::Status s = Wait(id, deadline);
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+const std::string& PsClient::address() const { return impl_->address; }
+int PsClient::server_rank() const { return impl_->server_rank; }
+int64_t PsClient::bytes_pushed() const { return impl_->bytes_pushed.load(std::memory_order_relaxed); }
+int64_t PsClient::bytes_pulled() const { return impl_->bytes_pulled.load(std::memory_order_relaxed); }
+
+}  // namespace dtrain::worker

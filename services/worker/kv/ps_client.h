@@ -1,0 +1,78 @@
+// A worker's connection to one parameter server: unary Configure/InitKeys/GetState,
+// and one long-lived PushPull stream on which requests are pipelined.
+//
+// Like ps-lite's KVWorker, Push/Pull return at once with a ticket and Wait(ticket)
+// blocks; unlike it, every wait has a deadline and names what it waited for.
+// A reader thread matches responses to tickets by request_id and writes pulled
+// weights straight into the caller's buffer.
+//
+// Push/Pull/PushPull may be called from one thread at a time; Wait from any.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/kv/optimizer.h"
+#include "common/kv/key_state.h"
+#include "common/kvstore_mode.h"
+
+namespace dtrain::worker {
+
+class PsClient {
+ public:
+  using Ticket = uint64_t;
+
+  // Opens the channel and the PushPull stream. UNAVAILABLE (naming the address) when
+  // the server cannot be reached within `connect_timeout`.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(const std::string& address, int server_rank,
+                                                           int worker_rank, absl::Duration connect_timeout);
+  ~PsClient();  // closes the stream; pending tickets fail with CANCELLED
+
+  // `mode`: one of the dist_* modes.
+  absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
+                         absl::Duration timeout);
+  // Sends keys in requests of at most a few MB each.
+  absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout);
+  absl::StatusOr<std::vector<kv::KeyState>> GetState(const std::vector<uint64_t>& keys, absl::Duration timeout);
+
+  // `grad` is sent from where it lies, without a copy: it must stay valid and
+  // unchanged until Wait(ticket) returns (or the client is destroyed).
+  Ticket Push(int64_t step, uint64_t key, const float* grad, int64_t numel);
+  // `out` (numel floats) is written before Wait(ticket) returns OK; it must stay valid
+  // until then. Its version lands in *version when non-null.
+  Ticket Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version = nullptr);
+  // Push, then pull the weights after this step's update (sync) or at once (async).
+  Ticket PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel);
+
+  // Pulls and push-pulls sent after this carry it as timeout_ms: a sync pull parked
+  // longer is answered DEADLINE_EXCEEDED by the server, naming the workers whose
+  // pushes are missing (which only the server knows). Set it a little below the
+  // deadline given to Wait so that answer arrives first. Zero (the default): the
+  // server's --sync-timeout.
+  void SetPullTimeout(absl::Duration timeout);
+
+  // The ticket's outcome: the server's error, UNAVAILABLE if the stream broke, or
+  // DEADLINE_EXCEEDED ("server 1 at 127.0.0.1:4000: no answer to pull of key 3
+  // within 120 s"). A ticket may be waited for once.
+  absl::Status Wait(Ticket ticket, absl::Time deadline);
+  // Waits for every outstanding ticket; returns the first error.
+  absl::Status WaitAll(absl::Time deadline);
+
+  const std::string& address() const;
+  int server_rank() const;
+  // Bytes of payload sent and received on the stream so far.
+  int64_t bytes_pushed() const;
+  int64_t bytes_pulled() const;
+
+ private:
+  struct Impl;
+  explicit PsClient(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dtrain::worker

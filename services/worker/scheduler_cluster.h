@@ -1,0 +1,55 @@
+// Cluster over the scheduler (dtrain-scheduler): Join registers and blocks until the
+// job is complete, then keeps a heartbeat stream open; the scheduler's "job over"
+// answer is what JobStatus reports.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/scheduler_client.h"
+#include "services/worker/cluster.h"
+
+namespace dtrain::worker {
+
+struct JoinOptions {
+  std::string scheduler;  // host:port
+  int num_workers = 1;
+  int num_servers = 1;
+  int requested_rank = -1;  // -1: any
+  std::string host = "127.0.0.1";  // advertised to the scheduler
+  absl::Duration register_timeout = absl::Seconds(120);
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+};
+
+class SchedulerCluster final : public Cluster {
+ public:
+  // Registers as a worker (blocking until every node registered, or the register
+  // timeout, whose error names who is missing) and starts the heartbeat.
+  static absl::StatusOr<std::unique_ptr<SchedulerCluster>> Join(const JoinOptions& options);
+
+  int rank() const override { return rank_; }
+  int num_workers() const override { return num_workers_; }
+  const std::vector<ServerEndpoint>& servers() const override { return servers_; }
+  absl::Status Barrier(const std::string& name, absl::Duration timeout) override;
+  void ReportProgress(int64_t step, double samples_per_sec) override;
+  absl::Status JobStatus() const override;
+  absl::Status Finish(bool failed, const std::string& reason) override;
+
+ private:
+  explicit SchedulerCluster(const std::string& scheduler) : scheduler_(scheduler) {}
+  void OnJobEnded(const std::string& reason);
+
+  int rank_ = -1;
+  int num_workers_ = 0;
+  std::vector<ServerEndpoint> servers_;
+  mutable absl::Mutex mu_;
+  absl::Status job_status_ ABSL_GUARDED_BY(mu_);
+  // Last: destroyed first, joining the heartbeat thread whose hooks use the members above.
+  SchedulerClient scheduler_;
+};
+
+}  // namespace dtrain::worker

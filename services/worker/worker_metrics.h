@@ -1,0 +1,53 @@
+// A worker's metrics (dtrain_worker_*): progress, training figures, where each step's
+// time goes, and the bytes it moved. Cheap enough to call every step: each call is a
+// few atomic updates (a histogram observation takes a short uncontended lock).
+#pragma once
+
+#include <cstdint>
+
+#include "common/metrics/registry.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
+namespace dtrain::worker {
+
+// Seconds one training step spent in each phase (dtrain_worker_step_seconds{phase}).
+struct StepPhases {
+  double compute = 0;  // forward + backward (and the batch's gather)
+  double push = 0;     // building and submitting the push requests
+  double wait = 0;     // until the first answer: in sync mode, waiting for the other workers
+  double pull = 0;     // from the first answer until every key's weights are in
+};
+
+class WorkerMetrics {
+ public:
+  // Registers the families in `registry`, which must outlive this object.
+  explicit WorkerMetrics(metrics::MetricsRegistry& registry);
+
+  void StepDone(int64_t samples, const StepPhases& phases);
+  void AddBytes(int64_t pushed, int64_t pulled);
+  void SetEpoch(int64_t epoch);
+  // Means over the current epoch so far.
+  void SetTrainFigures(double loss, double accuracy);
+  void SetValidationAccuracy(double accuracy);
+
+ private:
+  prometheus::Counter* samples_;
+  prometheus::Counter* steps_;
+  prometheus::Counter* pushed_bytes_;
+  prometheus::Counter* pulled_bytes_;
+  prometheus::Gauge* epoch_;
+  prometheus::Gauge* train_loss_;
+  prometheus::Gauge* train_accuracy_;
+  prometheus::Gauge* validation_accuracy_;
+  prometheus::Histogram* compute_;
+  prometheus::Histogram* push_;
+  prometheus::Histogram* wait_;
+  prometheus::Histogram* pull_;
+};
+
+}  // namespace dtrain::worker

@@ -1,0 +1,99 @@
+#include "common/models/models.h"
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dtrain::worker {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> ParamShapes(models::Network& net) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& p : net.named_parameters()) {
+    out.emplace_back(p.key(), p.value().sizes().vec());
+  }
+  return out;
+}
+
+int64_t ParamCount(models::Network& net) {
+  int64_t n = 0;
+  for (const auto& p : net.parameters()) n += p.numel();
+  return n;
+}
+
+TEST(ModelsTest, models::KnownNetworks) { EXPECT_THAT(models::KnownNetworks(), ElementsAre("mlp", "lenet")); }
+
+TEST(ModelsTest, OutputShapes) {
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : models::KnownNetworks()) {
+    for (int classes : {10, 3}) {
+      absl::StatusOr<std::shared_ptr<models::Network>> net = models::CreateNetwork(name, classes);
+      ASSERT_TRUE(net.ok()) << net.status();
+      EXPECT_EQ((*net)->name(), name);
+      torch::Tensor out = (*net)->forward(torch::rand({4, 1, 28, 28}));
+      EXPECT_EQ(out.sizes().vec(), (std::vector<int64_t>{4, classes})) << name;
+      EXPECT_EQ(out.scalar_type(), torch::kFloat);
+    }
+  }
+}
+
+TEST(ModelsTest, LeNetParameters) {
+  std::shared_ptr<models::Network> net = *models::CreateNetwork("lenet", 10);
+  using P = std::pair<std::string, std::vector<int64_t>>;
+  EXPECT_THAT(ParamShapes(*net),
+              ElementsAre(P{"conv1.weight", {20, 1, 5, 5}}, P{"conv1.bias", {20}},
+                          P{"conv2.weight", {50, 20, 5, 5}}, P{"conv2.bias", {50}},
+                          P{"fc1.weight", {500, 800}}, P{"fc1.bias", {500}},
+                          P{"fc2.weight", {10, 500}}, P{"fc2.bias", {10}}));
+  // 520 + 25,050 + 400,500 + 5,010: the size of MXNet's lenet on 28x28 inputs.
+  EXPECT_EQ(ParamCount(*net), 431080);
+}
+
+TEST(ModelsTest, MlpParameters) {
+  std::shared_ptr<models::Network> net = *models::CreateNetwork("mlp", 10);
+  using P = std::pair<std::string, std::vector<int64_t>>;
+  EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {128, 784}}, P{"fc1.bias", {128}},
+                                             P{"fc2.weight", {64, 128}}, P{"fc2.bias", {64}},
+                                             P{"fc3.weight", {10, 64}}, P{"fc3.bias", {10}}));
+  EXPECT_EQ(ParamCount(*net), 100480 + 8256 + 650);
+}
+
+TEST(ModelsTest, BadArgumentsAreErrors) {
+  absl::Status s = models::CreateNetwork("resnet").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("resnet"), HasSubstr("mlp, lenet")));
+  EXPECT_EQ(models::CreateNetwork("lenet", 0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A few SGD steps on one tiny batch must fit it: the loss falls well below its start.
+TEST(ModelsTest, SgdStepsReduceLoss) {
+  torch::manual_seed(0);
+  for (const std::string& name : models::KnownNetworks()) {
+    std::shared_ptr<models::Network> net = *models::CreateNetwork(name, 10);
+    torch::Tensor x = torch::rand({8, 1, 28, 28});
+    torch::Tensor y = torch::arange(8, torch::kLong);
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    float first = 0, last = 0;
+    for (int step = 0; step < 15; ++step) {
+      sgd.zero_grad();
+      torch::Tensor loss = torch::nn::functional::cross_entropy(net->forward(x), y);
+      loss.backward();
+      sgd.step();
+      if (step == 0) first = loss.item<float>();
+      last = loss.item<float>();
+    }
+    EXPECT_LT(last, 0.5f * first) << name << ": loss " << first << " -> " << last;
+  }
+}
+
+}  // namespace
+}  // namespace dtrain::worker

@@ -1,0 +1,114 @@
+// LocalKVStore and the resume bookkeeping, on plain float buffers (no LibTorch).
+#include <vector>
+
+#include "common/kv/placement.h"
+#include "gtest/gtest.h"
+#include "services/worker/kv/local_kvstore.h"
+#include "services/worker/kv/resume_states.h"
+#include "services/worker/train_options.h"
+
+namespace dtrain::worker {
+namespace {
+
+KVStoreInit SgdInit(double lr, double momentum) {
+  KVStoreInit init;
+  init.optimizer.name = "sgd";
+  init.optimizer.learning_rate = lr;
+  init.optimizer.momentum = momentum;
+  return init;
+}
+
+TEST(LocalKVStoreTest, AppliesSgdWithMomentumInPlace) {
+  std::vector<float> w = {1.0f, 2.0f}, b = {0.5f};
+  LocalKVStore kv(KVStoreMode::kLocal);
+  ASSERT_TRUE(kv.Init({{"w", {2}, w.data(), 2}, {"b", {1}, b.data(), 1}}, SgdInit(0.1, 0.9)).ok());
+  std::vector<float> gw = {1.0f, -1.0f}, gb = {2.0f};
+  ASSERT_TRUE(kv.PushPull(0, {gw.data(), gb.data()}).ok());
+  // mom = -lr*g; w += mom
+  EXPECT_FLOAT_EQ(w[0], 0.9f);
+  EXPECT_FLOAT_EQ(w[1], 2.1f);
+  EXPECT_FLOAT_EQ(b[0], 0.3f);
+  ASSERT_TRUE(kv.PushPull(1, {gw.data(), gb.data()}).ok());
+  // mom = 0.9*(-0.1) - 0.1 = -0.19
+  EXPECT_NEAR(w[0], 0.9f - 0.19f, 1e-6);
+  auto states = kv.SaveStates();
+  ASSERT_TRUE(states.ok());
+  EXPECT_EQ(states->optimizer, "sgd");
+  ASSERT_EQ(states->keys.size(), 2u);
+  EXPECT_EQ(states->keys[0].version, 2);
+}
+
+TEST(LocalKVStoreTest, ResumeRestoresMomentumExactly) {
+  std::vector<float> w1 = {1.0f, 2.0f}, g = {0.3f, -0.7f};
+  LocalKVStore straight(KVStoreMode::kLocal);
+  ASSERT_TRUE(straight.Init({{"w", {2}, w1.data(), 2}}, SgdInit(0.1, 0.9)).ok());
+  ASSERT_TRUE(straight.PushPull(0, {g.data()}).ok());
+  auto saved = straight.SaveStates();
+  ASSERT_TRUE(saved.ok());
+  std::vector<float> w2 = w1;  // the "checkpointed" weights after step 0
+  ASSERT_TRUE(straight.PushPull(1, {g.data()}).ok());
+
+  LocalKVStore resumed(KVStoreMode::kLocal);
+  KVStoreInit init = SgdInit(0.1, 0.9);
+  init.resume = &*saved;
+  init.start_version = 1;
+  ASSERT_TRUE(resumed.Init({{"w", {2}, w2.data(), 2}}, init).ok());
+  ASSERT_TRUE(resumed.PushPull(1, {g.data()}).ok());
+  EXPECT_EQ(w1, w2);
+}
+
+TEST(LocalKVStoreTest, WrongGradientCountIsRefused) {
+  std::vector<float> w = {1.0f};
+  LocalKVStore kv(KVStoreMode::kLocal);
+  ASSERT_TRUE(kv.Init({{"w", {1}, w.data(), 1}}, SgdInit(0.1, 0)).ok());
+  EXPECT_EQ(kv.PushPull(0, {}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ResumeStatesTest, RefusesOtherOptimizerAndForeignKeys) {
+  checkpoint::OptimizerStates st;
+  st.optimizer = "adam";
+  st.keys = {{kv::MakeKey(0, 0), 5, {}}};
+  auto other = IndexResumeStates(&st, "sgd");
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("adam"), absl::string_view::npos);
+
+  st.optimizer = "sgd";
+  st.keys.push_back({kv::MakeKey(7, 0), 5, {}});
+  auto index = IndexResumeStates(&st, "sgd");
+  ASSERT_TRUE(index.ok());
+  int64_t version = 0;
+  std::vector<float> state;
+  ASSERT_TRUE(index->Take(kv::MakeKey(0, 0), &version, &state).ok());
+  EXPECT_EQ(version, 5);
+  EXPECT_EQ(index->CheckAllUsed().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(index->Take(kv::MakeKey(3, 0), &version, &state).code(), absl::StatusCode::kFailedPrecondition);
+
+  st.keys.push_back(st.keys[0]);
+  EXPECT_FALSE(IndexResumeStates(&st, "sgd").ok());
+}
+
+TEST(TrainOptionsTest, DefaultsAreMxnetsAndBadValuesNameTheFlag) {
+  TrainOptions o;
+  EXPECT_DOUBLE_EQ(o.lr, 0.05);
+  EXPECT_DOUBLE_EQ(o.mom, 0.9);
+  EXPECT_EQ(o.batch_size, 64);
+  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  EXPECT_EQ(o.lr_step_epoch_list, std::vector<int64_t>{10});
+
+  auto check = [](auto mutate, const std::string& flag) {
+    TrainOptions t;
+    mutate(t);
+    absl::Status s = FinishTrainFlags(&t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << flag;
+    EXPECT_NE(s.message().find(flag), absl::string_view::npos) << s.message();
+  };
+  check([](TrainOptions& t) { t.kv_store = "dist_bogus"; }, "--kv-store");
+  check([](TrainOptions& t) { t.batch_size = 0; }, "--batch-size");
+  check([](TrainOptions& t) { t.optimizer = "rmsprop"; }, "--optimizer");
+  check([](TrainOptions& t) { t.lr_step_epochs = "a,b"; }, "--lr-step-epochs");
+  check([](TrainOptions& t) { t.load_epoch = 2; }, "--load-epoch");  // no prefix
+  check([](TrainOptions& t) { t.mom = 1.0; }, "--mom");
+}
+
+}  // namespace
+}  // namespace dtrain::worker
