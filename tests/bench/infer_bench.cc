@@ -93,11 +93,11 @@ Result Measure(int clients, double seconds, int64_t batch,
   return r;
 }
 
-std::shared_ptr<dtrain::worker::Network> LoadDirect(const std::string& prefix, int epoch) {
-  auto symbol = dtrain::worker::ReadSymbol(prefix);
-  auto params = dtrain::worker::ReadParams(dtrain::worker::ParamsPath(prefix, epoch));
+std::shared_ptr<dtrain::models::Network> LoadDirect(const std::string& prefix, int epoch) {
+  auto symbol = dtrain::checkpoint::ReadSymbol(prefix);
+  auto params = dtrain::checkpoint::ReadParams(dtrain::checkpoint::ParamsPath(prefix, epoch));
   if (!symbol.ok() || !params.ok()) return nullptr;
-  auto net = dtrain::worker::CreateNetwork(symbol->network, symbol->num_classes);
+  auto net = dtrain::models::CreateNetwork(symbol->network, symbol->num_classes);
   if (!net.ok()) return nullptr;
   torch::NoGradGuard no_grad;
   size_t i = 0;
@@ -164,8 +164,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "infer_bench: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  auto epoch = dtrain::worker::NewestCompleteEpoch(o.model_prefix);
-  auto images = dtrain::worker::ReadIdx(o.data_dir + "/t10k-images-idx3-ubyte.gz");
+  auto epoch = dtrain::checkpoint::NewestCompleteEpoch(o.model_prefix);
+  auto images = dtrain::data::ReadIdx(o.data_dir + "/t10k-images-idx3-ubyte.gz");
   if (!epoch.ok() || !images.ok()) {
     std::fprintf(stderr, "infer_bench: %s\n",
                  std::string((!epoch.ok() ? epoch.status() : images.status()).message()).c_str());

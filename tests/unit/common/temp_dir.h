@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 
-namespace dtrain::worker::testing {
+namespace dtrain::testing {
 
 class TempDir {
  public:
@@ -54,4 +54,4 @@ inline std::string ReadBytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-}  // namespace dtrain::worker::testing
+}  // namespace dtrain::testing

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/unit/common/temp_dir.h"
 
-namespace dtrain::worker {
+namespace dtrain::data {
 namespace {
 
 using ::testing::AllOf;
@@ -253,4 +253,4 @@ TEST(LoadImageSetTest, ReadsRealFashionMnist) {
 }
 
 }  // namespace
-}  // namespace dtrain::worker
+}  // namespace dtrain::data

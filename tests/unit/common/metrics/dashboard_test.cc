@@ -38,10 +38,10 @@ std::set<std::string> ExportedNames() {
     }
   };
   MetricsRegistry w("worker"), s("server"), c("scheduler"), i("inference");
-  WorkerMetrics wm(w);
-  ServerMetrics sm(s);
-  SchedulerMetrics cm(c);
-  InferenceMetrics im(i);
+  worker::WorkerMetrics wm(w);
+  server::ServerMetrics sm(s);
+  scheduler::SchedulerMetrics cm(c);
+  inference::InferenceMetrics im(i);
   im.RequestDone(absl::StatusCode::kOk, absl::Milliseconds(1));
   for (auto* r : {&w, &s, &c, &i}) add(*r);
   return names;

@@ -17,7 +17,7 @@ using ::dtrain::testing::ParseExposition;
 
 TEST(MetricsRegistryTest, ServesNothingUntilTheRankIsKnownThenLabelsEverySeries) {
   MetricsRegistry registry("worker");
-  WorkerMetrics worker(registry);
+  worker::WorkerMetrics worker(registry);
   worker.StepDone(64, {0.01, 0.001, 0.002, 0.003});
   ASSERT_TRUE(registry.Serve("127.0.0.1", 0).ok());
   ASSERT_GT(registry.port(), 0);

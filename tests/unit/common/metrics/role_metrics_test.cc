@@ -40,7 +40,7 @@ void ExpectBoundedLabels(const Exposition& e) {
 TEST(WorkerMetricsTest, StepsSplitIntoFourPhasesAndCountersGrow) {
   MetricsRegistry registry("worker");
   registry.SetRank(1);
-  WorkerMetrics m(registry);
+  worker::WorkerMetrics m(registry);
   m.SetEpoch(2);
   m.StepDone(64, {0.020, 0.001, 0.004, 0.002});
   m.AddBytes(1000, 2000);
@@ -75,7 +75,7 @@ TEST(WorkerMetricsTest, StepsSplitIntoFourPhasesAndCountersGrow) {
 TEST(ServerMetricsTest, RequestsBytesWaitsStalenessUpdatesWorkers) {
   MetricsRegistry registry("server");
   registry.SetRank(0);
-  ServerMetrics m(registry);
+  server::ServerMetrics m(registry);
   m.PushReceived(400);
   m.PullRequested();
   m.PullAnswered(400);
@@ -102,7 +102,7 @@ TEST(ServerMetricsTest, RequestsBytesWaitsStalenessUpdatesWorkers) {
 TEST(SchedulerMetricsTest, NodesDeathsBarriersLag) {
   MetricsRegistry registry("scheduler");
   registry.SetRank(0);
-  SchedulerMetrics m(registry);
+  scheduler::SchedulerMetrics m(registry);
   m.SetNodeCount("worker", "alive", 2);
   m.SetNodeCount("nonsense", "alive", 9);  // ignored
   m.NodeDied("server");
@@ -126,7 +126,7 @@ TEST(SchedulerMetricsTest, NodesDeathsBarriersLag) {
 TEST(InferenceMetricsTest, RequestsByCodeLatencyLoadedEpoch) {
   MetricsRegistry registry("inference");
   registry.SetRank(0);
-  InferenceMetrics m(registry);
+  inference::InferenceMetrics m(registry);
   EXPECT_EQ(Value(Render(registry), "dtrain_inference_loaded_epoch"), -1);
   m.SetLoadedEpoch(4);
   m.RequestDone(absl::StatusCode::kOk, absl::Milliseconds(3));

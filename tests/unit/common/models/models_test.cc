@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace dtrain::worker {
+namespace dtrain::models {
 namespace {
 
 using ::testing::AllOf;
@@ -30,7 +30,7 @@ int64_t ParamCount(models::Network& net) {
   return n;
 }
 
-TEST(ModelsTest, models::KnownNetworks) { EXPECT_THAT(models::KnownNetworks(), ElementsAre("mlp", "lenet")); }
+TEST(ModelsTest, KnownNetworks) { EXPECT_THAT(models::KnownNetworks(), ElementsAre("mlp", "lenet")); }
 
 TEST(ModelsTest, OutputShapes) {
   torch::NoGradGuard no_grad;
@@ -96,4 +96,4 @@ TEST(ModelsTest, SgdStepsReduceLoss) {
 }
 
 }  // namespace
-}  // namespace dtrain::worker
+}  // namespace dtrain::models

@@ -5,7 +5,6 @@
 #include "gtest/gtest.h"
 #include "services/worker/kv/local_kvstore.h"
 #include "services/worker/kv/resume_states.h"
-#include "services/worker/train_options.h"
 
 namespace dtrain::worker {
 namespace {
@@ -64,16 +63,23 @@ TEST(LocalKVStoreTest, WrongGradientCountIsRefused) {
   EXPECT_EQ(kv.PushPull(0, {}).code(), absl::StatusCode::kInvalidArgument);
 }
 
+kv::KeyState SavedState(uint64_t key, int64_t version) {
+  kv::KeyState k;
+  k.key = key;
+  k.version = version;
+  return k;
+}
+
 TEST(ResumeStatesTest, RefusesOtherOptimizerAndForeignKeys) {
   checkpoint::OptimizerStates st;
   st.optimizer = "adam";
-  st.keys = {{kv::MakeKey(0, 0), 5, {}}};
+  st.keys = {SavedState(kv::MakeKey(0, 0), 5)};
   auto other = IndexResumeStates(&st, "sgd");
   EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(other.status().message().find("adam"), absl::string_view::npos);
 
   st.optimizer = "sgd";
-  st.keys.push_back({kv::MakeKey(7, 0), 5, {}});
+  st.keys.push_back(SavedState(kv::MakeKey(7, 0), 5));
   auto index = IndexResumeStates(&st, "sgd");
   ASSERT_TRUE(index.ok());
   int64_t version = 0;
@@ -85,29 +91,6 @@ TEST(ResumeStatesTest, RefusesOtherOptimizerAndForeignKeys) {
 
   st.keys.push_back(st.keys[0]);
   EXPECT_FALSE(IndexResumeStates(&st, "sgd").ok());
-}
-
-TEST(TrainOptionsTest, DefaultsAreMxnetsAndBadValuesNameTheFlag) {
-  TrainOptions o;
-  EXPECT_DOUBLE_EQ(o.lr, 0.05);
-  EXPECT_DOUBLE_EQ(o.mom, 0.9);
-  EXPECT_EQ(o.batch_size, 64);
-  ASSERT_TRUE(FinishTrainFlags(&o).ok());
-  EXPECT_EQ(o.lr_step_epoch_list, std::vector<int64_t>{10});
-
-  auto check = [](auto mutate, const std::string& flag) {
-    TrainOptions t;
-    mutate(t);
-    absl::Status s = FinishTrainFlags(&t);
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << flag;
-    EXPECT_NE(s.message().find(flag), absl::string_view::npos) << s.message();
-  };
-  check([](TrainOptions& t) { t.kv_store = "dist_bogus"; }, "--kv-store");
-  check([](TrainOptions& t) { t.batch_size = 0; }, "--batch-size");
-  check([](TrainOptions& t) { t.optimizer = "rmsprop"; }, "--optimizer");
-  check([](TrainOptions& t) { t.lr_step_epochs = "a,b"; }, "--lr-step-epochs");
-  check([](TrainOptions& t) { t.load_epoch = 2; }, "--load-epoch");  // no prefix
-  check([](TrainOptions& t) { t.mom = 1.0; }, "--mom");
 }
 
 }  // namespace
