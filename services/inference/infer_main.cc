@@ -23,13 +23,13 @@
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "common/port_file.h"
+#include "common/shutdown_signal.h"
 #include "services/inference/inference_metrics.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/inference/checkpoint_watcher.h"
 #include "services/inference/inference_service.h"
 #include "services/inference/model_holder.h"
-#include "services/inference/shutdown_signal.h"
 
 namespace dtrain::inference {
 namespace {

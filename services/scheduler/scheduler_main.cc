@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -20,6 +19,7 @@
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "common/port_file.h"
+#include "common/shutdown_signal.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/scheduler/scheduler_metrics.h"
@@ -30,11 +30,7 @@
 namespace dtrain::scheduler {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
-void OnSignal(int sig) { g_signal = sig; }
-
 constexpr absl::Duration kTick = absl::Milliseconds(100);
-
 
 struct Flags {
   int64_t port = 0;
@@ -80,6 +76,9 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
 }
 
 int Run(int argc, char** argv) {
+  // First: every later thread inherits the blocked signals, and a launcher may signal
+  // us as soon as it sees the port.
+  ShutdownSignal signals;
   Flags f;
   bool help = false;
   if (absl::Status s = ParseFlags(argc, argv, &f, &help); !s.ok() || help) {
@@ -87,12 +86,6 @@ int Run(int argc, char** argv) {
     return s.ok() ? 0 : 2;
   }
   SetLogIdentity("scheduler", -1);
-  // Before anything is announced: a launcher may signal us as soon as it sees the port.
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
   absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(f.metrics, "scheduler");
@@ -142,9 +135,11 @@ int Run(int argc, char** argv) {
 
   bool job_over = false;
   absl::Time job_over_at;
-  while (true) {
-    if (g_signal != 0) {
-      DTRAIN_LOG(INFO) << "received " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
+  // The first look does not wait: a signal that came during start-up ends the loop
+  // before the first tick.
+  for (absl::Duration wait = absl::ZeroDuration();; wait = kTick) {
+    if (const std::string sig = signals.WaitFor(wait); !sig.empty()) {
+      DTRAIN_LOG(INFO) << "received " << sig << "; shutting down";
       break;
     }
     service.Tick();
@@ -161,7 +156,6 @@ int Run(int argc, char** argv) {
         break;
       }
     }
-    absl::SleepFor(kTick);
   }
   service.Close();
   server->Shutdown(DeadlineAfter(absl::Milliseconds(500)));

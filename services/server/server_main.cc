@@ -3,25 +3,14 @@
 //
 //   dtrain-server --scheduler 10.0.0.1:9091 --num-workers 2 --num-servers 1
 //   dtrain-server --standalone --port 0 --port-file /tmp/ps.port   (tests, benchmarks)
-#include <signal.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
@@ -30,6 +19,7 @@
 #include "common/kv/shard_store.h"
 #include "common/log.h"
 #include "common/port_file.h"
+#include "common/shutdown_signal.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/server/server_metrics.h"
@@ -48,63 +38,8 @@ struct ServerFlags {
   bool standalone = false;
 };
 
-
-// Why the server should stop: SIGTERM/SIGINT or the scheduler. The signals are
-// blocked in every thread and taken by one thread with sigtimedwait, so there is no
-// async handler. Construct it before any other thread starts.
-class ShutdownWatcher {
- public:
-  ShutdownWatcher() {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGTERM);
-    sigaddset(&signals_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~ShutdownWatcher() {
-    stop_.store(true);
-    thread_.join();
-  }
-
-  void Request(const std::string& reason) {
-    absl::MutexLock lock(&mu_);
-    if (reason_.empty()) reason_ = reason;
-  }
-  // While set, a signal ends the process at once: Register may block for minutes and
-  // leaves nothing to undo.
-  void set_exit_on_signal(bool exit) { exit_on_signal_.store(exit); }
-  // Blocks until Request (a daemon's main wait; the heartbeat watches liveness).
-  std::string Wait() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](std::string* r) { return !r->empty(); }, &reason_));
-    return reason_;
-  }
-
- private:
-  void Loop() {
-    while (!stop_.load()) {
-      timespec tick{0, 200 * 1000 * 1000};
-      const int sig = sigtimedwait(&signals_, nullptr, &tick);
-      if (sig != SIGTERM && sig != SIGINT) continue;
-      const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
-      if (exit_on_signal_.load()) {
-        DTRAIN_LOG(INFO) << "stopping (" << name << ") before registration finished";
-        std::_Exit(0);
-      }
-      Request(name);
-    }
-  }
-
-  sigset_t signals_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> exit_on_signal_{false};
-  absl::Mutex mu_;
-  std::string reason_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
-};
-
 int Run(int argc, char** argv) {
-  ShutdownWatcher watcher;
+  ShutdownSignal stop;  // first: every later thread inherits the blocked signals
   ServerFlags f;
   FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
   AddClusterFlags(flags, &f.cluster);
@@ -172,7 +107,7 @@ int Run(int argc, char** argv) {
   int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
   if (!f.standalone) {
     scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
-    watcher.set_exit_on_signal(true);
+    stop.set_exit_on_signal(true, "before registration finished");
     absl::StatusOr<v1::RegisterResponse> reg = scheduler->Register(
         v1::ROLE_SERVER, address, static_cast<int>(f.cluster.rank), static_cast<int>(f.cluster.num_workers),
         static_cast<int>(f.cluster.num_servers), absl::Seconds(f.cluster.register_timeout_s));
@@ -182,11 +117,11 @@ int Run(int argc, char** argv) {
       server->Shutdown(DeadlineAfter(absl::Seconds(1)));
       return 1;
     }
-    watcher.set_exit_on_signal(false);
+    stop.set_exit_on_signal(false);
     rank = reg->rank();
     SchedulerClient::HeartbeatHooks hooks;
-    hooks.on_shutdown = [&watcher](const std::string& reason) {
-      watcher.Request(absl::StrCat("scheduler: ", reason.empty() ? "the job is over" : reason));
+    hooks.on_shutdown = [&stop](const std::string& reason) {
+      stop.Request(absl::StrCat("scheduler: ", reason.empty() ? "the job is over" : reason));
     };
     hooks.on_dead = [](const v1::NodeInfo& node) {
       DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
@@ -199,7 +134,7 @@ int Run(int argc, char** argv) {
   DTRAIN_LOG(INFO) << "listening on " << address
                    << (f.standalone ? " (standalone)" : "");
 
-  const std::string why = watcher.Wait();
+  const std::string why = stop.Wait();
   DTRAIN_LOG(INFO) << "stopping (" << why << "): " << store.updates_applied() << " updates applied to "
                    << store.num_keys() << " keys";
   // Streams still open after the grace period are cancelled; parked pulls are dropped.
