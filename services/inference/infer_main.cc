@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
@@ -135,7 +136,7 @@ int Run(int argc, char** argv) {
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   int port = 0;
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.port), grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.port), ServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

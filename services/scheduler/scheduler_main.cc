@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
@@ -117,7 +118,7 @@ int Run(int argc, char** argv) {
   ConfigureServerBuilder(builder);
   int bound_port = 0;
   const std::string listen = absl::StrCat(f.host, ":", f.port);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(listen, ServerCredentials(), &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {

@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/kv/shard_store.h"
@@ -88,7 +89,7 @@ int Run(int argc, char** argv) {
   grpc::ServerBuilder builder;
   ConfigureServerBuilder(builder);
   int port = 0;
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.cluster.port), grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.cluster.port), ServerCredentials(), &port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
