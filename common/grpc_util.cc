@@ -1,6 +1,7 @@
 #include "common/grpc_util.h"
 
 #include "absl/time/clock.h"
+#include "common/credentials.h"
 
 namespace dtrain {
 
@@ -47,7 +48,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder& builder) {

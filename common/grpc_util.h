@@ -18,7 +18,7 @@ grpc::Status ToGrpc(const absl::Status& s);
 
 std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d);
 
-// An insecure channel with dtrain's message size limits and keepalive settings.
+// A channel (credentials from common/credentials.h) with dtrain's message size limits and keepalive settings.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
 // Applies the same limits to a server.

@@ -26,31 +26,132 @@ std::string Hostname() {
 
 }  // namespace
 
-// The heartbeat thread and what it shares with the destructor.
-struct SchedulerClient::Heartbeat {
-  absl::Mutex mu;
-  absl::CondVar cv;
-  bool stop ABSL_GUARDED_BY(mu) = false;
-  bool stream_done ABSL_GUARDED_BY(mu) = false;     // the current stream's reader has ended
-  grpc::ClientContext* context ABSL_GUARDED_BY(mu) = nullptr;  // the current stream's
-  std::atomic<bool> shutdown_seen{false};
-  std::thread thread;
+// The heartbeat thread: one stream at a time, each with a reader thread of its own,
+// reconnecting while the scheduler may still count us alive.
+class SchedulerClient::Heartbeat {
+ public:
+  Heartbeat(SchedulerClient* client, absl::Duration interval, HeartbeatHooks hooks)
+      : client_(client), interval_(interval), hooks_(std::move(hooks)), thread_([this] { Loop(); }) {}
+
+  ~Heartbeat() {
+    {
+      absl::MutexLock lock(&mu_);
+      stop_ = true;
+      // Cancelling unblocks the reader; the writer wakes from the condition variable.
+      if (context_ != nullptr) context_->TryCancel();
+      cv_.SignalAll();
+    }
+    thread_.join();
+  }
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::HeartbeatRequest, v1::HeartbeatResponse>;
+
+  void Loop() {
+    absl::Time broken_since = absl::InfiniteFuture();  // when the stream last broke
+    while (true) {
+      grpc::ClientContext context;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stop_) return;
+        context_ = &context;
+        stream_done_ = false;
+      }
+      const grpc::Status status = RunStream(context, &broken_since);
+      {
+        absl::MutexLock lock(&mu_);
+        context_ = nullptr;
+        if (stop_) return;
+      }
+      if (shutdown_seen_) return;
+
+      // The stream broke under us: retry while the scheduler may still count us alive.
+      const absl::Time now = absl::Now();
+      if (broken_since == absl::InfiniteFuture()) {
+        broken_since = now;
+        DTRAIN_LOG(WARNING) << "heartbeat stream to the scheduler at " << client_->address_
+                            << " broke: " << status.error_message() << "; reconnecting";
+      }
+      if (now - broken_since >= hooks_.reconnect_for) {
+        ShutdownOnce(absl::StrCat("lost the scheduler at ", client_->address_, " for ",
+                                  absl::FormatDuration(hooks_.reconnect_for)));
+        return;
+      }
+      absl::MutexLock lock(&mu_);
+      const absl::Time retry = now + std::min(interval_, absl::Seconds(1));
+      while (!stop_ && absl::Now() < retry) cv_.WaitWithDeadline(&mu_, retry);
+    }
+  }
+
+  // One stream, until it breaks or the destructor stops it; returns how it ended.
+  grpc::Status RunStream(grpc::ClientContext& context, absl::Time* broken_since) {
+    std::unique_ptr<Stream> stream = client_->stub_->Heartbeat(&context);
+    std::thread reader([&] { Read(*stream); });
+    Write(*stream, broken_since);
+    context.TryCancel();
+    reader.join();
+    return stream->Finish();
+  }
+
+  // The scheduler's news: dead nodes, and the end of the job.
+  void Read(Stream& stream) {
+    v1::HeartbeatResponse response;
+    while (stream.Read(&response)) {
+      for (const auto& node : response.dead()) {
+        if (hooks_.on_dead) hooks_.on_dead(node);
+      }
+      if (response.shutdown()) ShutdownOnce(response.reason());
+    }
+    absl::MutexLock lock(&mu_);
+    stream_done_ = true;
+    cv_.SignalAll();
+  }
+
+  // One request now (so the scheduler sees us ALIVE at once), then one per interval.
+  // The first request that goes out on a ready channel ends a "broken" spell.
+  void Write(Stream& stream, absl::Time* broken_since) {
+    bool wrote = false;
+    while (true) {
+      v1::HeartbeatRequest request;
+      request.set_role(client_->role_);
+      request.set_rank(client_->rank_);
+      request.set_step(client_->step_.load());
+      request.set_samples_per_sec(client_->samples_per_sec_.load());
+      if (!stream.Write(request)) return;
+      if (!wrote && client_->channel_->GetState(false) == GRPC_CHANNEL_READY) {
+        wrote = true;
+        *broken_since = absl::InfiniteFuture();
+      }
+      absl::MutexLock lock(&mu_);
+      const absl::Time next = absl::Now() + interval_;
+      while (!stop_ && !stream_done_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
+      if (stop_ || stream_done_) return;
+    }
+  }
+
+  void ShutdownOnce(const std::string& reason) {
+    if (shutdown_seen_.exchange(true)) return;
+    DTRAIN_LOG(INFO) << "the scheduler ended the job: " << reason;
+    if (hooks_.on_shutdown) hooks_.on_shutdown(reason);
+  }
+
+  SchedulerClient* const client_;
+  const absl::Duration interval_;
+  const HeartbeatHooks hooks_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool stream_done_ ABSL_GUARDED_BY(mu_) = false;                 // the current stream's reader has ended
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the current stream's
+  std::atomic<bool> shutdown_seen_{false};
+  std::thread thread_;  // last: starts once everything above is set
 };
 
 SchedulerClient::SchedulerClient(const std::string& address)
     : address_(address), channel_(MakeChannel(address)), stub_(v1::Scheduler::NewStub(channel_)) {}
 
-SchedulerClient::~SchedulerClient() {
-  if (heartbeat_ == nullptr) return;
-  {
-    absl::MutexLock lock(&heartbeat_->mu);
-    heartbeat_->stop = true;
-    // Cancelling unblocks the reader; the writer wakes from the condition variable.
-    if (heartbeat_->context != nullptr) heartbeat_->context->TryCancel();
-    heartbeat_->cv.SignalAll();
-  }
-  heartbeat_->thread.join();
-}
+// Stops the heartbeat before the stub and channel it uses go.
+SchedulerClient::~SchedulerClient() { heartbeat_.reset(); }
 
 absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, const std::string& my_address,
                                                                int requested_rank, int num_workers,
@@ -93,84 +194,7 @@ void SchedulerClient::SetProgress(int64_t step, double samples_per_sec) {
 
 void SchedulerClient::StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks) {
   if (heartbeat_ != nullptr) return;
-  heartbeat_ = std::make_unique<Heartbeat>();
-  Heartbeat* hb = heartbeat_.get();
-  auto shutdown_once = [hb, hooks](const std::string& reason) {
-    if (hb->shutdown_seen.exchange(true)) return;
-    DTRAIN_LOG(INFO) << "the scheduler ended the job: " << reason;
-    if (hooks.on_shutdown) hooks.on_shutdown(reason);
-  };
-
-  hb->thread = std::thread([this, hb, interval, hooks, shutdown_once] {
-    absl::Time broken_since = absl::InfiniteFuture();  // when the stream last broke
-    while (true) {
-      grpc::ClientContext context;
-      {
-        absl::MutexLock lock(&hb->mu);
-        if (hb->stop) break;
-        hb->context = &context;
-        hb->stream_done = false;
-      }
-      auto stream = stub_->Heartbeat(&context);
-      std::thread reader([&] {
-        v1::HeartbeatResponse response;
-        while (stream->Read(&response)) {
-          for (const auto& node : response.dead()) {
-            if (hooks.on_dead) hooks.on_dead(node);
-          }
-          if (response.shutdown()) shutdown_once(response.reason());
-        }
-        absl::MutexLock lock(&hb->mu);
-        hb->stream_done = true;
-        hb->cv.SignalAll();
-      });
-
-      // Writer: one request now (so the scheduler sees us ALIVE at once), then one per interval.
-      bool wrote = false;
-      while (true) {
-        v1::HeartbeatRequest request;
-        request.set_role(role_);
-        request.set_rank(rank_);
-        request.set_step(step_.load());
-        request.set_samples_per_sec(samples_per_sec_.load());
-        if (!stream->Write(request)) break;
-        if (!wrote && channel_->GetState(false) == GRPC_CHANNEL_READY) {
-          wrote = true;
-          broken_since = absl::InfiniteFuture();
-        }
-        absl::MutexLock lock(&hb->mu);
-        const absl::Time next = absl::Now() + interval;
-        while (!hb->stop && !hb->stream_done && absl::Now() < next) hb->cv.WaitWithDeadline(&hb->mu, next);
-        if (hb->stop || hb->stream_done) break;
-      }
-      context.TryCancel();
-      reader.join();
-      grpc::Status status = stream->Finish();
-      bool stop;
-      {
-        absl::MutexLock lock(&hb->mu);
-        hb->context = nullptr;
-        stop = hb->stop;
-      }
-      if (stop || hb->shutdown_seen) break;
-
-      // The stream broke under us: retry while the scheduler may still count us alive.
-      const absl::Time now = absl::Now();
-      if (broken_since == absl::InfiniteFuture()) {
-        broken_since = now;
-        DTRAIN_LOG(WARNING) << "heartbeat stream to the scheduler at " << address_
-                            << " broke: " << status.error_message() << "; reconnecting";
-      }
-      if (now - broken_since >= hooks.reconnect_for) {
-        shutdown_once(absl::StrCat("lost the scheduler at ", address_, " for ",
-                                   absl::FormatDuration(hooks.reconnect_for)));
-        break;
-      }
-      absl::MutexLock lock(&hb->mu);
-      const absl::Time retry = now + std::min(interval, absl::Seconds(1));
-      while (!hb->stop && absl::Now() < retry) hb->cv.WaitWithDeadline(&hb->mu, retry);
-    }
-  });
+  heartbeat_ = std::make_unique<Heartbeat>(this, interval, std::move(hooks));
 }
 
 absl::Status SchedulerClient::Barrier(const std::string& name, v1::BarrierGroup group, absl::Duration timeout) {

@@ -55,7 +55,7 @@ class SchedulerClient {
   v1::Role role() const { return role_; }
 
  private:
-  struct Heartbeat;
+  class Heartbeat;
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Scheduler::Stub> stub_;

@@ -1,5 +1,5 @@
 // A parameter server's shard: the keys it holds, their optimizer state, and the rule
-// that merges workers' pushes (sync or async). No gRPC here: the service translates
+// that merges workers' pushes (sync or async: a MergeRule, merge_rule.h). No gRPC here: the service translates
 // RPCs into these calls, and the `local` kvstore uses the same class in-process.
 //
 // Thread-safe. Keys have their own locks, so pushes to different keys run in parallel.
@@ -90,7 +90,8 @@ class ShardStore {
   // Records that a worker was heard from (any message), for the "last heard" texts.
   void NoteHeardFrom(int worker_rank);
 
-  // Set before the first Configure; `observer` (null: none) must outlive the store.
+  // Set before the first Configure, which fixes it; `observer` (null: none) must
+  // outlive the store.
   void SetObserver(StoreObserver* observer);
 
   int64_t num_keys() const;

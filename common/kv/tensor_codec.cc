@@ -17,6 +17,19 @@ namespace dtrain::kv {
 using google::protobuf::internal::WireFormatLite;
 namespace pio = google::protobuf::io;
 
+std::string FloatsToBytes(const float* data, int64_t n) {
+  return std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * sizeof(float));
+}
+
+absl::Status BytesToFloats(const std::string& bytes, std::vector<float>* out) {
+  if (bytes.size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(bytes.size(), " bytes, not a whole number of float32s"));
+  }
+  out->resize(bytes.size() / sizeof(float));
+  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message) {
   grpc::Slice slice(message.SerializeAsString());
   return grpc::ByteBuffer(&slice, 1);

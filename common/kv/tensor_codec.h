@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
@@ -21,6 +23,16 @@
 #include "google/protobuf/message_lite.h"
 
 namespace dtrain::kv {
+
+// For the messages that carry floats in ordinary protobuf `bytes` fields (InitKeys,
+// GetState): the floats' bytes in host order, which is little-endian on every machine
+// we run on.
+std::string FloatsToBytes(const float* data, int64_t n);
+
+// The floats in `bytes`, into *out (resized). INVALID_ARGUMENT "6 bytes, not a whole
+// number of float32s" when the size is not a multiple of 4; callers prefix what the
+// bytes were ("key 3: values has ").
+absl::Status BytesToFloats(const std::string& bytes, std::vector<float>* out);
 
 // `message` serialised into a one-slice buffer (messages without a tensor).
 grpc::ByteBuffer EncodeMessage(const google::protobuf::MessageLite& message);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -19,17 +20,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "common/port_file.h"
+#include "common/shutdown_signal.h"
 #include "services/inference/inference_metrics.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/inference/checkpoint_watcher.h"
 #include "services/inference/inference_service.h"
 #include "services/inference/model_holder.h"
-#include "services/inference/shutdown_signal.h"
 
 namespace dtrain::inference {
 namespace {
@@ -80,70 +82,139 @@ void SetServing(grpc::Server& server, bool serving) {
   health->SetServingStatus(kServiceName, serving);
 }
 
+absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
+  FlagSet flags("dtrain-infer", "Serves a dtrain checkpoint for prediction over gRPC (dtrain.v1.Inference).");
+  flags.AddString("model-prefix", &f->model_prefix, "checkpoint prefix: PREFIX-symbol.json, PREFIX-NNNN.params",
+                  {"DTRAIN_MODEL_PREFIX"});
+  flags.AddInt("epoch", &f->epoch, "epoch to serve; 0 = the newest complete one, reloading newer ones");
+  flags.AddInt("port", &f->port, "port to listen on (0 = any free port)", {"DTRAIN_PORT"});
+  flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically) once listening");
+  flags.AddDouble("watch-interval", &f->watch_interval_s, "seconds between looks for a newer epoch (0 = never)");
+  flags.AddInt("max-batch", &f->max_batch, "largest Predict batch accepted");
+  flags.AddInt("threads", &f->threads, "forward passes run at once (0 = one per core)");
+  flags.AddInt("intra-op-threads", &f->intra_op_threads, "LibTorch threads inside one forward pass");
+  flags.AddDouble("wait-for-model", &f->wait_for_model_s,
+                  "seconds to wait for a first checkpoint (NOT_SERVING meanwhile) before giving up");
+  metrics::AddMetricsFlags(flags, &f->metrics);
+  absl::Status s = flags.Parse(argc, argv);
+  *help = flags.help_requested();
+  if (*help) {
+    std::cout << flags.Usage();
+    return absl::OkStatus();
+  }
+  if (s.ok()) s = CheckFlags(*f);
+  if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
+  return s;
+}
+
+// The inference metrics; both null when --metrics-port is off.
+struct Metrics {
+  std::unique_ptr<metrics::MetricsRegistry> registry;
+  std::unique_ptr<InferenceMetrics> inference;
+};
+
+absl::StatusOr<Metrics> StartInferenceMetrics(const metrics::MetricsFlags& flags) {
+  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(flags, "inference");
+  if (!registry.ok()) return registry.status();
+  Metrics m;
+  m.registry = *std::move(registry);
+  if (m.registry != nullptr) {
+    m.registry->SetRank(0);
+    m.inference = std::make_unique<InferenceMetrics>(*m.registry);
+  }
+  return m;
+}
+
+// Serves `service` (with health and reflection) on 0.0.0.0:`port` and sets
+// *bound_port, NOT_SERVING; null (logged) when it cannot listen.
+std::unique_ptr<grpc::Server> StartGrpcServer(int64_t port, grpc::Service* service, int* bound_port) {
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), ServerCredentials(), bound_port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *bound_port == 0) {
+    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << port;
+    return nullptr;
+  }
+  // The default health service starts out SERVING; there is no model yet.
+  SetServing(*server, false);
+  return server;
+}
+
+// Why the wait for a first model ended without one: the "stopping" line's reason,
+// and the exit code.
+struct EarlyStop {
+  std::string why;
+  int exit_code;
+};
+
+// Polls for a first checkpoint until one is loaded into `holder` (nullopt), the wait
+// gives up (logged; exit 1) or a signal comes (exit 0).
+std::optional<EarlyStop> WaitForFirstModel(CheckpointWatcher& watcher, const ModelHolder& holder, double wait_for_model_s,
+                               ShutdownSignal& signals) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(wait_for_model_s);
+  absl::Time next_report = absl::Now();
+  for (;;) {
+    absl::StatusOr<bool> polled = watcher.Poll();
+    if (holder.Get() != nullptr) return std::nullopt;
+    const absl::Time now = absl::Now();
+    if (now >= give_up) {
+      DTRAIN_LOG(ERROR) << "no model to serve after waiting " << wait_for_model_s
+                        << " s (--wait-for-model): " << polled.status().message();
+      return EarlyStop{"no model", 1};
+    }
+    if (now >= next_report) {
+      DTRAIN_LOG(WARNING) << "NOT_SERVING, waiting for a model: " << polled.status().message() << " (giving up in "
+                          << absl::FormatDuration(absl::Trunc(give_up - now, absl::Seconds(1))) << ")";
+      next_report = now + kWaitReportEvery;
+    }
+    const std::string sig = signals.WaitFor(std::min(kFirstModelPoll, give_up - now));
+    if (!sig.empty()) return EarlyStop{sig, 0};
+  }
+}
+
+// Health first, so balancers stop sending; then the calls already running finish;
+// then the server closes at once (a grace period would only wait for idle clients).
+void Stop(const std::string& why, grpc::Server& server, InferenceService& service) {
+  DTRAIN_LOG(INFO) << "stopping (" << why << ")";
+  SetServing(server, false);
+  if (!service.Drain(kDrainTimeout)) {
+    DTRAIN_LOG(WARNING) << "calls still running after " << kDrainTimeout << " are cancelled";
+  }
+  server.Shutdown(DeadlineAfter(absl::ZeroDuration()));
+}
+
 int Run(int argc, char** argv) {
   ShutdownSignal signals;  // first: every later thread inherits the blocked signals
   InferFlags f;
-  FlagSet flags("dtrain-infer", "Serves a dtrain checkpoint for prediction over gRPC (dtrain.v1.Inference).");
-  flags.AddString("model-prefix", &f.model_prefix, "checkpoint prefix: PREFIX-symbol.json, PREFIX-NNNN.params",
-                  {"DTRAIN_MODEL_PREFIX"});
-  flags.AddInt("epoch", &f.epoch, "epoch to serve; 0 = the newest complete one, reloading newer ones");
-  flags.AddInt("port", &f.port, "port to listen on (0 = any free port)", {"DTRAIN_PORT"});
-  flags.AddString("port-file", &f.port_file, "write the bound port to this file (atomically) once listening");
-  flags.AddDouble("watch-interval", &f.watch_interval_s, "seconds between looks for a newer epoch (0 = never)");
-  flags.AddInt("max-batch", &f.max_batch, "largest Predict batch accepted");
-  flags.AddInt("threads", &f.threads, "forward passes run at once (0 = one per core)");
-  flags.AddInt("intra-op-threads", &f.intra_op_threads, "LibTorch threads inside one forward pass");
-  flags.AddDouble("wait-for-model", &f.wait_for_model_s,
-                  "seconds to wait for a first checkpoint (NOT_SERVING meanwhile) before giving up");
-  metrics::AddMetricsFlags(flags, &f.metrics);
-  absl::Status s = flags.Parse(argc, argv);
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
-  if (s.ok()) s = CheckFlags(f);
-  if (s.ok()) s = metrics::CheckMetricsFlags(f.metrics);
-  if (!s.ok()) {
-    std::cerr << "dtrain-infer: " << s.message() << "\n";
-    return 2;
+  bool help = false;
+  if (absl::Status s = ParseFlags(argc, argv, &f, &help); !s.ok() || help) {
+    if (!s.ok()) std::cerr << "dtrain-infer: " << s.message() << "\n";
+    return s.ok() ? 0 : 2;
   }
   SetLogIdentity("infer", -1);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   at::set_num_threads(static_cast<int>(f.intra_op_threads));
 
-  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(f.metrics, "inference");
-  if (!registry.ok()) {
-    DTRAIN_LOG(ERROR) << registry.status().message();
+  absl::StatusOr<Metrics> metrics = StartInferenceMetrics(f.metrics);
+  if (!metrics.ok()) {
+    DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
   }
-  std::unique_ptr<inference::InferenceMetrics> infer_metrics;
-  if (*registry != nullptr) {
-    (*registry)->SetRank(0);
-    infer_metrics = std::make_unique<inference::InferenceMetrics>(**registry);
-  }
-
   auto holder = std::make_shared<ModelHolder>();
   InferenceServiceOptions options;
   options.prefix = f.model_prefix;
   options.max_batch = f.max_batch;
   options.forward_slots = f.threads > 0 ? static_cast<int>(f.threads) : cores;
-  options.metrics = infer_metrics.get();
+  options.metrics = metrics->inference.get();
   InferenceService service(holder, options);
 
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
   int port = 0;
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.port), grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << f.port;
-    return 1;
-  }
-  // The default health service starts out SERVING; there is no model yet.
-  SetServing(*server, false);
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(f.port, &service, &port);
+  if (server == nullptr) return 1;
   if (!f.port_file.empty()) {
     if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
       DTRAIN_LOG(ERROR) << ps.message();
@@ -154,43 +225,16 @@ int Run(int argc, char** argv) {
                    << options.forward_slots << " forward(s) at once, " << f.intra_op_threads
                    << " LibTorch thread(s) each, max batch " << f.max_batch;
 
-  // Health first, so balancers stop sending; then the calls already running finish;
-  // then the server closes at once (a grace period would only wait for idle clients).
-  auto stop = [&](const std::string& why, int code) {
-    DTRAIN_LOG(INFO) << "stopping (" << why << ")";
-    SetServing(*server, false);
-    if (!service.Drain(kDrainTimeout)) {
-      DTRAIN_LOG(WARNING) << "calls still running after " << kDrainTimeout << " are cancelled";
-    }
-    server->Shutdown(DeadlineAfter(absl::ZeroDuration()));
-    return code;
-  };
-
   WatcherOptions watch;
   watch.prefix = f.model_prefix;
   watch.pinned_epoch = static_cast<int>(f.epoch);
-  if (infer_metrics != nullptr) {
-    watch.on_loaded = [m = infer_metrics.get()](int epoch) { m->SetLoadedEpoch(epoch); };
+  if (metrics->inference != nullptr) {
+    watch.on_loaded = [m = metrics->inference.get()](int epoch) { m->SetLoadedEpoch(epoch); };
   }
   CheckpointWatcher watcher(watch, holder);
-  const absl::Time give_up = absl::Now() + absl::Seconds(f.wait_for_model_s);
-  absl::Time next_report = absl::Now();
-  for (;;) {
-    absl::StatusOr<bool> polled = watcher.Poll();
-    if (holder->Get() != nullptr) break;
-    const absl::Time now = absl::Now();
-    if (now >= give_up) {
-      DTRAIN_LOG(ERROR) << "no model to serve after waiting " << f.wait_for_model_s
-                        << " s (--wait-for-model): " << polled.status().message();
-      return stop("no model", 1);
-    }
-    if (now >= next_report) {
-      DTRAIN_LOG(WARNING) << "NOT_SERVING, waiting for a model: " << polled.status().message() << " (giving up in "
-                          << absl::FormatDuration(absl::Trunc(give_up - now, absl::Seconds(1))) << ")";
-      next_report = now + kWaitReportEvery;
-    }
-    const std::string sig = signals.WaitFor(std::min(kFirstModelPoll, give_up - now));
-    if (!sig.empty()) return stop(sig, 0);
+  if (std::optional<EarlyStop> early = WaitForFirstModel(watcher, *holder, f.wait_for_model_s, signals)) {
+    Stop(early->why, *server, service);
+    return early->exit_code;
   }
   SetServing(*server, true);
   const bool reloading = f.epoch == 0 && f.watch_interval_s > 0;
@@ -199,11 +243,9 @@ int Run(int argc, char** argv) {
                                  : std::string("; reloading off"));
   if (reloading) watcher.Start(absl::Seconds(f.watch_interval_s));
 
-  std::string why;
-  while (why.empty()) why = signals.WaitFor(absl::Hours(1));
-  const int code = stop(why, 0);
+  Stop(signals.Wait(), *server, service);
   watcher.Stop(absl::Seconds(2));
-  return code;
+  return 0;
 }
 
 }  // namespace

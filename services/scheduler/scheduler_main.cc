@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -16,10 +15,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "common/port_file.h"
+#include "common/shutdown_signal.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/scheduler/scheduler_metrics.h"
@@ -30,11 +31,7 @@
 namespace dtrain::scheduler {
 namespace {
 
-volatile std::sig_atomic_t g_signal = 0;
-void OnSignal(int sig) { g_signal = sig; }
-
 constexpr absl::Duration kTick = absl::Milliseconds(100);
-
 
 struct Flags {
   int64_t port = 0;
@@ -79,7 +76,87 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   return metrics::CheckMetricsFlags(f->metrics);
 }
 
+// The scheduler's metrics; both null when --metrics-port is off.
+struct Metrics {
+  std::unique_ptr<metrics::MetricsRegistry> registry;
+  std::unique_ptr<SchedulerMetrics> scheduler;
+};
+
+absl::StatusOr<Metrics> StartSchedulerMetrics(const metrics::MetricsFlags& flags) {
+  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(flags, "scheduler");
+  if (!registry.ok()) return registry.status();
+  Metrics m;
+  m.registry = *std::move(registry);
+  if (m.registry != nullptr) {
+    m.registry->SetRank(0);  // one scheduler per job
+    m.scheduler = std::make_unique<SchedulerMetrics>(*m.registry);
+  }
+  return m;
+}
+
+// Serves `service` on `listen` and sets *bound_port; null (logged) when it cannot listen.
+std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  builder.AddListeningPort(listen, ServerCredentials(), bound_port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *bound_port == 0) {
+    DTRAIN_LOG(ERROR) << "cannot listen on " << listen;
+    return nullptr;
+  }
+  return server;
+}
+
+// Ticks the service until a signal, or until the job is over and every node left
+// (or `exit_grace` passed since).
+void RunUntilDone(ShutdownSignal& signals, SchedulerService& service, const Membership& membership,
+                  double exit_grace_s) {
+  bool job_over = false;
+  absl::Time job_over_at;
+  // The first look does not wait: a signal that came during start-up ends the loop
+  // before the first tick.
+  for (absl::Duration wait = absl::ZeroDuration();; wait = kTick) {
+    if (const std::string sig = signals.WaitFor(wait); !sig.empty()) {
+      DTRAIN_LOG(INFO) << "received " << sig << "; shutting down";
+      return;
+    }
+    service.Tick();
+    std::string reason;
+    if (!job_over && membership.JobOver(&reason)) {
+      job_over = true;
+      job_over_at = absl::Now();
+      DTRAIN_LOG(INFO) << "job over (" << reason << "); telling the remaining nodes to exit";
+    }
+    if (job_over) {
+      if (membership.AllGone()) return;
+      if (absl::Now() - job_over_at > absl::Seconds(exit_grace_s)) {
+        DTRAIN_LOG(WARNING) << "some nodes did not leave within " << exit_grace_s << " s; exiting anyway";
+        return;
+      }
+    }
+  }
+}
+
+// Closes the service and the server; the exit code: 1 if a node left with
+// failed=true, else 0.
+int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& membership) {
+  service.Close();
+  server.Shutdown(DeadlineAfter(absl::Milliseconds(500)));
+  const std::string failure = membership.Failure();
+  if (!failure.empty()) {
+    DTRAIN_LOG(ERROR) << "job failed: " << failure;
+    return 1;
+  }
+  DTRAIN_LOG(INFO) << "done";
+  return 0;
+}
+
 int Run(int argc, char** argv) {
+  // First: every later thread inherits the blocked signals, and a launcher may signal
+  // us as soon as it sees the port.
+  ShutdownSignal signals;
   Flags f;
   bool help = false;
   if (absl::Status s = ParseFlags(argc, argv, &f, &help); !s.ok() || help) {
@@ -87,25 +164,13 @@ int Run(int argc, char** argv) {
     return s.ok() ? 0 : 2;
   }
   SetLogIdentity("scheduler", -1);
-  // Before anything is announced: a launcher may signal us as soon as it sees the port.
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  ::sigaction(SIGTERM, &sa, nullptr);
-  ::sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(f.metrics, "scheduler");
-  if (!registry.ok()) {
-    DTRAIN_LOG(ERROR) << registry.status().message();
+  absl::StatusOr<Metrics> metrics = StartSchedulerMetrics(f.metrics);
+  if (!metrics.ok()) {
+    DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
   }
-  std::unique_ptr<scheduler::SchedulerMetrics> scheduler_metrics;
-  if (*registry != nullptr) {
-    (*registry)->SetRank(0);  // one scheduler per job
-    scheduler_metrics = std::make_unique<scheduler::SchedulerMetrics>(**registry);
-  }
-
   MembershipOptions mo;
   mo.num_workers = static_cast<int>(f.num_workers);
   mo.num_servers = static_cast<int>(f.num_servers);
@@ -116,21 +181,12 @@ int Run(int argc, char** argv) {
                       [&membership](const NodeKey& key) { return membership.Describe(key); });
   SchedulerServiceOptions so;
   so.register_timeout = absl::Seconds(f.register_timeout_s);
-  so.metrics = scheduler_metrics.get();
+  so.metrics = metrics->scheduler.get();
   SchedulerService service(&membership, &barriers, so);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
   int bound_port = 0;
-  const std::string listen = absl::StrCat(f.host, ":", f.port);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    DTRAIN_LOG(ERROR) << "cannot listen on " << listen;
-    return 1;
-  }
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(absl::StrCat(f.host, ":", f.port), &service, &bound_port);
+  if (server == nullptr) return 1;
   if (!f.port_file.empty()) {
     if (absl::Status s = WritePortFile(f.port_file, bound_port); !s.ok()) {
       DTRAIN_LOG(ERROR) << s.message();
@@ -140,38 +196,8 @@ int Run(int argc, char** argv) {
   DTRAIN_LOG(INFO) << "listening on " << f.host << ":" << bound_port << " (pid " << ::getpid() << "); expecting "
                    << f.num_workers << " workers and " << f.num_servers << " servers, kv-store " << f.kv_store;
 
-  bool job_over = false;
-  absl::Time job_over_at;
-  while (true) {
-    if (g_signal != 0) {
-      DTRAIN_LOG(INFO) << "received " << (g_signal == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
-      break;
-    }
-    service.Tick();
-    std::string reason;
-    if (!job_over && membership.JobOver(&reason)) {
-      job_over = true;
-      job_over_at = absl::Now();
-      DTRAIN_LOG(INFO) << "job over (" << reason << "); telling the remaining nodes to exit";
-    }
-    if (job_over) {
-      if (membership.AllGone()) break;
-      if (absl::Now() - job_over_at > absl::Seconds(f.exit_grace_s)) {
-        DTRAIN_LOG(WARNING) << "some nodes did not leave within " << f.exit_grace_s << " s; exiting anyway";
-        break;
-      }
-    }
-    absl::SleepFor(kTick);
-  }
-  service.Close();
-  server->Shutdown(DeadlineAfter(absl::Milliseconds(500)));
-  const std::string failure = membership.Failure();
-  if (!failure.empty()) {
-    DTRAIN_LOG(ERROR) << "job failed: " << failure;
-    return 1;
-  }
-  DTRAIN_LOG(INFO) << "done";
-  return 0;
+  RunUntilDone(signals, service, membership, f.exit_grace_s);
+  return Shutdown(service, *server, membership);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "services/server/ps_service.h"
 
-#include <cstring>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -8,24 +7,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_util.h"
+#include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "services/server/push_pull_reactor.h"
 
 namespace dtrain::server {
 namespace {
 
+// kv::BytesToFloats, its error naming the key and the field.
 absl::Status FloatsFromBytes(const std::string& bytes, const char* what, uint64_t key, std::vector<float>* out) {
-  if (bytes.size() % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key ", key, ": ", what, " has ", bytes.size(), " bytes, not a whole number of float32s"));
-  }
-  out->resize(bytes.size() / sizeof(float));
-  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
-  return absl::OkStatus();
-}
-
-std::string FloatBytes(const std::vector<float>& v) {
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  absl::Status s = kv::BytesToFloats(bytes, out);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("key ", key, ": ", what, " has ", s.message()));
+  return s;
 }
 
 // Streams one KeyState per key, snapshotting each key just before it is written so
@@ -77,8 +70,9 @@ class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
     for (int64_t d : k.shape) msg_.add_shape(d);
     msg_.set_dtype(v1::DTYPE_FLOAT32);
     msg_.set_version(k.version);
-    msg_.set_values(FloatBytes(k.values));
-    msg_.set_optimizer_state(FloatBytes(k.optimizer_state));
+    msg_.set_values(kv::FloatsToBytes(k.values.data(), static_cast<int64_t>(k.values.size())));
+    msg_.set_optimizer_state(
+        kv::FloatsToBytes(k.optimizer_state.data(), static_cast<int64_t>(k.optimizer_state.size())));
     StartWrite(&msg_);
   }
 

@@ -3,33 +3,24 @@
 //
 //   dtrain-server --scheduler 10.0.0.1:9091 --num-workers 2 --num-servers 1
 //   dtrain-server --standalone --port 0 --port-file /tmp/ps.port   (tests, benchmarks)
-#include <signal.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <ctime>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
+#include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/kv/shard_store.h"
 #include "common/log.h"
 #include "common/port_file.h"
+#include "common/shutdown_signal.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/server/server_metrics.h"
@@ -48,118 +39,125 @@ struct ServerFlags {
   bool standalone = false;
 };
 
+absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
+  FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
+  AddClusterFlags(flags, &f->cluster);
+  metrics::AddMetricsFlags(flags, &f->metrics);
+  flags.AddDouble("sync-timeout", &f->sync_timeout_s,
+                  "seconds a sync pull waits for every worker's push before failing", {"DTRAIN_SYNC_TIMEOUT"});
+  flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
+  flags.AddBool("standalone", &f->standalone, "serve without a scheduler (tests, benchmarks)");
+  absl::Status s = flags.Parse(argc, argv);
+  *help = flags.help_requested();
+  if (*help) {
+    std::cout << flags.Usage();
+    return absl::OkStatus();
+  }
+  if (s.ok()) s = FinishClusterFlags(&f->cluster, /*need_scheduler=*/!f->standalone);
+  if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
+  if (s.ok() && !(f->sync_timeout_s > 0)) {
+    s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f->sync_timeout_s));
+  }
+  return s;
+}
 
-// Why the server should stop: SIGTERM/SIGINT or the scheduler. The signals are
-// blocked in every thread and taken by one thread with sigtimedwait, so there is no
-// async handler. Construct it before any other thread starts.
-class ShutdownWatcher {
- public:
-  ShutdownWatcher() {
-    sigemptyset(&signals_);
-    sigaddset(&signals_, SIGTERM);
-    sigaddset(&signals_, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-    thread_ = std::thread([this] { Loop(); });
-  }
-  ~ShutdownWatcher() {
-    stop_.store(true);
-    thread_.join();
-  }
-
-  void Request(const std::string& reason) {
-    absl::MutexLock lock(&mu_);
-    if (reason_.empty()) reason_ = reason;
-  }
-  // While set, a signal ends the process at once: Register may block for minutes and
-  // leaves nothing to undo.
-  void set_exit_on_signal(bool exit) { exit_on_signal_.store(exit); }
-  // Blocks until Request (a daemon's main wait; the heartbeat watches liveness).
-  std::string Wait() {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(+[](std::string* r) { return !r->empty(); }, &reason_));
-    return reason_;
-  }
-
- private:
-  void Loop() {
-    while (!stop_.load()) {
-      timespec tick{0, 200 * 1000 * 1000};
-      const int sig = sigtimedwait(&signals_, nullptr, &tick);
-      if (sig != SIGTERM && sig != SIGINT) continue;
-      const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
-      if (exit_on_signal_.load()) {
-        DTRAIN_LOG(INFO) << "stopping (" << name << ") before registration finished";
-        std::_Exit(0);
-      }
-      Request(name);
-    }
-  }
-
-  sigset_t signals_;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> exit_on_signal_{false};
-  absl::Mutex mu_;
-  std::string reason_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+// The server's metrics; all null when --metrics-port is off. Declared before the
+// store: parked pulls still count when the store fails them.
+struct Metrics {
+  std::unique_ptr<metrics::MetricsRegistry> registry;
+  std::unique_ptr<ServerMetrics> server;
+  std::unique_ptr<StoreMetrics> store;
 };
 
+absl::StatusOr<Metrics> StartServerMetrics(const metrics::MetricsFlags& flags) {
+  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(flags, "server");
+  if (!registry.ok()) return registry.status();
+  Metrics m;
+  m.registry = *std::move(registry);
+  if (m.registry != nullptr) {
+    m.server = std::make_unique<ServerMetrics>(*m.registry);
+    m.store = std::make_unique<StoreMetrics>(m.server.get());
+  }
+  return m;
+}
+
+// Serves `service` on 0.0.0.0:`port` (0: any free port) and sets *bound_port; null
+// (logged) when it cannot listen.
+std::unique_ptr<grpc::Server> StartGrpcServer(int64_t port, grpc::Service* service, int* bound_port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), ServerCredentials(), bound_port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *bound_port == 0) {
+    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << port;
+    return nullptr;
+  }
+  return server;
+}
+
+// Registers `address` with the scheduler and starts the heartbeat, which turns the
+// scheduler's end of the job into a request on `stop`. Returns the rank given.
+absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
+                            ShutdownSignal& stop) {
+  stop.set_exit_on_signal(true, "before registration finished");
+  absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
+      v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
+      static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));
+  if (!reg.ok()) return reg.status();
+  stop.set_exit_on_signal(false);
+  SchedulerClient::HeartbeatHooks hooks;
+  hooks.on_shutdown = [&stop](const std::string& reason) {
+    stop.Request(absl::StrCat("scheduler: ", reason.empty() ? "the job is over" : reason));
+  };
+  hooks.on_dead = [](const v1::NodeInfo& node) {
+    DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
+                        << " is dead; sync steps waiting for it will time out";
+  };
+  scheduler.StartHeartbeat(absl::Seconds(cluster.heartbeat_interval_s), std::move(hooks));
+  return reg->rank();
+}
+
+void Shutdown(const std::string& why, const kv::ShardStore& store, grpc::Server& server,
+              SchedulerClient* scheduler) {
+  DTRAIN_LOG(INFO) << "stopping (" << why << "): " << store.updates_applied() << " updates applied to "
+                   << store.num_keys() << " keys";
+  // Streams still open after the grace period are cancelled; parked pulls are dropped.
+  server.Shutdown(DeadlineAfter(absl::Seconds(5)));
+  if (scheduler != nullptr) {
+    if (absl::Status ls = scheduler->Leave(/*failed=*/false, why, absl::Seconds(3)); !ls.ok()) {
+      DTRAIN_LOG(WARNING) << "Leave: " << ls.message();
+    }
+  }
+}
+
 int Run(int argc, char** argv) {
-  ShutdownWatcher watcher;
+  ShutdownSignal stop;  // first: every later thread inherits the blocked signals
   ServerFlags f;
-  FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
-  AddClusterFlags(flags, &f.cluster);
-  metrics::AddMetricsFlags(flags, &f.metrics);
-  flags.AddDouble("sync-timeout", &f.sync_timeout_s,
-                  "seconds a sync pull waits for every worker's push before failing", {"DTRAIN_SYNC_TIMEOUT"});
-  flags.AddString("port-file", &f.port_file, "write the bound port to this file (atomically)");
-  flags.AddBool("standalone", &f.standalone, "serve without a scheduler (tests, benchmarks)");
-  absl::Status s = flags.Parse(argc, argv);
-  if (flags.help_requested()) {
-    std::cout << flags.Usage();
-    return 0;
-  }
-  if (s.ok()) s = FinishClusterFlags(&f.cluster, /*need_scheduler=*/!f.standalone);
-  if (s.ok()) s = metrics::CheckMetricsFlags(f.metrics);
-  if (s.ok() && !(f.sync_timeout_s > 0)) {
-    s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f.sync_timeout_s));
-  }
-  if (!s.ok()) {
-    std::cerr << "dtrain-server: " << s.message() << "\n";
-    return 2;
+  bool help = false;
+  if (absl::Status s = ParseFlags(argc, argv, &f, &help); !s.ok() || help) {
+    if (!s.ok()) std::cerr << "dtrain-server: " << s.message() << "\n";
+    return s.ok() ? 0 : 2;
   }
 
   // Lines before registration name the role (and the rank asked for, if any) too.
   SetLogIdentity("server", static_cast<int>(f.cluster.rank));
-  // Declared before the store: parked pulls still count when the store fails them.
-  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(f.metrics, "server");
-  if (!registry.ok()) {
-    DTRAIN_LOG(ERROR) << registry.status().message();
+  absl::StatusOr<Metrics> metrics = StartServerMetrics(f.metrics);
+  if (!metrics.ok()) {
+    DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
-  }
-  std::unique_ptr<server::ServerMetrics> server_metrics;
-  std::unique_ptr<StoreMetrics> store_metrics;
-  if (*registry != nullptr) {
-    server_metrics = std::make_unique<server::ServerMetrics>(**registry);
-    store_metrics = std::make_unique<StoreMetrics>(server_metrics.get());
   }
   kv::ShardStore store;
-  store.SetObserver(store_metrics.get());
+  store.SetObserver(metrics->store.get());
   PsServiceOptions options;
   options.sync_timeout = absl::Seconds(f.sync_timeout_s);
-  options.metrics = server_metrics.get();
+  options.metrics = metrics->server.get();
   PsService service(&store, options);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
   int port = 0;
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", f.cluster.port), grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || port == 0) {
-    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << f.cluster.port;
-    return 1;
-  }
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(f.cluster.port, &service, &port);
+  if (server == nullptr) return 1;
   const std::string address = absl::StrCat(f.cluster.host, ":", port);
   if (!f.port_file.empty()) {
     if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
@@ -172,43 +170,20 @@ int Run(int argc, char** argv) {
   int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
   if (!f.standalone) {
     scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
-    watcher.set_exit_on_signal(true);
-    absl::StatusOr<v1::RegisterResponse> reg = scheduler->Register(
-        v1::ROLE_SERVER, address, static_cast<int>(f.cluster.rank), static_cast<int>(f.cluster.num_workers),
-        static_cast<int>(f.cluster.num_servers), absl::Seconds(f.cluster.register_timeout_s));
-    if (!reg.ok()) {
+    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop);
+    if (!given.ok()) {
       DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
-                        << " failed: " << reg.status().message();
+                        << " failed: " << given.status().message();
       server->Shutdown(DeadlineAfter(absl::Seconds(1)));
       return 1;
     }
-    watcher.set_exit_on_signal(false);
-    rank = reg->rank();
-    SchedulerClient::HeartbeatHooks hooks;
-    hooks.on_shutdown = [&watcher](const std::string& reason) {
-      watcher.Request(absl::StrCat("scheduler: ", reason.empty() ? "the job is over" : reason));
-    };
-    hooks.on_dead = [](const v1::NodeInfo& node) {
-      DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
-                          << " is dead; sync steps waiting for it will time out";
-    };
-    scheduler->StartHeartbeat(absl::Seconds(f.cluster.heartbeat_interval_s), std::move(hooks));
+    rank = *given;
   }
   SetLogIdentity("server", rank);
-  if (*registry != nullptr) (*registry)->SetRank(rank);
-  DTRAIN_LOG(INFO) << "listening on " << address
-                   << (f.standalone ? " (standalone)" : "");
+  if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
+  DTRAIN_LOG(INFO) << "listening on " << address << (f.standalone ? " (standalone)" : "");
 
-  const std::string why = watcher.Wait();
-  DTRAIN_LOG(INFO) << "stopping (" << why << "): " << store.updates_applied() << " updates applied to "
-                   << store.num_keys() << " keys";
-  // Streams still open after the grace period are cancelled; parked pulls are dropped.
-  server->Shutdown(DeadlineAfter(absl::Seconds(5)));
-  if (scheduler != nullptr) {
-    if (absl::Status ls = scheduler->Leave(/*failed=*/false, why, absl::Seconds(3)); !ls.ok()) {
-      DTRAIN_LOG(WARNING) << "Leave: " << ls.message();
-    }
-  }
+  Shutdown(stop.Wait(), store, *server, scheduler.get());
   return 0;
 }
 

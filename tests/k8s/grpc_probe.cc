@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   }
   grpc::Slice slice(request);
   grpc::ByteBuffer req(&slice, 1), resp;
+  // Plaintext like the kubelet's own probe, which cannot speak TLS: not
+  // common/credentials.h, whatever the cluster's services use.
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   grpc::GenericStub stub(channel);
   grpc::ClientContext ctx;

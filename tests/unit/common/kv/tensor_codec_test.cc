@@ -1,6 +1,8 @@
 // The hand-assembled PushPull buffers must be ordinary protobuf on the wire.
 #include "common/kv/tensor_codec.h"
 
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "dtrain/v1/parameter_server.pb.h"
@@ -94,6 +96,31 @@ TEST(TensorCodecTest, TruncatedAndGarbageInputAreErrors) {
   EXPECT_FALSE(DecodeWithPayload(&cut, &header, kField, [&](auto&, size_t) { return sink.data(); }).ok());
   grpc::ByteBuffer garbage = FromString(std::string("\xff\xff\xff\xff\xff\xff", 6));
   EXPECT_FALSE(DecodeWithPayload(&garbage, &header, kField, nullptr).ok());
+}
+
+TEST(FloatBytesTest, RoundTripKeepsEveryBit) {
+  const std::vector<float> in = {1.5f, -0.0f, 3.0e-39f /* subnormal */, -7.25f};
+  const std::string bytes = FloatsToBytes(in.data(), static_cast<int64_t>(in.size()));
+  ASSERT_EQ(bytes.size(), 16u);
+  EXPECT_EQ(0, std::memcmp(bytes.data(), in.data(), 16));
+  std::vector<float> out = {9.0f};  // replaced, not appended to
+  ASSERT_TRUE(BytesToFloats(bytes, &out).ok());
+  ASSERT_EQ(out.size(), in.size());
+  EXPECT_EQ(0, std::memcmp(out.data(), in.data(), 16));
+}
+
+TEST(FloatBytesTest, EmptyIsEmpty) {
+  EXPECT_EQ(FloatsToBytes(nullptr, 0), "");
+  std::vector<float> out = {1.0f, 2.0f};
+  ASSERT_TRUE(BytesToFloats("", &out).ok());
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(FloatBytesTest, SizeNotAMultipleOfFourIsInvalidArgument) {
+  std::vector<float> out;
+  const absl::Status s = BytesToFloats(std::string(6, 'x'), &out);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "6 bytes, not a whole number of float32s");
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+// A shard store's record of one key: its weights, optimizer state and the merging of
+// pushes in progress. Private to shard_store.cc (in a header of its own only to keep
+// that file to one job); nothing else should include it.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/kv/merge_rule.h"
+#include "common/kv/shard_store.h"
+
+namespace dtrain::kv {
+
+// A pull waiting for the key to reach `min_version`.
+struct ParkedPull {
+  int worker_rank;
+  int64_t min_version;
+  absl::Time parked_at;
+  absl::Time deadline;
+  PullCallback done;
+};
+
+// One key. `shape` and `numel` are fixed at creation; the rest is guarded by `mu`.
+struct KeyEntry {
+  KeyEntry(std::vector<int64_t> shape_in, int64_t version_in, std::vector<float> values_in,
+           std::vector<float> state_in, int num_workers)
+      : shape(std::move(shape_in)),
+        numel(static_cast<int64_t>(values_in.size())),
+        version(version_in),
+        values(std::move(values_in)),
+        state(std::move(state_in)),
+        pending(num_workers),
+        has_pending(num_workers, false),
+        last_push_step(num_workers, -1),
+        last_pull_version(num_workers, -1) {}
+
+  // The workers whose push for step `version` has not arrived.
+  std::vector<int> Missing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<int> missing;
+    for (int w = 0; w < static_cast<int>(has_pending.size()); ++w) {
+      if (!has_pending[w]) missing.push_back(w);
+    }
+    return missing;
+  }
+
+  // What the merge rule decides on, for worker `w`'s push or pull of key `key`.
+  KeyProgress Progress(uint64_t key, int w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    KeyProgress p;
+    p.key = key;
+    p.version = version;
+    p.pending_count = pending_count;
+    p.worker_pending = has_pending[w];
+    p.worker_last_push = last_push_step[w];
+    return p;
+  }
+
+  absl::Mutex mu;
+  const std::vector<int64_t> shape;
+  const int64_t numel;
+  int64_t version ABSL_GUARDED_BY(mu);
+  std::vector<float> values ABSL_GUARDED_BY(mu);
+  std::vector<float> state ABSL_GUARDED_BY(mu);
+  // Sync: each worker's gradient for step `version`; buffers are kept between steps.
+  std::vector<std::vector<float>> pending ABSL_GUARDED_BY(mu);
+  std::vector<bool> has_pending ABSL_GUARDED_BY(mu);
+  int pending_count ABSL_GUARDED_BY(mu) = 0;
+  std::vector<float> merged ABSL_GUARDED_BY(mu);
+  // When the pending step first had a push or a parked pull: how long it has stalled.
+  absl::Time waiting_since ABSL_GUARDED_BY(mu) = absl::InfiniteFuture();
+  // When the pending step's first push arrived (for StoreObserver::OnSyncStepMerged).
+  absl::Time first_push_at ABSL_GUARDED_BY(mu);
+  // Each worker's last accepted push step (what tells an async retry), and the version
+  // it last pulled (-1: none), from which an async push's staleness is counted.
+  std::vector<int64_t> last_push_step ABSL_GUARDED_BY(mu);
+  std::vector<int64_t> last_pull_version ABSL_GUARDED_BY(mu);
+  std::vector<ParkedPull> parked ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace dtrain::kv
