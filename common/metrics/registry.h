@@ -62,4 +62,28 @@ class MetricsRegistry {
 // at once; other roles call SetRank when they have one.
 absl::StatusOr<std::unique_ptr<MetricsRegistry>> StartMetrics(const MetricsFlags& flags, const std::string& role);
 
+// A role's registry and its families (`Families` is built from a MetricsRegistry&, e.g.
+// server::ServerMetrics); both null when --metrics-port is off.
+template <typename Families>
+struct RoleMetrics {
+  std::unique_ptr<MetricsRegistry> registry;
+  std::unique_ptr<Families> families;
+};
+
+// StartMetrics, then the role's families. `rank` >= 0 when it is known at start (the
+// one scheduler, an inference server); servers and workers set theirs on registering.
+template <typename Families>
+absl::StatusOr<RoleMetrics<Families>> StartRoleMetrics(const MetricsFlags& flags, const std::string& role,
+                                                       int rank = -1) {
+  absl::StatusOr<std::unique_ptr<MetricsRegistry>> registry = StartMetrics(flags, role);
+  if (!registry.ok()) return registry.status();
+  RoleMetrics<Families> m;
+  m.registry = *std::move(registry);
+  if (m.registry != nullptr) {
+    if (rank >= 0) m.registry->SetRank(rank);
+    m.families = std::make_unique<Families>(*m.registry);
+  }
+  return m;
+}
+
 }  // namespace dtrain::metrics

@@ -107,24 +107,6 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   return s;
 }
 
-// The inference metrics; both null when --metrics-port is off.
-struct Metrics {
-  std::unique_ptr<metrics::MetricsRegistry> registry;
-  std::unique_ptr<InferenceMetrics> inference;
-};
-
-absl::StatusOr<Metrics> StartInferenceMetrics(const metrics::MetricsFlags& flags) {
-  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(flags, "inference");
-  if (!registry.ok()) return registry.status();
-  Metrics m;
-  m.registry = *std::move(registry);
-  if (m.registry != nullptr) {
-    m.registry->SetRank(0);
-    m.inference = std::make_unique<InferenceMetrics>(*m.registry);
-  }
-  return m;
-}
-
 // Serves `service` (with health and reflection) on 0.0.0.0:`port` and sets
 // *bound_port, NOT_SERVING; null (logged) when it cannot listen.
 std::unique_ptr<grpc::Server> StartGrpcServer(int64_t port, grpc::Service* service, int* bound_port) {
@@ -199,7 +181,8 @@ int Run(int argc, char** argv) {
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   at::set_num_threads(static_cast<int>(f.intra_op_threads));
 
-  absl::StatusOr<Metrics> metrics = StartInferenceMetrics(f.metrics);
+  absl::StatusOr<metrics::RoleMetrics<InferenceMetrics>> metrics =
+      metrics::StartRoleMetrics<InferenceMetrics>(f.metrics, "inference", /*rank=*/0);
   if (!metrics.ok()) {
     DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
@@ -209,7 +192,7 @@ int Run(int argc, char** argv) {
   options.prefix = f.model_prefix;
   options.max_batch = f.max_batch;
   options.forward_slots = f.threads > 0 ? static_cast<int>(f.threads) : cores;
-  options.metrics = metrics->inference.get();
+  options.metrics = metrics->families.get();
   InferenceService service(holder, options);
 
   int port = 0;
@@ -228,8 +211,8 @@ int Run(int argc, char** argv) {
   WatcherOptions watch;
   watch.prefix = f.model_prefix;
   watch.pinned_epoch = static_cast<int>(f.epoch);
-  if (metrics->inference != nullptr) {
-    watch.on_loaded = [m = metrics->inference.get()](int epoch) { m->SetLoadedEpoch(epoch); };
+  if (metrics->families != nullptr) {
+    watch.on_loaded = [m = metrics->families.get()](int epoch) { m->SetLoadedEpoch(epoch); };
   }
   CheckpointWatcher watcher(watch, holder);
   if (std::optional<EarlyStop> early = WaitForFirstModel(watcher, *holder, f.wait_for_model_s, signals)) {

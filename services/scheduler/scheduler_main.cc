@@ -76,24 +76,6 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   return metrics::CheckMetricsFlags(f->metrics);
 }
 
-// The scheduler's metrics; both null when --metrics-port is off.
-struct Metrics {
-  std::unique_ptr<metrics::MetricsRegistry> registry;
-  std::unique_ptr<SchedulerMetrics> scheduler;
-};
-
-absl::StatusOr<Metrics> StartSchedulerMetrics(const metrics::MetricsFlags& flags) {
-  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(flags, "scheduler");
-  if (!registry.ok()) return registry.status();
-  Metrics m;
-  m.registry = *std::move(registry);
-  if (m.registry != nullptr) {
-    m.registry->SetRank(0);  // one scheduler per job
-    m.scheduler = std::make_unique<SchedulerMetrics>(*m.registry);
-  }
-  return m;
-}
-
 // Serves `service` on `listen` and sets *bound_port; null (logged) when it cannot listen.
 std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port) {
   grpc::EnableDefaultHealthCheckService(true);
@@ -166,7 +148,9 @@ int Run(int argc, char** argv) {
   SetLogIdentity("scheduler", -1);
   ::signal(SIGPIPE, SIG_IGN);
 
-  absl::StatusOr<Metrics> metrics = StartSchedulerMetrics(f.metrics);
+  // Rank 0: one scheduler per job.
+  absl::StatusOr<metrics::RoleMetrics<SchedulerMetrics>> metrics =
+      metrics::StartRoleMetrics<SchedulerMetrics>(f.metrics, "scheduler", /*rank=*/0);
   if (!metrics.ok()) {
     DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
@@ -181,7 +165,7 @@ int Run(int argc, char** argv) {
                       [&membership](const NodeKey& key) { return membership.Describe(key); });
   SchedulerServiceOptions so;
   so.register_timeout = absl::Seconds(f.register_timeout_s);
-  so.metrics = metrics->scheduler.get();
+  so.metrics = metrics->families.get();
   SchedulerService service(&membership, &barriers, so);
 
   int bound_port = 0;

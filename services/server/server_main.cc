@@ -61,26 +61,6 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   return s;
 }
 
-// The server's metrics; all null when --metrics-port is off. Declared before the
-// store: parked pulls still count when the store fails them.
-struct Metrics {
-  std::unique_ptr<metrics::MetricsRegistry> registry;
-  std::unique_ptr<ServerMetrics> server;
-  std::unique_ptr<StoreMetrics> store;
-};
-
-absl::StatusOr<Metrics> StartServerMetrics(const metrics::MetricsFlags& flags) {
-  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(flags, "server");
-  if (!registry.ok()) return registry.status();
-  Metrics m;
-  m.registry = *std::move(registry);
-  if (m.registry != nullptr) {
-    m.server = std::make_unique<ServerMetrics>(*m.registry);
-    m.store = std::make_unique<StoreMetrics>(m.server.get());
-  }
-  return m;
-}
-
 // Serves `service` on 0.0.0.0:`port` (0: any free port) and sets *bound_port; null
 // (logged) when it cannot listen.
 std::unique_ptr<grpc::Server> StartGrpcServer(int64_t port, grpc::Service* service, int* bound_port) {
@@ -143,16 +123,20 @@ int Run(int argc, char** argv) {
 
   // Lines before registration name the role (and the rank asked for, if any) too.
   SetLogIdentity("server", static_cast<int>(f.cluster.rank));
-  absl::StatusOr<Metrics> metrics = StartServerMetrics(f.metrics);
+  // Declared before the store: parked pulls still count when the store fails them.
+  absl::StatusOr<metrics::RoleMetrics<ServerMetrics>> metrics =
+      metrics::StartRoleMetrics<ServerMetrics>(f.metrics, "server");
   if (!metrics.ok()) {
     DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
   }
+  std::unique_ptr<StoreMetrics> store_metrics;
+  if (metrics->families != nullptr) store_metrics = std::make_unique<StoreMetrics>(metrics->families.get());
   kv::ShardStore store;
-  store.SetObserver(metrics->store.get());
+  store.SetObserver(store_metrics.get());
   PsServiceOptions options;
   options.sync_timeout = absl::Seconds(f.sync_timeout_s);
-  options.metrics = metrics->server.get();
+  options.metrics = metrics->families.get();
   PsService service(&store, options);
 
   int port = 0;

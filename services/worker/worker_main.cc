@@ -85,13 +85,12 @@ int Run(int argc, char** argv) {
   SetLogIdentity("worker", static_cast<int>(cluster_flags.rank));  // the rank asked for; final once known
   // Serving before registration, which may block for minutes: a launcher waits for
   // the port, and Prometheus sees the target up (without series until the rank is known).
-  absl::StatusOr<std::unique_ptr<metrics::MetricsRegistry>> registry = metrics::StartMetrics(metrics_flags, "worker");
-  if (!registry.ok()) {
-    DTRAIN_LOG(ERROR) << registry.status().message();
+  absl::StatusOr<metrics::RoleMetrics<WorkerMetrics>> metrics =
+      metrics::StartRoleMetrics<WorkerMetrics>(metrics_flags, "worker");
+  if (!metrics.ok()) {
+    DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
   }
-  std::unique_ptr<worker::WorkerMetrics> worker_metrics;
-  if (*registry != nullptr) worker_metrics = std::make_unique<worker::WorkerMetrics>(**registry);
 
   absl::StatusOr<std::unique_ptr<Cluster>> cluster = JoinCluster(options, cluster_flags);
   if (!cluster.ok()) {
@@ -103,7 +102,7 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(ERROR) << "cannot join the cluster: " << kv.status().message();
     return 1;
   }
-  if (*registry != nullptr) (*registry)->SetRank((*cluster)->rank());
+  if (metrics->registry != nullptr) metrics->registry->SetRank((*cluster)->rank());
   DTRAIN_LOG(INFO) << "training " << options.network << " with kv-store " << options.kv_store << ", "
                    << threads << " LibTorch thread(s)";
   if (IsAsync(options.mode) && options.mom > 0.5) {
@@ -113,7 +112,7 @@ int Run(int argc, char** argv) {
                         << ": staleness adds momentum of its own; if the loss grows, use --mom 0.5 or lower";
   }
 
-  auto result = Train(options, **cluster, **kv, worker_metrics.get());
+  auto result = Train(options, **cluster, **kv, metrics->families.get());
   if (!result.ok()) {
     DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
     (void)(*cluster)->Finish(/*failed=*/true, std::string(result.status().message()));

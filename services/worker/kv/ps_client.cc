@@ -52,19 +52,6 @@ void ToProto(const kv::OptimizerOptions& o, v1::OptimizerConfig* p) {
   p->set_clip_gradient(o.clip_gradient);
 }
 
-std::string FloatBytes(const float* data, int64_t n) {
-  return std::string(reinterpret_cast<const char*>(data), static_cast<size_t>(n) * sizeof(float));
-}
-
-absl::Status BytesToFloats(const std::string& bytes, std::vector<float>* out) {
-  if (bytes.size() % sizeof(float) != 0) {
-    return absl::InternalError(absl::StrCat(bytes.size(), " bytes is not a whole number of float32s"));
-  }
-  out->resize(bytes.size() / sizeof(float));
-  if (!bytes.empty()) std::memcpy(out->data(), bytes.data(), bytes.size());
-  return absl::OkStatus();
-}
-
 // Gradients are lent to gRPC rather than copied (see Impl::Submit): a slice over the
 // caller's memory whose destroy callback reports when gRPC has let go of it. The
 // state outlives the client, since the last slice may be released after it.
@@ -371,9 +358,9 @@ absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Dur
       ki->set_key(k.key);
       for (int64_t d : k.shape) ki->add_shape(d);
       ki->set_dtype(v1::DTYPE_FLOAT32);
-      ki->set_values(FloatBytes(k.values.data(), static_cast<int64_t>(k.values.size())));
+      ki->set_values(kv::FloatsToBytes(k.values.data(), static_cast<int64_t>(k.values.size())));
       ki->set_version(k.version);
-      ki->set_optimizer_state(FloatBytes(k.optimizer_state.data(), static_cast<int64_t>(k.optimizer_state.size())));
+      ki->set_optimizer_state(kv::FloatsToBytes(k.optimizer_state.data(), static_cast<int64_t>(k.optimizer_state.size())));
     }
     v1::InitKeysResponse resp;
     grpc::ClientContext ctx;
@@ -400,9 +387,10 @@ absl::StatusOr<std::vector<kv::KeyState>> PsClient::GetState(const std::vector<u
     snap.key = ks.key();
     snap.shape.assign(ks.shape().begin(), ks.shape().end());
     snap.version = ks.version();
-    bad = BytesToFloats(ks.values(), &snap.values);
-    if (bad.ok()) bad = BytesToFloats(ks.optimizer_state(), &snap.optimizer_state);
-    if (!bad.ok()) bad = absl::Status(bad.code(), absl::StrCat("key ", ks.key(), ": ", bad.message()));
+    bad = kv::BytesToFloats(ks.values(), &snap.values);
+    if (bad.ok()) bad = kv::BytesToFloats(ks.optimizer_state(), &snap.optimizer_state);
+    // Our own server sent it: a broken answer is INTERNAL, not the caller's argument.
+    if (!bad.ok()) bad = absl::InternalError(absl::StrCat("key ", ks.key(), ": ", bad.message()));
     out.push_back(std::move(snap));
   }
   absl::Status s = FromGrpc(reader->Finish());
