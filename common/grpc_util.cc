@@ -2,6 +2,7 @@
 
 #include "absl/time/clock.h"
 #include "common/credentials.h"
+#include "common/log.h"
 
 namespace dtrain {
 
@@ -57,6 +58,20 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   SetBulkTransportArgs([&](const char* k, int v) { builder.AddChannelArgument(k, v); });
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+}
+
+std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  ConfigureServerBuilder(builder);
+  builder.AddListeningPort(listen, ServerCredentials(), bound_port);
+  builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || *bound_port == 0) {
+    DTRAIN_LOG(ERROR) << "cannot listen on " << listen;
+    return nullptr;
+  }
+  return server;
 }
 
 }  // namespace dtrain

@@ -24,6 +24,11 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 // Applies the same limits to a server.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 
+// Serves `service` on `listen` (host:port; port 0: any free one) with the standard
+// health service, dtrain's limits and the job's credentials, and sets *bound_port.
+// Null (logged: "cannot listen on LISTEN") when it cannot listen.
+std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port);
+
 // Largest message either side accepts: a 4 MB key chunk plus its optimizer state
 // fits with room; whole-model messages are never sent.
 inline constexpr int kMaxMessageBytes = 64 << 20;

@@ -109,18 +109,10 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
 
 // Serves `service` (with health and reflection) on 0.0.0.0:`port` and sets
 // *bound_port, NOT_SERVING; null (logged) when it cannot listen.
-std::unique_ptr<grpc::Server> StartGrpcServer(int64_t port, grpc::Service* service, int* bound_port) {
+std::unique_ptr<grpc::Server> StartInferenceServer(int64_t port, grpc::Service* service, int* bound_port) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), ServerCredentials(), bound_port);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || *bound_port == 0) {
-    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << port;
-    return nullptr;
-  }
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(absl::StrCat("0.0.0.0:", port), service, bound_port);
+  if (server == nullptr) return nullptr;
   // The default health service starts out SERVING; there is no model yet.
   SetServing(*server, false);
   return server;
@@ -196,7 +188,7 @@ int Run(int argc, char** argv) {
   InferenceService service(holder, options);
 
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartGrpcServer(f.port, &service, &port);
+  std::unique_ptr<grpc::Server> server = StartInferenceServer(f.port, &service, &port);
   if (server == nullptr) return 1;
   if (!f.port_file.empty()) {
     if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {

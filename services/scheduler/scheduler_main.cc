@@ -76,21 +76,6 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   return metrics::CheckMetricsFlags(f->metrics);
 }
 
-// Serves `service` on `listen` and sets *bound_port; null (logged) when it cannot listen.
-std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port) {
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
-  builder.AddListeningPort(listen, ServerCredentials(), bound_port);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || *bound_port == 0) {
-    DTRAIN_LOG(ERROR) << "cannot listen on " << listen;
-    return nullptr;
-  }
-  return server;
-}
-
 // Ticks the service until a signal, or until the job is over and every node left
 // (or `exit_grace` passed since).
 void RunUntilDone(ShutdownSignal& signals, SchedulerService& service, const Membership& membership,

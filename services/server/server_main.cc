@@ -61,22 +61,6 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   return s;
 }
 
-// Serves `service` on 0.0.0.0:`port` (0: any free port) and sets *bound_port; null
-// (logged) when it cannot listen.
-std::unique_ptr<grpc::Server> StartGrpcServer(int64_t port, grpc::Service* service, int* bound_port) {
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  ConfigureServerBuilder(builder);
-  builder.AddListeningPort(absl::StrCat("0.0.0.0:", port), ServerCredentials(), bound_port);
-  builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || *bound_port == 0) {
-    DTRAIN_LOG(ERROR) << "cannot listen on 0.0.0.0:" << port;
-    return nullptr;
-  }
-  return server;
-}
-
 // Registers `address` with the scheduler and starts the heartbeat, which turns the
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
@@ -140,7 +124,7 @@ int Run(int argc, char** argv) {
   PsService service(&store, options);
 
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartGrpcServer(f.cluster.port, &service, &port);
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(absl::StrCat("0.0.0.0:", f.cluster.port), &service, &port);
   if (server == nullptr) return 1;
   const std::string address = absl::StrCat(f.cluster.host, ":", port);
   if (!f.port_file.empty()) {
