@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_util.h"
+#include "common/kvstore_mode.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "services/server/push_pull_reactor.h"
@@ -85,8 +86,8 @@ class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
 }  // namespace
 
 absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store) {
-  if (kv_store == "dist_sync" || kv_store == "dist_device_sync") return kv::MergeMode::kSync;
-  if (kv_store == "dist_async") return kv::MergeMode::kAsync;
+  absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store);
+  if (mode.ok() && IsDistributed(*mode)) return IsAsync(*mode) ? kv::MergeMode::kAsync : kv::MergeMode::kSync;
   return absl::InvalidArgumentError(absl::StrCat("kv_store \"", kv_store,
                                                  "\" is not served by a parameter server (want dist_sync, "
                                                  "dist_device_sync or dist_async)"));
