@@ -161,6 +161,18 @@ TEST(LifecycleTest, ClusterOverIpv6Loopback) {
   EXPECT_TRUE(channel->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Seconds(5)))) << advertised;
 }
 
+// A barrier name is capped (the scheduler keeps barriers while they are open).
+TEST(LifecycleTest, OverlongBarrierNameIsRefusedNamingTheLimit) {
+  SchedulerProcess sched(1, 0);
+  ASSERT_FALSE(sched.address.empty()) << sched.process->output();
+  SchedulerClient w(sched.address);
+  ASSERT_TRUE(w.Register(v1::ROLE_WORKER, "127.0.0.1", -1, 1, 0, absl::Seconds(10)).ok());
+  absl::Status s = w.Barrier(std::string(100000, 'x'), v1::BARRIER_GROUP_WORKERS, absl::Seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("limit of 256 bytes"), std::string::npos) << s;
+  EXPECT_TRUE(w.Barrier("epoch-1", v1::BARRIER_GROUP_WORKERS, absl::Seconds(5)).ok());
+}
+
 // `--version` everywhere, and help exits 0 everywhere (`dtrain run --help` exited 2).
 TEST(LifecycleTest, EveryBinaryAnswersVersionAndHelpWithZero) {
   const std::vector<std::vector<std::string>> commands = {
