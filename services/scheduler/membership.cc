@@ -142,7 +142,7 @@ absl::StatusOr<int> Membership::AwaitAllRegistered(uint64_t ticket, absl::Time d
   absl::Status failure;
   while (!all_registered_) {
     if (closed_) {
-      failure = absl::UnavailableError("the scheduler is shutting down");
+      failure = close_status_;
     } else if (cancelled && cancelled()) {
       auto it = FindTicket(ticket);
       failure = absl::CancelledError(absl::StrCat(
@@ -384,9 +384,10 @@ std::string Membership::Describe(const NodeKey& key) const {
   }
 }
 
-void Membership::Close() {
+void Membership::Close(absl::Status why) {
   absl::MutexLock lock(&mu_);
   closed_ = true;
+  close_status_ = std::move(why);
   changed_.SignalAll();
 }
 

@@ -111,8 +111,9 @@ class Membership {
   // "DEAD since 4.0 s (heartbeat stream broke)", "not registered".
   std::string Describe(const NodeKey& key) const;
 
-  // Wakes every AwaitAllRegistered with UNAVAILABLE (the scheduler is stopping).
-  void Close();
+  // Wakes every AwaitAllRegistered with `why` (default UNAVAILABLE: the scheduler is
+  // stopping; the registration deadline passes its own text on to the waiting nodes).
+  void Close(absl::Status why = absl::UnavailableError("the scheduler is shutting down"));
 
  private:
   struct Node {
@@ -143,6 +144,7 @@ class Membership {
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status close_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dtrain::scheduler

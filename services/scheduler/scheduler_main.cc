@@ -123,7 +123,11 @@ absl::Status RunUntilDone(ShutdownSignal& signals, SchedulerService& service, co
 // (`early` or a failed node), else 0.
 int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& membership,
              const absl::Status& early) {
-  service.Close();
+  if (early.ok()) {
+    service.Close();
+  } else {
+    service.Close(early);
+  }
   server.Shutdown(DeadlineAfter(absl::Milliseconds(500)));
   if (!early.ok()) {
     DTRAIN_LOG(ERROR) << "job failed: " << early.message();

@@ -181,8 +181,8 @@ void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why)
   if (options_.metrics != nullptr) options_.metrics->NodeDied(RoleName(key.role));
 }
 
-void SchedulerService::Close() {
-  membership_->Close();
+void SchedulerService::Close(const absl::Status& why) {
+  membership_->Close(why);
   barriers_->Close();
 }
 
