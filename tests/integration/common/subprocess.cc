@@ -120,7 +120,12 @@ std::pair<int, std::string> RunToEnd(std::vector<std::string> argv, absl::Durati
   return {code, p.output()};
 }
 
-std::string Bin(const std::string& name) { return std::string(DTRAIN_BIN_DIR) + "/" + name; }
+// DTRAIN_TEST_BIN_DIR runs the same tests against other binaries (e.g. an older build,
+// to show a test fails there).
+std::string Bin(const std::string& name) {
+  const char* dir = std::getenv("DTRAIN_TEST_BIN_DIR");
+  return std::string(dir != nullptr && *dir != '\0' ? dir : DTRAIN_BIN_DIR) + "/" + name;
+}
 
 namespace {
 

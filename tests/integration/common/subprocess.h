@@ -44,7 +44,7 @@ class Subprocess {
 std::pair<int, std::string> RunToEnd(std::vector<std::string> argv, absl::Duration timeout,
                                      std::map<std::string, std::string> env = {});
 
-// Where the build put the binaries (CMake passes DTRAIN_BIN_DIR).
+// Where the build put the binaries (CMake passes DTRAIN_BIN_DIR; $DTRAIN_TEST_BIN_DIR overrides).
 std::string Bin(const std::string& name);
 // A fresh temporary directory under $TMPDIR, removed (if the test did not) when the
 // test program exits.
