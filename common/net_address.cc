@@ -39,7 +39,7 @@ std::string JoinHostPort(absl::string_view host, int port) {
 
 absl::StatusOr<HostPort> SplitHostPort(absl::string_view address) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("expected host:port or [ipv6]:port, got '", address, "': ", why));
+    return absl::InvalidArgumentError(absl::StrCat("expected HOST:PORT or [IPv6]:PORT, got '", address, "': ", why));
   };
   HostPort out;
   absl::string_view port_text;

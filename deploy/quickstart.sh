@@ -9,9 +9,11 @@ bash deploy/install-deps.sh
 bash deploy/build.sh
 EPOCHS="${EPOCHS:-3}"
 mkdir -p model
+# The quickstart starts over each time it runs: a prefix holds one run's checkpoints, so
+# the previous run's are deleted rather than mixed with this one's.
 build/bin/dtrain launch -n 2 -s 2 --kv-store dist_sync -- \
   --network lenet --num-epochs "$EPOCHS" --batch-size 64 --lr 0.1 --lr-step-epochs 2 \
-  --model-prefix model/fmnist-lenet
+  --model-prefix model/fmnist-lenet --overwrite-checkpoints
 echo "quickstart: checkpoints in model/:"
 ls -l model/
 

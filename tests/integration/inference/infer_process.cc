@@ -63,7 +63,8 @@ TrainedCheckpoint* TrainOnce() {
   if (!fresh) {
     fs::remove(done, ec);
     auto [code, out] = RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-epochs",
-                                 "2", "--num-examples", "2000", "--model-prefix", t->prefix, "--data-dir", kDataDir},
+                                 "2", "--num-examples", "2000", "--model-prefix", t->prefix, "--data-dir", kDataDir,
+                                 "--overwrite-checkpoints"},
                                 absl::Minutes(3));
     std::ofstream(log_path) << out;
     if (code != 0) {
