@@ -30,6 +30,12 @@ class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
     const std::vector<uint64_t> held = store_->Keys();
     if (req.keys().empty()) {
       keys_ = held;
+    } else if (static_cast<size_t>(req.keys_size()) > held.size()) {
+      // Asking for more keys than are held means duplicates: refused before any is copied.
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("GetState asks for ", req.keys_size(), " keys but this server holds ",
+                                       held.size())));
+      return;
     } else {
       const std::unordered_set<uint64_t> have(held.begin(), held.end());
       for (uint64_t k : req.keys()) {
@@ -176,7 +182,14 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull(
     grpc::CallbackServerContext* /*ctx*/) {
-  return new PushPullReactor(store_, options_.sync_timeout, options_.metrics);
+  StreamOptions stream;
+  stream.sync_timeout = options_.sync_timeout;
+  stream.request_limits = options_.request_limits;
+  stream.allow_non_finite = options_.allow_non_finite;
+  stream.max_pending_requests = options_.max_pending_requests;
+  stream.max_queued_bytes = options_.max_queued_bytes;
+  stream.metrics = options_.metrics;
+  return new PushPullReactor(store_, stream);
 }
 
 grpc::ServerWriteReactor<v1::KeyState>* PsService::GetState(grpc::CallbackServerContext* /*ctx*/,
