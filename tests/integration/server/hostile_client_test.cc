@@ -161,7 +161,11 @@ class HostileClientTest : public ::testing::Test {
 
   // The server is alive and answers a real RPC.
   void ExpectAliveAndAnswering() {
-    ASSERT_TRUE(server_->running()) << "dtrain-server died:\n" << server_->output();
+    if (!server_->running()) {
+      const int code = server_->Wait(absl::Seconds(1));
+      FAIL() << "dtrain-server died (exit " << code << (code > 128 ? ": signal " : "")
+             << (code > 128 ? std::to_string(code - 128) : "") << "), output:\n" << server_->output();
+    }
     v1::GetStateRequest req;
     grpc::ClientContext ctx;
     ctx.set_deadline(DeadlineAfter(kRpc));
