@@ -46,18 +46,25 @@ struct ServerFlags {
   bool allow_non_finite = false;
 };
 
-// The hardening flags: every count and size a client sends is capped.
+// The hardening flags: every count and size a client sends is capped. The variables
+// reach servers that `dtrain launch` starts.
 void AddLimitFlags(FlagSet& flags, ServerFlags* f) {
-  flags.AddInt("max-workers", &f->max_workers, "refuse a Configure with more workers than this");
-  flags.AddInt("max-keys", &f->limits.max_keys, "refuse InitKeys beyond this many keys on this server");
+  flags.AddInt("max-workers", &f->max_workers, "refuse a Configure with more workers than this",
+               {"DTRAIN_MAX_WORKERS"});
+  flags.AddInt("max-keys", &f->limits.max_keys, "refuse InitKeys beyond this many keys on this server",
+               {"DTRAIN_MAX_KEYS"});
   flags.AddInt("max-shard-bytes", &f->limits.max_bytes,
-               "refuse InitKeys beyond this many bytes of weights plus optimizer state on this server");
+               "refuse InitKeys beyond this many bytes of weights plus optimizer state on this server",
+               {"DTRAIN_MAX_SHARD_BYTES"});
   flags.AddInt("max-stream-pending", &f->max_stream_pending,
-               "a PushPull stream stops reading while this many of its requests await an answer");
+               "a PushPull stream stops reading while this many of its requests await an answer",
+               {"DTRAIN_MAX_STREAM_PENDING"});
   flags.AddInt("max-stream-queued-bytes", &f->max_stream_queued_bytes,
-               "a PushPull stream stops reading while its unsent answers hold this many bytes");
+               "a PushPull stream stops reading while its unsent answers hold this many bytes",
+               {"DTRAIN_MAX_STREAM_QUEUED_BYTES"});
   flags.AddBool("allow-non-finite", &f->allow_non_finite,
-                "apply pushed gradients holding NaN or Inf (default: refuse them with an error to the worker)");
+                "apply pushed gradients holding NaN or Inf (default: refuse them with an error to the worker)",
+                {"DTRAIN_ALLOW_NON_FINITE"});
 }
 
 absl::Status CheckLimitFlags(ServerFlags* f) {
