@@ -7,8 +7,9 @@
 
 namespace dtrain::server {
 
-// True when none of x[0..n) is NaN or +-Inf. Runs on every push: one vectorised
-// pass, a few percent of a memcpy of the same bytes.
+// True when none of x[0..n) is NaN or +-Inf. Runs on every push: one vectorised read
+// pass, about as fast as a memcpy of the same bytes (4 MB: ~120 us against ~95 us),
+// a few percent of what a push of them costs end to end.
 bool AllFinite(const float* x, int64_t n);
 
 // The index of the first NaN or Inf in x[0..n), or -1 (for the error message; slow).
