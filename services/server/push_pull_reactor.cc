@@ -53,13 +53,15 @@ void PushPullReactor::OnReadDone(bool ok) {
   v1::PushPullRequest req;
   int64_t payload_bytes = -1;
   // The codec has checked `size` against the bytes received and the cap before
-  // this allocates; a request that is not a push has its payload skipped.
+  // this allocates; a request that is not (yet) a push has its payload skipped.
+  payload_taken_ = -1;
   const absl::Status decoded = kv::DecodeWithPayload(
       &request_, &req, v1::PushPullRequest::kDataFieldNumber,
       [this](const google::protobuf::MessageLite& header, size_t size) -> char* {
         const auto op = static_cast<const v1::PushPullRequest&>(header).op();
         if (op != v1::OP_PUSH && op != v1::OP_PUSH_PULL) return nullptr;
         payload_.resize((size + sizeof(float) - 1) / sizeof(float));
+        payload_taken_ = static_cast<int64_t>(size);
         return reinterpret_cast<char*>(payload_.data());
       },
       &payload_bytes, options_.request_limits.max_payload_bytes);
@@ -141,7 +143,14 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   if (req.op() != v1::OP_PULL) {
     if (metrics != nullptr) metrics->PushReceived(std::max<int64_t>(payload_bytes, 0));
     const int64_t numel = std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float));
-    absl::Status s = CheckFinite(req, numel);
+    absl::Status s;
+    if (payload_bytes > 0 && payload_taken_ != payload_bytes) {
+      // Fields may come in any order; the data was skipped because `op` only said
+      // "push" after it. Our encoder puts data last.
+      s = absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req),
+                                                  ": op must come before data on the wire (put data last)"));
+    }
+    if (s.ok()) s = CheckFinite(req, numel);
     if (s.ok()) s = store_->Push(req.worker_rank(), req.step(), req.key(), payload_.data(), numel);
     if (!s.ok() || req.op() == v1::OP_PUSH) {
       if (!s.ok() && metrics != nullptr) metrics->RequestFailed();

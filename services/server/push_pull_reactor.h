@@ -93,6 +93,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   // with it (the store copies what it keeps) before the next read, but not kept
   // larger than kKeepPayloadBytes between requests.
   std::vector<float> payload_;
+  int64_t payload_taken_ = -1;  // bytes of the current request's data in payload_ (-1: none)
 };
 
 }  // namespace dtrain::server

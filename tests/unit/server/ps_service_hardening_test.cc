@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/synchronization/notification.h"
+#include "common/kv/tensor_codec.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -159,6 +160,39 @@ TEST(PsServiceHardeningTest, AFullStreamStopsReadingUntilAnswersGoOut) {
     EXPECT_THAT(outs[i], ElementsAre(0, 1));
   }
   EXPECT_EQ(ps.store_.parked_pulls(), 0);
+}
+
+TEST(PsServiceHardeningTest, APushWhoseOpFollowsItsDataIsRefusedNotReadOutOfBounds) {
+  Loopback ps;
+  ASSERT_TRUE(ps.ok());
+  kv::StoreConfig config;
+  config.optimizer = Sgd(1.0);
+  ASSERT_TRUE(ps.store_.Configure(config).ok());
+  const float init[2] = {1, 2};
+  ASSERT_TRUE(ps.store_.InitKey(5, {2}, init, 2).ok());
+  auto channel = MakeChannel(ps.address());
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAfter(kRpc));
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+      grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          channel.get(),
+          grpc::internal::RpcMethod("/dtrain.v1.ParameterServer/PushPull",
+                                    grpc::internal::RpcMethod::BIDI_STREAMING),
+          &ctx));
+  // request_id 1, key 5, dtype FLOAT32, data (8 bytes), and only then op = OP_PUSH.
+  std::string bytes("\x08\x01\x28\x05\x30\x01\x3a\x08", 8);
+  bytes.append(8, '\0');
+  bytes.append("\x10\x01", 2);
+  grpc::Slice slice(bytes);
+  ASSERT_TRUE(stream->Write(grpc::ByteBuffer(&slice, 1)));
+  grpc::ByteBuffer answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  v1::PushPullResponse resp;
+  ASSERT_TRUE(kv::DecodeWithPayload(&answer, &resp, v1::PushPullResponse::kDataFieldNumber, nullptr).ok());
+  EXPECT_EQ(resp.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(resp.message(), "push of key 5 by worker 0: op must come before data on the wire (put data last)");
+  EXPECT_EQ(ps.store_.updates_applied(), 0);
+  ctx.TryCancel();
 }
 
 }  // namespace
