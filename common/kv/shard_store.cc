@@ -22,6 +22,8 @@ namespace {
 
 std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
+constexpr size_t kMaxDims = 32;
+
 // The element count of `shape`, or -1 if a dimension is negative or the product
 // does not fit in an int64 (shapes come from the wire).
 int64_t NumElements(const std::vector<int64_t>& shape) {
@@ -212,6 +214,11 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
   absl::MutexLock lock(&impl_->mu);
   const Setup* setup = impl_->setup.get();
   if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
+  // A shape is kept with the key and is not counted in max_bytes: its length is capped.
+  if (shape.size() > kMaxDims) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key ", key, ": shape has ", shape.size(), " dimensions, more than ", kMaxDims));
+  }
   if (NumElements(shape) != numel) {
     return absl::InvalidArgumentError(
         absl::StrCat("key ", key, ": shape ", ShapeText(shape), " does not hold ", numel, " elements"));

@@ -65,6 +65,7 @@ class ShardStore {
   // Creates a key. An existing key with the same shape is left unchanged (OK);
   // a different shape is FAILED_PRECONDITION. `state` may be empty (fresh start) or
   // hold StateSlots() * numel floats (resume); `version` is the resumed update count.
+  // A shape has at most 32 dimensions.
   // RESOURCE_EXHAUSTED, naming the cap and its dtrain-server flag, when the key would
   // take the store over StoreLimits::max_keys (--max-keys) or max_bytes
   // (--max-shard-bytes).

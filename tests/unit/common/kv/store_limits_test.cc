@@ -108,6 +108,8 @@ TEST(StoreLimitsTest, ShapesWhoseProductOverflowsAreRefused) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("does not hold 0 elements"));
   EXPECT_EQ(store.InitKey(2, {-1, -1}, &v, 1).code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status dims = store.InitKey(3, std::vector<int64_t>(1000, 1), &v, 1);
+  EXPECT_EQ(dims.message(), "key 3: shape has 1000 dimensions, more than 32");
   EXPECT_EQ(store.num_keys(), 0);
 }
 
