@@ -22,6 +22,7 @@ struct ParkedPull {
   absl::Time parked_at;
   absl::Time deadline;
   PullCallback done;
+  uint64_t owner = 0;  // see ShardStore::DropPulls
 };
 
 // One key. `shape` and `numel` are fixed at creation; the rest is guarded by `mu`.
@@ -33,21 +34,31 @@ struct KeyEntry {
         version(version_in),
         values(std::move(values_in)),
         state(std::move(state_in)),
-        pending(num_workers),
-        has_pending(num_workers, false),
-        last_push_step(num_workers, -1),
-        last_pull_version(num_workers, -1) {}
+        num_workers(num_workers) {}
+
+  // Per-worker state is grown up to the highest rank seen, when it is first needed,
+  // not sized for num_workers up front: a job configured for many workers costs
+  // nothing per key until they come.
+  void SeeWorker(int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    const size_t n = static_cast<size_t>(w) + 1;
+    if (has_pending.size() >= n) return;
+    pending.resize(n);
+    has_pending.resize(n, false);
+    last_push_step.resize(n, -1);
+    last_pull_version.resize(n, -1);
+  }
 
   // The workers whose push for step `version` has not arrived.
   std::vector<int> Missing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::vector<int> missing;
-    for (int w = 0; w < static_cast<int>(has_pending.size()); ++w) {
-      if (!has_pending[w]) missing.push_back(w);
+    for (int w = 0; w < num_workers; ++w) {
+      if (w >= static_cast<int>(has_pending.size()) || !has_pending[w]) missing.push_back(w);
     }
     return missing;
   }
 
-  // What the merge rule decides on, for worker `w`'s push or pull of key `key`.
+  // What the merge rule decides on, for worker `w`'s push or pull of key `key`
+  // (after SeeWorker(w)).
   KeyProgress Progress(uint64_t key, int w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     KeyProgress p;
     p.key = key;
@@ -64,7 +75,8 @@ struct KeyEntry {
   int64_t version ABSL_GUARDED_BY(mu);
   std::vector<float> values ABSL_GUARDED_BY(mu);
   std::vector<float> state ABSL_GUARDED_BY(mu);
-  // Sync: each worker's gradient for step `version`; buffers are kept between steps.
+  const int num_workers;
+  // Per worker (indexed by rank, grown by SeeWorker). Sync: each worker's gradient for step `version`; buffers are kept between steps.
   std::vector<std::vector<float>> pending ABSL_GUARDED_BY(mu);
   std::vector<bool> has_pending ABSL_GUARDED_BY(mu);
   int pending_count ABSL_GUARDED_BY(mu) = 0;

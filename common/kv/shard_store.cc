@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -21,9 +22,17 @@ namespace {
 
 std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
+constexpr size_t kMaxDims = 32;
+
+// The element count of `shape`, or -1 if a dimension is negative or the product
+// does not fit in an int64 (shapes come from the wire).
 int64_t NumElements(const std::vector<int64_t>& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
+    n *= d;
+  }
   return n;
 }
 
@@ -59,6 +68,9 @@ struct ShardStore::Impl {
   std::unique_ptr<const Setup> setup ABSL_GUARDED_BY(mu);  // null until Configure; then never changes
   std::map<uint64_t, std::unique_ptr<KeyEntry>> keys ABSL_GUARDED_BY(mu);  // never removed
   StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;  // what the next Configure uses
+  StoreLimits limits ABSL_GUARDED_BY(mu);
+  int64_t bytes_held ABSL_GUARDED_BY(mu) = 0;  // weights + optimizer state of every key
+  std::atomic<int64_t> parked_pulls{0};
   absl::Time last_still_waiting_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   std::atomic<int64_t> updates_applied{0};
 
@@ -90,14 +102,23 @@ struct ShardStore::Impl {
                         " s ago)");
   }
 
+  // Counts parked pulls added (> 0) or removed (< 0), for parked_pulls() and metrics.
+  void CountParked(const Setup* s, int64_t delta) {
+    if (delta == 0) return;
+    parked_pulls.fetch_add(delta, std::memory_order_relaxed);
+    if (s != nullptr && s->observer != nullptr) s->observer->OnParkedPulls(delta);
+  }
+
   // Answers parked pulls the key's version now satisfies.
-  static void FireReady(KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  void FireReady(const Setup& s, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    if (k.parked.empty()) return;
     const int64_t version = k.version;
     auto ready = std::stable_partition(k.parked.begin(), k.parked.end(),
                                        [version](const ParkedPull& p) { return p.min_version > version; });
     for (auto it = ready; it != k.parked.end(); ++it) {
       it->done(absl::OkStatus(), k.version, k.values.data(), k.numel);
     }
+    CountParked(&s, -static_cast<int64_t>(k.parked.end() - ready));
     k.parked.erase(ready, k.parked.end());
   }
 
@@ -149,6 +170,7 @@ ShardStore::~ShardStore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
       p.done(absl::CancelledError(absl::StrCat("key ", key, ": parameter server shutting down")), k->version,
              nullptr, 0);
     }
+    impl_->CountParked(impl_->setup.get(), -static_cast<int64_t>(k->parked.size()));
     k->parked.clear();
   }
 }
@@ -163,6 +185,11 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   }
   if (config.num_workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("num_workers must be >= 1, got ", config.num_workers));
+  }
+  if (config.num_workers > impl_->limits.max_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("num_workers ", config.num_workers,
+                                                   " is over this server's cap of ", impl_->limits.max_workers,
+                                                   " workers (--max-workers)"));
   }
   absl::StatusOr<std::unique_ptr<Optimizer>> opt = CreateOptimizer(config.optimizer);
   if (!opt.ok()) return opt.status();
@@ -187,7 +214,12 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
   absl::MutexLock lock(&impl_->mu);
   const Setup* setup = impl_->setup.get();
   if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
-  if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; }) || NumElements(shape) != numel) {
+  // A shape is kept with the key and is not counted in max_bytes: its length is capped.
+  if (shape.size() > kMaxDims) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key ", key, ": shape has ", shape.size(), " dimensions, more than ", kMaxDims));
+  }
+  if (NumElements(shape) != numel) {
     return absl::InvalidArgumentError(
         absl::StrCat("key ", key, ": shape ", ShapeText(shape), " does not hold ", numel, " elements"));
   }
@@ -205,6 +237,19 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
     return absl::FailedPreconditionError(absl::StrCat("key ", key, " already exists with shape ",
                                                       ShapeText(it->second->shape), ", not ", ShapeText(shape)));
   }
+  const StoreLimits& limits = impl_->limits;
+  if (static_cast<int64_t>(impl_->keys.size()) >= limits.max_keys) {
+    return absl::ResourceExhaustedError(absl::StrCat("key ", key, ": this server already holds ", impl_->keys.size(),
+                                                     " keys, its cap (--max-keys ", limits.max_keys, ")"));
+  }
+  // numel and state_size are bounded by the bytes that came with the request.
+  const int64_t bytes = (numel + state_size) * static_cast<int64_t>(sizeof(float));
+  if (bytes > limits.max_bytes - impl_->bytes_held) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "key ", key, ": its ", bytes, " bytes of weights and optimizer state would take this server to ",
+        impl_->bytes_held + bytes, " bytes, over its cap of ", limits.max_bytes, " (--max-shard-bytes)"));
+  }
+  impl_->bytes_held += bytes;
   impl_->keys.emplace(key, std::make_unique<KeyEntry>(
                                shape, version, std::vector<float>(values, values + numel),
                                state.empty() ? std::vector<float>(state_size, 0.0f) : state,
@@ -224,6 +269,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
                                                    ShapeText(k->shape), ")"));
   }
   absl::MutexLock lock(&k->mu);
+  k->SeeWorker(worker_rank);
   const absl::StatusOr<PushAction> action =
       setup->rule->OnPush(k->Progress(key, worker_rank), worker_rank, step);
   if (!action.ok()) return action.status();
@@ -234,7 +280,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
       setup->observer->OnAsyncPushApplied(k->version - k->last_pull_version[worker_rank]);
     }
     impl_->Apply(*setup, *k, grad);
-    Impl::FireReady(*k);
+    impl_->FireReady(*setup, *k);
     return absl::OkStatus();
   }
   // A step merged from every worker's push: kStorePending until the last, kMergeStep.
@@ -244,7 +290,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   }
   if (*action == PushAction::kMergeStep) {
     impl_->MergeStep(*setup, *k, worker_rank, grad);
-    Impl::FireReady(*k);
+    impl_->FireReady(*setup, *k);
     return absl::OkStatus();
   }
   k->pending[worker_rank].assign(grad, grad + numel);
@@ -253,7 +299,8 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   return absl::OkStatus();
 }
 
-void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done) {
+void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done,
+                      uint64_t owner) {
   KeyEntry* k = nullptr;
   const Setup* setup = nullptr;
   absl::Status s = impl_->Find(key, &k, &setup);
@@ -264,13 +311,43 @@ void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::
   }
   NoteHeardFrom(worker_rank);
   absl::MutexLock lock(&k->mu);
+  k->SeeWorker(worker_rank);
   if (setup->rule->CanAnswerPull(k->Progress(key, worker_rank), min_version)) {
     k->last_pull_version[worker_rank] = k->version;
     done(absl::OkStatus(), k->version, k->values.data(), k->numel);
     return;
   }
   if (k->pending_count == 0 && k->parked.empty()) k->waiting_since = impl_->clock();
-  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done)});
+  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner});
+  impl_->CountParked(setup, 1);
+}
+
+int64_t ShardStore::DropPulls(uint64_t owner) {
+  if (owner == 0 || impl_->parked_pulls.load(std::memory_order_relaxed) == 0) return 0;
+  const Setup* setup = nullptr;
+  std::vector<std::pair<uint64_t, KeyEntry*>> keys;
+  {
+    absl::ReaderMutexLock lock(&impl_->mu);
+    setup = impl_->setup.get();
+    keys.reserve(impl_->keys.size());
+    for (auto& [key, k] : impl_->keys) keys.emplace_back(key, k.get());
+  }
+  int64_t dropped = 0;
+  for (auto& [key, k] : keys) {
+    absl::MutexLock lock(&k->mu);
+    if (k->parked.empty()) continue;
+    auto gone = std::stable_partition(k->parked.begin(), k->parked.end(),
+                                      [owner](const ParkedPull& p) { return p.owner != owner; });
+    for (auto it = gone; it != k->parked.end(); ++it) {
+      it->done(absl::CancelledError(absl::StrCat("key ", key, ": the stream that asked is gone")), k->version,
+               nullptr, 0);
+    }
+    const int64_t n = k->parked.end() - gone;
+    k->parked.erase(gone, k->parked.end());
+    impl_->CountParked(setup, -n);
+    dropped += n;
+  }
+  return dropped;
 }
 
 void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_every) {
@@ -308,6 +385,7 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
                    absl::ToInt64Seconds(now - it->parked_at), " s")),
                k->version, nullptr, 0);
     }
+    impl_->CountParked(setup, -static_cast<int64_t>(k->parked.end() - expired));
     k->parked.erase(expired, k->parked.end());
     if (k->parked.empty() && k->pending_count == 0) {
       k->waiting_since = absl::InfiniteFuture();  // its waiters gave up: nothing stalls now
@@ -381,6 +459,18 @@ void ShardStore::NoteHeardFrom(int worker_rank) {
 void ShardStore::SetObserver(StoreObserver* observer) {
   absl::MutexLock lock(&impl_->mu);
   impl_->observer = observer;
+}
+
+void ShardStore::SetLimits(const StoreLimits& limits) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->limits = limits;
+}
+
+int64_t ShardStore::parked_pulls() const { return impl_->parked_pulls.load(std::memory_order_relaxed); }
+
+int64_t ShardStore::bytes_held() const {
+  absl::ReaderMutexLock lock(&impl_->mu);
+  return impl_->bytes_held;
 }
 
 int64_t ShardStore::num_keys() const {

@@ -41,6 +41,8 @@ class StoreObserver {
   virtual void OnAsyncPushApplied(int64_t /*staleness*/) {}
   // A worker was heard from for the first time.
   virtual void OnWorkerSeen(int /*worker_rank*/) {}
+  // Pulls parked (`delta` > 0) or no longer parked (answered, timed out, dropped).
+  virtual void OnParkedPulls(int64_t /*delta*/) {}
 };
 
 class ShardStore {
@@ -50,14 +52,23 @@ class ShardStore {
   explicit ShardStore(Clock clock = absl::Now);
   ~ShardStore();
 
+  // Caps on what Configure and InitKey accept (store_config.h); set before Configure.
+  void SetLimits(const StoreLimits& limits);
+
   // Sets mode, worker count and optimizer. Repeating an identical config is OK (a
   // worker 0 that restarts); a different one is FAILED_PRECONDITION saying what differs.
+  // num_workers over StoreLimits::max_workers is INVALID_ARGUMENT naming the cap and
+  // its dtrain-server flag (--max-workers).
   absl::Status Configure(const StoreConfig& config);
   bool configured() const;
 
   // Creates a key. An existing key with the same shape is left unchanged (OK);
   // a different shape is FAILED_PRECONDITION. `state` may be empty (fresh start) or
   // hold StateSlots() * numel floats (resume); `version` is the resumed update count.
+  // A shape has at most 32 dimensions.
+  // RESOURCE_EXHAUSTED, naming the cap and its dtrain-server flag, when the key would
+  // take the store over StoreLimits::max_keys (--max-keys) or max_bytes
+  // (--max-shard-bytes).
   absl::Status InitKey(uint64_t key, const std::vector<int64_t>& shape, const float* values, int64_t numel,
                        int64_t version = 0, const std::vector<float>& state = {});
 
@@ -74,8 +85,14 @@ class ShardStore {
   // answers at once). `done` runs in this call if ready, else later from the Push that
   // completes the step, or from CheckDeadlines with DEADLINE_EXCEEDED naming the
   // workers whose pushes are missing ("step 812 key 3: waiting for worker 2, last heard
-  // 31 s ago"). NOT_FOUND for an unknown key, at once.
-  void Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done);
+  // 31 s ago"), or from DropPulls(owner). NOT_FOUND for an unknown key, at once.
+  // `owner` (0: none) tags a parked pull for DropPulls.
+  void Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done,
+            uint64_t owner = 0);
+
+  // Fails (CANCELLED) and forgets every parked pull tagged `owner` (non-zero): the
+  // stream that asked is gone, so nothing it left behind may stay. Returns how many.
+  int64_t DropPulls(uint64_t owner);
 
   // Fails parked pulls whose deadline has passed, and logs one "still waiting" line per
   // stalled step every `still_waiting_every`. The service calls this about once a second.
@@ -95,6 +112,10 @@ class ShardStore {
   void SetObserver(StoreObserver* observer);
 
   int64_t num_keys() const;
+  // Pulls parked now, over all keys.
+  int64_t parked_pulls() const;
+  // Bytes of weights and optimizer state held (what StoreLimits::max_bytes caps).
+  int64_t bytes_held() const;
   int64_t updates_applied() const;
 
  private:

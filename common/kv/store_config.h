@@ -2,6 +2,7 @@
 // worker 0 (ParameterServer.Configure), and compared when it is set again.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "common/kv/optimizer.h"
@@ -20,6 +21,19 @@ struct StoreConfig {
   MergeMode mode = MergeMode::kSync;
   int num_workers = 1;
   OptimizerOptions optimizer;
+};
+
+// What one shard store may be made to hold, so that no request can make a server's
+// memory grow without bound. dtrain-server sets them from --max-workers, --max-keys
+// and --max-shard-bytes, and its errors name those flags; the defaults fit real
+// models (a key is at most a 4 MB chunk, see placement.h) with room to spare.
+struct StoreLimits {
+  // Configure's num_workers. Per-worker state is only allocated as workers show up.
+  int max_workers = 10000;
+  // Keys held.
+  int64_t max_keys = int64_t{1} << 20;
+  // Bytes of weights plus optimizer state over all keys held.
+  int64_t max_bytes = int64_t{16} << 30;
 };
 
 const char* ModeName(MergeMode mode);  // "sync" / "async"

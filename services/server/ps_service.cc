@@ -10,6 +10,7 @@
 #include "common/kvstore_mode.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
+#include "services/server/finite_check.h"
 #include "services/server/push_pull_reactor.h"
 
 namespace dtrain::server {
@@ -30,6 +31,12 @@ class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
     const std::vector<uint64_t> held = store_->Keys();
     if (req.keys().empty()) {
       keys_ = held;
+    } else if (static_cast<size_t>(req.keys_size()) > held.size()) {
+      // Asking for more keys than are held means duplicates: refused before any is copied.
+      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("GetState asks for ", req.keys_size(), " keys but this server holds ",
+                                       held.size())));
+      return;
     } else {
       const std::unordered_set<uint64_t> have(held.begin(), held.end());
       for (uint64_t k : req.keys()) {
@@ -83,6 +90,38 @@ class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
   v1::KeyState msg_;
 };
 
+// Strings and lists in a Configure are short in any real job; longer ones are refused
+// before they are echoed into an error (a status message travels in a gRPC header)
+// or kept.
+constexpr size_t kMaxNameBytes = 64;
+constexpr int kMaxLrSteps = 10000;
+
+absl::Status CheckConfigureSizes(const v1::ConfigureRequest& req) {
+  if (req.kv_store().size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("kv_store has ", req.kv_store().size(),
+                                                   " bytes (want dist_sync, dist_device_sync or dist_async)"));
+  }
+  if (req.optimizer().name().size() > kMaxNameBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer.name has ", req.optimizer().name().size(), " bytes (want \"sgd\" or \"adam\")"));
+  }
+  if (req.optimizer().lr_steps_size() > kMaxLrSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer.lr_steps has ", req.optimizer().lr_steps_size(),
+                                                   " entries, over the cap of ", kMaxLrSteps));
+  }
+  return absl::OkStatus();
+}
+
+// Initial weights or optimizer state holding NaN or Inf would poison the key from its
+// first step: refused like a non-finite push.
+absl::Status CheckFiniteInit(const std::vector<float>& v, const char* what, uint64_t key) {
+  if (AllFinite(v.data(), static_cast<int64_t>(v.size()))) return absl::OkStatus();
+  const int64_t at = FirstNonFinite(v.data(), static_cast<int64_t>(v.size()));
+  return absl::InvalidArgumentError(absl::StrCat("key ", key, ": ", what, " element ", at, " is ",
+                                                 v[static_cast<size_t>(at)],
+                                                 " (dtrain-server --allow-non-finite accepts it)"));
+}
+
 }  // namespace
 
 absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store) {
@@ -132,8 +171,9 @@ void PsService::TimerLoop() {
 grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx, const v1::ConfigureRequest* req,
                                                v1::ConfigureResponse* /*resp*/) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<kv::MergeMode> mode = ParseKvStore(req->kv_store());
-  absl::Status s = mode.status();
+  absl::Status s = CheckConfigureSizes(*req);
+  absl::StatusOr<kv::MergeMode> mode = s.ok() ? ParseKvStore(req->kv_store()) : s;
+  s = mode.status();
   if (s.ok()) {
     kv::StoreConfig config;
     config.mode = *mode;
@@ -164,6 +204,8 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
     }
     s = FloatsFromBytes(k.values(), "values", k.key(), &values);
     if (s.ok()) s = FloatsFromBytes(k.optimizer_state(), "optimizer_state", k.key(), &state);
+    if (s.ok() && !options_.allow_non_finite) s = CheckFiniteInit(values, "values", k.key());
+    if (s.ok() && !options_.allow_non_finite) s = CheckFiniteInit(state, "optimizer_state", k.key());
     if (s.ok()) {
       const std::vector<int64_t> shape(k.shape().begin(), k.shape().end());
       s = store_->InitKey(k.key(), shape, values.data(), static_cast<int64_t>(values.size()), k.version(), state);
@@ -176,7 +218,14 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull(
     grpc::CallbackServerContext* /*ctx*/) {
-  return new PushPullReactor(store_, options_.sync_timeout, options_.metrics);
+  StreamOptions stream;
+  stream.sync_timeout = options_.sync_timeout;
+  stream.request_limits = options_.request_limits;
+  stream.allow_non_finite = options_.allow_non_finite;
+  stream.max_pending_requests = options_.max_pending_requests;
+  stream.max_queued_bytes = options_.max_queued_bytes;
+  stream.metrics = options_.metrics;
+  return new PushPullReactor(store_, stream);
 }
 
 grpc::ServerWriteReactor<v1::KeyState>* PsService::GetState(grpc::CallbackServerContext* /*ctx*/,

@@ -11,6 +11,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
+#include "services/server/push_pull_reactor.h"
+#include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
@@ -26,6 +28,13 @@ struct PsServiceOptions {
   absl::Duration still_waiting_every = absl::Seconds(10);
   // Request counts and bytes (null: none); must outlive the service.
   server::ServerMetrics* metrics = nullptr;
+  // What one PushPull request may carry and ask for (request_checks.h).
+  RequestLimits request_limits;
+  // Apply pushes holding NaN or Inf instead of refusing them.
+  bool allow_non_finite = false;
+  // What one PushPull stream may hold before it stops reading (StreamOptions).
+  int64_t max_pending_requests = StreamOptions().max_pending_requests;
+  int64_t max_queued_bytes = StreamOptions().max_queued_bytes;
 };
 
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.

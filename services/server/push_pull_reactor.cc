@@ -1,10 +1,13 @@
 #include "services/server/push_pull_reactor.h"
 
+#include <atomic>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
+#include "services/server/finite_check.h"
 
 namespace dtrain::server {
 namespace {
@@ -14,31 +17,23 @@ void SetStatus(const absl::Status& s, v1::PushPullResponse* resp) {
   resp->set_message(std::string(s.message()));
 }
 
-// Per-request checks the store cannot make (it sees floats, not bytes).
-absl::Status CheckPayload(const v1::PushPullRequest& req, int64_t payload_bytes) {
-  const size_t data_size = payload_bytes < 0 ? 0 : static_cast<size_t>(payload_bytes);
-  const bool push = req.op() == v1::OP_PUSH || req.op() == v1::OP_PUSH_PULL;
-  if (push ? req.dtype() != v1::DTYPE_FLOAT32
-           : req.dtype() != v1::DTYPE_FLOAT32 && req.dtype() != v1::DTYPE_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat("key ", req.key(), ": dtype must be DTYPE_FLOAT32, got ",
-                                                   v1::DType_Name(req.dtype()), " (", req.dtype(), ")"));
-  }
-  if (push && data_size % sizeof(float) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("push of key ", req.key(), ": data has ", data_size,
-                                                   " bytes, not a whole number of float32s"));
-  }
-  if (!push && data_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("pull of key ", req.key(), " carries ", data_size,
-                                                   " bytes of data; only pushes do"));
-  }
-  return absl::OkStatus();
+// A key is at most a 4 MB chunk (common/kv/placement.h): a stream keeps a buffer that
+// size between requests, and lets a larger one go once its request is handled.
+constexpr size_t kKeepPayloadBytes = 8 << 20;
+
+uint64_t NextOwner() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
 
-PushPullReactor::PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout,
-                                 server::ServerMetrics* metrics)
-    : store_(store), sync_timeout_(sync_timeout), metrics_(metrics), box_(std::make_shared<Outbox>()) {
+PushPullReactor::PushPullReactor(kv::ShardStore* store, const StreamOptions& options)
+    : store_(store),
+      options_(options),
+      metrics_(options.metrics),
+      owner_(NextOwner()),
+      box_(std::make_shared<Outbox>()) {
   {
     absl::MutexLock lock(&box_->mu);
     box_->reactor = this;
@@ -57,16 +52,23 @@ void PushPullReactor::OnReadDone(bool ok) {
   }
   v1::PushPullRequest req;
   int64_t payload_bytes = -1;
+  // The codec has checked `size` against the bytes received and the cap before
+  // this allocates; a request that is not (yet) a push has its payload skipped.
+  payload_taken_ = -1;
   const absl::Status decoded = kv::DecodeWithPayload(
       &request_, &req, v1::PushPullRequest::kDataFieldNumber,
-      [this](const google::protobuf::MessageLite&, size_t size) {
+      [this](const google::protobuf::MessageLite& header, size_t size) -> char* {
+        const auto op = static_cast<const v1::PushPullRequest&>(header).op();
+        if (op != v1::OP_PUSH && op != v1::OP_PUSH_PULL) return nullptr;
         payload_.resize((size + sizeof(float) - 1) / sizeof(float));
+        payload_taken_ = static_cast<int64_t>(size);
         return reinterpret_cast<char*>(payload_.data());
       },
-      &payload_bytes);
+      &payload_bytes, options_.request_limits.max_payload_bytes);
   request_.Clear();
   if (decoded.ok()) {
     Handle(req, payload_bytes);
+    if (payload_.capacity() * sizeof(float) > kKeepPayloadBytes) std::vector<float>().swap(payload_);
   } else {
     // Without a request id there is nobody to answer: say so and go on reading.
     DTRAIN_LOG(WARNING) << "undecodable PushPull request " << req.request_id() << ": " << decoded.message();
@@ -82,7 +84,44 @@ void PushPullReactor::OnReadDone(bool ok) {
       Send(box_, resp);
     }
   }
+  ReadNext();
+}
+
+bool PushPullReactor::Full() const {
+  return box_->unanswered + static_cast<int64_t>(box_->queue.size()) >= options_.max_pending_requests ||
+         box_->queued_bytes >= options_.max_queued_bytes;
+}
+
+void PushPullReactor::ReadNext() {
+  {
+    absl::MutexLock lock(&box_->mu);
+    if (Full()) {
+      // OnWriteDone resumes once answers have gone out (OnCancel ends the stream).
+      box_->read_paused = true;
+      return;
+    }
+  }
   StartRead(&request_);
+}
+
+void PushPullReactor::DropParkedPulls() {
+  {
+    absl::MutexLock lock(&box_->mu);
+    if (box_->unanswered == 0) return;  // nothing of ours can be parked
+  }
+  const int64_t dropped = store_->DropPulls(owner_);
+  if (dropped > 0) DTRAIN_LOG(INFO) << "PushPull stream gone: dropped its " << dropped << " parked pulls";
+}
+
+absl::Status PushPullReactor::CheckFinite(const v1::PushPullRequest& req, int64_t numel) const {
+  if (options_.allow_non_finite || AllFinite(payload_.data(), numel)) return absl::OkStatus();
+  const int64_t at = FirstNonFinite(payload_.data(), numel);
+  const float bad = payload_[static_cast<size_t>(at)];
+  return absl::InvalidArgumentError(absl::StrCat(
+      "push of key ", req.key(), " at step ", req.step(), " by worker ", req.worker_rank(), ": gradient element ",
+      at, " is ", std::isnan(bad) ? "NaN" : (bad > 0 ? "+Inf" : "-Inf"),
+      "; refused so that it cannot poison the key for every worker (dtrain-server --allow-non-finite applies "
+      "such pushes)"));
 }
 
 void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_bytes) {
@@ -94,15 +133,7 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   resp.set_request_id(req.request_id());
   resp.set_key(req.key());
   server::ServerMetrics* const metrics = metrics_;
-  if (req.op() != v1::OP_PUSH && req.op() != v1::OP_PULL && req.op() != v1::OP_PUSH_PULL) {
-    if (metrics != nullptr) metrics->RequestFailed();
-    SetStatus(absl::InvalidArgumentError(absl::StrCat("request ", req.request_id(), ": unknown op ", req.op(),
-                                                      " (want OP_PUSH, OP_PULL or OP_PUSH_PULL)")),
-              &resp);
-    Send(box_, resp);
-    return;
-  }
-  if (absl::Status s = CheckPayload(req, payload_bytes); !s.ok()) {
+  if (absl::Status s = ValidatePushPullRequest(req, payload_bytes, options_.request_limits); !s.ok()) {
     if (metrics != nullptr) metrics->RequestFailed();
     SetStatus(s, &resp);
     Send(box_, resp);
@@ -111,8 +142,16 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   int64_t min_version = req.min_version();
   if (req.op() != v1::OP_PULL) {
     if (metrics != nullptr) metrics->PushReceived(std::max<int64_t>(payload_bytes, 0));
-    absl::Status s = store_->Push(req.worker_rank(), req.step(), req.key(), payload_.data(),
-                                  std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float)));
+    const int64_t numel = std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float));
+    absl::Status s;
+    if (payload_bytes > 0 && payload_taken_ != payload_bytes) {
+      // Fields may come in any order; the data was skipped because `op` only said
+      // "push" after it. Our encoder puts data last.
+      s = absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req),
+                                                  ": op must come before data on the wire (put data last)"));
+    }
+    if (s.ok()) s = CheckFinite(req, numel);
+    if (s.ok()) s = store_->Push(req.worker_rank(), req.step(), req.key(), payload_.data(), numel);
     if (!s.ok() || req.op() == v1::OP_PUSH) {
       if (!s.ok() && metrics != nullptr) metrics->RequestFailed();
       SetStatus(s, &resp);
@@ -124,7 +163,8 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   }
   // The worker may ask for a shorter wait than ours, so that the server's answer,
   // which names the missing workers, beats the worker's own deadline.
-  const absl::Duration wait = req.timeout_ms() > 0 ? absl::Milliseconds(req.timeout_ms()) : sync_timeout_;
+  const absl::Duration wait =
+      req.timeout_ms() > 0 ? absl::Milliseconds(req.timeout_ms()) : options_.sync_timeout;
   if (metrics != nullptr) metrics->PullRequested();
   // `metrics` outlives every stream and parked pull: the server is shut down before it.
   store_->Pull(req.worker_rank(), req.key(), min_version, absl::Now() + wait,
@@ -141,7 +181,8 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
                  resp.set_version(version);
                  Send(box, kv::EncodeWithPayload(resp, v1::PushPullResponse::kDataFieldNumber,
                                                  kv::CopyToSlice(data, numel)));
-               });
+               },
+               owner_);
 }
 
 void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp) {
@@ -155,12 +196,14 @@ void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer 
     if (!box->alive) return;  // the stream is finished; nobody is listening
     --box->unanswered;
     if (box->broken) return;
+    box->queued_bytes += static_cast<int64_t>(resp.Length());
     box->queue.push_back(std::move(resp));
     if (box->writing) return;  // OnWriteDone picks it up
     box->writing = true;
     reactor = box->reactor;
     reactor->writing_ = std::move(box->queue.front());
     box->queue.pop_front();
+    box->queued_bytes -= static_cast<int64_t>(reactor->writing_.Length());
   }
   // Not under box->mu: gRPC may run the reaction inline. While `writing` is set the
   // stream cannot finish, so `reactor` stays valid.
@@ -169,18 +212,28 @@ void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer 
 
 void PushPullReactor::OnWriteDone(bool ok) {
   bool next = false;
+  bool resume_reading = false;
   {
     absl::MutexLock lock(&box_->mu);
     box_->writing = false;
     if (!ok) {
       box_->broken = true;
       box_->queue.clear();
+      box_->queued_bytes = 0;
+      if (box_->read_paused) box_->reads_done = true;  // no read in flight to say so
     } else if (!box_->queue.empty()) {
       writing_ = std::move(box_->queue.front());
       box_->queue.pop_front();
+      box_->queued_bytes -= static_cast<int64_t>(writing_.Length());
       box_->writing = next = true;
     }
+    if (ok && box_->read_paused && !Full()) {
+      box_->read_paused = false;
+      resume_reading = true;
+    }
   }
+  if (!ok) DropParkedPulls();
+  if (resume_reading) StartRead(&request_);
   if (next) {
     StartWrite(&writing_);
   } else {
@@ -193,7 +246,13 @@ void PushPullReactor::OnCancel() {
     absl::MutexLock lock(&box_->mu);
     box_->broken = true;
     box_->queue.clear();
+    box_->queued_bytes = 0;
+    // A paused stream has no read in flight to report the end.
+    if (box_->read_paused) box_->reads_done = true;
   }
+  // Nobody will read what its parked pulls would answer: let them go now, not at
+  // their deadline.
+  DropParkedPulls();
   MaybeFinish();
 }
 
@@ -207,11 +266,14 @@ void PushPullReactor::MaybeFinish() {
     box_->alive = false;
     broken = box_->broken;
     box_->queue.clear();
+    box_->queued_bytes = 0;
   }
   Finish(broken ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled") : grpc::Status::OK);
 }
 
 void PushPullReactor::OnDone() {
+  // A pull parked by a reaction that ran alongside OnCancel is caught here.
+  DropParkedPulls();
   {
     absl::MutexLock lock(&box_->mu);
     box_->alive = false;

@@ -16,17 +16,36 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
+#include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
 namespace dtrain::server {
 
+// What one PushPull stream may hold and accept (dtrain-server's flags set them).
+struct StreamOptions {
+  // How long a sync pull waits when the request does not say (timeout_ms 0).
+  absl::Duration sync_timeout = absl::Seconds(120);
+  // Caps on each request's payload and timeout (request_checks.h).
+  RequestLimits request_limits;
+  // Apply pushes holding NaN or Inf instead of refusing them (--allow-non-finite).
+  bool allow_non_finite = false;
+  // The stream stops reading (gRPC flow control then stalls the client) while this
+  // many of its requests are unanswered or their answers unsent, or while its unsent
+  // answers hold max_queued_bytes: a client that asks without reading costs bounded
+  // memory. A worker has one request per key of a step in flight.
+  int64_t max_pending_requests = 65536;
+  int64_t max_queued_bytes = int64_t{256} << 20;
+  // Request counts and bytes (null: none); must outlive every stream.
+  server::ServerMetrics* metrics = nullptr;
+};
+
 // The stream carries raw buffers (common/kv/tensor_codec.h) so tensors are copied
 // once on the way in and once on the way out.
 class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
-  // Deletes itself when the stream is done. `metrics` (null: none) must outlive it.
-  PushPullReactor(kv::ShardStore* store, absl::Duration sync_timeout, server::ServerMetrics* metrics);
+  // Deletes itself when the stream is done.
+  PushPullReactor(kv::ShardStore* store, const StreamOptions& options);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -44,6 +63,8 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     int64_t unanswered ABSL_GUARDED_BY(mu) = 0;  // requests read, answer not yet queued
     bool reads_done ABSL_GUARDED_BY(mu) = false;
     bool broken ABSL_GUARDED_BY(mu) = false;  // cancelled, or a write failed
+    int64_t queued_bytes ABSL_GUARDED_BY(mu) = 0;  // in `queue`
+    bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: too much pending
   };
 
   void Handle(const v1::PushPullRequest& req, int64_t payload_bytes);
@@ -52,16 +73,27 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   static void Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp);
   // Finishes the RPC once nothing more can or need be written.
   void MaybeFinish();
+  // Whether the stream holds as much as StreamOptions allows.
+  bool Full() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(box_->mu);
+  // Starts the next read, or pauses reading while the stream is Full.
+  void ReadNext();
+  // The stream is gone: fails and forgets the pulls it parked.
+  void DropParkedPulls();
+  // Refuses a push holding NaN or Inf (unless allowed), naming key, step and rank.
+  absl::Status CheckFinite(const v1::PushPullRequest& req, int64_t numel) const;
 
   kv::ShardStore* store_;
-  absl::Duration sync_timeout_;
+  const StreamOptions options_;
   server::ServerMetrics* metrics_;
+  const uint64_t owner_;  // tags this stream's parked pulls (ShardStore::DropPulls)
   std::shared_ptr<Outbox> box_;
   grpc::ByteBuffer request_;   // the read in flight
   grpc::ByteBuffer writing_;   // the write in flight
   // The pushed gradient of the request being handled; reused, since Handle finishes
-  // with it (the store copies what it keeps) before the next read.
+  // with it (the store copies what it keeps) before the next read, but not kept
+  // larger than kKeepPayloadBytes between requests.
   std::vector<float> payload_;
+  int64_t payload_taken_ = -1;  // bytes of the current request's data in payload_ (-1: none)
 };
 
 }  // namespace dtrain::server

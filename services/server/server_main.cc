@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 
@@ -38,7 +39,49 @@ struct ServerFlags {
   double sync_timeout_s = 120;
   std::string port_file;
   bool standalone = false;
+  // Caps on what clients may make this server hold (kv::StoreLimits, StreamOptions).
+  kv::StoreLimits limits;
+  int64_t max_workers = kv::StoreLimits().max_workers;
+  int64_t max_stream_pending = StreamOptions().max_pending_requests;
+  int64_t max_stream_queued_bytes = StreamOptions().max_queued_bytes;
+  bool allow_non_finite = false;
 };
+
+// The hardening flags: every count and size a client sends is capped. The variables
+// reach servers that `dtrain launch` starts.
+void AddLimitFlags(FlagSet& flags, ServerFlags* f) {
+  flags.AddInt("max-workers", &f->max_workers, "refuse a Configure with more workers than this",
+               {"DTRAIN_MAX_WORKERS"});
+  flags.AddInt("max-keys", &f->limits.max_keys, "refuse InitKeys beyond this many keys on this server",
+               {"DTRAIN_MAX_KEYS"});
+  flags.AddInt("max-shard-bytes", &f->limits.max_bytes,
+               "refuse InitKeys beyond this many bytes of weights plus optimizer state on this server",
+               {"DTRAIN_MAX_SHARD_BYTES"});
+  flags.AddInt("max-stream-pending", &f->max_stream_pending,
+               "a PushPull stream stops reading while this many of its requests await an answer",
+               {"DTRAIN_MAX_STREAM_PENDING"});
+  flags.AddInt("max-stream-queued-bytes", &f->max_stream_queued_bytes,
+               "a PushPull stream stops reading while its unsent answers hold this many bytes",
+               {"DTRAIN_MAX_STREAM_QUEUED_BYTES"});
+  flags.AddBool("allow-non-finite", &f->allow_non_finite,
+                "apply pushed gradients holding NaN or Inf (default: refuse them with an error to the worker)",
+                {"DTRAIN_ALLOW_NON_FINITE"});
+}
+
+absl::Status CheckLimitFlags(ServerFlags* f) {
+  const std::pair<const char*, int64_t> positive[] = {
+      {"max-workers", f->max_workers}, {"max-keys", f->limits.max_keys},
+      {"max-shard-bytes", f->limits.max_bytes}, {"max-stream-pending", f->max_stream_pending},
+      {"max-stream-queued-bytes", f->max_stream_queued_bytes}};
+  for (const auto& [name, value] : positive) {
+    if (value < 1) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be >= 1, got ", value));
+  }
+  if (f->max_workers > (1 << 24)) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-workers must be <= 16777216, got ", f->max_workers));
+  }
+  f->limits.max_workers = static_cast<int>(f->max_workers);
+  return absl::OkStatus();
+}
 
 absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
@@ -48,6 +91,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
                   "seconds a sync pull waits for every worker's push before failing", {"DTRAIN_SYNC_TIMEOUT"});
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
   flags.AddBool("standalone", &f->standalone, "serve without a scheduler (tests, benchmarks)");
+  AddLimitFlags(flags, f);
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
   if (*help) {
@@ -56,6 +100,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   }
   if (s.ok()) s = FinishClusterFlags(&f->cluster, /*need_scheduler=*/!f->standalone);
   if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
+  if (s.ok()) s = CheckLimitFlags(f);
   if (s.ok() && !(f->sync_timeout_s > 0)) {
     s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f->sync_timeout_s));
   }
@@ -119,9 +164,14 @@ int Run(int argc, char** argv) {
   if (metrics->families != nullptr) store_metrics = std::make_unique<StoreMetrics>(metrics->families.get());
   kv::ShardStore store;
   store.SetObserver(store_metrics.get());
+  store.SetLimits(f.limits);
   PsServiceOptions options;
   options.sync_timeout = absl::Seconds(f.sync_timeout_s);
   options.metrics = metrics->families.get();
+  options.request_limits.max_payload_bytes = kMaxMessageBytes;  // what gRPC lets in at all
+  options.allow_non_finite = f.allow_non_finite;
+  options.max_pending_requests = f.max_stream_pending;
+  options.max_queued_bytes = f.max_stream_queued_bytes;
   PsService service(&store, options);
 
   int port = 0;

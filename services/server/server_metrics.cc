@@ -20,6 +20,8 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
   updates_ = &AddCounter(r, "dtrain_server_updates_applied_total",
                          "Optimizer updates applied, summed over this server's keys.");
   workers_seen_ = &AddGauge(r, "dtrain_server_workers_seen", "Distinct workers this server has heard from.");
+  parked_pulls_ = &AddGauge(r, "dtrain_server_parked_pulls",
+                            "Sync pulls waiting for their step's last push (dropped with their stream).");
   sync_wait_ = &AddHistogram(r, "dtrain_server_sync_wait_seconds",
                              "Sync mode, per key and step: seconds from the first worker's push to the last "
                              "one's, i.e. how long the step waited for its slowest worker.",
@@ -48,5 +50,13 @@ void ServerMetrics::AsyncPushApplied(int64_t staleness) { staleness_->Observe(st
 void ServerMetrics::UpdateApplied() { updates_->Increment(); }
 
 void ServerMetrics::WorkerSeen() { workers_seen_->Increment(); }
+
+void ServerMetrics::ParkedPulls(int64_t delta) {
+  if (delta >= 0) {
+    parked_pulls_->Increment(static_cast<double>(delta));
+  } else {
+    parked_pulls_->Decrement(static_cast<double>(-delta));
+  }
+}
 
 }  // namespace dtrain::server

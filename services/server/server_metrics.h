@@ -31,6 +31,8 @@ class ServerMetrics {
   void AsyncPushApplied(int64_t staleness);
   void UpdateApplied();
   void WorkerSeen();
+  // Pulls parked (delta > 0) or no longer parked.
+  void ParkedPulls(int64_t delta);
 
  private:
   prometheus::Counter* push_requests_;
@@ -40,6 +42,7 @@ class ServerMetrics {
   prometheus::Counter* request_errors_;
   prometheus::Counter* updates_;
   prometheus::Gauge* workers_seen_;
+  prometheus::Gauge* parked_pulls_;
   prometheus::Histogram* sync_wait_;
   prometheus::Histogram* staleness_;
 };

@@ -17,6 +17,7 @@ class StoreMetrics final : public kv::StoreObserver {
   void OnSyncStepMerged(absl::Duration wait) override { metrics_->SyncStepMerged(absl::ToDoubleSeconds(wait)); }
   void OnAsyncPushApplied(int64_t staleness) override { metrics_->AsyncPushApplied(staleness); }
   void OnWorkerSeen(int /*worker_rank*/) override { metrics_->WorkerSeen(); }
+  void OnParkedPulls(int64_t delta) override { metrics_->ParkedPulls(delta); }
 
  private:
   server::ServerMetrics* metrics_;

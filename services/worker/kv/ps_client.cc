@@ -257,7 +257,10 @@ struct PsClient::Impl {
       return reinterpret_cast<char*>(claimed->out);
     };
     int64_t payload_size = -1;
-    const absl::Status decoded = kv::DecodeWithPayload(buffer, &resp, kResponseDataField, sink, &payload_size);
+    // The codec refuses a payload length beyond the bytes received (or gRPC's receive
+    // limit) before the sink is asked, and the sink takes only the ticket's own size.
+    const absl::Status decoded =
+        kv::DecodeWithPayload(buffer, &resp, kResponseDataField, sink, &payload_size, kMaxMessageBytes);
     absl::MutexLock lock(&mu);
     if (claimed != nullptr) claimed->copying = false;
     if (!decoded.ok() && resp.request_id() == 0) {

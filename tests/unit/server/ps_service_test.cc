@@ -1,4 +1,4 @@
-// Loopback: the real ParameterServer service on 127.0.0.1:0, real PsClients.
+// The ParameterServer service on loopback (loopback.h) with real PsClients.
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/server/ps_service.h"
+#include "tests/unit/server/loopback.h"
 
 namespace dtrain::server {
 namespace {
@@ -21,58 +22,6 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kRpc = absl::Seconds(5);
-
-class Loopback {
- public:
-  explicit Loopback(PsServiceOptions options = {}) : service_(&store_, options) {
-    grpc::ServerBuilder builder;
-    ConfigureServerBuilder(builder);
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-  }
-  ~Loopback() { Stop(); }
-
-  void Stop() {
-    if (server_ == nullptr) return;
-    server_->Shutdown(DeadlineAfter(absl::Milliseconds(100)));
-    server_.reset();
-  }
-
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
-  bool ok() const { return server_ != nullptr && port_ > 0; }
-
-  std::unique_ptr<worker::PsClient> Connect(int worker_rank, int server_rank = 0) {
-    absl::StatusOr<std::unique_ptr<worker::PsClient>> c =
-        worker::PsClient::Connect(address(), server_rank, worker_rank, absl::Seconds(5));
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? *std::move(c) : nullptr;
-  }
-
-  kv::ShardStore store_;
-
- private:
-  PsService service_;
-  int port_ = 0;
-  std::unique_ptr<grpc::Server> server_;
-};
-
-kv::OptimizerOptions Sgd(double lr) {
-  kv::OptimizerOptions o;
-  o.learning_rate = lr;
-  return o;
-}
-
-kv::KeyState Key(uint64_t key, std::vector<float> values) {
-  kv::KeyState k;
-  k.key = key;
-  k.shape = {static_cast<int64_t>(values.size())};
-  k.values = std::move(values);
-  return k;
-}
-
-absl::Time Soon() { return absl::Now() + kRpc; }
 
 TEST(PsServiceTest, TwoSyncWorkersGetIdenticalHandComputedWeights) {
   Loopback ps;
