@@ -57,9 +57,18 @@ grpc::ByteBuffer EncodeWithPayload(const google::protobuf::MessageLite& header, 
 }
 
 absl::Status DecodeWithPayload(grpc::ByteBuffer* buffer, google::protobuf::MessageLite* header, int payload_field,
-                               const PayloadSink& sink, int64_t* payload_size) {
+                               const PayloadSink& sink, int64_t* payload_size, int64_t max_payload_bytes) {
+  // A buffer is at most gRPC's receive limit, far below 2 GiB; anything larger is
+  // refused rather than truncated into an `int`.
+  const size_t length = buffer->Length();
+  if (length > static_cast<size_t>(kMaxPayloadBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat("message of ", length, " bytes is larger than 2 GiB"));
+  }
   grpc::ProtoBufferReader reader(buffer);
   pio::CodedInputStream in(&reader);
+  // Bounds every length protobuf reads (including its string reservations for the
+  // other fields) by what was received; reaching it is the message's legitimate end.
+  in.PushLimit(static_cast<int>(length));
   // The other fields, re-serialised as they come, are parsed by protobuf itself.
   std::string before, after;
   bool seen_payload = false;
@@ -74,6 +83,15 @@ absl::Status DecodeWithPayload(grpc::ByteBuffer* buffer, google::protobuf::Messa
       if (!header->ParseFromString(before)) return absl::InvalidArgumentError("malformed message header");
       seen_payload = true;
       if (payload_size != nullptr) *payload_size = size;
+      const int64_t present = static_cast<int64_t>(length) - in.CurrentPosition();
+      if (static_cast<int64_t>(size) > present) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("payload of ", size, " bytes announced but only ", present, " bytes follow"));
+      }
+      if (static_cast<int64_t>(size) > max_payload_bytes) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("payload of ", size, " bytes exceeds the limit of ", max_payload_bytes, " bytes"));
+      }
       char* dest = sink ? sink(*header, size) : nullptr;
       const bool ok = dest != nullptr ? in.ReadRaw(dest, static_cast<int>(size)) : in.Skip(static_cast<int>(size));
       if (!ok) return absl::InvalidArgumentError(absl::StrCat("payload truncated (", size, " bytes announced)"));

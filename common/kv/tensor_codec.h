@@ -51,10 +51,19 @@ grpc::ByteBuffer EncodeWithPayload(const google::protobuf::MessageLite& header, 
 // encoder puts the payload last).
 using PayloadSink = std::function<char*(const google::protobuf::MessageLite& header, size_t size)>;
 
+// The most payload DecodeWithPayload accepts unless told otherwise: what a
+// CodedInputStream can address at all (its sizes are `int`).
+inline constexpr int64_t kMaxPayloadBytes = (int64_t{1} << 31) - 1;
+
 // Parses `buffer` into `header`, except field `payload_field` (length-delimited),
 // whose bytes go to `sink`. Sets *payload_size (when non-null) to the payload's size,
 // or -1 if the message has none. INVALID_ARGUMENT for malformed input.
+//
+// Nothing from the wire is trusted for a size: a payload length larger than the
+// bytes that actually follow it in `buffer`, or than `max_payload_bytes`, is refused
+// before `sink` is called, so a short message announcing gigabytes costs nothing.
 absl::Status DecodeWithPayload(grpc::ByteBuffer* buffer, google::protobuf::MessageLite* header, int payload_field,
-                               const PayloadSink& sink, int64_t* payload_size = nullptr);
+                               const PayloadSink& sink, int64_t* payload_size = nullptr,
+                               int64_t max_payload_bytes = kMaxPayloadBytes);
 
 }  // namespace dtrain::kv

@@ -98,6 +98,65 @@ TEST(TensorCodecTest, TruncatedAndGarbageInputAreErrors) {
   EXPECT_FALSE(DecodeWithPayload(&garbage, &header, kField, nullptr).ok());
 }
 
+// The 18 bytes a hostile client sent: request_id 1, OP_PUSH, rank 0, step 0, key 3,
+// DTYPE_FLOAT32, then `data` announcing 2^31 bytes that never come.
+std::string EighteenBytesAnnouncingTwoGiB() {
+  return std::string("\x08\x01\x10\x01\x18\x00\x20\x00\x28\x03\x30\x01\x3a\x80\x80\x80\x80\x08", 18);
+}
+
+TEST(TensorCodecTest, AnnouncedLengthBeyondTheBytesPresentIsRefusedBeforeTheSink) {
+  ASSERT_EQ(EighteenBytesAnnouncingTwoGiB().size(), 18u);
+  grpc::ByteBuffer buf = FromString(EighteenBytesAnnouncingTwoGiB());
+  v1::PushPullRequest header;
+  int64_t size = 0;
+  bool sink_called = false;
+  const absl::Status s = DecodeWithPayload(
+      &buf, &header, kField, [&](auto&, size_t) { sink_called = true; return nullptr; }, &size);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "payload of 2147483648 bytes announced but only 0 bytes follow");
+  EXPECT_FALSE(sink_called) << "nothing may be allocated for bytes that are not there";
+  // The header is known, so the server can still answer the request by its id.
+  EXPECT_EQ(header.request_id(), 1u);
+}
+
+TEST(TensorCodecTest, OneByteShortIsRefusedBeforeTheSink) {
+  v1::PushPullRequest msg;
+  msg.set_request_id(2);
+  msg.set_data(std::string(1000, 'x'));
+  const std::string bytes = msg.SerializeAsString();
+  grpc::ByteBuffer cut = FromString(bytes.substr(0, bytes.size() - 1));
+  v1::PushPullRequest header;
+  bool sink_called = false;
+  const absl::Status s =
+      DecodeWithPayload(&cut, &header, kField, [&](auto&, size_t) { sink_called = true; return nullptr; });
+  EXPECT_EQ(s.message(), "payload of 1000 bytes announced but only 999 bytes follow");
+  EXPECT_FALSE(sink_called);
+}
+
+TEST(TensorCodecTest, PayloadOverTheCallersLimitIsRefusedBeforeTheSink) {
+  v1::PushPullRequest msg;
+  msg.set_request_id(4);
+  msg.set_data(std::string(64, 'x'));
+  grpc::ByteBuffer buf = FromString(msg.SerializeAsString());
+  v1::PushPullRequest header;
+  bool sink_called = false;
+  auto sink = [&](auto&, size_t) { sink_called = true; return nullptr; };
+  const absl::Status s = DecodeWithPayload(&buf, &header, kField, sink, nullptr, /*max_payload_bytes=*/63);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "payload of 64 bytes exceeds the limit of 63 bytes");
+  EXPECT_FALSE(sink_called);
+  grpc::ByteBuffer again = FromString(msg.SerializeAsString());
+  EXPECT_TRUE(DecodeWithPayload(&again, &header, kField, sink, nullptr, /*max_payload_bytes=*/64).ok());
+  EXPECT_TRUE(sink_called);
+}
+
+TEST(TensorCodecTest, HugeLengthsInOtherFieldsAreErrorsNotAllocations) {
+  // An unknown length-delimited field 15 announcing ~2 GiB, then nothing.
+  grpc::ByteBuffer buf = FromString(std::string("\x08\x01\x7a\xff\xff\xff\xff\x07", 8));
+  v1::PushPullRequest header;
+  EXPECT_EQ(DecodeWithPayload(&buf, &header, kField, nullptr).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(FloatBytesTest, RoundTripKeepsEveryBit) {
   const std::vector<float> in = {1.5f, -0.0f, 3.0e-39f /* subnormal */, -7.25f};
   const std::string bytes = FloatsToBytes(in.data(), static_cast<int64_t>(in.size()));
