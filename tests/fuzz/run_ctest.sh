@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One CTest of a fuzz target (registered by tests/fuzz/CMakeLists.txt):
+#   run_ctest.sh FUZZER CORPUS REGRESSIONS FINDINGS SECONDS
+# First every committed regression input is replayed (each once crashed), then the
+# target fuzzes for SECONDS with a fixed seed, starting from the committed corpus.
+# libFuzzer adds new inputs to the first corpus directory it is given only, so that is
+# a scratch directory: the source tree is never written. A crash fails the test and
+# leaves its input in FINDINGS (libFuzzer prints the path and the input in base64).
+set -euo pipefail
+fuzzer=$1 corpus=$2 regressions=$3 findings=$4 seconds=$5
+
+rm -rf "$findings"
+mkdir -p "$findings"
+work=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-fuzz-ctest-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/corpus" "$work/tmp"
+export TMPDIR="$work/tmp"  # the targets' scratch files
+# A per-input timeout well above the slowest legitimate input, so a hang is a finding
+# but a busy machine is not.
+opts=(-rss_limit_mb=2048 -timeout=60 "-artifact_prefix=$findings/")
+
+run() {  # runs the fuzzer, shows its log without the per-input progress lines
+  local rc=0
+  "$fuzzer" "${opts[@]}" "$@" >"$work/log" 2>&1 || rc=$?
+  grep -avE '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)' "$work/log" || true
+  if [ "$rc" -ne 0 ]; then
+    echo "FAILED: $(basename "$fuzzer") exited $rc; the input is under $findings" >&2
+    exit "$rc"
+  fi
+}
+
+shopt -s nullglob
+replay=("$regressions"/*)
+if [ ${#replay[@]} -gt 0 ]; then
+  echo "== replaying ${#replay[@]} regression input(s) from $regressions"
+  run "${replay[@]}"
+fi
+echo "== fuzzing for ${seconds}s (seed 1) from $corpus"
+run -seed=1 "-max_total_time=$seconds" "$work/corpus" "$corpus"
