@@ -25,12 +25,13 @@ export TMPDIR="$scratch"
 # but a busy machine is not.
 opts=(-rss_limit_mb=2048 -timeout=60 "-artifact_prefix=$findings/")
 
-run() {  # runs the fuzzer, shows its log without the per-input progress lines
-  local rc=0
+run() {  # run WHERE-THE-INPUT-IS ARGS...: the fuzzer, its log without per-input progress lines
+  local where=$1 rc=0
+  shift
   "$fuzzer" "${opts[@]}" "$@" >"$work/log" 2>&1 || rc=$?
   grep -avE '^#[0-9]+[[:space:]]+(NEW|REDUCE|pulse)' "$work/log" || true
   if [ "$rc" -ne 0 ]; then
-    echo "FAILED: $(basename "$fuzzer") exited $rc; the input is under $findings" >&2
+    echo "FAILED: $(basename "$fuzzer") exited $rc; the input: $where" >&2
     exit "$rc"
   fi
 }
@@ -39,7 +40,7 @@ shopt -s nullglob
 replay=("$regressions"/*)
 if [ ${#replay[@]} -gt 0 ]; then
   echo "== replaying ${#replay[@]} regression input(s) from $regressions"
-  run "${replay[@]}"
+  run "the last 'Running:' line above" "${replay[@]}"
 fi
 echo "== fuzzing for ${seconds}s (seed 1) from $corpus"
-run -seed=1 "-max_total_time=$seconds" "$work/corpus" "$corpus"
+run "under $findings" -seed=1 "-max_total_time=$seconds" "$work/corpus" "$corpus"
