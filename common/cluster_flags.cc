@@ -4,10 +4,11 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/net_address.h"
 
 namespace dtrain {
 
-void AddClusterFlags(FlagSet& flags, ClusterFlags* out) {
+void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
   flags.AddString("scheduler", &out->scheduler,
                   "host:port of the scheduler (else DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT)",
                   {"DTRAIN_SCHEDULER_ADDR"});
@@ -15,10 +16,21 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out) {
                {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
   flags.AddInt("num-servers", &out->num_servers, "parameter servers in the job",
                {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
-  flags.AddInt("rank", &out->rank, "this node's rank within its role; -1: the scheduler assigns",
-               {"DTRAIN_RANK"});
-  flags.AddString("host", &out->host, "address other nodes reach this one at (default 127.0.0.1)",
+  std::vector<std::string> rank_env = {"DTRAIN_RANK"};
+  if (role == ClusterRole::kWorker) rank_env.push_back("DMLC_WORKER_ID");
+  if (role == ClusterRole::kServer) rank_env.push_back("DMLC_SERVER_ID");
+  flags.AddInt("rank", &out->rank,
+               "this node's rank within its role (the scheduler refuses a taken or out-of-range one); "
+               "-1: the scheduler assigns",
+               rank_env);
+  flags.AddString("host", &out->host,
+                  "address other nodes reach this one at (default: --interface's address, else the local "
+                  "address of the route to the scheduler)",
                   {"DTRAIN_NODE_HOST", "DMLC_NODE_HOST"});
+  flags.AddString("interface", &out->interface, "network interface whose address is --host (e.g. eth0)",
+                  {"DTRAIN_INTERFACE", "DMLC_INTERFACE"});
+  flags.AddString("bind-host", &out->bind_host, "address to listen on (0.0.0.0: every interface, IPv6 too)",
+                  {"DTRAIN_BIND_HOST"});
   flags.AddInt("port", &out->port, "port this node listens on; 0: any free one", {"DTRAIN_PORT"});
   flags.AddDouble("register-timeout", &out->register_timeout_s,
                   "seconds to wait for every node to register", {"DTRAIN_REGISTER_TIMEOUT"});
@@ -41,7 +53,7 @@ absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const 
         return absl::InvalidArgumentError(
             absl::StrCat("environment DMLC_PS_ROOT_PORT: expected a port, got '", port, "'"));
       }
-      flags->scheduler = absl::StrCat(uri, ":", p);
+      flags->scheduler = JoinHostPort(uri, p);
     } else if (!uri.empty() || !port.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together (only ",
@@ -52,11 +64,15 @@ absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const 
     return absl::InvalidArgumentError(
         "--scheduler is not set (nor DTRAIN_SCHEDULER_ADDR, nor DMLC_PS_ROOT_URI + DMLC_PS_ROOT_PORT)");
   }
-  if (!flags->scheduler.empty() && flags->scheduler.find(':') == std::string::npos) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--scheduler: expected host:port, got '", flags->scheduler, "'"));
+  std::string scheduler_host;
+  if (!flags->scheduler.empty()) {
+    absl::StatusOr<HostPort> hp = SplitHostPort(flags->scheduler);
+    if (!hp.ok() || hp->port == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--scheduler: ", hp.ok() ? absl::StrCat("port 0 in '", flags->scheduler, "'") : hp.status().message()));
+    }
+    scheduler_host = hp->host;
   }
-  if (flags->host.empty()) flags->host = "127.0.0.1";
   if (flags->num_workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--num-workers must be at least 1, got ", flags->num_workers));
   }
@@ -76,6 +92,28 @@ absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const 
   if (!(flags->heartbeat_interval_s > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--heartbeat-interval must be positive, got ", flags->heartbeat_interval_s));
+  }
+  if (!flags->host.empty()) {
+    flags->host_origin = "--host";
+  } else if (!flags->interface.empty()) {
+    absl::StatusOr<std::string> address = InterfaceAddress(flags->interface);
+    if (!address.ok()) return absl::InvalidArgumentError(absl::StrCat("--interface: ", address.status().message()));
+    flags->host = *address;
+    flags->host_origin = absl::StrCat("the address of interface ", flags->interface);
+  } else if (!scheduler_host.empty()) {
+    absl::StatusOr<std::string> address = LocalAddressToward(scheduler_host);
+    if (address.ok()) {
+      flags->host = *address;
+      flags->host_origin = absl::StrCat("the local address of the route to the scheduler ", scheduler_host);
+    } else {
+      // Not fatal: the scheduler's name may resolve later (a Kubernetes service).
+      flags->host = "127.0.0.1";
+      flags->host_origin = absl::StrCat("loopback, WARNING: other machines cannot reach it; no route to the scheduler (",
+                                        address.status().message(), "); set --host or --interface");
+    }
+  } else {
+    flags->host = "127.0.0.1";
+    flags->host_origin = "no scheduler: loopback";
   }
   return absl::OkStatus();
 }

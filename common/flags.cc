@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/version.h"
 
 namespace dtrain {
 namespace {
@@ -136,6 +137,10 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<st
       help_ = true;
       continue;
     }
+    if (a == "--version") {
+      version_ = true;
+      continue;
+    }
     if (a.size() < 3 || a.compare(0, 2, "--") != 0) {
       if (positional == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", a, "'"));
@@ -180,8 +185,10 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<st
 }
 
 std::string FlagSet::Usage() const {
+  if (version_) return VersionText(program_) + "\n";
   std::ostringstream os;
   os << "usage: " << program_ << " [flags]\n" << summary_ << "\n\nflags:\n";
+  os << "  --help, --version\n      print this text, or the version and git commit, and exit 0\n";
   for (const auto& f : flags_) {
     os << "  --" << f.name << " (default: '" << f.default_text << "')";
     if (!f.env.empty()) {

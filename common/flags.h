@@ -7,6 +7,10 @@
 //
 // Precedence: default < environment (first listed name that is set) < command line.
 // '-' and '_' are interchangeable in names on the command line.
+//
+// Every FlagSet knows `--help` and `--version`: either sets help_requested(), and
+// Usage() is then the text to print (the version line after `--version`), so each
+// program's "print Usage() and exit 0" path serves both.
 #pragma once
 
 #include <functional>
@@ -44,9 +48,13 @@ class FlagSet {
                      std::vector<std::string>* positional = nullptr);
 
   void set_env_lookup(EnvLookup lookup) { env_ = std::move(lookup); }
-  bool help_requested() const { return help_; }
+  // `--help`, `-h` or `--version` was given: print Usage() to stdout and exit 0.
+  bool help_requested() const { return help_ || version_; }
+  bool version_requested() const { return version_; }
   // Whether `name` was given on the command line or via the environment.
   bool WasSet(const std::string& name) const;
+  // The flags and their defaults; after `--version`, the version line instead
+  // ("dtrain-server 0.1.0 (git abc1234)").
   std::string Usage() const;
 
  private:
@@ -70,6 +78,7 @@ class FlagSet {
   std::vector<Flag> flags_;
   EnvLookup env_;
   bool help_ = false;
+  bool version_ = false;
 };
 
 // "10,20" -> {10, 20}; empty -> {}.

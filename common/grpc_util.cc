@@ -2,6 +2,7 @@
 
 #include "absl/time/clock.h"
 #include "common/credentials.h"
+#include "common/listen_failure.h"
 #include "common/log.h"
 
 namespace dtrain {
@@ -58,6 +59,10 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   SetBulkTransportArgs([&](const char* k, int v) { builder.AddChannelArgument(k, v); });
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  // gRPC sets SO_REUSEPORT by default: a second scheduler on the same port would
+  // start "fine" and the kernel would split the nodes between the two. A port is
+  // one service's.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
 }
 
 std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port) {
@@ -68,7 +73,7 @@ std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::S
   builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {
-    DTRAIN_LOG(ERROR) << "cannot listen on " << listen;
+    DTRAIN_LOG(ERROR) << DescribeListenFailure(listen);
     return nullptr;
   }
   return server;

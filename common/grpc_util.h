@@ -21,12 +21,13 @@ std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d);
 // A channel (credentials from common/credentials.h) with dtrain's message size limits and keepalive settings.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
-// Applies the same limits to a server.
+// Applies the same limits to a server, and refuses to share its port (no SO_REUSEPORT).
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 
 // Serves `service` on `listen` (host:port; port 0: any free one) with the standard
 // health service, dtrain's limits and the job's credentials, and sets *bound_port.
-// Null (logged: "cannot listen on LISTEN") when it cannot listen.
+// Null when it cannot listen, logged with the reason: "cannot listen on 0.0.0.0:9091:
+// the address is already in use by pid 4242 (dtrain-scheduler)".
 std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port);
 
 // Largest message either side accepts: a 4 MB key chunk plus its optimizer state

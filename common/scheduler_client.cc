@@ -74,7 +74,8 @@ class SchedulerClient::Heartbeat {
       }
       if (now - broken_since >= hooks_.reconnect_for) {
         ShutdownOnce(absl::StrCat("lost the scheduler at ", client_->address_, " for ",
-                                  absl::FormatDuration(hooks_.reconnect_for)));
+                                  absl::FormatDuration(hooks_.reconnect_for)),
+                     /*failed=*/true);
         return;
       }
       absl::MutexLock lock(&mu_);
@@ -100,7 +101,7 @@ class SchedulerClient::Heartbeat {
       for (const auto& node : response.dead()) {
         if (hooks_.on_dead) hooks_.on_dead(node);
       }
-      if (response.shutdown()) ShutdownOnce(response.reason());
+      if (response.shutdown()) ShutdownOnce(response.reason(), response.failed());
     }
     absl::MutexLock lock(&mu_);
     stream_done_ = true;
@@ -129,9 +130,14 @@ class SchedulerClient::Heartbeat {
     }
   }
 
-  void ShutdownOnce(const std::string& reason) {
+  void ShutdownOnce(const std::string& reason, bool failed) {
     if (shutdown_seen_.exchange(true)) return;
-    DTRAIN_LOG(INFO) << "the scheduler ended the job: " << reason;
+    client_->job_failed_.store(failed);
+    if (failed) {
+      DTRAIN_LOG(ERROR) << "the job failed: " << reason;
+    } else {
+      DTRAIN_LOG(INFO) << "the scheduler ended the job: " << reason;
+    }
     if (hooks_.on_shutdown) hooks_.on_shutdown(reason);
   }
 

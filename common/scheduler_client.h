@@ -31,7 +31,8 @@ class SchedulerClient {
                                                 absl::Duration timeout);
 
   struct HeartbeatHooks {
-    // Called (from the heartbeat thread) when the scheduler says the job is over.
+    // Called (from the heartbeat thread) when the scheduler says the job is over, or
+    // is lost; job_failed() tells which way it ended.
     std::function<void(const std::string& reason)> on_shutdown;
     // Called when the scheduler reports a node dead.
     std::function<void(const v1::NodeInfo& node)> on_dead;
@@ -51,6 +52,10 @@ class SchedulerClient {
   absl::Status Leave(bool failed, const std::string& reason, absl::Duration timeout = absl::Seconds(10));
   absl::StatusOr<v1::GetStatusResponse> GetStatus(absl::Duration timeout);
 
+  // Once on_shutdown ran: true when the job failed or the scheduler was lost (exit
+  // non-zero), false when it ended normally.
+  bool job_failed() const { return job_failed_.load(); }
+
   int rank() const { return rank_; }
   v1::Role role() const { return role_; }
 
@@ -63,6 +68,7 @@ class SchedulerClient {
   int rank_ = -1;
   std::atomic<int64_t> step_{0};
   std::atomic<double> samples_per_sec_{0};
+  std::atomic<bool> job_failed_{false};
   std::unique_ptr<Heartbeat> heartbeat_;
 };
 

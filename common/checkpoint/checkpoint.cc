@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <random>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +32,10 @@ using internal::PutU64;
 constexpr char kParamsMagic[] = "DTRNPRM1";
 constexpr char kStatesMagic[] = "DTRNSTA1";
 constexpr char kSymbolFormat[] = "dtrain-symbol-v1";
+// Version 2 appends the run record (u32 length + JSON) after the keys; version 1 ends
+// after the keys and is still read (as a file without a record).
+constexpr uint32_t kStatesVersionWithRun = 2;
+constexpr uint32_t kMaxRunRecordBytes = 64 * 1024;
 
 // Limits on lengths read from a file, so that a corrupt (or hostile) count is refused
 // before it can drive an allocation. Counts and element numbers are further bounded by
@@ -49,6 +55,47 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
 }
 
+std::string RunRecordJson(const RunRecord& r) {
+  nlohmann::json j;
+  j["run_id"] = r.run_id;
+  j["network"] = r.network;
+  j["kv_store"] = r.kv_store;
+  j["num_workers"] = r.num_workers;
+  j["batch_size"] = r.batch_size;
+  j["num_examples"] = r.num_examples;
+  j["seed"] = r.seed;
+  return j.dump();
+}
+
+// Every field must be there with its type: a record that is half there would let a
+// resume pass checks it never made.
+absl::StatusOr<RunRecord> ParseRunRecord(const ByteReader& r, const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return r.Error(absl::StrCat("malformed run record: ", e.what()));
+  }
+  if (!j.is_object()) return r.Error("run record is not a JSON object");
+  RunRecord rec;
+  for (auto [name, field] : {std::pair{"run_id", &rec.run_id}, std::pair{"network", &rec.network},
+                             std::pair{"kv_store", &rec.kv_store}}) {
+    if (!j.contains(name) || !j[name].is_string()) {
+      return r.Error(absl::StrCat("run record field \"", name, "\" is missing or not a string"));
+    }
+    *field = j[name].get<std::string>();
+  }
+  for (auto [name, field] :
+       {std::pair{"num_workers", &rec.num_workers}, std::pair{"batch_size", &rec.batch_size},
+        std::pair{"num_examples", &rec.num_examples}, std::pair{"seed", &rec.seed}}) {
+    if (!j.contains(name) || !j[name].is_number_integer()) {
+      return r.Error(absl::StrCat("run record field \"", name, "\" is missing or not an integer"));
+    }
+    *field = j[name].get<int64_t>();
+  }
+  return rec;
+}
+
 std::string DirName(const std::string& path) {
   const size_t slash = path.rfind('/');
   if (slash == std::string::npos) return ".";
@@ -59,6 +106,16 @@ std::string DirName(const std::string& path) {
 }  // namespace
 
 std::string SymbolPath(const std::string& prefix) { return prefix + "-symbol.json"; }
+
+std::string NewRunId() {
+  // Not security-relevant, only unique: two runs started on one prefix must differ.
+  std::random_device rd;
+  const uint64_t id = (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid()) ^
+                      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(id));
+  return buf;
+}
 
 std::string ParamsPath(const std::string& prefix, int epoch) {
   char buf[32];
@@ -91,6 +148,7 @@ absl::Status WriteSymbol(const std::string& prefix, const SymbolInfo& info) {
   j["num_classes"] = info.num_classes;
   j["input_shape"] = info.input_shape;
   j["class_names"] = info.class_names;
+  if (!info.run_id.empty()) j["run_id"] = info.run_id;
   j["format"] = kSymbolFormat;
   return WriteFileAtomically(path, j.dump(2) + "\n");
 }
@@ -145,6 +203,10 @@ absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix) {
   if (!info.class_names.empty() &&
       info.class_names.size() != static_cast<size_t>(info.num_classes)) {
     return bad("class_names", names_want);
+  }
+  if (j.contains("run_id")) {
+    if (!j["run_id"].is_string()) return bad("run_id", "a string");
+    info.run_id = j["run_id"].get<std::string>();
   }
   return info;
 }
@@ -226,7 +288,9 @@ absl::Status WriteStates(const std::string& path, const OptimizerStates& states)
                                                    states.optimizer, "\" must be 1 to ",
                                                    kMaxOptimizerNameLen, " bytes"));
   }
-  std::string out = internal::BeginFramedFile(kStatesMagic);
+  // Without a record the file is version 1, byte for byte what older builds wrote.
+  std::string out = internal::BeginFramedFile(
+      kStatesMagic, states.run ? kStatesVersionWithRun : internal::kFormatVersion);
   PutU32(&out, static_cast<uint32_t>(states.optimizer.size()));
   out += states.optimizer;
   PutU64(&out, states.keys.size());
@@ -241,14 +305,26 @@ absl::Status WriteStates(const std::string& path, const OptimizerStates& states)
     PutU64(&out, k.optimizer_state.size());
     PutFloats(&out, k.optimizer_state);
   }
+  if (states.run) {
+    const std::string record = RunRecordJson(*states.run);
+    if (record.size() > kMaxRunRecordBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": run record of ",
+                                                     record.size(), " bytes (max ",
+                                                     kMaxRunRecordBytes, ")"));
+    }
+    PutU32(&out, static_cast<uint32_t>(record.size()));
+    out += record;
+  }
   FinishFramedFile(&out);
   return WriteFileAtomically(path, out);
 }
 
 absl::StatusOr<OptimizerStates> ReadStates(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadFileLimited(path, kMaxCheckpointBytes));
+  uint32_t version;
   DTRAIN_ASSIGN_OR_RETURN(ByteReader r,
-                          internal::OpenFramedFile(path, bytes, kStatesMagic, "states"));
+                          internal::OpenFramedFile(path, bytes, kStatesMagic, "states",
+                                                   kStatesVersionWithRun, &version));
   OptimizerStates states;
   uint32_t name_len;
   DTRAIN_RETURN_IF_ERROR(r.U32("optimizer name length", &name_len));
@@ -271,6 +347,16 @@ absl::StatusOr<OptimizerStates> ReadStates(const std::string& path) {
     DTRAIN_RETURN_IF_ERROR(r.I64("key version", &k.version));
     DTRAIN_RETURN_IF_ERROR(r.U64("state length", &n));
     DTRAIN_RETURN_IF_ERROR(r.Floats("state data", n, &k.optimizer_state));
+  }
+  if (version >= kStatesVersionWithRun) {
+    uint32_t len;
+    std::string text;
+    DTRAIN_RETURN_IF_ERROR(r.U32("run record length", &len));
+    if (len > kMaxRunRecordBytes) {
+      return r.Error(absl::StrCat("run record length ", len, " is over ", kMaxRunRecordBytes));
+    }
+    DTRAIN_RETURN_IF_ERROR(r.Bytes("run record", len, &text));
+    DTRAIN_ASSIGN_OR_RETURN(states.run, ParseRunRecord(r, text));
   }
   if (!r.done()) return r.Error("unexpected bytes after the last key");
   return states;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,25 @@ struct SymbolInfo {
   int num_classes = 10;
   std::vector<int64_t> input_shape;  // without batch: {1, 28, 28}
   std::vector<std::string> class_names;
+  std::string run_id;  // the run that wrote the set; empty in files from before run ids
 };
+
+// What a run was started with, as far as it decides what resuming it means: a resume
+// with another kv mode, batch size, worker count, data or seed would continue a
+// different computation (silently: the weights still load). Saved in every .states
+// file since format version 2 and compared on resume.
+struct RunRecord {
+  std::string run_id;  // NewRunId() at a fresh start; a resume keeps it
+  std::string network;
+  std::string kv_store;
+  int64_t num_workers = 0;
+  int64_t batch_size = 0;
+  int64_t num_examples = 0;
+  int64_t seed = 0;
+};
+
+// 16 random hex digits.
+std::string NewRunId();
 
 struct NamedTensor {
   std::string name;
@@ -35,6 +54,9 @@ struct NamedTensor {
 struct OptimizerStates {
   std::string optimizer;  // "sgd" / "adam": refused on resume if it differs
   std::vector<kv::KeyState> keys;
+  // Written when set (format version 2); read back as unset from version-1 files,
+  // which predate the record.
+  std::optional<RunRecord> run;
 };
 
 std::string SymbolPath(const std::string& prefix);                // PREFIX-symbol.json

@@ -45,9 +45,11 @@ void PutFloats(std::string* out, const std::vector<float>& v) {
   }
 }
 
-std::string BeginFramedFile(const char* magic) {
+std::string BeginFramedFile(const char* magic) { return BeginFramedFile(magic, kFormatVersion); }
+
+std::string BeginFramedFile(const char* magic, uint32_t version) {
   std::string out(magic, kMagicLen);
-  PutU32(&out, kFormatVersion);
+  PutU32(&out, version);
   return out;
 }
 
@@ -111,6 +113,13 @@ uint64_t ByteReader::TakeLittleEndian(int width) {
 
 absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
                                           const char* magic, const char* kind) {
+  uint32_t version;
+  return OpenFramedFile(path, bytes, magic, kind, kFormatVersion, &version);
+}
+
+absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
+                                          const char* magic, const char* kind,
+                                          uint32_t max_version, uint32_t* version) {
   constexpr size_t kHeader = kMagicLen + 4;
   if (bytes.size() < kHeader + 4) {
     return absl::DataLossError(
@@ -133,11 +142,13 @@ absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::st
         absl::StrCat(path, ": CRC-32 mismatch (", crcs, "): the file is corrupt or truncated"));
   }
   ByteReader r(path, std::string_view(bytes).substr(kMagicLen, body_end - kMagicLen), kMagicLen);
-  uint32_t version;
-  DTRAIN_RETURN_IF_ERROR(r.U32("version", &version));
-  if (version != kFormatVersion) {
+  DTRAIN_RETURN_IF_ERROR(r.U32("version", version));
+  if (*version < kFormatVersion || *version > max_version) {
+    const std::string reads = max_version == kFormatVersion
+                                  ? absl::StrCat(kFormatVersion)
+                                  : absl::StrCat(kFormatVersion, " to ", max_version);
     return absl::DataLossError(absl::StrCat(path, ": unsupported ", kind, " format version ",
-                                            version, " (this build reads ", kFormatVersion, ")"));
+                                            *version, " (this build reads ", reads, ")"));
   }
   return r;
 }

@@ -26,8 +26,9 @@ void PutU32(std::string* out, uint32_t v);
 void PutU64(std::string* out, uint64_t v);
 void PutFloats(std::string* out, const std::vector<float>& v);
 
-// Starts a file image: magic (exactly 8 bytes) and version.
+// Starts a file image: magic (exactly 8 bytes) and version (kFormatVersion unless given).
 std::string BeginFramedFile(const char* magic);
+std::string BeginFramedFile(const char* magic, uint32_t version);
 // Appends the CRC-32 of everything written so far.
 void FinishFramedFile(std::string* out);
 
@@ -68,5 +69,10 @@ class ByteReader {
 // clear message. `kind` ("params") appears in messages.
 absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
                                           const char* magic, const char* kind);
+// The same for a kind with several versions: accepts kFormatVersion .. max_version and
+// stores the file's in *version.
+absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
+                                          const char* magic, const char* kind,
+                                          uint32_t max_version, uint32_t* version);
 
 }  // namespace dtrain::checkpoint::internal

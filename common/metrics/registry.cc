@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/net_address.h"
 #include "common/port_file.h"
 
 namespace dtrain::metrics {
@@ -67,7 +68,8 @@ MetricsRegistry::~MetricsRegistry() = default;
 
 absl::Status MetricsRegistry::Serve(const std::string& host, int port) {
   if (exposer_ != nullptr) return absl::FailedPreconditionError("the metrics endpoint is already serving");
-  const std::string address = absl::StrCat(host, ":", port);
+  // Bracketed for IPv6 hosts ("[::1]:9100"), which civetweb accepts.
+  const std::string address = JoinHostPort(host, port);
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
   } catch (const std::exception& e) {

@@ -24,6 +24,7 @@
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "common/net_address.h"
 #include "common/port_file.h"
 #include "common/shutdown_signal.h"
 #include "services/inference/inference_metrics.h"
@@ -46,6 +47,7 @@ constexpr absl::Duration kDrainTimeout = absl::Seconds(5);
 struct InferFlags {
   std::string model_prefix;
   int64_t epoch = 0;
+  std::string host = "0.0.0.0";
   int64_t port = 0;
   std::string port_file;
   double watch_interval_s = 5;
@@ -87,6 +89,8 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   flags.AddString("model-prefix", &f->model_prefix, "checkpoint prefix: PREFIX-symbol.json, PREFIX-NNNN.params",
                   {"DTRAIN_MODEL_PREFIX"});
   flags.AddInt("epoch", &f->epoch, "epoch to serve; 0 = the newest complete one, reloading newer ones");
+  flags.AddString("host", &f->host, "address to listen on (0.0.0.0: every interface, IPv6 too)",
+                  {"DTRAIN_BIND_HOST"});
   flags.AddInt("port", &f->port, "port to listen on (0 = any free port)", {"DTRAIN_PORT"});
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically) once listening");
   flags.AddDouble("watch-interval", &f->watch_interval_s, "seconds between looks for a newer epoch (0 = never)");
@@ -107,11 +111,13 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   return s;
 }
 
-// Serves `service` (with health and reflection) on 0.0.0.0:`port` and sets
+// Serves `service` (with health and reflection) on `host`:`port` and sets
 // *bound_port, NOT_SERVING; null (logged) when it cannot listen.
-std::unique_ptr<grpc::Server> StartInferenceServer(int64_t port, grpc::Service* service, int* bound_port) {
+std::unique_ptr<grpc::Server> StartInferenceServer(const std::string& host, int64_t port, grpc::Service* service,
+                                                   int* bound_port) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  std::unique_ptr<grpc::Server> server = StartGrpcServer(absl::StrCat("0.0.0.0:", port), service, bound_port);
+  std::unique_ptr<grpc::Server> server =
+      StartGrpcServer(JoinHostPort(host, static_cast<int>(port)), service, bound_port);
   if (server == nullptr) return nullptr;
   // The default health service starts out SERVING; there is no model yet.
   SetServing(*server, false);
@@ -188,7 +194,7 @@ int Run(int argc, char** argv) {
   InferenceService service(holder, options);
 
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartInferenceServer(f.port, &service, &port);
+  std::unique_ptr<grpc::Server> server = StartInferenceServer(f.host, f.port, &service, &port);
   if (server == nullptr) return 1;
   if (!f.port_file.empty()) {
     if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
@@ -196,7 +202,7 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
-  DTRAIN_LOG(INFO) << "listening on 0.0.0.0:" << port << " (NOT_SERVING until a model is loaded); "
+  DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.host, port) << " (NOT_SERVING until a model is loaded); "
                    << options.forward_slots << " forward(s) at once, " << f.intra_op_threads
                    << " LibTorch thread(s) each, max batch " << f.max_batch;
 

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 
+#include "common/version.h"
 #include "services/launcher/commands.h"
 
 namespace dtrain::launcher {
@@ -35,16 +37,39 @@ int ExecRole(const std::string& role, const std::vector<std::string>& args) {
   return 127;
 }
 
+namespace {
+
+constexpr const char* kRunUsage =
+    "usage: dtrain run [ARGS]\n"
+    "Runs the role named by DTRAIN_ROLE (or DMLC_ROLE): scheduler, server or worker,\n"
+    "passing ARGS on; the cluster comes from DTRAIN_* / DMLC_* variables.\n";
+
+bool Has(const std::vector<std::string>& args, std::initializer_list<const char*> names) {
+  for (const std::string& a : args) {
+    if (a == "--") return false;
+    for (const char* n : names) {
+      if (a == n) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 int RunCommand(const std::vector<std::string>& args) {
   const char* role = std::getenv("DTRAIN_ROLE");
   if (role == nullptr || *role == '\0') role = std::getenv("DMLC_ROLE");
   if (role == nullptr || *role == '\0') {
-    std::fputs(
-        "usage: dtrain run [ARGS]\n"
-        "Runs the role named by DTRAIN_ROLE (or DMLC_ROLE): scheduler, server or worker,\n"
-        "passing ARGS on; the cluster comes from DTRAIN_* / DMLC_* variables.\n"
-        "dtrain run: neither DTRAIN_ROLE nor DMLC_ROLE is set\n",
-        stderr);
+    // With a role, --help and --version go on to the role's binary.
+    if (Has(args, {"--help", "-h", "-help"})) {
+      std::fputs(kRunUsage, stdout);
+      return 0;
+    }
+    if (Has(args, {"--version"})) {
+      std::printf("%s\n", VersionText("dtrain run").c_str());
+      return 0;
+    }
+    std::fprintf(stderr, "%sdtrain run: neither DTRAIN_ROLE nor DMLC_ROLE is set\n", kRunUsage);
     return 2;
   }
   return ExecRole(role, args);

@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "common/file_io.h"
 #include "common/flags.h"
+#include "common/net_address.h"
 #include "services/launcher/commands.h"
 #include "services/launcher/metrics_targets.h"
 #include "services/launcher/supervisor.h"
@@ -187,7 +188,7 @@ void AnnounceMetrics(Supervisor& sup, MetricsTargets& metrics, const std::string
   }
   for (const MetricsTarget& t : metrics.targets()) {
     if (t.port == 0) continue;
-    sup.Message(absl::StrCat("metrics: ", t.name(), " at http://", kLoopback, ":", t.port, "/metrics"));
+    sup.Message(absl::StrCat("metrics: ", t.name(), " at http://", JoinHostPort(kLoopback, t.port), "/metrics"));
   }
   if (file_sd.empty()) return;
   if (absl::Status s = WriteFileAtomically(file_sd, metrics.FileSd(kLoopback)); !s.ok()) {
@@ -249,7 +250,7 @@ int Launch(const LaunchFlags& f) {
       sup.StopAll();
       return 1;
     }
-    const std::string address = absl::StrCat(kLoopback, ":", port);
+    const std::string address = JoinHostPort(kLoopback, port);
     sup.Message(absl::StrCat("scheduler at ", address, "; starting ", servers, " servers and ", f.num_workers,
                              " workers (kv-store ", f.kv_store, ")"));
     env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);

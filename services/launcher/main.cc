@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/version.h"
 #include "services/launcher/commands.h"
 
 namespace dtrain::launcher {
@@ -32,7 +33,8 @@ const std::vector<Command>& Commands() {
 }
 
 void PrintUsage(FILE* out) {
-  std::fputs("usage: dtrain <command> [args]   (dtrain <command> --help for its flags)\n\ncommands:\n", out);
+  std::fputs("usage: dtrain <command> [args]   (dtrain <command> --help for its flags)\n"
+             "       dtrain --version\n\ncommands:\n", out);
   for (const auto& c : Commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
 }
 
@@ -44,6 +46,10 @@ int Main(int argc, char** argv) {
   const std::string name = argv[1];
   if (name == "help" || name == "-h" || name == "--help") {
     PrintUsage(stdout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    std::printf("%s\n", VersionText("dtrain").c_str());
     return 0;
   }
   const std::vector<std::string> args(argv + 2, argv + argc);

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/net_address.h"
 
 namespace dtrain::launcher {
 
@@ -76,7 +77,7 @@ std::string MetricsTargets::FileSd(const std::string& host) const {
   for (const auto& t : targets_) {
     if (t.port == 0) continue;
     // Labels the exposition does not carry already (role and rank it does).
-    entries.push_back(absl::StrCat("  {\"targets\": [\"", host, ":", t.port, "\"], \"labels\": {\"dtrain_process\": \"",
+    entries.push_back(absl::StrCat("  {\"targets\": [\"", JoinHostPort(host, t.port), "\"], \"labels\": {\"dtrain_process\": \"",
                                    t.role, "-", t.rank, "\"}}"));
   }
   return absl::StrCat("[\n", absl::StrJoin(entries, ",\n"), "\n]\n");

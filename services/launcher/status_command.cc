@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/flags.h"
+#include "common/net_address.h"
 #include "common/scheduler_client.h"
 #include "services/launcher/commands.h"
 #include "services/launcher/status_table.h"
@@ -41,8 +42,8 @@ absl::Status ParseStatusFlags(const std::vector<std::string>& args, StatusFlags*
   if (f->scheduler.empty()) {
     return absl::InvalidArgumentError("--scheduler HOST:PORT is required (or set DTRAIN_SCHEDULER_ADDR)");
   }
-  if (f->scheduler.find(':') == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("--scheduler must be HOST:PORT, got '", f->scheduler, "'"));
+  if (absl::StatusOr<HostPort> hp = SplitHostPort(f->scheduler); !hp.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--scheduler: ", hp.status().message()));
   }
   if (!(f->interval_s > 0)) return absl::InvalidArgumentError("--interval must be > 0");
   if (!(f->timeout_s > 0)) return absl::InvalidArgumentError("--timeout must be > 0");

@@ -25,8 +25,13 @@ std::string GroupName(v1::BarrierGroup group) {
   }
 }
 
-BarrierSet::BarrierSet(int num_workers, int num_servers, Describe describe)
-    : num_workers_(num_workers), num_servers_(num_servers), describe_(std::move(describe)) {}
+BarrierSet::BarrierSet(int num_workers, int num_servers, Describe describe, BarrierLimits limits)
+    : num_workers_(num_workers), num_servers_(num_servers), describe_(std::move(describe)), limits_(limits) {}
+
+size_t BarrierSet::open_count() const {
+  absl::MutexLock lock(&mu_);
+  return rounds_.size();
+}
 
 bool BarrierSet::IsMember(v1::BarrierGroup group, const NodeKey& key) const {
   const bool worker = key.role == v1::ROLE_WORKER && key.rank >= 0 && key.rank < num_workers_;
@@ -73,17 +78,38 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
     return absl::InvalidArgumentError(absl::StrCat(NodeName(self), " is not a member of barrier group ",
                                                    GroupName(group), " (barrier '", name, "')"));
   }
+  if (name.size() > limits_.max_name_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("barrier name of ", name.size(), " bytes from ", NodeName(self),
+                                                   " is longer than the limit of ", limits_.max_name_bytes,
+                                                   " bytes"));
+  }
   const absl::Time start = absl::Now();
   const Id id{name, static_cast<int>(group)};
   absl::MutexLock lock(&mu_);
-  Round& round = rounds_[id];  // std::map: the reference stays valid while we sleep
+  auto found = rounds_.find(id);
+  if (found == rounds_.end()) {
+    if (rounds_.size() >= limits_.max_open) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot open ", Label(id), " for ", NodeName(self), ": ", rounds_.size(),
+                       " barriers are open, the limit is ", limits_.max_open));
+    }
+    found = rounds_.emplace(id, Round()).first;
+  }
+  Round& round = found->second;  // std::map: the reference stays valid while we sleep
+  ++round.inside;
+  // Every return below goes through here: the last one out forgets the barrier, so
+  // names used once (per epoch, per checkpoint) do not pile up.
+  auto leave = [&](absl::Status s) {
+    if (--round.inside == 0 && round.arrived.empty()) rounds_.erase(id);
+    return s;
+  };
   const uint64_t my_generation = round.generation;
   ++round.arrived[self];
   if (static_cast<int>(round.arrived.size()) == GroupSize(group)) {
     ++round.generation;
     round.arrived.clear();
     changed_.SignalAll();
-    return absl::OkStatus();
+    return leave(absl::OkStatus());
   }
   absl::Status failure;
   while (round.generation == my_generation) {
@@ -101,12 +127,12 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
       // Withdraw, so the others keep waiting for us and a retry counts once.
       auto it = round.arrived.find(self);
       if (--it->second == 0) round.arrived.erase(it);
-      return failure;
+      return leave(failure);
     }
     changed_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + kPollSlice));
   }
   auto aborted = round.aborted.find(my_generation);
-  return aborted == round.aborted.end() ? absl::OkStatus() : aborted->second;
+  return leave(aborted == round.aborted.end() ? absl::OkStatus() : aborted->second);
 }
 
 void BarrierSet::NodeDied(const NodeKey& key, const std::string& why) {

@@ -20,20 +20,31 @@
 
 namespace dtrain::scheduler {
 
+// Limits that keep a misbehaving client from growing the scheduler's memory.
+struct BarrierLimits {
+  // Longest barrier name accepted (INVALID_ARGUMENT beyond it).
+  size_t max_name_bytes = 256;
+  // Barriers (name, group) with someone waiting at once (RESOURCE_EXHAUSTED beyond it).
+  // A barrier is forgotten as soon as nobody waits at it any more.
+  size_t max_open = 1024;
+};
+
 class BarrierSet {
  public:
   // `describe` says how a missing node stands ("last heard 3.2 s ago"); see
   // Membership::Describe.
   using Describe = std::function<std::string(const NodeKey&)>;
 
-  BarrierSet(int num_workers, int num_servers, Describe describe);
+  BarrierSet(int num_workers, int num_servers, Describe describe, BarrierLimits limits = {});
 
   // Blocks until every member of `group` has called Wait with the same name (OK;
   // the barrier is then ready for its next round), `deadline` passes
   // (DEADLINE_EXCEEDED: "barrier 'init' (workers): 1 of 2 arrived after 5.0 s;
   // missing worker rank 1 (last heard 3.2 s ago)"), a member that has not arrived
   // dies (ABORTED, see NodeDied), `cancelled()` turns true (CANCELLED), or Close.
-  // INVALID_ARGUMENT when `self` is not a member of `group`.
+  // INVALID_ARGUMENT when `self` is not a member of `group` or the name is longer
+  // than limits.max_name_bytes; RESOURCE_EXHAUSTED when limits.max_open barriers
+  // are already open. Once every waiter has returned the barrier is forgotten.
   absl::Status Wait(const std::string& name, v1::BarrierGroup group, const NodeKey& self,
                     absl::Time deadline, const std::function<bool()>& cancelled = nullptr);
 
@@ -43,11 +54,15 @@ class BarrierSet {
   // Wakes every waiter with UNAVAILABLE (the scheduler is stopping).
   void Close();
 
+  // Barriers held in memory (someone is waiting at them, or has not yet returned).
+  size_t open_count() const;
+
  private:
   struct Round {
     uint64_t generation = 0;        // rounds completed or aborted so far
     std::map<NodeKey, int> arrived;  // this round; a count, as a retrying node may wait twice
     std::map<uint64_t, absl::Status> aborted;  // generation -> why it failed
+    int inside = 0;  // Wait calls holding a reference to this round; at 0 it is erased
   };
   using Id = std::pair<std::string, int>;  // name, group
 
@@ -59,7 +74,8 @@ class BarrierSet {
   const int num_workers_;
   const int num_servers_;
   const Describe describe_;
-  absl::Mutex mu_;
+  const BarrierLimits limits_;
+  mutable absl::Mutex mu_;
   absl::CondVar changed_;
   std::map<Id, Round> rounds_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -50,7 +50,14 @@ int Membership::CountRegistered(v1::Role role) const {
   return n;
 }
 
-absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request) {
+std::map<NodeKey, Membership::Node>::iterator Membership::FindTicket(uint64_t incarnation) {
+  for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
+    if (it->second.incarnation == incarnation) return it;
+  }
+  return nodes_.end();
+}
+
+absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uint64_t* ticket) {
   const v1::Role role = request.role();
   if (role != v1::ROLE_WORKER && role != v1::ROLE_SERVER) {
     return absl::InvalidArgumentError(absl::StrCat("only servers and workers register, not ", RoleName(role)));
@@ -71,8 +78,22 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request) {
   int rank = request.requested_rank();
   if (rank >= 0) {
     if (rank >= expected) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("requested ", what, " rank ", rank, " but the job has ", expected, " ", what, "s"));
+      return absl::InvalidArgumentError(absl::StrCat("requested ", what, " rank ", rank, " but the job has ",
+                                                     expected, " ", what, "s (ranks 0..", expected - 1, ")"));
+    }
+    auto holder = nodes_.find({role, rank});
+    if (holder != nodes_.end() && holder->second.provisional && !all_registered_) {
+      // Its holder did not ask for it: move that node to another free rank.
+      int free_rank = -1;
+      for (int r = 0; r < expected && free_rank < 0; ++r) {
+        if (nodes_.count({role, r}) == 0) free_rank = r;
+      }
+      if (free_rank >= 0) {
+        Node moved = std::move(holder->second);
+        nodes_.erase(holder);
+        moved.info.set_rank(free_rank);
+        nodes_[{role, free_rank}] = std::move(moved);
+      }
     }
     if (held_by_live(rank)) {
       const auto& other = nodes_.at({role, rank}).info;
@@ -104,6 +125,8 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request) {
   node.last_heard = Now();
   node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
   node.incarnation = next_incarnation_++;
+  node.provisional = request.requested_rank() < 0 && !all_registered_;
+  if (ticket != nullptr) *ticket = node.incarnation;
   if (!all_registered_ && CountRegistered(v1::ROLE_WORKER) == options_.num_workers &&
       CountRegistered(v1::ROLE_SERVER) == options_.num_servers) {
     all_registered_ = true;
@@ -113,26 +136,45 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request) {
   return rank;
 }
 
-absl::Status Membership::AwaitAllRegistered(const NodeKey& self, absl::Time deadline,
-                                            const std::function<bool()>& cancelled) {
+absl::StatusOr<int> Membership::AwaitAllRegistered(uint64_t ticket, absl::Time deadline,
+                                                   const std::function<bool()>& cancelled) {
   absl::MutexLock lock(&mu_);
   absl::Status failure;
   while (!all_registered_) {
     if (closed_) {
-      failure = absl::UnavailableError("the scheduler is shutting down");
+      failure = close_status_;
     } else if (cancelled && cancelled()) {
-      failure = absl::CancelledError(absl::StrCat(NodeName(self), " gave up waiting for registration"));
+      auto it = FindTicket(ticket);
+      failure = absl::CancelledError(absl::StrCat(
+          it == nodes_.end() ? "a node" : NodeName(it->first), " gave up waiting for registration"));
     } else if (absl::Now() >= deadline) {
       failure = absl::DeadlineExceededError(RegistrationTextLocked());
     }
     if (!failure.ok()) {
-      nodes_.erase(self);
+      auto it = FindTicket(ticket);
+      if (it != nodes_.end()) nodes_.erase(it);
       changed_.SignalAll();
       return failure;
     }
     changed_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + kPollSlice));
   }
-  return absl::OkStatus();
+  auto it = FindTicket(ticket);
+  if (it == nodes_.end()) {
+    return absl::FailedPreconditionError("this registration was replaced by a newer one for the same rank");
+  }
+  return it->first.rank;
+}
+
+absl::Status Membership::AwaitAllRegistered(const NodeKey& self, absl::Time deadline,
+                                            const std::function<bool()>& cancelled) {
+  uint64_t ticket = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = nodes_.find(self);
+    if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat(NodeName(self), " is not registered"));
+    ticket = it->second.incarnation;
+  }
+  return AwaitAllRegistered(ticket, deadline, cancelled).status();
 }
 
 absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step,
@@ -257,10 +299,24 @@ bool Membership::AllRegistered() const {
   return all_registered_;
 }
 
+std::string Membership::FailureLocked() const {
+  if (!failure_.empty() || !all_registered_) return failure_;
+  // Every worker is gone and one of them died: nobody is left to finish the job.
+  std::string died;
+  for (int r = 0; r < options_.num_workers; ++r) {
+    auto it = nodes_.find({v1::ROLE_WORKER, r});
+    if (it == nodes_.end() || !Gone(it->second.info.state())) return "";
+    if (died.empty() && it->second.info.state() == v1::NODE_STATE_DEAD) {
+      died = absl::StrCat(NodeName(it->first), " died (", it->second.death_reason, ") and no worker is left");
+    }
+  }
+  return died;
+}
+
 bool Membership::JobOver(std::string* reason) const {
   absl::MutexLock lock(&mu_);
-  if (!failure_.empty()) {
-    if (reason != nullptr) *reason = failure_;
+  if (const std::string failure = FailureLocked(); !failure.empty()) {
+    if (reason != nullptr) *reason = failure;
     return true;
   }
   if (!all_registered_) return false;
@@ -274,7 +330,7 @@ bool Membership::JobOver(std::string* reason) const {
 
 std::string Membership::Failure() const {
   absl::MutexLock lock(&mu_);
-  return failure_;
+  return FailureLocked();
 }
 
 bool Membership::AllGone() const {
@@ -328,9 +384,10 @@ std::string Membership::Describe(const NodeKey& key) const {
   }
 }
 
-void Membership::Close() {
+void Membership::Close(absl::Status why) {
   absl::MutexLock lock(&mu_);
   closed_ = true;
+  close_status_ = std::move(why);
   changed_.SignalAll();
 }
 

@@ -48,16 +48,25 @@ class Membership {
  public:
   explicit Membership(MembershipOptions options);
 
-  // Takes a rank for the node: the requested one if free or held by a DEAD node;
-  // with no request the lowest free rank, else the lowest dead one.
-  // ALREADY_EXISTS: the requested rank is held by a live node. RESOURCE_EXHAUSTED:
-  // every rank of the role is held. INVALID_ARGUMENT: a bad role or rank, or job
-  // sizes that differ from the scheduler's.
-  absl::StatusOr<int> Register(const v1::RegisterRequest& request);
+  // Takes a rank for the node. A requested rank (DMLC_WORKER_ID, --rank) is given
+  // if free or held by a DEAD node. Until every node has registered, a node without
+  // a request only holds its rank provisionally (the lowest free one): a later
+  // request for that rank moves it to another free rank, so requested ranks win
+  // whatever the start order; AwaitAllRegistered returns the final rank. After
+  // that, a node without a request gets the lowest free rank, else the lowest dead one.
+  // ALREADY_EXISTS: the requested rank is held by a live node (or requested twice).
+  // RESOURCE_EXHAUSTED: every rank of the role is held. INVALID_ARGUMENT: a bad role
+  // or rank, or job sizes that differ from the scheduler's. `*ticket` (if given)
+  // identifies this registration for AwaitAllRegistered.
+  absl::StatusOr<int> Register(const v1::RegisterRequest& request, uint64_t* ticket = nullptr);
 
-  // Blocks until every expected node has registered once (OK), `deadline` passes
-  // (DEADLINE_EXCEEDED with RegistrationText), `cancelled()` turns true (CANCELLED),
-  // or Close. On failure `self`'s registration is withdrawn so its rank is free again.
+  // Blocks until every expected node has registered once and returns the node's
+  // final rank, or `deadline` passes (DEADLINE_EXCEEDED with RegistrationText),
+  // `cancelled()` turns true (CANCELLED), or Close. On failure the registration is
+  // withdrawn so its rank is free again.
+  absl::StatusOr<int> AwaitAllRegistered(uint64_t ticket, absl::Time deadline,
+                                         const std::function<bool()>& cancelled);
+  // The same for the node registered now as `self` (whose rank cannot move: tests).
   absl::Status AwaitAllRegistered(const NodeKey& self, absl::Time deadline,
                                   const std::function<bool()>& cancelled);
 
@@ -90,7 +99,8 @@ class Membership {
   // The job is over: every worker left, or a node left with failed=true. `reason`
   // says which ("all 2 workers finished", "worker 1 failed: ...").
   bool JobOver(std::string* reason) const;
-  // Non-empty once a node left with failed=true: "worker 1 failed: out of memory".
+  // Non-empty once a node left with failed=true ("worker 1 failed: out of memory"),
+  // or every worker is gone and one died ("worker 1 died (...) and no worker is left").
   std::string Failure() const;
   // Every registered node has left or died.
   bool AllGone() const;
@@ -101,8 +111,9 @@ class Membership {
   // "DEAD since 4.0 s (heartbeat stream broke)", "not registered".
   std::string Describe(const NodeKey& key) const;
 
-  // Wakes every AwaitAllRegistered with UNAVAILABLE (the scheduler is stopping).
-  void Close();
+  // Wakes every AwaitAllRegistered with `why` (default UNAVAILABLE: the scheduler is
+  // stopping; the registration deadline passes its own text on to the waiting nodes).
+  void Close(absl::Status why = absl::UnavailableError("the scheduler is shutting down"));
 
  private:
   struct Node {
@@ -111,11 +122,15 @@ class Membership {
     absl::Time dead_at;
     std::string death_reason;
     uint64_t incarnation = 0;
+    bool provisional = false;  // rank picked by us before registration completed; may move
   };
   int Expected(v1::Role role) const;
   int CountRegistered(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The node registered with `incarnation`, or end().
+  std::map<NodeKey, Node>::iterator FindTicket(uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDead(Node& node, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string RegistrationTextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string FailureLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time Now() const { return options_.clock(); }
 
   const MembershipOptions options_;
@@ -129,6 +144,7 @@ class Membership {
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status close_status_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace dtrain::scheduler

@@ -2,7 +2,9 @@
 // logic lives in membership.*, barrier.* and scheduler_service.*.
 //
 // Exits 0 once every worker finished and the servers left (or after
-// --exit-grace), 1 if a node left with failed=true, 0 on SIGTERM/SIGINT.
+// --exit-grace); 1 if a node left with failed=true, every worker is gone after one
+// died, or registration did not complete within --register-timeout (naming who is
+// missing); 0 on SIGTERM/SIGINT.
 #include <signal.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "common/net_address.h"
 #include "common/port_file.h"
 #include "common/shutdown_signal.h"
 #include "common/metrics/metrics_flags.h"
@@ -56,7 +59,9 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   flags.AddInt("num-servers", &f->num_servers, "parameter servers in the job",
                {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
   flags.AddString("kv-store", &f->kv_store, "kvstore mode, told to every node", {"DTRAIN_KV_STORE"});
-  flags.AddDouble("register-timeout", &f->register_timeout_s, "seconds Register waits for everyone",
+  flags.AddDouble("register-timeout", &f->register_timeout_s,
+                  "seconds Register waits for everyone; the scheduler exits 1 if the job is not complete this long "
+                  "after it started",
                   {"DTRAIN_REGISTER_TIMEOUT"});
   flags.AddDouble("heartbeat-timeout", &f->heartbeat_timeout_s, "seconds of silence after which a node is DEAD",
                   {"DTRAIN_HEARTBEAT_TIMEOUT"});
@@ -76,10 +81,12 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   return metrics::CheckMetricsFlags(f->metrics);
 }
 
-// Ticks the service until a signal, or until the job is over and every node left
-// (or `exit_grace` passed since).
-void RunUntilDone(ShutdownSignal& signals, SchedulerService& service, const Membership& membership,
-                  double exit_grace_s) {
+// Ticks the service until a signal, until the job is over and every node left
+// (or `exit_grace` passed since), or until registration misses its deadline.
+// Returns the error that ends the job early, or OK.
+absl::Status RunUntilDone(ShutdownSignal& signals, SchedulerService& service, const Membership& membership,
+                          double exit_grace_s, double register_timeout_s) {
+  const absl::Time register_deadline = absl::Now() + absl::Seconds(register_timeout_s);
   bool job_over = false;
   absl::Time job_over_at;
   // The first look does not wait: a signal that came during start-up ends the loop
@@ -87,9 +94,15 @@ void RunUntilDone(ShutdownSignal& signals, SchedulerService& service, const Memb
   for (absl::Duration wait = absl::ZeroDuration();; wait = kTick) {
     if (const std::string sig = signals.WaitFor(wait); !sig.empty()) {
       DTRAIN_LOG(INFO) << "received " << sig << "; shutting down";
-      return;
+      return absl::OkStatus();
     }
     service.Tick();
+    // Nodes that never come would otherwise keep a job (and its pods) waiting forever.
+    if (!membership.AllRegistered() && absl::Now() > register_deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the job never started: ", membership.RegistrationText(), " (--register-timeout ", register_timeout_s,
+          " s)"));
+    }
     std::string reason;
     if (!job_over && membership.JobOver(&reason)) {
       job_over = true;
@@ -97,20 +110,29 @@ void RunUntilDone(ShutdownSignal& signals, SchedulerService& service, const Memb
       DTRAIN_LOG(INFO) << "job over (" << reason << "); telling the remaining nodes to exit";
     }
     if (job_over) {
-      if (membership.AllGone()) return;
+      if (membership.AllGone()) return absl::OkStatus();
       if (absl::Now() - job_over_at > absl::Seconds(exit_grace_s)) {
         DTRAIN_LOG(WARNING) << "some nodes did not leave within " << exit_grace_s << " s; exiting anyway";
-        return;
+        return absl::OkStatus();
       }
     }
   }
 }
 
-// Closes the service and the server; the exit code: 1 if a node left with
-// failed=true, else 0.
-int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& membership) {
-  service.Close();
+// Closes the service and the server; the exit code: 1 if the job failed
+// (`early` or a failed node), else 0.
+int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& membership,
+             const absl::Status& early) {
+  if (early.ok()) {
+    service.Close();
+  } else {
+    service.Close(early);
+  }
   server.Shutdown(DeadlineAfter(absl::Milliseconds(500)));
+  if (!early.ok()) {
+    DTRAIN_LOG(ERROR) << "job failed: " << early.message();
+    return 1;
+  }
   const std::string failure = membership.Failure();
   if (!failure.empty()) {
     DTRAIN_LOG(ERROR) << "job failed: " << failure;
@@ -154,7 +176,7 @@ int Run(int argc, char** argv) {
   SchedulerService service(&membership, &barriers, so);
 
   int bound_port = 0;
-  std::unique_ptr<grpc::Server> server = StartGrpcServer(absl::StrCat(f.host, ":", f.port), &service, &bound_port);
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(JoinHostPort(f.host, f.port), &service, &bound_port);
   if (server == nullptr) return 1;
   if (!f.port_file.empty()) {
     if (absl::Status s = WritePortFile(f.port_file, bound_port); !s.ok()) {
@@ -162,11 +184,11 @@ int Run(int argc, char** argv) {
       return 1;
     }
   }
-  DTRAIN_LOG(INFO) << "listening on " << f.host << ":" << bound_port << " (pid " << ::getpid() << "); expecting "
+  DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.host, bound_port) << " (pid " << ::getpid() << "); expecting "
                    << f.num_workers << " workers and " << f.num_servers << " servers, kv-store " << f.kv_store;
 
-  RunUntilDone(signals, service, membership, f.exit_grace_s);
-  return Shutdown(service, *server, membership);
+  const absl::Status early = RunUntilDone(signals, service, membership, f.exit_grace_s, f.register_timeout_s);
+  return Shutdown(service, *server, membership, early);
 }
 
 }  // namespace

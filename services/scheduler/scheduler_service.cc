@@ -35,13 +35,15 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
                                         v1::RegisterResponse* response) {
   const std::string who = absl::StrCat(RoleName(request->role()), " (pid ", request->pid(), " on ",
                                        request->hostname(), ")");
-  absl::StatusOr<int> rank = membership_->Register(*request);
+  uint64_t ticket = 0;
+  absl::StatusOr<int> rank = membership_->Register(*request, &ticket);
   if (!rank.ok()) {
     DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << rank.status().message();
     return ToGrpc(rank.status());
   }
-  const NodeKey self = KeyOf(request->role(), *rank);
-  DTRAIN_LOG(INFO) << NodeName(self) << " joined: pid " << request->pid() << " on " << request->hostname()
+  NodeKey self = KeyOf(request->role(), *rank);
+  DTRAIN_LOG(INFO) << NodeName(self) << (request->requested_rank() >= 0 ? " (as requested)" : "")
+                   << " joined: pid " << request->pid() << " on " << request->hostname()
                    << (request->address().empty() ? "" : ", serving at " + request->address()) << "; "
                    << membership_->RegistrationText();
   if (membership_->AllRegistered()) {
@@ -52,13 +54,18 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
     }
   }
   const absl::Time deadline = std::min(absl::Now() + options_.register_timeout, ReplyBy(*context));
-  absl::Status s =
-      membership_->AwaitAllRegistered(self, deadline, [context] { return context->IsCancelled(); });
-  if (!s.ok()) {
-    DTRAIN_LOG(WARNING) << NodeName(self) << " was not admitted: " << s.message();
-    return ToGrpc(s);
+  absl::StatusOr<int> final_rank =
+      membership_->AwaitAllRegistered(ticket, deadline, [context] { return context->IsCancelled(); });
+  if (!final_rank.ok()) {
+    DTRAIN_LOG(WARNING) << NodeName(self) << " was not admitted: " << final_rank.status().message();
+    return ToGrpc(final_rank.status());
   }
-  response->set_rank(*rank);
+  if (*final_rank != *rank) {
+    self = KeyOf(request->role(), *final_rank);
+    DTRAIN_LOG(INFO) << RoleName(request->role()) << " pid " << request->pid() << " gave rank " << *rank
+                     << " to the node that asked for it and is " << NodeName(self);
+  }
+  response->set_rank(*final_rank);
   *response->mutable_cluster() = membership_->View();
   return grpc::Status::OK;
 }
@@ -81,14 +88,18 @@ grpc::Status SchedulerService::Heartbeat(
     bool send = false;
     absl::Status s = membership_->Heartbeat(self, &incarnation, request.step(), request.samples_per_sec());
     std::string reason;
+    bool failed = false;
     if (!s.ok()) {
       reason = std::string(s.message());
+      failed = true;
     } else if (membership_->JobOver(&reason)) {
       reason = "job over: " + reason;
+      failed = !membership_->Failure().empty();
     }
     if (!reason.empty() && !told_shutdown) {
       response.set_shutdown(true);
       response.set_reason(reason);
+      response.set_failed(failed);
       told_shutdown = send = true;
     }
     for (const v1::NodeInfo& dead : membership_->DeathsSince(&death_cursor)) {
@@ -170,8 +181,8 @@ void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why)
   if (options_.metrics != nullptr) options_.metrics->NodeDied(RoleName(key.role));
 }
 
-void SchedulerService::Close() {
-  membership_->Close();
+void SchedulerService::Close(const absl::Status& why) {
+  membership_->Close(why);
   barriers_->Close();
 }
 

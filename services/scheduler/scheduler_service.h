@@ -45,8 +45,9 @@ class SchedulerService final : public v1::Scheduler::Service {
   // dead, refreshes the node gauges, and logs progress while registration is incomplete.
   void Tick();
 
-  // Wakes every blocked handler; call before grpc::Server::Shutdown.
-  void Close();
+  // Wakes every blocked handler; call before grpc::Server::Shutdown. `why` reaches the
+  // nodes still waiting in Register (e.g. the registration deadline's text).
+  void Close(const absl::Status& why = absl::UnavailableError("the scheduler is shutting down"));
 
  private:
   void OnDeath(const v1::NodeInfo& node, const std::string& why);

@@ -19,6 +19,7 @@
 #include "common/grpc_util.h"
 #include "common/kv/shard_store.h"
 #include "common/log.h"
+#include "common/net_address.h"
 #include "common/port_file.h"
 #include "common/shutdown_signal.h"
 #include "common/metrics/metrics_flags.h"
@@ -41,7 +42,7 @@ struct ServerFlags {
 
 absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
-  AddClusterFlags(flags, &f->cluster);
+  AddClusterFlags(flags, &f->cluster, ClusterRole::kServer);
   metrics::AddMetricsFlags(flags, &f->metrics);
   flags.AddDouble("sync-timeout", &f->sync_timeout_s,
                   "seconds a sync pull waits for every worker's push before failing", {"DTRAIN_SYNC_TIMEOUT"});
@@ -124,9 +125,10 @@ int Run(int argc, char** argv) {
   PsService service(&store, options);
 
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartGrpcServer(absl::StrCat("0.0.0.0:", f.cluster.port), &service, &port);
+  const std::string listen = JoinHostPort(f.cluster.bind_host, static_cast<int>(f.cluster.port));
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(listen, &service, &port);
   if (server == nullptr) return 1;
-  const std::string address = absl::StrCat(f.cluster.host, ":", port);
+  const std::string address = JoinHostPort(f.cluster.host, port);
   if (!f.port_file.empty()) {
     if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
       DTRAIN_LOG(ERROR) << ps.message();
@@ -149,9 +151,17 @@ int Run(int argc, char** argv) {
   }
   SetLogIdentity("server", rank);
   if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
-  DTRAIN_LOG(INFO) << "listening on " << address << (f.standalone ? " (standalone)" : "");
+  DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)
+                   << (f.standalone ? " (standalone)" : "") << "; other nodes reach it at " << address << " ("
+                   << f.cluster.host_origin << ")";
 
   Shutdown(stop.Wait(), store, *server, scheduler.get());
+  // A job that failed (or a scheduler that vanished) must not look like a success
+  // to whoever runs us (Kubernetes, a launcher).
+  if (scheduler != nullptr && scheduler->job_failed()) {
+    DTRAIN_LOG(ERROR) << "exiting with 1: the job failed";
+    return 1;
+  }
   return 0;
 }
 

@@ -20,6 +20,9 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
               {"DTRAIN_KV_STORE"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
+  f.AddBool("overwrite-checkpoints", &o->overwrite_checkpoints,
+            "delete the --model-prefix checkpoints of an earlier run (or those after --load-epoch) "
+            "instead of refusing to mix them with this run's");
   f.AddInt("disp-batches", &o->disp_batches, "print speed and accuracy every N batches");
   f.AddInt("num-examples", &o->num_examples, "training examples to use (the first N of the set)");
   f.AddString("data-dir", &o->data_dir, "directory of the IDX files (raw or .gz)", {"DTRAIN_DATA_DIR"});

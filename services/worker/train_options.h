@@ -24,6 +24,9 @@ struct TrainOptions {
   std::string kv_store = "local";
   std::string model_prefix;  // empty: no checkpoints
   int64_t load_epoch = 0;    // 0: fresh start
+  // Delete the prefix's checkpoints that a fresh start (all) or a resume (those after
+  // --load-epoch) would otherwise be refused over: a set holds one run's epochs.
+  bool overwrite_checkpoints = false;
   int64_t disp_batches = 100;
   int64_t num_examples = 60000;
   std::string data_dir = "/usr/share/datasets/fashion-mnist";

@@ -1,5 +1,6 @@
 #include "services/worker/trainer.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common/log.h"
 #include "common/metrics/metrics_csv.h"
@@ -17,6 +19,7 @@
 #include "common/checkpoint/checkpoint.h"
 #include "services/worker/dataset.h"
 #include "common/models/models.h"
+#include "services/worker/trainer_checkpoints.h"
 #include "services/worker/training_monitor.h"
 
 namespace dtrain::worker {
@@ -67,9 +70,15 @@ double Evaluate(models::Network& net, const TensorSet& set) {
   return static_cast<double>(correct) / static_cast<double>(set.size());
 }
 
-// Loads PREFIX-N.params into the model and PREFIX-N.states into *states.
-absl::Status LoadCheckpoint(const TrainOptions& o, models::Network& net, checkpoint::OptimizerStates* states) {
-  const std::string params_path = checkpoint::ParamsPath(o.model_prefix, static_cast<int>(o.load_epoch));
+// Loads PREFIX-N.states into *states, after checking that it was saved by a run with
+// this one's settings (`requested`), and PREFIX-N.params into the model.
+absl::Status LoadCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& requested, models::Network& net,
+                            checkpoint::OptimizerStates* states) {
+  const int epoch = static_cast<int>(o.load_epoch);
+  const std::string states_path = checkpoint::StatesPath(o.model_prefix, epoch);
+  DTRAIN_ASSIGN_OR_RETURN(*states, checkpoint::ReadStates(states_path));
+  DTRAIN_RETURN_IF_ERROR(CheckResumeMatches(states_path, states->run, requested));
+  const std::string params_path = checkpoint::ParamsPath(o.model_prefix, epoch);
   DTRAIN_ASSIGN_OR_RETURN(std::vector<checkpoint::NamedTensor> loaded, checkpoint::ReadParams(params_path));
   DTRAIN_RETURN_IF_ERROR(checkpoint::CheckParamsMatch(params_path, loaded, ShapesOf(net)));
   torch::NoGradGuard no_grad;
@@ -77,12 +86,13 @@ absl::Status LoadCheckpoint(const TrainOptions& o, models::Network& net, checkpo
   for (auto& p : net.parameters()) {
     std::memcpy(p.data_ptr<float>(), loaded[i++].data.data(), sizeof(float) * p.numel());
   }
-  DTRAIN_ASSIGN_OR_RETURN(*states, checkpoint::ReadStates(checkpoint::StatesPath(o.model_prefix, static_cast<int>(o.load_epoch))));
   return absl::OkStatus();
 }
 
-absl::Status SaveCheckpoint(const TrainOptions& o, models::Network& net, KVStore& kv, int epoch) {
+absl::Status SaveCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& run, models::Network& net,
+                            KVStore& kv, int epoch) {
   DTRAIN_ASSIGN_OR_RETURN(checkpoint::OptimizerStates states, kv.SaveStates());
+  states.run = run;
   const std::string params_path = checkpoint::ParamsPath(o.model_prefix, epoch);
   // States first: a .params file is the marker of a complete epoch.
   DTRAIN_RETURN_IF_ERROR(checkpoint::WriteStates(checkpoint::StatesPath(o.model_prefix, epoch), states));
@@ -170,12 +180,29 @@ std::vector<ParamRef> ParamRefsOf(models::Network& net) {
   return refs;
 }
 
-absl::Status WriteSymbolFile(const TrainOptions& o, const std::vector<int64_t>& input_shape) {
+absl::Status WriteSymbolFile(const TrainOptions& o, const std::vector<int64_t>& input_shape,
+                             const std::string& run_id) {
   const std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
   std::error_code ec;
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  checkpoint::SymbolInfo sym{o.network, kNumClasses, input_shape, ClassNamesFor(o.data_dir)};
+  checkpoint::SymbolInfo sym{o.network, kNumClasses, input_shape, ClassNamesFor(o.data_dir), run_id};
   return checkpoint::WriteSymbol(o.model_prefix, sym);
+}
+
+// A step whose loss or gradients are not finite stops training here, before the push:
+// NaN pushed to the servers poisons every key it touches, and the job would end
+// "successfully" with a useless model. INTERNAL naming the step, rank and tensors.
+absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double loss, models::Network& net) {
+  std::vector<std::string> bad;
+  for (const auto& p : net.named_parameters()) {
+    const torch::Tensor& g = p.value().grad();
+    if (g.defined() && !torch::isfinite(g).all().item<bool>()) bad.push_back(p.key());
+  }
+  if (std::isfinite(loss) && bad.empty()) return absl::OkStatus();
+  return absl::InternalError(absl::StrFormat(
+      "step %d on rank %d: training diverged: loss %g, non-finite gradients in %s; nothing was pushed for this "
+      "step. Lower --lr (%g) or check the data",
+      step, rank, loss, bad.empty() ? std::string("none") : absl::StrJoin(bad, ", "), o.lr));
 }
 
 // One epoch's steps: forward, backward, PushPull, progress lines.
@@ -197,10 +224,12 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int rank, const Data
     for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
     const double compute_s = Seconds(step_start);
     const int64_t step = epoch * data.batches + b;
+    const double loss_value = loss.item<double>();
+    DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net));
     DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
 
     const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
-    monitor.StepDone(step, o.batch_size, loss.item<double>(), correct, compute_s);
+    monitor.StepDone(step, o.batch_size, loss_value, correct, compute_s);
     if ((b + 1) % o.disp_batches == 0) {
       const TrainingMonitor::Figures w = monitor.TakeWindow();
       DTRAIN_LOG(INFO) << absl::StrFormat(
@@ -220,18 +249,25 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   torch::manual_seed(o.seed);
   DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net, models::CreateNetwork(o.network, kNumClasses));
 
+  const bool writes_files = rank == 0 && !o.model_prefix.empty();
+  if (writes_files) DTRAIN_RETURN_IF_ERROR(PrepareCheckpointPrefix(o));
+
   KVStoreInit init = MakeInit(o, data.batches, cluster.num_workers());
   checkpoint::OptimizerStates states;
+  checkpoint::RunRecord run = RunRecordFor(o, cluster.num_workers(), "");
   if (o.load_epoch > 0) {
-    DTRAIN_RETURN_IF_ERROR(LoadCheckpoint(o, *net, &states));
+    DTRAIN_RETURN_IF_ERROR(LoadCheckpoint(o, run, *net, &states));
+    // A resume continues its run; a file from before run ids starts a new one.
+    run.run_id = states.run ? states.run->run_id : checkpoint::NewRunId();
     DTRAIN_RETURN_IF_ERROR(CheckResumedVersions(o, states, data.batches, init.start_version));
     init.resume = &states;
     DTRAIN_LOG(INFO) << "resuming from epoch " << o.load_epoch << " of " << o.model_prefix;
+  } else {
+    run.run_id = checkpoint::NewRunId();
   }
   DTRAIN_RETURN_IF_ERROR(kv.Init(ParamRefsOf(*net), init));
 
-  const bool writes_files = rank == 0 && !o.model_prefix.empty();
-  if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data.input_shape));
+  if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data.input_shape, run.run_id));
 
   TrainResult result;
   TrainingMonitor monitor(cluster, kv, metrics, writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
@@ -246,7 +282,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch, ep.accuracy);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-cross-entropy=%f", epoch, ep.loss);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
-    if (writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, *net, kv, static_cast<int>(epoch + 1)));
+    if (writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, run, *net, kv, static_cast<int>(epoch + 1)));
     result.validation_accuracy = Evaluate(*net, data.test);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-accuracy=%f", epoch, result.validation_accuracy);
     // The CSV is for people and plots: failing to write it is no reason to stop training.

@@ -43,6 +43,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options
   j.num_servers = static_cast<int>(flags.num_servers);
   j.requested_rank = static_cast<int>(flags.rank);
   j.host = flags.host;
+  DTRAIN_LOG(INFO) << "this worker's address is " << flags.host << " (" << flags.host_origin << ")";
   j.register_timeout = absl::Seconds(flags.register_timeout_s);
   j.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCluster> c, SchedulerCluster::Join(j));
@@ -66,7 +67,7 @@ int Run(int argc, char** argv) {
   ClusterFlags cluster_flags;
   metrics::MetricsFlags metrics_flags;
   AddTrainFlags(flags, &options);
-  AddClusterFlags(flags, &cluster_flags);
+  AddClusterFlags(flags, &cluster_flags, ClusterRole::kWorker);
   metrics::AddMetricsFlags(flags, &metrics_flags);
   absl::Status s = flags.Parse(argc, argv);
   if (flags.help_requested()) {

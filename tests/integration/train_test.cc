@@ -1,6 +1,8 @@
 // End to end, with real processes on loopback: `dtrain launch` starts a scheduler,
 // parameter servers and workers, which train on a subset of Fashion-MNIST.
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
 #include "tests/integration/common/subprocess.h"
 
@@ -88,7 +91,17 @@ TEST(TrainTest, ResumeFromLoadEpochContinuesExactly) {
   EXPECT_EQ(ValuesAfter(straight.second, "weights-fnv64", "[worker 0]"),
             ValuesAfter(resumed.second, "weights-fnv64", "[worker 0]"));
   EXPECT_EQ(ReadFile(dir + "/a-0002.params"), ReadFile(dir + "/b-0002.params"));
-  EXPECT_EQ(ReadFile(dir + "/a-0002.states"), ReadFile(dir + "/b-0002.states"));
+  // The .states files differ only in their run ids: a and b are two runs.
+  auto a = checkpoint::ReadStates(dir + "/a-0002.states");
+  auto b = checkpoint::ReadStates(dir + "/b-0002.states");
+  ASSERT_TRUE(a.ok() && b.ok()) << a.status() << b.status();
+  ASSERT_TRUE(a->run && b->run);
+  EXPECT_NE(a->run->run_id, b->run->run_id);
+  EXPECT_EQ(b->run->run_id, checkpoint::ReadStates(dir + "/b-0001.states")->run->run_id) << "a resume keeps its run";
+  b->run->run_id = a->run->run_id;
+  ASSERT_TRUE(checkpoint::WriteStates(dir + "/b-cmp.states", *b).ok());
+  ASSERT_TRUE(checkpoint::WriteStates(dir + "/a-cmp.states", *a).ok());
+  EXPECT_EQ(ReadFile(dir + "/a-cmp.states"), ReadFile(dir + "/b-cmp.states"));
   std::filesystem::remove_all(dir);
 }
 
@@ -114,9 +127,84 @@ TEST(TrainTest, LocalMlpLearnsAndResumes) {
   auto straight = RunToEnd(args({"--num-epochs", "2"}), kRunTimeout);
   ASSERT_EQ(straight.first, 0) << straight.second;
   EXPECT_GE(LastDouble(ValuesAfter(straight.second, "Validation-accuracy")), 0.70) << straight.second;
-  auto resumed = RunToEnd(args({"--num-epochs", "2", "--load-epoch", "1"}), kRunTimeout);
+  // Epoch 2 of the straight run is there: going back to epoch 1 must say it replaces it.
+  auto resumed = RunToEnd(args({"--num-epochs", "2", "--load-epoch", "1", "--overwrite-checkpoints"}), kRunTimeout);
   ASSERT_EQ(resumed.first, 0) << resumed.second;
   EXPECT_EQ(ValuesAfter(straight.second, "weights-fnv64"), ValuesAfter(resumed.second, "weights-fnv64"));
+  std::filesystem::remove_all(dir);
+}
+
+// A job whose loss turns NaN (a learning rate of 1e20 on the real data does so at step
+// 1) must fail, naming the step and the rank, and push nothing non-finite.
+TEST(TrainTest, DivergingTrainingFailsNamingStepAndRank) {
+  auto [code, out] = RunToEnd(Launch(2, 1, "dist_sync", {"--network", "mlp", "--num-epochs", "1", "--num-examples",
+                                                         "2000", "--lr", "1e20"}),
+                              kRunTimeout);
+  EXPECT_NE(code, 0) << out;
+  EXPECT_NE(out.find("step 1 on rank 0: training diverged"), std::string::npos) << out;
+  EXPECT_NE(out.find("non-finite gradients in fc1.weight"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Training done"), std::string::npos) << out;
+}
+
+// A dist_sync checkpoint resumed as dist_async with another batch size would load and
+// train on, to a worse model: refused, naming the saved and the requested values.
+TEST(TrainTest, ResumeWithOtherSettingsIsRefused) {
+  const std::string dir = MakeTempDir();
+  const std::vector<std::string> common = {"--network", "mlp", "--num-examples", "2000", "--model-prefix",
+                                           dir + "/m"};
+  auto flags = [&](std::vector<std::string> extra) {
+    std::vector<std::string> f = common;
+    f.insert(f.end(), extra.begin(), extra.end());
+    return f;
+  };
+  auto first = RunToEnd(Launch(2, 1, "dist_sync", flags({"--num-epochs", "1"})), kRunTimeout);
+  ASSERT_EQ(first.first, 0) << first.second;
+  auto other = RunToEnd(
+      Launch(2, 1, "dist_async", flags({"--num-epochs", "2", "--load-epoch", "1", "--batch-size", "32"})),
+      kRunTimeout);
+  EXPECT_NE(other.first, 0) << other.second;
+  EXPECT_NE(other.second.find("--kv-store dist_sync (saved) vs dist_async (requested)"), std::string::npos)
+      << other.second;
+  EXPECT_NE(other.second.find("--batch-size 64 (saved) vs 32 (requested)"), std::string::npos) << other.second;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/m-0002.params"));
+  std::filesystem::remove_all(dir);
+}
+
+// One prefix, one run: a fresh start over an older run's epochs is refused (it would
+// rewrite -0001 and keep -0005, which inference would serve as newest) until asked to
+// start over; temp files of a writer that was killed are swept.
+TEST(TrainTest, PrefixHoldsOneRunsCheckpoints) {
+  const std::string dir = MakeTempDir();
+  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp",
+                                         "--num-examples", "1000", "--model-prefix", dir + "/m"};
+  auto args = [&](std::vector<std::string> extra) {
+    auto a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  auto older = RunToEnd(args({"--num-epochs", "2"}), kRunTimeout);
+  ASSERT_EQ(older.first, 0) << older.second;
+  const std::string old_params = ReadFile(dir + "/m-0001.params");
+  // What a kill in the middle of a save leaves: temp files of a process that is gone.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string stale = dir + "/m-0003.params.tmp." + std::to_string(gone);
+  std::ofstream(stale) << "partial";
+
+  auto fresh = RunToEnd(args({"--num-epochs", "1"}), kRunTimeout);
+  EXPECT_NE(fresh.first, 0) << fresh.second;
+  EXPECT_NE(fresh.second.find(dir + "/m-0002.params"), std::string::npos) << fresh.second;
+  EXPECT_NE(fresh.second.find("--overwrite-checkpoints"), std::string::npos) << fresh.second;
+  EXPECT_NE(fresh.second.find("--load-epoch 2"), std::string::npos) << fresh.second;
+  EXPECT_EQ(ReadFile(dir + "/m-0001.params"), old_params) << "a refused run must not touch the set";
+  EXPECT_FALSE(std::filesystem::exists(stale)) << "stale temp file not swept";
+
+  auto over = RunToEnd(args({"--num-epochs", "1", "--overwrite-checkpoints"}), kRunTimeout);
+  ASSERT_EQ(over.first, 0) << over.second;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/m-0001.params"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/m-0002.params")) << "the older run's epoch 2 was kept";
+  EXPECT_FALSE(std::filesystem::exists(dir + "/m-0002.states"));
   std::filesystem::remove_all(dir);
 }
 

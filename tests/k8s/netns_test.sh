@@ -121,9 +121,41 @@ done < "$WORK/plan/pods"
 # The pods' root filesystem is this machine's, read-only; so is the work dir above them.
 chmod 755 "$WORK"
 
+# ---- the "image": the built binaries and docker/ (dtrain-seed-data) -----------------------
+# The pods run them as the securityContext's user (10001). A build under a home directory
+# of mode 700 is not traversable for that user and every container would end "exited 126"
+# with nothing said: check as each pod user, and if one cannot run them, stage a copy in
+# /var/tmp (which the pods see; /tmp they do not) and say so.
+IMAGE_BIN="$BUILD/bin" IMAGE_DOCKER="$SRC/docker"
+image_unreadable_by() { # uid: the image paths that uid cannot run or read, or nothing
+  local uid=$1 f
+  for f in "$IMAGE_BIN"/dtrain "$IMAGE_BIN"/dtrain-scheduler "$IMAGE_BIN"/dtrain-server "$IMAGE_BIN"/dtrain-worker \
+    "$IMAGE_DOCKER"/dtrain-seed-data; do
+    setpriv --reuid="$uid" --regid="$uid" --clear-groups /usr/bin/test -x "$f" -a -r "$f" 2> /dev/null || echo "$f"
+  done
+}
+POD_UIDS=$(awk '$1 == "uid" && $2 != "-" {print $2}' "$WORK"/plan/pod/*/c/*/security | sort -u)
+for uid in $POD_UIDS; do
+  missing=$(image_unreadable_by "$uid")
+  [ -n "$missing" ] || continue
+  if [ "$IMAGE_BIN" = "$BUILD/bin" ]; then
+    STAGE=$(mktemp -d /var/tmp/dtrain-k8s-image.XXXXXX)
+    k8s_on_exit "rm -rf '$STAGE'"
+    chmod 755 "$STAGE"
+    mkdir -m 755 "$STAGE/bin"
+    cp "$BUILD"/bin/dtrain "$BUILD"/bin/dtrain-* "$STAGE/bin/"
+    cp -r "$SRC/docker" "$STAGE/docker"
+    chmod -R a+rX "$STAGE"
+    echo "note: the pods' user $uid cannot run $(echo "$missing" | head -1) (is a parent directory of mode 700?);" \
+      "running the pods from a copy in $STAGE"
+    IMAGE_BIN="$STAGE/bin" IMAGE_DOCKER="$STAGE/docker"
+    missing=$(image_unreadable_by "$uid")
+  fi
+  [ -z "$missing" ] || k8s_fail "the pods run as uid $uid, which cannot run or read: $(echo $missing); make the build directory and its parents readable and searchable by that user (chmod o+rx), or build elsewhere"
+done
+
 # ---- start every pod: init containers in order, then the main container ------------------
-# The "image": the built binaries and docker/ (dtrain-seed-data), then the system's PATH.
-IMAGE_PATH="$BUILD/bin:$SRC/docker:/usr/local/bin:/usr/bin:/bin"
+IMAGE_PATH="$IMAGE_BIN:$IMAGE_DOCKER:/usr/local/bin:/usr/bin:/bin"
 export DTRAIN_K8S_KEEP_VISIBLE="$SRC:$BUILD"
 mkdir -p "$WORK/roots" "$WORK/logs" "$WORK/status"
 run_pod() {

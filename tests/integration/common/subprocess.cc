@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <mutex>
 #include <cstring>
 
 #include "absl/strings/str_split.h"
@@ -118,12 +120,45 @@ std::pair<int, std::string> RunToEnd(std::vector<std::string> argv, absl::Durati
   return {code, p.output()};
 }
 
-std::string Bin(const std::string& name) { return std::string(DTRAIN_BIN_DIR) + "/" + name; }
+// DTRAIN_TEST_BIN_DIR runs the same tests against other binaries (e.g. an older build,
+// to show a test fails there).
+std::string Bin(const std::string& name) {
+  const char* dir = std::getenv("DTRAIN_TEST_BIN_DIR");
+  return std::string(dir != nullptr && *dir != '\0' ? dir : DTRAIN_BIN_DIR) + "/" + name;
+}
+
+namespace {
+
+// Every directory MakeTempDir made, removed when the test program exits: a test that
+// stops at a failed ASSERT (or forgets) must not leave it in $TMPDIR.
+class MadeDirs {
+ public:
+  ~MadeDirs() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::error_code ec;
+    for (const std::string& d : dirs_) std::filesystem::remove_all(d, ec);
+  }
+  void Add(std::string dir) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(std::move(dir));
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+};
+
+}  // namespace
 
 std::string MakeTempDir() {
+  static MadeDirs* made = [] {
+    static MadeDirs dirs;  // destroyed at exit, after the tests
+    return &dirs;
+  }();
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base ? base : "/tmp") + "/dtrain-test-XXXXXX";
+  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/dtrain-test-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+  made->Add(tmpl);
   return tmpl;
 }
 

@@ -44,9 +44,10 @@ class Subprocess {
 std::pair<int, std::string> RunToEnd(std::vector<std::string> argv, absl::Duration timeout,
                                      std::map<std::string, std::string> env = {});
 
-// Where the build put the binaries (CMake passes DTRAIN_BIN_DIR).
+// Where the build put the binaries (CMake passes DTRAIN_BIN_DIR; $DTRAIN_TEST_BIN_DIR overrides).
 std::string Bin(const std::string& name);
-// A fresh temporary directory under $TMPDIR.
+// A fresh temporary directory under $TMPDIR, removed (if the test did not) when the
+// test program exits.
 std::string MakeTempDir();
 // Every value of `key=` on lines of `output` that contain `must_contain`, as text.
 std::vector<std::string> ValuesAfter(const std::string& output, const std::string& key,

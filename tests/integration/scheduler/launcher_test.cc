@@ -135,6 +135,9 @@ TEST(LauncherTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
   auto env = kFastEnv;
   env["FAKE_NODE_EXIT"] = "worker:1:3";
   env["FAKE_NODE_IGNORE_TERM"] = "1";
+  // The scheduler tells the server the job failed (every worker gone, one dead); a
+  // server that will not stop ignores that too.
+  env["FAKE_NODE_IGNORE_SHUTDOWN"] = "1";
   const auto [code, out] = RunToEnd(
       Launch(FakeBinDir(), {"-n", "2", "-s", "1", "--stop-grace", "0.5", "--", "--steps", "2"}), kRunTimeout, env);
   EXPECT_EQ(code, 1) << out;

@@ -18,9 +18,9 @@ FlagSet::EnvLookup Env(std::map<std::string, std::string> vars) {
 }
 
 absl::Status Parse(std::vector<std::string> args, const std::map<std::string, std::string>& env,
-                   ClusterFlags* out, bool need_scheduler = true) {
+                   ClusterFlags* out, bool need_scheduler = true, ClusterRole role = ClusterRole::kAny) {
   FlagSet flags("test", "");
-  AddClusterFlags(flags, out);
+  AddClusterFlags(flags, out, role);
   flags.set_env_lookup(Env(env));
   absl::Status s = flags.Parse(args);
   if (!s.ok()) return s;
@@ -76,6 +76,51 @@ TEST(ClusterFlagsTest, ErrorsNameTheProblem) {
   ClusterFlags g;
   s = Parse({"--scheduler", "h:1", "--heartbeat-interval", "0"}, {}, &g);
   EXPECT_NE(s.message().find("--heartbeat-interval"), absl::string_view::npos) << s;
+}
+
+// ps-lite's DMLC_WORKER_ID / DMLC_SERVER_ID are the rank each role asks for.
+TEST(ClusterFlagsTest, DmlcIdsAreTheRequestedRankOfTheirRole) {
+  const std::map<std::string, std::string> env = {{"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", "9091"},
+                                                  {"DMLC_NUM_WORKER", "2"}, {"DMLC_WORKER_ID", "1"},
+                                                  {"DMLC_SERVER_ID", "0"}};
+  ClusterFlags worker, server, dtrain_rank;
+  ASSERT_TRUE(Parse({}, env, &worker, true, ClusterRole::kWorker).ok());
+  EXPECT_EQ(worker.rank, 1);
+  ASSERT_TRUE(Parse({}, env, &server, true, ClusterRole::kServer).ok());
+  EXPECT_EQ(server.rank, 0);
+  auto with_rank = env;
+  with_rank["DTRAIN_RANK"] = "0";
+  ASSERT_TRUE(Parse({}, with_rank, &dtrain_rank, true, ClusterRole::kWorker).ok());
+  EXPECT_EQ(dtrain_rank.rank, 0);  // dtrain's own name wins
+}
+
+// Without DMLC_NODE_HOST a node advertises the address that reaches the scheduler
+// (not 127.0.0.1 on every machine), or its DMLC_INTERFACE's.
+TEST(ClusterFlagsTest, HostIsTheAddressThatReachesTheScheduler) {
+  ClusterFlags v4;
+  ASSERT_TRUE(Parse({}, {{"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", "9091"}}, &v4).ok());
+  EXPECT_EQ(v4.host, "127.0.0.1");
+  EXPECT_NE(v4.host_origin.find("route to the scheduler"), std::string::npos) << v4.host_origin;
+
+  ClusterFlags v6;
+  ASSERT_TRUE(Parse({}, {{"DMLC_PS_ROOT_URI", "::1"}, {"DMLC_PS_ROOT_PORT", "9091"}}, &v6).ok());
+  EXPECT_EQ(v6.scheduler, "[::1]:9091");
+  EXPECT_EQ(v6.host, "::1");
+
+  ClusterFlags lo;
+  ASSERT_TRUE(Parse({}, {{"DMLC_PS_ROOT_URI", "::1"}, {"DMLC_PS_ROOT_PORT", "9091"}, {"DMLC_INTERFACE", "lo"}}, &lo)
+                  .ok());
+  EXPECT_EQ(lo.host, "127.0.0.1");
+
+  ClusterFlags none;
+  absl::Status s = Parse({}, {{"DMLC_PS_ROOT_URI", "::1"}, {"DMLC_PS_ROOT_PORT", "9091"},
+                              {"DMLC_INTERFACE", "no-such-if0"}}, &none);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("no-such-if0"), std::string::npos) << s;
+
+  ClusterFlags bad;
+  s = Parse({"--scheduler", "::1:9091"}, {}, &bad);
+  EXPECT_NE(s.message().find("brackets"), std::string::npos) << s;
 }
 
 }  // namespace

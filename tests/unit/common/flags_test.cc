@@ -89,5 +89,23 @@ TEST(FlagsTest, IntList) {
   EXPECT_TRUE(v.empty());
 }
 
+// Every program gets --version through its FlagSet; it asks for the help path
+// (print Usage(), exit 0) and Usage() is then the version line.
+TEST(FlagsTest, VersionIsAnsweredByEveryFlagSet) {
+  Fixture f;
+  ASSERT_TRUE(f.flags.Parse({"--version"}).ok());
+  EXPECT_TRUE(f.flags.help_requested());
+  EXPECT_TRUE(f.flags.version_requested());
+  const std::string text = f.flags.Usage();
+  EXPECT_EQ(text.rfind("prog 0.", 0), 0u) << text;
+  EXPECT_NE(text.find(" (git "), std::string::npos) << text;
+  EXPECT_EQ(text.find("--num-epochs"), std::string::npos) << text;
+
+  Fixture g;
+  ASSERT_TRUE(g.flags.Parse({"--help"}).ok());
+  EXPECT_FALSE(g.flags.version_requested());
+  EXPECT_NE(g.flags.Usage().find("--version"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dtrain

@@ -1,4 +1,6 @@
-// A fresh directory per test, removed with everything in it when the test ends.
+// A fresh directory per test under $TMPDIR, removed with everything in it when the test
+// ends. Its name carries the test's (dtrain-test-Suite.Name-XXXXXX), so that the
+// leftover check (tests/tmpdir_check.sh) can say who left one.
 #pragma once
 
 #include <stdlib.h>
@@ -17,7 +19,7 @@ namespace dtrain::testing {
 class TempDir {
  public:
   TempDir() {
-    std::string tmpl = ::testing::TempDir() + "dtrain-worker-XXXXXX";
+    std::string tmpl = ::testing::TempDir() + "dtrain-test-" + TestName() + "XXXXXX";
     if (mkdtemp(tmpl.data()) == nullptr) ADD_FAILURE() << "mkdtemp failed for " << tmpl;
     path_ = tmpl;
   }
@@ -42,6 +44,14 @@ class TempDir {
   }
 
  private:
+  static std::string TestName() {
+    const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
+    if (t == nullptr) return "";
+    std::string name = std::string(t->test_suite_name()) + "." + t->name() + "-";
+    std::replace(name.begin(), name.end(), '/', '_');  // parameterised names
+    return name;
+  }
+
   std::string path_;
 };
 

@@ -87,5 +87,47 @@ TEST(BarrierTest, CancelAndCloseWakeWaiters) {
   closer.join();
 }
 
+// A barrier used once (per epoch, per checkpoint) must not stay in memory forever.
+TEST(BarrierTest, ForgetsABarrierOnceEveryonePassedOrGaveUp) {
+  BarrierSet b(2, 1, Describer());
+  for (int epoch = 0; epoch < 50; ++epoch) {
+    const std::string name = "epoch-" + std::to_string(epoch);
+    absl::Status s0;
+    std::thread t([&] { s0 = b.Wait(name, v1::BARRIER_GROUP_WORKERS, kW0, In(absl::Seconds(10))); });
+    while (b.open_count() == 0) absl::SleepFor(absl::Milliseconds(1));
+    ASSERT_TRUE(b.Wait(name, v1::BARRIER_GROUP_WORKERS, kW1, In(absl::Seconds(10))).ok());
+    t.join();
+    ASSERT_TRUE(s0.ok()) << s0;
+  }
+  EXPECT_EQ(b.open_count(), 0u);
+  EXPECT_EQ(b.Wait("alone", v1::BARRIER_GROUP_WORKERS, kW0, In(absl::Milliseconds(20))).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(b.open_count(), 0u);
+}
+
+TEST(BarrierTest, CapsOpenBarriersAndNameLengthNamingTheLimit) {
+  BarrierLimits limits;
+  limits.max_open = 2;
+  limits.max_name_bytes = 8;
+  BarrierSet b(2, 1, Describer(), limits);
+  absl::Status a, c;
+  std::thread ta([&] { a = b.Wait("a", v1::BARRIER_GROUP_WORKERS, kW0, In(absl::Seconds(10))); });
+  std::thread tc([&] { c = b.Wait("c", v1::BARRIER_GROUP_WORKERS, kW0, In(absl::Seconds(10))); });
+  while (b.open_count() < 2) absl::SleepFor(absl::Milliseconds(1));
+  absl::Status full = b.Wait("d", v1::BARRIER_GROUP_WORKERS, kW1, In(absl::Seconds(10)));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(full.message().find("the limit is 2"), std::string::npos) << full;
+  absl::Status long_name = b.Wait("123456789", v1::BARRIER_GROUP_WORKERS, kW1, In(absl::Seconds(10)));
+  EXPECT_EQ(long_name.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(long_name.message().find("limit of 8 bytes"), std::string::npos) << long_name;
+  // Open barriers still complete, and free their slots.
+  EXPECT_TRUE(b.Wait("a", v1::BARRIER_GROUP_WORKERS, kW1, In(absl::Seconds(10))).ok());
+  EXPECT_TRUE(b.Wait("c", v1::BARRIER_GROUP_WORKERS, kW1, In(absl::Seconds(10))).ok());
+  ta.join();
+  tc.join();
+  EXPECT_TRUE(a.ok() && c.ok()) << a << c;
+  EXPECT_EQ(b.open_count(), 0u);
+}
+
 }  // namespace
 }  // namespace dtrain::scheduler

@@ -209,5 +209,49 @@ TEST_F(MembershipTest, LeftNodeIsNotDeadWhenItsStreamCloses) {
   EXPECT_EQ(m.Nodes()[0].state(), v1::NODE_STATE_FINISHED);
 }
 
+// DMLC_WORKER_ID=1 started first, then a worker with no ID, then DMLC_WORKER_ID=0:
+// the requests win whatever the order, and the unrequested node fills what is left.
+TEST_F(MembershipTest, RequestedRanksWinOverEarlierUnrequestedNodes) {
+  Membership m = Make(3, 0);
+  uint64_t t_free = 0, t_one = 0, t_zero = 0;
+  ASSERT_EQ(*m.Register(Req(v1::ROLE_WORKER, -1), &t_free), 0);  // provisional
+  ASSERT_EQ(*m.Register(Req(v1::ROLE_WORKER, 1), &t_one), 1);
+  ASSERT_EQ(*m.Register(Req(v1::ROLE_WORKER, 0), &t_zero), 0);  // moves the provisional node
+  ASSERT_TRUE(m.AllRegistered());
+  EXPECT_EQ(*m.AwaitAllRegistered(t_zero, absl::InfiniteFuture(), nullptr), 0);
+  EXPECT_EQ(*m.AwaitAllRegistered(t_one, absl::InfiniteFuture(), nullptr), 1);
+  EXPECT_EQ(*m.AwaitAllRegistered(t_free, absl::InfiniteFuture(), nullptr), 2);
+}
+
+TEST_F(MembershipTest, DuplicateAndOutOfRangeRequestsAreRefusedClearly) {
+  Membership m = Make(2, 0);
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 1)).ok());
+  auto dup = m.Register(Req(v1::ROLE_WORKER, 1));
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_NE(dup.status().message().find("worker rank 1 is already held by pid 4242"), std::string::npos)
+      << dup.status();
+  auto out = m.Register(Req(v1::ROLE_WORKER, 2));
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("ranks 0..1"), std::string::npos) << out.status();
+}
+
+// Every worker gone and one of them dead: the job failed (servers must not wait forever).
+TEST_F(MembershipTest, AllWorkersGoneAfterADeathFailsTheJob) {
+  Membership m = Make(2, 1);
+  uint64_t inc0 = 0, inc1 = 0;
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 1)).ok());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_SERVER, 0)).ok());
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 0}, &inc0, 1, 0).ok());
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc1, 1, 0).ok());
+  ASSERT_TRUE(m.StreamClosed({v1::ROLE_WORKER, 1}, inc1, "heartbeat stream broke"));
+  std::string reason;
+  EXPECT_FALSE(m.JobOver(&reason));  // worker 0 may still finish
+  ASSERT_TRUE(m.Leave({v1::ROLE_WORKER, 0}, false, "").ok());
+  ASSERT_TRUE(m.JobOver(&reason));
+  EXPECT_NE(reason.find("worker 1 died (heartbeat stream broke)"), std::string::npos) << reason;
+  EXPECT_EQ(m.Failure(), reason);
+}
+
 }  // namespace
 }  // namespace dtrain::scheduler

@@ -8,6 +8,7 @@
 #include "common/metrics/registry.h"
 #include "gtest/gtest.h"
 #include "tests/unit/common/metrics/exposition.h"
+#include "tests/unit/common/temp_dir.h"
 
 namespace dtrain::worker {
 namespace {
@@ -49,8 +50,8 @@ TEST(TrainingMonitorTest, TracksLossAccuracyBytesAndWritesOneCsvRowPerEpoch) {
   metrics::MetricsRegistry registry("worker");
   registry.SetRank(0);
   worker::WorkerMetrics m(registry);
-  const std::string csv = ::testing::TempDir() + "/monitor-metrics.csv";
-  std::remove(csv.c_str());
+  const dtrain::testing::TempDir dir;  // removed with the CSV when the test ends
+  const std::string csv = dir.File("monitor-metrics.csv");
   TrainingMonitor monitor(cluster, kv, &m, csv);
 
   monitor.StartEpoch(0);

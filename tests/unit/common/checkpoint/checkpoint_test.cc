@@ -1,5 +1,8 @@
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/checkpoint_set.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cmath>
@@ -289,6 +292,146 @@ TEST(NewestCompleteEpochTest, MissingDirectoryIsNotFound) {
   TempDir dir;
   EXPECT_EQ(checkpoint::NewestCompleteEpoch(dir.File("no/such/model")).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+checkpoint::RunRecord SampleRun() {
+  checkpoint::RunRecord r;
+  r.run_id = "00c0ffee00c0ffee";
+  r.network = "lenet";
+  r.kv_store = "dist_sync";
+  r.num_workers = 2;
+  r.batch_size = 64;
+  r.num_examples = 6000;
+  r.seed = -7;
+  return r;
+}
+
+TEST(RunRecordTest, RoundTripsInStatesVersion2) {
+  TempDir dir;
+  std::string path = dir.File("m.states");
+  checkpoint::OptimizerStates in = SampleStates();
+  in.run = SampleRun();
+  ASSERT_TRUE(checkpoint::WriteStates(path, in).ok());
+  EXPECT_EQ(ReadBytes(path).substr(8, 4), std::string("\x02\0\0\0", 4)) << "format version 2";
+  absl::StatusOr<checkpoint::OptimizerStates> out = checkpoint::ReadStates(path);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(out->run.has_value());
+  EXPECT_EQ(out->run->run_id, "00c0ffee00c0ffee");
+  EXPECT_EQ(out->run->network, "lenet");
+  EXPECT_EQ(out->run->kv_store, "dist_sync");
+  EXPECT_EQ(out->run->num_workers, 2);
+  EXPECT_EQ(out->run->batch_size, 64);
+  EXPECT_EQ(out->run->num_examples, 6000);
+  EXPECT_EQ(out->run->seed, -7);
+  ASSERT_EQ(out->keys.size(), 3u);
+  EXPECT_EQ(out->keys[0].optimizer_state, (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST(RunRecordTest, Version1FilesStillReadWithoutARecord) {
+  TempDir dir;
+  std::string path = dir.File("m.states");
+  // A record-less write is byte for byte the version-1 format older builds wrote and read.
+  ASSERT_TRUE(checkpoint::WriteStates(path, SampleStates()).ok());
+  EXPECT_EQ(ReadBytes(path).substr(0, 12), std::string("DTRNSTA1\x01\0\0\0", 12));
+  absl::StatusOr<checkpoint::OptimizerStates> out = checkpoint::ReadStates(path);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->run.has_value());
+  EXPECT_EQ(out->keys.size(), 3u);
+}
+
+TEST(RunRecordTest, BadRecordsAreDataLossNamingTheField) {
+  TempDir dir;
+  std::string path = dir.File("m.states");
+  checkpoint::OptimizerStates in = SampleStates();
+  in.run = SampleRun();
+  ASSERT_TRUE(checkpoint::WriteStates(path, in).ok());
+  const std::string good = ReadBytes(path);
+  const size_t at = good.find("\"batch_size\":64");
+  ASSERT_NE(at, std::string::npos);
+  std::string bytes = good;
+  bytes.replace(at, 15, "\"batch_size\":\"\"");  // same length: 15 bytes
+  FixCrc(&bytes);
+  WriteBytes(path, bytes);
+  absl::Status s = checkpoint::ReadStates(path).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), AllOf(HasSubstr(path), HasSubstr("batch_size")));
+
+  bytes = good;
+  bytes[at] = '{';  // malformed JSON
+  FixCrc(&bytes);
+  WriteBytes(path, bytes);
+  EXPECT_THAT(checkpoint::ReadStates(path).status().message(), HasSubstr("malformed run record"));
+
+  // A record length past the file is refused before reading it.
+  bytes = good;
+  const size_t len_at = good.find('{') - 4;
+  bytes[len_at + 3] = '\x7f';
+  FixCrc(&bytes);
+  WriteBytes(path, bytes);
+  EXPECT_EQ(checkpoint::ReadStates(path).status().code(), absl::StatusCode::kDataLoss);
+
+  // Versions this build does not know say so.
+  bytes = good;
+  bytes[8] = 3;
+  FixCrc(&bytes);
+  WriteBytes(path, bytes);
+  EXPECT_THAT(checkpoint::ReadStates(path).status().message(), HasSubstr("reads 1 to 2"));
+}
+
+TEST(RunRecordTest, SymbolKeepsRunIdAndOldSymbolsHaveNone) {
+  TempDir dir;
+  std::string prefix = dir.File("m");
+  ASSERT_TRUE(checkpoint::WriteSymbol(prefix, {"mlp", 10, {1, 28, 28}, {}, "abc"}).ok());
+  EXPECT_EQ(checkpoint::ReadSymbol(prefix)->run_id, "abc");
+  ASSERT_TRUE(checkpoint::WriteSymbol(prefix, {"mlp", 10, {1, 28, 28}, {}}).ok());
+  EXPECT_EQ(ReadBytes(checkpoint::SymbolPath(prefix)).find("run_id"), std::string::npos);
+  EXPECT_EQ(checkpoint::ReadSymbol(prefix)->run_id, "");
+  EXPECT_NE(checkpoint::NewRunId(), checkpoint::NewRunId());
+  EXPECT_EQ(checkpoint::NewRunId().size(), 16u);
+}
+
+TEST(CheckpointSetTest, ListsOnlyThePrefixsEpochFiles) {
+  TempDir dir;
+  std::string prefix = dir.File("model");
+  EXPECT_TRUE(checkpoint::ListCheckpointFiles(dir.File("none/model"))->empty());
+  for (const char* name : {"model-0002.params", "model-0002.states", "model-0010.states", "model-0001.params",
+                           "model-symbol.json", "model-metrics.csv", "other-0003.params", "model-00004.params",
+                           "model-0005.params.tmp.123", "model-abcd.params"}) {
+    WriteBytes(dir.File(name), "x");
+  }
+  absl::StatusOr<std::vector<checkpoint::CheckpointFile>> files = checkpoint::ListCheckpointFiles(prefix);
+  ASSERT_TRUE(files.ok()) << files.status();
+  std::vector<std::string> got;
+  for (const auto& f : *files) got.push_back(std::to_string(f.epoch) + " " + f.path);
+  EXPECT_THAT(got, ElementsAre("1 " + dir.File("model-0001.params"), "2 " + dir.File("model-0002.params"),
+                               "2 " + dir.File("model-0002.states"), "10 " + dir.File("model-0010.states")));
+}
+
+// The PID of a process that has exited and been reaped.
+int DeadPid() {
+  pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  int status;
+  waitpid(pid, &status, 0);
+  return pid;
+}
+
+TEST(CheckpointSetTest, SweepsTempFilesOfGoneWritersOnly) {
+  TempDir dir;
+  std::string prefix = dir.File("model");
+  const std::string dead = std::to_string(DeadPid());
+  const std::string live = std::to_string(getpid());
+  for (const std::string& name :
+       {"model-0003.params.tmp." + dead, "model-0003.states.tmp." + dead, "model-symbol.json.tmp." + dead,
+        "model-metrics.csv.tmp." + dead, "model-0004.params.tmp." + live, "other-0001.params.tmp." + dead,
+        std::string("model-0001.params")}) {
+    WriteBytes(dir.File(name), "x");
+  }
+  absl::StatusOr<std::vector<std::string>> swept = checkpoint::SweepStaleTempFiles(prefix);
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->size(), 4u);
+  EXPECT_THAT(dir.List(), ElementsAre("model-0001.params", "model-0004.params.tmp." + live,
+                                      "other-0001.params.tmp." + dead));
 }
 
 }  // namespace

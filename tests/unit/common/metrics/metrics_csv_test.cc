@@ -5,12 +5,15 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/unit/common/temp_dir.h"
 
 namespace dtrain::metrics {
 namespace {
 
+// A path in a directory of this test program's own, removed when it exits.
 std::string TempPath(const std::string& name) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  static const dtrain::testing::TempDir dir;
+  const std::string path = dir.File(name);
   std::remove(path.c_str());
   return path;
 }

@@ -6,6 +6,7 @@
 
 #include "services/worker/worker_metrics.h"
 #include "gtest/gtest.h"
+#include "tests/unit/common/temp_dir.h"
 #include "tests/unit/common/metrics/exposition.h"
 #include "tests/unit/common/metrics/http_get.h"
 
@@ -63,7 +64,8 @@ TEST(StartMetricsTest, OffByDefaultOnWithPortFile) {
   MetricsFlags on;
   on.port = 0;
   on.host = "127.0.0.1";
-  on.port_file = ::testing::TempDir() + "/metrics.port";
+  const dtrain::testing::TempDir dir;  // removed with the port file when the test ends
+  on.port_file = dir.File("metrics.port");
   auto registry = StartMetrics(on, "scheduler");
   ASSERT_TRUE(registry.ok()) << registry.status();
   ASSERT_NE(*registry, nullptr);
