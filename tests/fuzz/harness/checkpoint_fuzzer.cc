@@ -70,7 +70,8 @@ void Symbol(std::string_view file) {
   absl::StatusOr<checkpoint::SymbolInfo> back = checkpoint::ReadSymbol(prefix2);
   if (!back.ok()) Fail("rewritten symbol does not read");
   if (back->network != info->network || back->num_classes != info->num_classes ||
-      back->input_shape != info->input_shape || back->class_names != info->class_names) {
+      back->input_shape != info->input_shape || back->class_names != info->class_names ||
+      back->run_id != info->run_id) {
     Fail("rewritten symbol differs");
   }
 }

@@ -121,6 +121,20 @@ void Checkpoint(const std::string& tmp) {
   const std::string s = Slurp(st);
   Seed("checkpoint", "states", 1, s);
   Seed("checkpoint", "states_body", 0x81, s.substr(0, s.size() - 4));
+  // With the run record (format version 2).
+  checkpoint::RunRecord run;
+  run.run_id = "0123456789abcdef";
+  run.network = "lenet";
+  run.kv_store = "dist_sync";
+  run.num_workers = 2;
+  run.batch_size = 64;
+  run.num_examples = 60000;
+  run.seed = 42;
+  states.run = run;
+  if (!checkpoint::WriteStates(st, states).ok()) std::exit(1);
+  const std::string s2 = Slurp(st);
+  Seed("checkpoint", "states_run", 1, s2);
+  Seed("checkpoint", "states_run_body", 0x81, s2.substr(0, s2.size() - 4));
 
   checkpoint::SymbolInfo info;
   info.network = "lenet";
@@ -129,6 +143,9 @@ void Checkpoint(const std::string& tmp) {
   info.class_names = {"T-shirt/top", "Trouser", "Pullover"};
   if (!checkpoint::WriteSymbol(tmp + "/m", info).ok()) std::exit(1);
   Seed("checkpoint", "symbol", 2, Slurp(checkpoint::SymbolPath(tmp + "/m")));
+  info.run_id = "0123456789abcdef";
+  if (!checkpoint::WriteSymbol(tmp + "/m", info).ok()) std::exit(1);
+  Seed("checkpoint", "symbol_run", 2, Slurp(checkpoint::SymbolPath(tmp + "/m")));
 }
 
 std::string Idx(std::vector<uint32_t> dims, uint8_t first_value) {
