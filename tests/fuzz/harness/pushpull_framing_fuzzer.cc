@@ -4,13 +4,15 @@
 // slices, because the decoder reads across slice boundaries (a real ByteBuffer is
 // rarely one slice).
 //
-// After a successful decode the payload goes where a consumer puts it (BytesToFloats),
-// and the message is encoded again with EncodeWithPayload and decoded: the header and
-// payload must come back unchanged.
+// After a successful decode a request goes through the server's own checks (where the
+// tree has services/server/request_checks), the payload goes where a consumer puts it
+// (BytesToFloats), and the message is encoded again with EncodeWithPayload and
+// decoded: the header and payload must come back unchanged.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <grpcpp/support/byte_buffer.h>
@@ -20,6 +22,13 @@
 #include "google/protobuf/stubs/logging.h"
 #include "dtrain/v1/parameter_server.pb.h"
 #include "tests/fuzz/harness/fuzz_util.h"
+
+// The server's checks of a decoded request (services/server/request_checks.h), where
+// this tree has them: a fuzz target may call them without a server.
+#if __has_include("services/server/request_checks.h")
+#include "services/server/request_checks.h"
+#define DTRAIN_FUZZ_REQUEST_CHECKS 1
+#endif
 
 namespace dtrain::fuzz {
 namespace {
@@ -66,6 +75,12 @@ void DecodeOne(uint8_t options, std::string_view bytes, int field) {
       &payload_size);
   if (payload_size < -1) abort();  // the decoder must always say whether there was a payload
   if (!st.ok()) return;
+#ifdef DTRAIN_FUZZ_REQUEST_CHECKS
+  if constexpr (std::is_same_v<Message, v1::PushPullRequest>) {
+    (void)server::ValidatePushPullRequest(header, payload_size);
+    (void)server::DescribeRequest(header);
+  }
+#endif
   if (!taken) return;
   if (payload_size != static_cast<int64_t>(payload.size())) abort();
 
