@@ -10,6 +10,7 @@ PKGS=(
   dataset-fashion-mnist
   python3-torch   # the reference for benchmarks (/usr/bin/python3)
   libcairo2-dev fonts-dejavu-core   # `dtrain predict`: PNG in/out, the grid picture and its captions
+  clang libclang-rt-14-dev   # tests/fuzz: libFuzzer and the sanitizers (a clang build of its own)
   prometheus gnuplot-nox   # tests/integration/metrics (a real Prometheus), `dtrain plot`
   # tests/k8s: the chart renderer (Go, GOPATH mode), the schema validation (node; npm comes
   # with it on this machine kind, else: apt-get install npm), the netns test, the image test

@@ -2,6 +2,9 @@
 
 #include <cairo.h>
 
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -9,11 +12,46 @@
 #include "services/predict/cairo_surface.h"
 
 namespace dtrain::predict {
+namespace {
+
+// 8192 x 8192: far beyond any picture worth shrinking to a model's 28 x 28.
+constexpr uint64_t kMaxPixels = uint64_t{64} << 20;
+
+// cairo allocates width x height x 4 bytes as soon as it has read the header, and this
+// file needs as much again to convert: a 69-byte PNG claiming 20000 x 20000 pixels
+// would cost 3 GB and seconds of painting before failing on its missing data. The
+// size is in the first chunk (IHDR: 8-byte signature, length, "IHDR", width, height,
+// big-endian), so it is checked here first. Anything that is not a PNG header is left
+// to cairo, whose error says so.
+absl::Status CheckPngSize(const std::string& path) {
+  unsigned char h[24];
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::OkStatus();
+  const size_t n = std::fread(h, 1, sizeof(h), f);
+  std::fclose(f);
+  static const unsigned char kSignature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (n < sizeof(h) || std::memcmp(h, kSignature, 8) != 0 || std::memcmp(h + 12, "IHDR", 4) != 0) {
+    return absl::OkStatus();
+  }
+  auto be32 = [&](int at) {
+    return (uint64_t{h[at]} << 24) | (uint64_t{h[at + 1]} << 16) | (uint64_t{h[at + 2]} << 8) | h[at + 3];
+  };
+  const uint64_t width = be32(16), height = be32(20);
+  if (width * height > kMaxPixels) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", width, " x ", height,
+                                                   " pixels is more than the ", kMaxPixels, " this reads"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<GrayImage> ReadPngGray(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     return absl::NotFoundError(absl::StrCat("no such image file: ", path));
   }
+  if (absl::Status st = CheckPngSize(path); !st.ok()) return st;
   Surface png(cairo_image_surface_create_from_png(path.c_str()));
   if (cairo_status_t st = cairo_surface_status(png.get()); st != CAIRO_STATUS_SUCCESS) {
     return absl::InvalidArgumentError(

@@ -10,7 +10,8 @@
 namespace dtrain::predict {
 
 // NOT_FOUND for a missing file, INVALID_ARGUMENT naming the file for anything cairo
-// cannot read as a PNG. Transparent parts count as black (see GrayFromArgb32).
+// cannot read as a PNG, or one of more than 64 Mi pixels (refused from its header,
+// before anything is allocated). Transparent parts count as black (see GrayFromArgb32).
 absl::StatusOr<GrayImage> ReadPngGray(const std::string& path);
 
 // Writes `image` as an 8-bit PNG (for tests and debugging).

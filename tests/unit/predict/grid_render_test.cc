@@ -51,6 +51,22 @@ TEST(PredictImageTest, UnreadablePngsAreNamed) {
   std::filesystem::remove_all(dir);
 }
 
+// tests/fuzz/regressions/predict_image/claims_20000x20000 (69 bytes): cairo would allocate
+// 1.6 GB for it (and this reader as much again) before finding the pixels missing.
+TEST(PredictImageTest, HugeDimensionsAreRefusedFromTheHeader) {
+  const std::string dir = TempDir();
+  // Signature, then IHDR: length 13, "IHDR", width 20000, height 20000, 8-bit gray.
+  const unsigned char png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
+                               0, 0, 0x4e, 0x20, 0, 0, 0x4e, 0x20, 8, 0, 0, 0, 0};
+  FILE* f = fopen((dir + "/huge.png").c_str(), "wb");
+  fwrite(png, 1, sizeof(png), f);
+  fclose(f);
+  auto huge = ReadPngGray(dir + "/huge.png");
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(huge.status().message()), HasSubstr("20000 x 20000 pixels is more than"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(PredictImageTest, GridHasOneCellPerImageInRowsOfTheColumnCount) {
   const std::string dir = TempDir();
   std::vector<GridCell> cells;
