@@ -226,6 +226,9 @@ int Launch(const LaunchFlags& f) {
       {"DTRAIN_NUM_WORKERS", std::to_string(f.num_workers)},
       {"DTRAIN_NUM_SERVERS", std::to_string(servers)},
       {"DTRAIN_NODE_HOST", kLoopback},
+      // One machine: the servers listen on loopback only, as the scheduler does, rather
+      // than on every interface of a machine that may have public ones.
+      {"DTRAIN_BIND_HOST", kLoopback},
       {"DTRAIN_LOG_IDENTITY", "0"},  // we prefix every line ourselves
       {"DTRAIN_LOCAL_WORKERS", std::to_string(f.num_workers)},
   };

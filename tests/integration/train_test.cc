@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -79,6 +80,9 @@ TEST(TrainTest, ResumeFromLoadEpochContinuesExactly) {
   auto straight = RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "2", "--model-prefix", dir + "/a"})),
                            kRunTimeout);
   ASSERT_EQ(straight.first, 0) << straight.second;
+  // `dtrain launch` runs on one machine: its servers listen on loopback, not on every interface.
+  EXPECT_TRUE(std::regex_search(straight.second, std::regex(R"(\[server 0\][^\n]* listening on 127\.0\.0\.1:[0-9]+;)")))
+      << straight.second;
   auto first = RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "1", "--model-prefix", dir + "/b"})),
                         kRunTimeout);
   ASSERT_EQ(first.first, 0) << first.second;

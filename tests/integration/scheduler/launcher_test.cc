@@ -163,7 +163,10 @@ TEST(LauncherTest, StragglersAfterTheWorkersAreStopped) {
 TEST(LauncherTest, KilledLauncherTakesItsChildrenAlong) {
   std::string out;
   {
-    Subprocess launcher(Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--", "--steps", "100000"}), kFastEnv);
+    // Killed, the launcher cannot remove its scratch directory: give it one of ours.
+    auto env = kFastEnv;
+    env["TMPDIR"] = MakeTempDir();
+    Subprocess launcher(Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--", "--steps", "100000"}), env);
     ASSERT_TRUE(launcher.WaitForOutput("[worker 0] partial-line step=2", absl::Seconds(20))) << launcher.output();
     ::kill(launcher.pid(), SIGKILL);  // no chance to clean up: PR_SET_PDEATHSIG must
     launcher.Wait(absl::Seconds(5));

@@ -72,7 +72,7 @@ TEST(ClusterFlagsTest, ErrorsNameTheProblem) {
   EXPECT_NE(s.message().find("--num-workers"), absl::string_view::npos) << s;
   ClusterFlags e;
   s = Parse({"--scheduler", "nocolon"}, {}, &e);
-  EXPECT_NE(s.message().find("host:port"), absl::string_view::npos) << s;
+  EXPECT_NE(s.message().find("HOST:PORT"), absl::string_view::npos) << s;
   ClusterFlags g;
   s = Parse({"--scheduler", "h:1", "--heartbeat-interval", "0"}, {}, &g);
   EXPECT_NE(s.message().find("--heartbeat-interval"), absl::string_view::npos) << s;
