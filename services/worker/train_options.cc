@@ -56,6 +56,9 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   if (o->num_examples < 1) return bad("num-examples", "must be >= 1");
   if (o->threads < 0) return bad("threads", "must be >= 0");
   if (o->sync_timeout_s <= 0) return bad("sync-timeout", "must be > 0");
+  // The servers refuse a request that says it will wait longer than a day (a cap on what
+  // the wire may ask of them), so a longer timeout would fail every pull.
+  if (o->sync_timeout_s > 86400) return bad("sync-timeout", "must be at most 86400 (one day)");
   absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
   if (!s.ok()) return bad("lr-step-epochs", std::string(s.message()));
   return absl::OkStatus();

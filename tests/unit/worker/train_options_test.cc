@@ -27,6 +27,8 @@ TEST(TrainOptionsTest, DefaultsAreMxnetsAndBadValuesNameTheFlag) {
   check([](TrainOptions& t) { t.lr_step_epochs = "a,b"; }, "--lr-step-epochs");
   check([](TrainOptions& t) { t.load_epoch = 2; }, "--load-epoch");  // no prefix
   check([](TrainOptions& t) { t.mom = 1.0; }, "--mom");
+  check([](TrainOptions& t) { t.sync_timeout_s = 0; }, "--sync-timeout");
+  check([](TrainOptions& t) { t.sync_timeout_s = 86401; }, "--sync-timeout");  // over the servers' cap
 }
 
 }  // namespace
