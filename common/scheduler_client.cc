@@ -118,6 +118,8 @@ class SchedulerClient::Heartbeat {
       request.set_rank(client_->rank_);
       request.set_step(client_->step_.load());
       request.set_samples_per_sec(client_->samples_per_sec_.load());
+      request.set_job_id(client_->job_id_);
+      request.set_incarnation(client_->incarnation_);
       if (!stream.Write(request)) return;
       if (!wrote && client_->channel_->GetState(false) == GRPC_CHANNEL_READY) {
         wrote = true;
@@ -177,6 +179,7 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   request.set_pid(static_cast<int32_t>(::getpid()));
   request.set_num_workers(num_workers);
   request.set_num_servers(num_servers);
+  request.set_job_id(job_id_);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline + kReplyMargin));
   context.set_wait_for_ready(true);
@@ -190,6 +193,9 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   }
   role_ = role;
   rank_ = response.rank();
+  job_id_ = response.job_id();
+  incarnation_ = response.incarnation();
+  rejoined_ = response.rejoined();
   return response;
 }
 
@@ -211,6 +217,8 @@ absl::Status SchedulerClient::Barrier(const std::string& name, v1::BarrierGroup 
   request.set_role(role_);
   request.set_rank(rank_);
   request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
+  request.set_job_id(job_id_);
+  request.set_incarnation(incarnation_);
   grpc::ClientContext context;
   context.set_deadline(DeadlineAfter(timeout + kReplyMargin));
   v1::BarrierResponse response;
@@ -224,6 +232,8 @@ absl::Status SchedulerClient::Leave(bool failed, const std::string& reason, absl
   request.set_rank(rank_);
   request.set_failed(failed);
   request.set_reason(reason);
+  request.set_job_id(job_id_);
+  request.set_incarnation(incarnation_);
   grpc::ClientContext context;
   context.set_deadline(DeadlineAfter(timeout));
   v1::LeaveResponse response;

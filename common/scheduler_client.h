@@ -58,6 +58,15 @@ class SchedulerClient {
 
   int rank() const { return rank_; }
   v1::Role role() const { return role_; }
+  // The job this node belongs to; sent with every request (call before Register;
+  // empty: whatever job the scheduler runs, learnt from Register).
+  void set_job_id(const std::string& job_id) { job_id_ = job_id; }
+  const std::string& job_id() const { return job_id_; }
+  // From Register: this process's incarnation of its rank, sent with every request
+  // so that a newer process of the same rank fences this one off.
+  uint64_t incarnation() const { return incarnation_; }
+  // From Register: the job had already started (this process replaces one of its rank).
+  bool rejoined() const { return rejoined_; }
 
  private:
   class Heartbeat;
@@ -66,6 +75,9 @@ class SchedulerClient {
   std::unique_ptr<v1::Scheduler::Stub> stub_;
   v1::Role role_ = v1::ROLE_UNSPECIFIED;
   int rank_ = -1;
+  std::string job_id_;
+  uint64_t incarnation_ = 0;
+  bool rejoined_ = false;
   std::atomic<int64_t> step_{0};
   std::atomic<double> samples_per_sec_{0};
   std::atomic<bool> job_failed_{false};

@@ -1,6 +1,7 @@
 #include "services/scheduler/membership.h"
 
 #include <algorithm>
+#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,14 @@ constexpr absl::Duration kPollSlice = absl::Milliseconds(200);
 bool Gone(v1::NodeState s) { return s == v1::NODE_STATE_DEAD || s == v1::NODE_STATE_FINISHED; }
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d)); }
+
+// A job id for a scheduler that was given none: unique enough to tell jobs apart.
+std::string NewJobId() {
+  std::random_device random;
+  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random() ^
+                        static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  return absl::StrFormat("job-%016x", bits);
+}
 
 }  // namespace
 
@@ -36,7 +45,8 @@ Membership::Membership(MembershipOptions options)
         if (!options.clock) options.clock = [] { return absl::Now(); };
         return std::move(options);
       }()),
-      start_(options_.clock()) {}
+      start_(options_.clock()),
+      job_id_(options_.job_id) {}
 
 int Membership::Expected(v1::Role role) const {
   if (role == v1::ROLE_WORKER) return options_.num_workers;
@@ -50,11 +60,40 @@ int Membership::CountRegistered(v1::Role role) const {
   return n;
 }
 
-std::map<NodeKey, Membership::Node>::iterator Membership::FindTicket(uint64_t incarnation) {
+std::map<NodeKey, Membership::Node>::iterator Membership::FindTicket(uint64_t ticket) {
   for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
-    if (it->second.incarnation == incarnation) return it;
+    if (it->second.ticket == ticket) return it;
   }
   return nodes_.end();
+}
+
+std::map<NodeKey, Membership::Node>::const_iterator Membership::FindTicket(uint64_t ticket) const {
+  for (auto it = nodes_.begin(); it != nodes_.end(); ++it) {
+    if (it->second.ticket == ticket) return it;
+  }
+  return nodes_.end();
+}
+
+absl::Status Membership::CheckJobLocked(const std::string& job_id, const std::string& who) const {
+  if (job_id.empty() || job_id_.empty() || job_id == job_id_) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(who, " belongs to job '", job_id,
+                                                    "', but this scheduler runs job '", job_id_, "'"));
+}
+
+absl::Status Membership::AdoptJobLocked(const std::string& job_id, const std::string& who) {
+  if (absl::Status s = CheckJobLocked(job_id, who); !s.ok()) return s;
+  if (job_id_.empty()) job_id_ = job_id.empty() ? NewJobId() : job_id;
+  return absl::OkStatus();
+}
+
+std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) {
+  return absl::StrCat("fenced: ", NodeName(key), " incarnation ", stale, " replaced by ",
+                      holder.info.incarnation(), " (pid ", holder.info.pid(), " on ", holder.info.hostname(), ")");
+}
+
+std::string Membership::JobId() const {
+  absl::MutexLock lock(&mu_);
+  return job_id_;
 }
 
 absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uint64_t* ticket) {
@@ -70,7 +109,15 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
         request.num_workers(), request.num_servers(), options_.num_workers, options_.num_servers));
   }
   const int expected = Expected(role);
+  const uint64_t held = request.incarnation();
+  if (held > 0 && request.requested_rank() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a ", what, " that holds incarnation ", held, " must register again with its rank"));
+  }
   absl::MutexLock lock(&mu_);
+  if (absl::Status s = AdoptJobLocked(request.job_id(), absl::StrCat(what, " pid ", request.pid())); !s.ok()) {
+    return s;
+  }
   auto held_by_live = [&](int rank) {
     auto it = nodes_.find({role, rank});
     return it != nodes_.end() && it->second.info.state() != v1::NODE_STATE_DEAD;
@@ -92,10 +139,20 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
         Node moved = std::move(holder->second);
         nodes_.erase(holder);
         moved.info.set_rank(free_rank);
+        // Before the job starts nobody is fenced: every first process is incarnation 1.
+        uint64_t& last = last_incarnation_[{role, free_rank}];
+        last = std::max<uint64_t>(last, 1);
+        moved.info.set_incarnation(1);
         nodes_[{role, free_rank}] = std::move(moved);
       }
     }
-    if (held_by_live(rank)) {
+    auto current = nodes_.find({role, rank});
+    if (held > 0 && current != nodes_.end()) {
+      // A process that knows its incarnation: the newer one holds the rank.
+      if (held < current->second.info.incarnation()) {
+        return absl::FailedPreconditionError(FencedText({role, rank}, held, current->second));
+      }
+    } else if (held_by_live(rank)) {
       const auto& other = nodes_.at({role, rank}).info;
       return absl::AlreadyExistsError(absl::StrCat(what, " rank ", rank, " is already held by pid ", other.pid(),
                                                    " on ", other.hostname(), " (",
@@ -114,19 +171,37 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
           absl::StrCat("all ", expected, " ", what, " ranks are held by live nodes"));
     }
   }
-  Node& node = nodes_[{role, rank}];
+  const NodeKey key{role, rank};
+  uint64_t replaced = 0;
+  int restarts = 0;
+  if (auto prev = nodes_.find(key); prev != nodes_.end()) {
+    if (prev->second.info.incarnation() != held) replaced = prev->second.info.incarnation();
+    restarts = prev->second.info.restarts();
+  }
+  uint64_t& last = last_incarnation_[key];
+  // Before the job starts nobody is fenced: every first process is incarnation 1.
+  const uint64_t incarnation = held > 0 ? held : all_registered_ ? last + 1 : 1;
+  last = std::max(last, incarnation);
+  // A new process for a rank after the job started: a restart of that rank.
+  const bool restart = all_registered_ && held == 0;
+  Node& node = nodes_[key];
   node = Node();
   node.info.set_role(role);
   node.info.set_rank(rank);
   node.info.set_address(request.address());
   node.info.set_hostname(request.hostname());
   node.info.set_pid(request.pid());
-  node.info.set_state(v1::NODE_STATE_REGISTERED);
+  node.info.set_state(restart ? v1::NODE_STATE_REJOINING : v1::NODE_STATE_REGISTERED);
+  node.info.set_incarnation(incarnation);
+  node.info.set_restarts(restarts + (restart ? 1 : 0));
   node.last_heard = Now();
   node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
-  node.incarnation = next_incarnation_++;
+  node.ticket = next_ticket_++;
   node.provisional = request.requested_rank() < 0 && !all_registered_;
-  if (ticket != nullptr) *ticket = node.incarnation;
+  node.rejoined = all_registered_ || held > 0;
+  node.replaced = replaced;
+  if (restart) comebacks_.push_back({key, incarnation});
+  if (ticket != nullptr) *ticket = node.ticket;
   if (!all_registered_ && CountRegistered(v1::ROLE_WORKER) == options_.num_workers &&
       CountRegistered(v1::ROLE_SERVER) == options_.num_servers) {
     all_registered_ = true;
@@ -165,6 +240,17 @@ absl::StatusOr<int> Membership::AwaitAllRegistered(uint64_t ticket, absl::Time d
   return it->first.rank;
 }
 
+absl::StatusOr<Membership::Admission> Membership::Admitted(uint64_t ticket) const {
+  absl::MutexLock lock(&mu_);
+  auto it = FindTicket(ticket);
+  if (it == nodes_.end()) return absl::NotFoundError("this registration was replaced by a newer one");
+  Admission a;
+  a.node = it->second.info;
+  a.rejoined = it->second.rejoined;
+  a.replaced_incarnation = it->second.replaced;
+  return a;
+}
+
 absl::Status Membership::AwaitAllRegistered(const NodeKey& self, absl::Time deadline,
                                             const std::function<bool()>& cancelled) {
   uint64_t ticket = 0;
@@ -172,30 +258,42 @@ absl::Status Membership::AwaitAllRegistered(const NodeKey& self, absl::Time dead
     absl::MutexLock lock(&mu_);
     auto it = nodes_.find(self);
     if (it == nodes_.end()) return absl::NotFoundError(absl::StrCat(NodeName(self), " is not registered"));
-    ticket = it->second.incarnation;
+    ticket = it->second.ticket;
   }
   return AwaitAllRegistered(ticket, deadline, cancelled).status();
 }
 
 absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step,
-                                   double samples_per_sec) {
+                                   double samples_per_sec, bool resuming, bool* revived) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(key);
   if (it == nodes_.end()) {
     return absl::NotFoundError(absl::StrCat(NodeName(key), " is not registered with this scheduler"));
   }
   Node& node = it->second;
-  if (*incarnation == 0) *incarnation = node.incarnation;
-  if (*incarnation != node.incarnation) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(NodeName(key), " was registered again by pid ", node.info.pid(), "; this process is stale"));
+  const uint64_t current = node.info.incarnation();
+  if (*incarnation == 0) *incarnation = current;
+  if (*incarnation < current) return absl::FailedPreconditionError(FencedText(key, *incarnation, node));
+  if (*incarnation > current) {
+    return absl::NotFoundError(absl::StrCat(NodeName(key), " incarnation ", *incarnation,
+                                            " is not registered with this scheduler (it knows incarnation ",
+                                            current, "); register again"));
   }
   if (node.info.state() == v1::NODE_STATE_DEAD) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the scheduler declared ", NodeName(key), " dead (", node.death_reason, ")"));
+    if (!failure_.empty() || !MayRejoinLocked(key, node)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the scheduler declared ", NodeName(key), " dead (", node.death_reason, ")"));
+    }
+    // Paused, not gone (SIGSTOP, a long GC, a network partition): nobody took the
+    // rank, so the process resumes.
+    if (revived != nullptr) *revived = true;
+    comebacks_.push_back({key, current});
+    node.info.clear_dead_since_unix_ms();
+    node.info.clear_death_reason();
+    changed_.SignalAll();
   }
   if (node.info.state() == v1::NODE_STATE_FINISHED) return absl::OkStatus();
-  node.info.set_state(v1::NODE_STATE_ALIVE);
+  node.info.set_state(resuming ? v1::NODE_STATE_REJOINING : v1::NODE_STATE_ALIVE);
   node.info.set_last_step(step);
   node.info.set_samples_per_sec(samples_per_sec);
   node.last_heard = Now();
@@ -203,10 +301,58 @@ absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, in
   return absl::OkStatus();
 }
 
+absl::Status Membership::CheckCaller(const NodeKey& key, const std::string& job_id, uint64_t incarnation) const {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = CheckJobLocked(job_id, NodeName(key)); !s.ok()) return s;
+  auto it = nodes_.find(key);
+  if (it == nodes_.end()) {
+    return absl::NotFoundError(absl::StrCat(NodeName(key), " is not registered with this scheduler"));
+  }
+  const uint64_t current = it->second.info.incarnation();
+  if (incarnation != 0 && incarnation < current) {
+    return absl::FailedPreconditionError(FencedText(key, incarnation, it->second));
+  }
+  if (incarnation > current) {
+    return absl::NotFoundError(absl::StrCat(NodeName(key), " incarnation ", incarnation,
+                                            " is not registered with this scheduler; register again"));
+  }
+  return absl::OkStatus();
+}
+
+bool Membership::MayRejoinLocked(const NodeKey& key, const Node& node) const {
+  return key.role == v1::ROLE_WORKER && options_.rejoin_timeout > absl::ZeroDuration() &&
+         node.info.state() == v1::NODE_STATE_DEAD && Now() - node.dead_at <= options_.rejoin_timeout;
+}
+
+bool Membership::MayRejoin(const NodeKey& key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(key);
+  return it != nodes_.end() && failure_.empty() && MayRejoinLocked(key, it->second);
+}
+
+std::vector<v1::NodeInfo> Membership::ExpireRejoinWaits() {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::NodeInfo> expired;
+  if (options_.rejoin_timeout <= absl::ZeroDuration() || !failure_.empty()) return expired;
+  for (const auto& [key, node] : nodes_) {
+    if (key.role != v1::ROLE_WORKER || node.info.state() != v1::NODE_STATE_DEAD || MayRejoinLocked(key, node)) {
+      continue;
+    }
+    failure_ = absl::StrCat(NodeName(key), " died (", node.death_reason, ") and did not rejoin within ",
+                            Seconds(options_.rejoin_timeout), " (--rejoin-timeout)");
+    expired.push_back(node.info);
+    changed_.SignalAll();
+    break;  // the job failed: one reason is enough
+  }
+  return expired;
+}
+
 void Membership::MarkDead(Node& node, const std::string& why) {
   node.info.set_state(v1::NODE_STATE_DEAD);
   node.dead_at = Now();
   node.death_reason = why;
+  node.info.set_dead_since_unix_ms(absl::ToUnixMillis(node.dead_at));
+  node.info.set_death_reason(why);
   deaths_.push_back({node.info.role(), node.info.rank()});
   changed_.SignalAll();
 }
@@ -214,7 +360,7 @@ void Membership::MarkDead(Node& node, const std::string& why) {
 bool Membership::StreamClosed(const NodeKey& key, uint64_t incarnation, const std::string& why) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(key);
-  if (it == nodes_.end() || it->second.incarnation != incarnation || Gone(it->second.info.state())) {
+  if (it == nodes_.end() || it->second.info.incarnation() != incarnation || Gone(it->second.info.state())) {
     return false;
   }
   MarkDead(it->second, why);
@@ -267,12 +413,27 @@ std::vector<v1::NodeInfo> Membership::DeathsSince(size_t* cursor) const {
   return out;
 }
 
+std::vector<v1::NodeInfo> Membership::RejoinsSince(size_t* cursor) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::NodeInfo> out;
+  for (; *cursor < comebacks_.size(); ++*cursor) {
+    const Comeback& c = comebacks_[*cursor];
+    auto it = nodes_.find(c.key);
+    if (it != nodes_.end() && it->second.info.incarnation() == c.incarnation &&
+        it->second.info.state() != v1::NODE_STATE_DEAD) {
+      out.push_back(it->second.info);
+    }
+  }
+  return out;
+}
+
 v1::ClusterView Membership::View() const {
   absl::MutexLock lock(&mu_);
   v1::ClusterView view;
   view.set_num_workers(options_.num_workers);
   view.set_num_servers(options_.num_servers);
   view.set_kv_store(options_.kv_store);
+  view.set_job_id(job_id_);
   // std::map orders by (role, rank): servers come out sorted.
   for (const auto& [key, node] : nodes_) {
     if (key.role == v1::ROLE_SERVER) *view.add_servers() = node.info;
@@ -301,6 +462,8 @@ bool Membership::AllRegistered() const {
 
 std::string Membership::FailureLocked() const {
   if (!failure_.empty() || !all_registered_) return failure_;
+  // With a rejoin timeout a dead worker may come back; ExpireRejoinWaits fails the job.
+  if (options_.rejoin_timeout > absl::ZeroDuration()) return "";
   // Every worker is gone and one of them died: nobody is left to finish the job.
   std::string died;
   for (int r = 0; r < options_.num_workers; ++r) {
@@ -379,6 +542,9 @@ std::string Membership::Describe(const NodeKey& key) const {
       return "already left the job";
     case v1::NODE_STATE_REGISTERED:
       return absl::StrCat("registered ", Seconds(now - node.last_heard), " ago, no heartbeat yet");
+    case v1::NODE_STATE_REJOINING:
+      return absl::StrCat("rejoining (incarnation ", node.info.incarnation(), "), last heard ",
+                          Seconds(now - node.last_heard), " ago");
     default:
       return absl::StrCat("last heard ", Seconds(now - node.last_heard), " ago, at step ", node.info.last_step());
   }

@@ -1,6 +1,12 @@
 // Who is in the job: rank assignment, node states, liveness, and the texts that
 // say who is missing. Knows nothing of gRPC.
 //
+// Recovery (docs/recovery.md): each (role, rank) has an incarnation, 1 for its first
+// process and one more each time a new process takes the rank. The job has an id.
+// A process of another job or of an older incarnation is refused (FAILED_PRECONDITION,
+// "fenced: ..."). With a rejoin timeout, a dead worker is not final: a new process may
+// take its rank, or the old one may speak again, until the timeout fails the job.
+//
 // Blocking waits take absolute deadlines on the real clock. Timestamps and the
 // liveness sweep read the injected clock, so tests can move time by hand.
 #pragma once
@@ -41,6 +47,13 @@ struct MembershipOptions {
   std::string kv_store = "dist_sync";
   // A node that sent nothing for this long is DEAD.
   absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // The job's id (--job-id). Empty: taken from the first node that registers with
+  // one (a restarted scheduler learns its job from the nodes), else made up then.
+  std::string job_id;
+  // How long a dead worker may take to come back before the job fails (--rejoin-timeout).
+  // Zero: today's rules, a death is final for the process that died (a new process
+  // may still take the rank) and barriers waiting for it fail at once.
+  absl::Duration rejoin_timeout = absl::ZeroDuration();
   Clock clock;  // null: absl::Now
 };
 
@@ -58,6 +71,14 @@ class Membership {
   // RESOURCE_EXHAUSTED: every rank of the role is held. INVALID_ARGUMENT: a bad role
   // or rank, or job sizes that differ from the scheduler's. `*ticket` (if given)
   // identifies this registration for AwaitAllRegistered.
+  //
+  // A new process (request.incarnation() == 0) gets the rank's next incarnation;
+  // once the job has started it is REJOINING and counts as a restart of the rank.
+  // A process that already holds an incarnation (its scheduler was restarted, or
+  // it lost its stream) names it and its rank: it keeps the incarnation and takes
+  // the rank from any older one (fencing it); FAILED_PRECONDITION "fenced: ..." when
+  // the rank's holder is newer. FAILED_PRECONDITION naming both ids when the request
+  // belongs to another job.
   absl::StatusOr<int> Register(const v1::RegisterRequest& request, uint64_t* ticket = nullptr);
 
   // Blocks until every expected node has registered once and returns the node's
@@ -66,15 +87,37 @@ class Membership {
   // withdrawn so its rank is free again.
   absl::StatusOr<int> AwaitAllRegistered(uint64_t ticket, absl::Time deadline,
                                          const std::function<bool()>& cancelled);
+  // What a registration got, once AwaitAllRegistered returned its rank: the node as
+  // it stands (incarnation, restarts) and whether the job had already started
+  // (the node rejoins). NOT_FOUND when the ticket's registration is gone.
+  struct Admission {
+    v1::NodeInfo node;
+    bool rejoined = false;
+    uint64_t replaced_incarnation = 0;  // the incarnation fenced by this one (0: none)
+  };
+  absl::StatusOr<Admission> Admitted(uint64_t ticket) const;
   // The same for the node registered now as `self` (whose rank cannot move: tests).
   absl::Status AwaitAllRegistered(const NodeKey& self, absl::Time deadline,
                                   const std::function<bool()>& cancelled);
 
-  // A heartbeat from the stream identified by `*incarnation` (0 on a stream's first
-  // heartbeat; filled in then). Marks the node ALIVE and records step and speed.
-  // NOT_FOUND: unknown node. FAILED_PRECONDITION: the node is DEAD, or its rank was
-  // taken over by a newer registration. A FINISHED node's heartbeats are ignored.
-  absl::Status Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step, double samples_per_sec);
+  // A heartbeat from the stream identified by `*incarnation` (0 when the node did not
+  // say: the current one, filled in). Marks the node ALIVE (REJOINING while
+  // `resuming`) and records step and speed. NOT_FOUND: unknown node or incarnation
+  // (register again). FAILED_PRECONDITION: "fenced: ..." when a newer incarnation
+  // took the rank; "declared dead" when the node is DEAD and the rejoin timeout is
+  // zero. With a rejoin timeout, a DEAD node that speaks again is revived (`*revived`)
+  // unless the job already failed. A FINISHED node's heartbeats are ignored.
+  absl::Status Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step, double samples_per_sec,
+                         bool resuming = false, bool* revived = nullptr);
+
+  // OK when a request from `key` with `job_id` and `incarnation` (empty / 0: not
+  // said, accepted) comes from the job and the rank's current process; else
+  // FAILED_PRECONDITION naming the other job or "fenced: ...", NOT_FOUND when the
+  // node is not registered.
+  absl::Status CheckCaller(const NodeKey& key, const std::string& job_id, uint64_t incarnation) const;
+
+  // The job id: the options', the first node's, or made up at the first registration.
+  std::string JobId() const;
 
   // The node's heartbeat stream ended. Marks it DEAD (with `why`) unless it has left
   // or was replaced; returns true when it became DEAD now.
@@ -90,6 +133,16 @@ class Membership {
   // Deaths in order; `*cursor` (start at 0) moves past those returned. Nodes that
   // registered again since are skipped.
   std::vector<v1::NodeInfo> DeathsSince(size_t* cursor) const;
+  // Comebacks in order (a new incarnation took a dead or stale rank, or a dead node
+  // spoke again); `*cursor` as above. Skips those that died again or were replaced.
+  std::vector<v1::NodeInfo> RejoinsSince(size_t* cursor) const;
+
+  // True when `key` is DEAD and may still come back (a worker, within the rejoin
+  // timeout): barriers and waits should not fail on its death yet.
+  bool MayRejoin(const NodeKey& key) const;
+  // Fails the job (see Failure) for each worker dead longer than the rejoin timeout
+  // and returns them (once each), so that barriers waiting for them fail.
+  std::vector<v1::NodeInfo> ExpireRejoinWaits();
 
   v1::ClusterView View() const;           // registered servers, sorted by rank
   std::vector<v1::NodeInfo> Nodes() const;  // servers then workers, by rank
@@ -117,17 +170,33 @@ class Membership {
 
  private:
   struct Node {
-    v1::NodeInfo info;
+    v1::NodeInfo info;  // info.incarnation(): the process holding the rank now
     absl::Time last_heard;
     absl::Time dead_at;
     std::string death_reason;
-    uint64_t incarnation = 0;
+    uint64_t ticket = 0;       // this registration, unique across nodes (AwaitAllRegistered)
     bool provisional = false;  // rank picked by us before registration completed; may move
+    bool rejoined = false;     // registered after the job started (or kept its incarnation)
+    uint64_t replaced = 0;     // the incarnation this registration fenced
+  };
+  struct Comeback {
+    NodeKey key;
+    uint64_t incarnation = 0;
   };
   int Expected(v1::Role role) const;
   int CountRegistered(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node registered with `incarnation`, or end().
-  std::map<NodeKey, Node>::iterator FindTicket(uint64_t incarnation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<NodeKey, Node>::iterator FindTicket(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::map<NodeKey, Node>::const_iterator FindTicket(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK for an empty id or this job's; a scheduler without an id adopts the first one
+  // seen, or makes one up.
+  absl::Status AdoptJobLocked(const std::string& job_id, const std::string& who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same without adopting: FAILED_PRECONDITION naming both ids.
+  absl::Status CheckJobLocked(const std::string& job_id, const std::string& who) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "fenced: worker 1 incarnation 1 replaced by 2 (pid 77 on host-b)".
+  static std::string FencedText(const NodeKey& key, uint64_t stale, const Node& holder);
+  bool MayRejoinLocked(const NodeKey& key, const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDead(Node& node, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string RegistrationTextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string FailureLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -140,8 +209,12 @@ class Membership {
   std::map<NodeKey, Node> nodes_ ABSL_GUARDED_BY(mu_);
   bool all_registered_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time all_registered_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  uint64_t next_incarnation_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  // The last incarnation handed out per rank (survives the node's entry).
+  std::map<NodeKey, uint64_t> last_incarnation_ ABSL_GUARDED_BY(mu_);
+  std::string job_id_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);
+  std::vector<Comeback> comebacks_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);

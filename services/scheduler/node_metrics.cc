@@ -14,6 +14,7 @@ std::string StateLabel(v1::NodeState state) {
     case v1::NODE_STATE_ALIVE: return "alive";
     case v1::NODE_STATE_DEAD: return "dead";
     case v1::NODE_STATE_FINISHED: return "finished";
+    case v1::NODE_STATE_REJOINING: return "rejoining";
     default: return "unknown";
   }
 }
@@ -21,7 +22,7 @@ std::string StateLabel(v1::NodeState state) {
 void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, scheduler::SchedulerMetrics& out) {
   std::map<std::pair<std::string, std::string>, int64_t> counts;
   for (const char* role : {"worker", "server"}) {
-    for (const char* state : {"registered", "alive", "dead", "finished"}) counts[{role, state}] = 0;
+    for (const char* state : {"registered", "alive", "dead", "finished", "rejoining"}) counts[{role, state}] = 0;
   }
   bool any_worker = false;
   int64_t slowest = 0, fastest = 0;

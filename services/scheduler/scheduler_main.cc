@@ -46,6 +46,8 @@ struct Flags {
   double register_timeout_s = 120;
   double heartbeat_timeout_s = 10;
   double exit_grace_s = 15;
+  std::string job_id;
+  double rejoin_timeout_s = 0;
   metrics::MetricsFlags metrics;
 };
 
@@ -66,6 +68,13 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   flags.AddDouble("heartbeat-timeout", &f->heartbeat_timeout_s, "seconds of silence after which a node is DEAD",
                   {"DTRAIN_HEARTBEAT_TIMEOUT"});
   flags.AddDouble("exit-grace", &f->exit_grace_s, "seconds to wait for servers to leave once the job is over");
+  flags.AddString("job-id", &f->job_id,
+                  "the job's id; nodes of another job are refused (empty: the first node's, else made up)",
+                  {"DTRAIN_JOB_ID"});
+  flags.AddDouble("rejoin-timeout", &f->rejoin_timeout_s,
+                  "seconds a dead worker may take to come back (a restart takes its rank) before the job fails; "
+                  "0: a death fails waits at once",
+                  {"DTRAIN_REJOIN_TIMEOUT"});
   metrics::AddMetricsFlags(flags, &f->metrics);
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
@@ -74,9 +83,11 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   if (f->port < 0 || f->port > 65535) return absl::InvalidArgumentError("--port must be in 0..65535");
   if (f->num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
   if (f->num_servers < 0) return absl::InvalidArgumentError("--num-servers must not be negative");
-  if (!(f->register_timeout_s > 0) || !(f->heartbeat_timeout_s > 0) || !(f->exit_grace_s >= 0)) {
+  if (!(f->register_timeout_s > 0) || !(f->heartbeat_timeout_s > 0) || !(f->exit_grace_s >= 0) ||
+      !(f->rejoin_timeout_s >= 0)) {
     return absl::InvalidArgumentError(
-        "--register-timeout and --heartbeat-timeout must be positive, --exit-grace not negative");
+        "--register-timeout and --heartbeat-timeout must be positive, --exit-grace and --rejoin-timeout not "
+        "negative");
   }
   return metrics::CheckMetricsFlags(f->metrics);
 }
@@ -167,6 +178,8 @@ int Run(int argc, char** argv) {
   mo.num_servers = static_cast<int>(f.num_servers);
   mo.kv_store = f.kv_store;
   mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  mo.job_id = f.job_id;
+  mo.rejoin_timeout = absl::Seconds(f.rejoin_timeout_s);
   Membership membership(mo);
   BarrierSet barriers(mo.num_workers, mo.num_servers,
                       [&membership](const NodeKey& key) { return membership.Describe(key); });

@@ -19,7 +19,7 @@ namespace dtrain::scheduler {
 
 class SchedulerMetrics {
  public:
-  // Node roles "worker", "server"; states "registered", "alive", "dead", "finished";
+  // Node roles "worker", "server"; states "registered", "alive", "dead", "finished", "rejoining";
   // barrier groups "workers", "servers", "all". Every combination is exported from the
   // start (as 0), so a dashboard sees a dead count of 0 rather than no data.
   explicit SchedulerMetrics(metrics::MetricsRegistry& registry);
@@ -27,6 +27,8 @@ class SchedulerMetrics {
   // Sets dtrain_scheduler_nodes{node_role, state}; unknown names are ignored.
   void SetNodeCount(const std::string& node_role, const std::string& state, int64_t count);
   void NodeDied(const std::string& node_role);
+  // A new process took a rank after the job started (dtrain_scheduler_rejoins_total).
+  void NodeRejoined(const std::string& node_role);
   void BarrierWaited(const std::string& group, double seconds, bool ok);
   // Over the workers still in the job (by their last reported step).
   void SetWorkerSteps(int64_t slowest_step, int slowest_rank, int64_t fastest_step);
@@ -34,6 +36,7 @@ class SchedulerMetrics {
  private:
   std::map<std::pair<std::string, std::string>, prometheus::Gauge*> nodes_;
   std::map<std::string, prometheus::Counter*> deaths_;
+  std::map<std::string, prometheus::Counter*> rejoins_;
   std::map<std::string, prometheus::Histogram*> barrier_wait_;
   std::map<std::string, prometheus::Counter*> barrier_failures_;
   prometheus::Gauge* slowest_step_;

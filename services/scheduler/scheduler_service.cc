@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
@@ -65,8 +66,23 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
     DTRAIN_LOG(INFO) << RoleName(request->role()) << " pid " << request->pid() << " gave rank " << *rank
                      << " to the node that asked for it and is " << NodeName(self);
   }
+  absl::StatusOr<Membership::Admission> admitted = membership_->Admitted(ticket);
+  if (!admitted.ok()) return ToGrpc(admitted.status());
+  if (admitted->rejoined) {
+    DTRAIN_LOG(WARNING) << NodeName(self) << " rejoined (incarnation " << admitted->node.incarnation()
+                        << ", restart " << admitted->node.restarts() << ")"
+                        << (admitted->replaced_incarnation > 0
+                                ? absl::StrCat("; incarnation ", admitted->replaced_incarnation, " is fenced")
+                                : std::string());
+    if (options_.metrics != nullptr && admitted->node.restarts() > 0) {
+      options_.metrics->NodeRejoined(RoleName(self.role));
+    }
+  }
   response->set_rank(*final_rank);
+  response->set_incarnation(admitted->node.incarnation());
+  response->set_rejoined(admitted->rejoined);
   *response->mutable_cluster() = membership_->View();
+  response->set_job_id(response->cluster().job_id());
   return grpc::Status::OK;
 }
 
@@ -77,16 +93,28 @@ grpc::Status SchedulerService::Heartbeat(
   NodeKey self;
   uint64_t incarnation = 0;
   size_t death_cursor = 0;
+  size_t rejoin_cursor = 0;
   bool told_shutdown = false;
   bool opened = false;
+  absl::Status fenced;  // how the stream ends when this process is not the rank's any more
   while (stream->Read(&request)) {
     if (!opened) {
       self = KeyOf(request.role(), request.rank());
+      incarnation = request.incarnation();  // 0 (an older client): the current one
       opened = true;
+      // Only comebacks from now on: older ones are this stream's own past.
+      membership_->RejoinsSince(&rejoin_cursor);
     }
     v1::HeartbeatResponse response;
     bool send = false;
-    absl::Status s = membership_->Heartbeat(self, &incarnation, request.step(), request.samples_per_sec());
+    bool revived = false;
+    absl::Status s = membership_->CheckCaller(self, request.job_id(), 0);
+    if (s.ok()) {
+      s = membership_->Heartbeat(self, &incarnation, request.step(), request.samples_per_sec(), request.resuming(),
+                                 &revived);
+    }
+    if (revived) DTRAIN_LOG(WARNING) << NodeName(self) << " is back after being declared dead; it resumes";
+    if (s.code() == absl::StatusCode::kFailedPrecondition) fenced = s;
     std::string reason;
     bool failed = false;
     if (!s.ok()) {
@@ -107,7 +135,19 @@ grpc::Status SchedulerService::Heartbeat(
       *response.add_dead() = dead;
       send = true;
     }
+    for (const v1::NodeInfo& back : membership_->RejoinsSince(&rejoin_cursor)) {
+      if (KeyOf(back.role(), back.rank()) == self) continue;
+      *response.add_rejoined() = back;
+      send = true;
+    }
+    response.set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
     if (send && !stream->Write(response)) break;
+    // A fenced process hears why (above), then the stream ends with the status.
+    if (!fenced.ok() && absl::StrContains(fenced.message(), "fenced")) break;
+  }
+  if (!fenced.ok() && absl::StrContains(fenced.message(), "fenced")) {
+    DTRAIN_LOG(WARNING) << "refused a heartbeat: " << fenced.message();
+    return ToGrpc(fenced);
   }
   if (opened && incarnation != 0 && membership_->StreamClosed(self, incarnation, "heartbeat stream broke")) {
     v1::NodeInfo node;
@@ -128,6 +168,11 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
   const absl::Time deadline =
       std::min(ReplyBy(*context), absl::Now() + absl::Milliseconds(request->timeout_ms()));
   const NodeKey self = KeyOf(request->role(), request->rank());
+  if (absl::Status s = membership_->CheckCaller(self, request->job_id(), request->incarnation()); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "refused barrier '" << request->name() << "' from " << NodeName(self) << ": "
+                        << s.message();
+    return ToGrpc(s);
+  }
   const absl::Time start = absl::Now();
   absl::Status s = barriers_->Wait(request->name(), request->group(), self, deadline,
                                    [context] { return context->IsCancelled(); });
@@ -141,6 +186,10 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
 grpc::Status SchedulerService::Leave(grpc::ServerContext* /*context*/, const v1::LeaveRequest* request,
                                      v1::LeaveResponse* /*response*/) {
   const NodeKey self = KeyOf(request->role(), request->rank());
+  if (absl::Status s = membership_->CheckCaller(self, request->job_id(), request->incarnation()); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "refused Leave from " << NodeName(self) << ": " << s.message();
+    return ToGrpc(s);
+  }
   absl::Status s = membership_->Leave(self, request->failed(), request->reason());
   if (!s.ok()) return ToGrpc(s);
   if (request->failed()) {
@@ -163,6 +212,13 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* /*context*/,
 
 void SchedulerService::Tick() {
   for (const v1::NodeInfo& node : membership_->SweepSilent()) OnDeath(node, "heartbeats stopped");
+  // A dead worker that did not come back in time: the job failed, and barriers
+  // that still wait for it fail now.
+  for (const v1::NodeInfo& node : membership_->ExpireRejoinWaits()) {
+    const std::string why = membership_->Failure();
+    DTRAIN_LOG(ERROR) << why;
+    barriers_->NodeDied(KeyOf(node.role(), node.rank()), why);
+  }
   if (options_.metrics != nullptr) RecordNodeMetrics(membership_->Nodes(), *options_.metrics);
   if (membership_->AllRegistered()) return;
   absl::MutexLock lock(&mu_);
@@ -177,7 +233,13 @@ void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why)
   if (!info) info = node;
   DTRAIN_LOG(WARNING) << NodeName(key) << " is DEAD: " << why << " (pid " << info->pid() << " on "
                       << info->hostname() << ", last step " << info->last_step() << ")";
-  barriers_->NodeDied(key, why);
+  // Within the rejoin timeout a dead worker may come back (or be replaced): barriers
+  // keep waiting for it, and fail if it does not (Tick).
+  if (membership_->MayRejoin(key)) {
+    DTRAIN_LOG(WARNING) << "waiting up to the rejoin timeout for " << NodeName(key) << " to rejoin";
+  } else {
+    barriers_->NodeDied(key, why);
+  }
   if (options_.metrics != nullptr) options_.metrics->NodeDied(RoleName(key.role));
 }
 

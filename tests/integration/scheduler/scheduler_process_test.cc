@@ -225,5 +225,77 @@ TEST(SchedulerProcessTest, SigtermExitsCleanlyAndWakesWaiters) {
   EXPECT_FALSE(f.get().ok());
 }
 
+// Recovery (docs/recovery.md): a silent worker is declared dead, a new process takes
+// its rank as incarnation 2, and the old process is fenced off on every call.
+TEST(SchedulerProcessTest, ReplacementFencesTheStaleProcessAndAnotherJobIsRefused) {
+  SchedulerProcess sched(2, 0, {"--job-id", "job-x", "--rejoin-timeout", "30", "--heartbeat-timeout", "1"});
+  ASSERT_FALSE(sched.address.empty()) << sched.process->output();
+  SchedulerClient a(sched.address), stale(sched.address), fresh(sched.address), other(sched.address);
+  a.set_job_id("job-x");
+  other.set_job_id("job-y");
+  auto refused = other.Register(v1::ROLE_WORKER, "", 1, 2, 0, absl::Seconds(2));
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("belongs to job 'job-y', but this scheduler runs job 'job-x'"),
+            absl::string_view::npos)
+      << refused.status();
+  auto fa = RegisterAsync(a, v1::ROLE_WORKER, 0, 2, 0);
+  auto fs = RegisterAsync(stale, v1::ROLE_WORKER, 1, 2, 0);  // no job id: takes the scheduler's
+  auto ra = fa.get(), rs = fs.get();
+  ASSERT_TRUE(ra.ok() && rs.ok()) << ra.status() << rs.status();
+  EXPECT_EQ(rs->job_id(), "job-x");
+  EXPECT_EQ(stale.incarnation(), 1u);
+  EXPECT_FALSE(stale.rejoined());
+  a.StartHeartbeat(absl::Milliseconds(100), {});
+  // `stale` never heartbeats (a paused process): declared dead, but the rank may rejoin.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto n = FindNode(a, v1::ROLE_WORKER, 1);
+        return n && n->state() == v1::NODE_STATE_DEAD && n->dead_since_unix_ms() > 0;
+      },
+      kTimeout))
+      << sched.process->output();
+  EXPECT_TRUE(sched.process->WaitForOutput("waiting up to the rejoin timeout for worker 1", absl::Seconds(2)))
+      << sched.process->output();
+
+  auto rf = fresh.Register(v1::ROLE_WORKER, "", 1, 2, 0, kTimeout);
+  ASSERT_TRUE(rf.ok()) << rf.status();
+  EXPECT_TRUE(fresh.rejoined());
+  EXPECT_EQ(fresh.incarnation(), 2u);
+  fresh.StartHeartbeat(absl::Milliseconds(100), {});  // within --heartbeat-timeout 1
+  EXPECT_TRUE(sched.process->WaitForOutput("worker 1 rejoined (incarnation 2, restart 1); incarnation 1 is fenced",
+                                           absl::Seconds(2)))
+      << sched.process->output();
+  auto n = FindNode(a, v1::ROLE_WORKER, 1);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_NE(n->state(), v1::NODE_STATE_DEAD);
+  EXPECT_EQ(n->incarnation(), 2u);
+  EXPECT_EQ(n->restarts(), 1);
+
+  // The old process: its barrier and its heartbeats are refused, saying why.
+  absl::Status b = stale.Barrier("epoch", v1::BARRIER_GROUP_WORKERS, absl::Seconds(2));
+  EXPECT_EQ(b.code(), absl::StatusCode::kFailedPrecondition) << b;
+  EXPECT_NE(b.message().find("fenced: worker 1 incarnation 1 replaced by 2"), absl::string_view::npos) << b;
+  std::promise<std::string> ended;
+  std::atomic<bool> once{false};
+  SchedulerClient::HeartbeatHooks hooks;
+  hooks.on_shutdown = [&](const std::string& reason) {
+    if (!once.exchange(true)) ended.set_value(reason);
+  };
+  stale.StartHeartbeat(absl::Milliseconds(100), hooks);
+  auto reason = ended.get_future();
+  ASSERT_EQ(reason.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_NE(reason.get().find("incarnation 1 replaced by 2"), std::string::npos);
+  EXPECT_TRUE(stale.job_failed());
+
+  // The new one and worker 0 meet at a barrier and finish the job.
+  auto ba = std::async(std::launch::async, [&] { return a.Barrier("done", v1::BARRIER_GROUP_WORKERS, kTimeout); });
+  EXPECT_TRUE(fresh.Barrier("done", v1::BARRIER_GROUP_WORKERS, kTimeout).ok());
+  EXPECT_TRUE(ba.get().ok());
+  EXPECT_EQ(stale.Leave(false, "").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(a.Leave(false, "").ok());
+  EXPECT_TRUE(fresh.Leave(false, "").ok());
+  EXPECT_EQ(sched.process->Wait(absl::Seconds(10)), 0) << sched.process->output();
+}
+
 }  // namespace
 }  // namespace dtrain::testing

@@ -253,5 +253,224 @@ TEST_F(MembershipTest, AllWorkersGoneAfterADeathFailsTheJob) {
   EXPECT_EQ(m.Failure(), reason);
 }
 
+// Recovery (docs/recovery.md): incarnations, fencing, job ids, DEAD that is not final.
+
+v1::RegisterRequest Rejoin(v1::Role role, int rank, uint64_t incarnation, const std::string& job = "") {
+  v1::RegisterRequest r = Req(role, rank);
+  r.set_incarnation(incarnation);
+  r.set_job_id(job);
+  r.set_pid(5000 + static_cast<int>(incarnation));
+  return r;
+}
+
+class RecoveryTest : public MembershipTest {
+ protected:
+  Membership MakeWithRejoin(int workers, int servers, absl::Duration rejoin_timeout, std::string job = "") {
+    MembershipOptions o;
+    o.num_workers = workers;
+    o.num_servers = servers;
+    o.heartbeat_timeout = absl::Seconds(10);
+    o.rejoin_timeout = rejoin_timeout;
+    o.job_id = std::move(job);
+    o.clock = clock_.fn();
+    return Membership(o);
+  }
+  Membership::Admission Admit(Membership& m, const v1::RegisterRequest& r) {
+    uint64_t ticket = 0;
+    auto rank = m.Register(r, &ticket);
+    EXPECT_TRUE(rank.ok()) << rank.status();
+    // Await only once the job is complete (it would block for the others before).
+    if (m.AllRegistered()) EXPECT_TRUE(m.AwaitAllRegistered(ticket, absl::Now() + absl::Seconds(5), nullptr).ok());
+    auto a = m.Admitted(ticket);
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() ? *a : Membership::Admission();
+  }
+};
+
+TEST_F(RecoveryTest, ReplacementOfADeadWorkerIsANewIncarnationAndFencesTheOld) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  EXPECT_EQ(Admit(m, Req(v1::ROLE_SERVER, 0)).node.incarnation(), 1u);
+  EXPECT_EQ(Admit(m, Req(v1::ROLE_WORKER, 0)).node.incarnation(), 1u);
+  Membership::Admission first = Admit(m, Req(v1::ROLE_WORKER, 1));
+  EXPECT_EQ(first.node.incarnation(), 1u);
+  EXPECT_FALSE(first.rejoined);  // worker 1's start-up registration completed the job
+  const NodeKey w1{v1::ROLE_WORKER, 1};
+  uint64_t old_inc = 0;
+  ASSERT_TRUE(m.Heartbeat(w1, &old_inc, 7, 1).ok());
+  ASSERT_TRUE(m.StreamClosed(w1, old_inc, "heartbeat stream broke"));
+  EXPECT_TRUE(m.MayRejoin(w1));
+
+  Membership::Admission again = Admit(m, Req(v1::ROLE_WORKER, 1));
+  EXPECT_TRUE(again.rejoined);
+  EXPECT_EQ(again.node.incarnation(), 2u);
+  EXPECT_EQ(again.node.restarts(), 1);
+  EXPECT_EQ(again.replaced_incarnation, 1u);
+  EXPECT_EQ(again.node.state(), v1::NODE_STATE_REJOINING);
+  EXPECT_NE(m.Describe(w1).find("rejoining (incarnation 2)"), std::string::npos) << m.Describe(w1);
+
+  // Every request of the old process is refused, saying why.
+  absl::Status hb = m.Heartbeat(w1, &old_inc, 8, 1);
+  EXPECT_EQ(hb.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(hb.message().find("fenced: worker 1 incarnation 1 replaced by 2 (pid 4242 on host-a)"),
+            absl::string_view::npos)
+      << hb;
+  absl::Status call = m.CheckCaller(w1, "", 1);
+  EXPECT_EQ(call.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(call.message().find("incarnation 1 replaced by 2"), absl::string_view::npos) << call;
+  EXPECT_TRUE(m.CheckCaller(w1, "", 2).ok());
+  EXPECT_TRUE(m.CheckCaller(w1, "", 0).ok());  // an older client that does not say
+  EXPECT_FALSE(m.StreamClosed(w1, 1, "the stale stream ends"));
+
+  // The new one resumes: REJOINING while it catches up, then ALIVE.
+  uint64_t new_inc = 2;
+  ASSERT_TRUE(m.Heartbeat(w1, &new_inc, 7, 0, /*resuming=*/true).ok());
+  EXPECT_EQ(m.Find(w1)->state(), v1::NODE_STATE_REJOINING);
+  ASSERT_TRUE(m.Heartbeat(w1, &new_inc, 8, 1).ok());
+  EXPECT_EQ(m.Find(w1)->state(), v1::NODE_STATE_ALIVE);
+  EXPECT_EQ(m.Find(w1)->restarts(), 1);
+
+  // Others hear of the death (with when and why) and of the comeback.
+  size_t deaths = 0, rejoins = 0;
+  EXPECT_TRUE(m.DeathsSince(&deaths).empty());  // alive again
+  std::vector<v1::NodeInfo> back = m.RejoinsSince(&rejoins);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].rank(), 1);
+  EXPECT_EQ(back[0].incarnation(), 2u);
+  std::string reason;
+  EXPECT_FALSE(m.JobOver(&reason)) << reason;
+}
+
+TEST_F(RecoveryTest, DeadNodeInfoSaysSinceWhenAndWhy) {
+  Membership m = MakeWithRejoin(2, 0, absl::Seconds(60));
+  Admit(m, Req(v1::ROLE_WORKER, 0));
+  Admit(m, Req(v1::ROLE_WORKER, 1));
+  uint64_t inc = 0;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 3, 1).ok());
+  const absl::Time died = clock_.now;
+  ASSERT_TRUE(m.StreamClosed({v1::ROLE_WORKER, 1}, inc, "heartbeat stream broke"));
+  clock_.now += absl::Seconds(12);
+  size_t cursor = 0;
+  std::vector<v1::NodeInfo> dead = m.DeathsSince(&cursor);
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].dead_since_unix_ms(), absl::ToUnixMillis(died));
+  EXPECT_EQ(dead[0].death_reason(), "heartbeat stream broke");
+  EXPECT_NE(m.Describe({v1::ROLE_WORKER, 1}).find("DEAD for 12.0 s"), std::string::npos);
+}
+
+TEST_F(RecoveryTest, PausedWorkerThatComesBackBeforeAReplacementResumes) {
+  Membership m = MakeWithRejoin(2, 0, absl::Seconds(60));
+  Admit(m, Req(v1::ROLE_WORKER, 0));
+  Admit(m, Req(v1::ROLE_WORKER, 1));
+  const NodeKey w1{v1::ROLE_WORKER, 1};
+  uint64_t inc = 0;
+  ASSERT_TRUE(m.Heartbeat(w1, &inc, 5, 1).ok());
+  clock_.now += absl::Seconds(11);  // SIGSTOP: silent, its stream still open
+  uint64_t inc0 = 0;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 0}, &inc0, 9, 1).ok());
+  ASSERT_EQ(m.SweepSilent().size(), 1u);
+  EXPECT_TRUE(m.MayRejoin(w1));
+  clock_.now += absl::Seconds(5);  // SIGCONT
+  bool revived = false;
+  ASSERT_TRUE(m.Heartbeat(w1, &inc, 6, 1, false, &revived).ok());
+  EXPECT_TRUE(revived);
+  EXPECT_EQ(m.Find(w1)->state(), v1::NODE_STATE_ALIVE);
+  EXPECT_EQ(m.Find(w1)->incarnation(), 1u);
+  EXPECT_EQ(m.Find(w1)->restarts(), 0);
+  size_t rejoins = 0;
+  ASSERT_EQ(m.RejoinsSince(&rejoins).size(), 1u);
+  EXPECT_TRUE(m.ExpireRejoinWaits().empty());
+  clock_.now += absl::Seconds(120);  // long after the rejoin timeout: it came back in time
+  uint64_t again = inc;
+  ASSERT_TRUE(m.Heartbeat(w1, &again, 7, 1).ok());
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 0}, &inc0, 10, 1).ok());
+  EXPECT_TRUE(m.ExpireRejoinWaits().empty());
+  EXPECT_TRUE(m.Failure().empty());
+}
+
+TEST_F(RecoveryTest, WithoutARejoinTimeoutDeathStaysFinalForTheProcess) {
+  Membership m = MakeWithRejoin(2, 0, absl::ZeroDuration());
+  Admit(m, Req(v1::ROLE_WORKER, 0));
+  Admit(m, Req(v1::ROLE_WORKER, 1));
+  const NodeKey w1{v1::ROLE_WORKER, 1};
+  uint64_t inc = 0;
+  ASSERT_TRUE(m.Heartbeat(w1, &inc, 5, 1).ok());
+  ASSERT_TRUE(m.StreamClosed(w1, inc, "heartbeat stream broke"));
+  EXPECT_FALSE(m.MayRejoin(w1));
+  absl::Status s = m.Heartbeat(w1, &inc, 6, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("declared worker 1 dead"), absl::string_view::npos) << s;
+  EXPECT_TRUE(m.ExpireRejoinWaits().empty());
+}
+
+TEST_F(RecoveryTest, WorkerNotBackWithinTheRejoinTimeoutFailsTheJob) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(30));
+  Admit(m, Req(v1::ROLE_SERVER, 0));
+  Admit(m, Req(v1::ROLE_WORKER, 0));
+  Admit(m, Req(v1::ROLE_WORKER, 1));
+  uint64_t inc = 0;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 5, 1).ok());
+  ASSERT_TRUE(m.StreamClosed({v1::ROLE_WORKER, 1}, inc, "heartbeat stream broke"));
+  ASSERT_TRUE(m.Leave({v1::ROLE_WORKER, 0}, false, "").ok());
+  std::string reason;
+  // Worker 0 is done and worker 1 dead, but it may still come back.
+  EXPECT_FALSE(m.JobOver(&reason)) << reason;
+  clock_.now += absl::Seconds(29);
+  EXPECT_TRUE(m.ExpireRejoinWaits().empty());
+  clock_.now += absl::Seconds(2);
+  std::vector<v1::NodeInfo> expired = m.ExpireRejoinWaits();
+  ASSERT_EQ(expired.size(), 1u);
+  EXPECT_EQ(expired[0].rank(), 1);
+  EXPECT_TRUE(m.ExpireRejoinWaits().empty());  // once
+  ASSERT_TRUE(m.JobOver(&reason));
+  EXPECT_EQ(reason, "worker 1 died (heartbeat stream broke) and did not rejoin within 30.0 s (--rejoin-timeout)");
+  // Too late to come back now.
+  EXPECT_EQ(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 6, 1).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(RecoveryTest, AnotherJobIsRefusedNamingBothIds) {
+  Membership m = MakeWithRejoin(1, 0, absl::ZeroDuration(), "job-a");
+  auto other = m.Register(Rejoin(v1::ROLE_WORKER, 0, 0, "job-b"));
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("belongs to job 'job-b', but this scheduler runs job 'job-a'"),
+            absl::string_view::npos)
+      << other.status();
+  Admit(m, Rejoin(v1::ROLE_WORKER, 0, 0, "job-a"));
+  EXPECT_EQ(m.View().job_id(), "job-a");
+  EXPECT_EQ(m.CheckCaller({v1::ROLE_WORKER, 0}, "job-b", 1).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(m.CheckCaller({v1::ROLE_WORKER, 0}, "job-a", 1).ok());
+
+  // Without --job-id: the first node's id, else one made up.
+  Membership learns = MakeWithRejoin(1, 0, absl::ZeroDuration());
+  Admit(learns, Rejoin(v1::ROLE_WORKER, 0, 0, "job-c"));
+  EXPECT_EQ(learns.JobId(), "job-c");
+  Membership makes = MakeWithRejoin(1, 0, absl::ZeroDuration());
+  Admit(makes, Req(v1::ROLE_WORKER, 0));
+  EXPECT_EQ(makes.JobId().rfind("job-", 0), 0u) << makes.JobId();
+}
+
+// A restarted scheduler: the nodes register again with their ranks and incarnations,
+// keep them, and an older incarnation of a rank is fenced.
+TEST_F(RecoveryTest, NodesReRegisterWithTheirIncarnationsAfterASchedulerRestart) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  Admit(m, Rejoin(v1::ROLE_SERVER, 0, 1, "job-a"));
+  EXPECT_EQ(m.JobId(), "job-a");  // learnt from the nodes
+  Admit(m, Rejoin(v1::ROLE_WORKER, 0, 1, "job-a"));
+  Membership::Admission w1 = Admit(m, Rejoin(v1::ROLE_WORKER, 1, 3, "job-a"));
+  EXPECT_TRUE(w1.rejoined);
+  EXPECT_EQ(w1.node.incarnation(), 3u);
+  EXPECT_EQ(w1.node.state(), v1::NODE_STATE_REGISTERED);
+  auto stale = m.Register(Rejoin(v1::ROLE_WORKER, 1, 2, "job-a"));
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(stale.status().message().find("fenced: worker 1 incarnation 2 replaced by 3"), absl::string_view::npos)
+      << stale.status();
+  // A later fresh process for the rank gets a newer incarnation than any seen.
+  uint64_t inc = 3;
+  ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 1, 1).ok());
+  ASSERT_TRUE(m.StreamClosed({v1::ROLE_WORKER, 1}, inc, "heartbeat stream broke"));
+  EXPECT_EQ(Admit(m, Rejoin(v1::ROLE_WORKER, 1, 0, "job-a")).node.incarnation(), 4u);
+  EXPECT_EQ(m.Register(Rejoin(v1::ROLE_WORKER, -1, 2, "job-a")).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace dtrain::scheduler
