@@ -319,7 +319,8 @@ int Launch(const LaunchFlags& f) {
   sup.AllowRestarts();
   if (f.restart.max_restarts > 0) {
     sup.Message(absl::StrCat("restarting a failed worker or scheduler up to ", f.restart.max_restarts,
-                             f.restart.max_restarts == 1 ? " time" : " times", " each (--restart-on ", RestartOnName(f.restart.on), ")"));
+                             f.restart.max_restarts == 1 ? " time" : " times", " each (--restart-on ",
+                             RestartOnName(f.restart.on), ")"));
   }
   if (metrics.enabled()) AnnounceMetrics(sup, metrics, f.metrics_file_sd);
   const int code = sup.Run();
