@@ -157,5 +157,17 @@ TEST(LauncherRestartTest, KilledSchedulerIsRestartedOnItsPort) {
   EXPECT_GT(Pids(out).size(), first.size());
 }
 
+TEST(LauncherRestartTest, BadRestartFlagsAreUsageErrors) {
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--max-restarts", "-1"},
+                                                {"--restart-on", "always"},
+                                                {"--restart-backoff", "-1"}}) {
+    std::vector<std::string> tail = {"-n", "1"};
+    tail.insert(tail.end(), flags.begin(), flags.end());
+    const auto [code, out] = RunToEnd(Launch(FakeBinDir(), tail), kRunTimeout);
+    EXPECT_EQ(code, 2) << flags[0] << " " << flags[1] << "\n" << out;
+    EXPECT_NE(out.find(flags[0]), std::string::npos) << out;  // the message names the flag
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::testing
