@@ -154,6 +154,15 @@ std::string Child::DescribeExit() const {
   return "stopped";
 }
 
+std::string Child::ExitReason() const {
+  const std::string text = DescribeExit();
+  return text.rfind("was ", 0) == 0 ? text.substr(4) : text;
+}
+
+int Child::term_signal() const { return exited_ && WIFSIGNALED(wait_status_) ? WTERMSIG(wait_status_) : 0; }
+
+int Child::exit_status() const { return exited_ && WIFEXITED(wait_status_) ? WEXITSTATUS(wait_status_) : 0; }
+
 void Child::Signal(int sig) {
   if (exited_) return;
   if (::kill(-pid_, sig) != 0) ::kill(pid_, sig);

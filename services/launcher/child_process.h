@@ -53,6 +53,11 @@ class Child {
   bool succeeded() const;
   // "exited with status 3", "was killed by signal 9 (Killed)".
   std::string DescribeExit() const;
+  // The same without "was": "killed by signal 9 (Killed)", for "restarting worker 1 (1 of 3): ...".
+  std::string ExitReason() const;
+  // Once exited: the signal that killed it (0 if it exited), and its exit status.
+  int term_signal() const;
+  int exit_status() const;
 
   // Sends `sig` to the child's process group (no-op once it exited).
   void Signal(int sig);

@@ -21,6 +21,7 @@
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
 #include "services/launcher/metrics_targets.h"
+#include "services/launcher/restart_policy.h"
 #include "services/launcher/supervisor.h"
 
 namespace dtrain::launcher {
@@ -44,6 +45,10 @@ struct LaunchFlags {
   double finish_grace_s = 30;
   int64_t metrics_base_port = -1;
   std::string metrics_file_sd;
+  int64_t max_restarts = 0;
+  std::string restart_on = "failure";
+  double restart_backoff_s = 1;
+  RestartPolicy restart;  // from the three above
   std::vector<std::string> worker_args;
 };
 
@@ -76,6 +81,14 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                "Prometheus endpoints: -1 off; 0 any free ports; N: scheduler N, server i N+1+i, worker i N+1+S+i");
   flags.AddString("metrics-file-sd", &f->metrics_file_sd,
                   "write the endpoints as a Prometheus file_sd target list here (turns metrics on)");
+  flags.AddInt("max-restarts", &f->max_restarts,
+               "restart a failed worker or scheduler up to N times each, with its rank and port (torchrun's "
+               "name); 0: a failure ends the job. A failed server always ends it");
+  flags.AddString("restart-on", &f->restart_on,
+                  "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
+                  "signal, e.g. SIGKILL by the OOM killer)");
+  flags.AddDouble("restart-backoff", &f->restart_backoff_s,
+                  "seconds before a child's first restart, doubled for each further one (at most 30)");
   flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
   std::vector<std::string> own;
   bool passthrough = false;
@@ -111,6 +124,15 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
     return absl::InvalidArgumentError("--metrics-base-port must be -1 (off), 0 (any free ports) or a port");
   }
   if (f->metrics_base_port == -1 && !f->metrics_file_sd.empty()) f->metrics_base_port = 0;
+  if (f->max_restarts < 0 || f->max_restarts > 1000) {
+    return absl::InvalidArgumentError("--max-restarts must be in 0..1000");
+  }
+  auto on = ParseRestartOn(f->restart_on);
+  if (!on.ok()) return on.status();
+  if (!(f->restart_backoff_s >= 0 && f->restart_backoff_s <= 3600)) {
+    return absl::InvalidArgumentError("--restart-backoff must be in 0..3600 seconds");
+  }
+  f->restart = RestartPolicy{static_cast<int>(f->max_restarts), *on, absl::Seconds(f->restart_backoff_s)};
   if (f->bin_dir.empty()) f->bin_dir = SelfDir();
   return absl::OkStatus();
 }
@@ -142,23 +164,33 @@ int ReadPort(const std::string& path) {
   return port;
 }
 
+ChildSpec SchedulerSpec(const LaunchFlags& f, int port, const std::string& port_file,
+                        const std::vector<std::pair<std::string, std::string>>& env) {
+  return ChildSpec{"scheduler", f.bin_dir + "/dtrain-scheduler",
+                   {"--host", kLoopback, "--port", std::to_string(port), "--port-file", port_file, "--num-workers",
+                    std::to_string(f.num_workers), "--num-servers", std::to_string(f.num_servers), "--kv-store",
+                    f.kv_store},
+                   env};
+}
+
 // Starts the scheduler and waits for its port file; returns the port, or 0 after
-// reporting why not (having stopped everything).
+// reporting why not (having stopped everything). A restart of the scheduler asks
+// for the port it got, explicitly: every node knows it by that address.
 int StartScheduler(Supervisor& sup, const LaunchFlags& f, const std::string& port_file,
                    const std::vector<std::pair<std::string, std::string>>& env) {
-  ChildSpec spec{"scheduler", f.bin_dir + "/dtrain-scheduler",
-                 {"--host", kLoopback, "--port", std::to_string(f.scheduler_port), "--port-file", port_file,
-                  "--num-workers", std::to_string(f.num_workers), "--num-servers", std::to_string(f.num_servers),
-                  "--kv-store", f.kv_store},
-                 env};
-  if (absl::Status s = sup.Start(ChildKind::kScheduler, spec); !s.ok()) {
+  if (absl::Status s = sup.Start(ChildKind::kScheduler, SchedulerSpec(f, f.scheduler_port, port_file, env));
+      !s.ok()) {
     sup.Message(absl::StrCat("cannot start the scheduler: ", s.message()));
     return 0;
   }
   const absl::Time deadline = absl::Now() + kSchedulerStartTimeout;
   while (g_signal == 0) {
     sup.Pump(absl::Milliseconds(50));
-    if (::access(port_file.c_str(), R_OK) == 0) return ReadPort(port_file);
+    if (::access(port_file.c_str(), R_OK) == 0) {
+      const int port = ReadPort(port_file);
+      if (port != 0) (void)sup.SetRestartSpec(ChildKind::kScheduler, 0, SchedulerSpec(f, port, port_file, env));
+      return port;
+    }
     const Child* scheduler = sup.Find(ChildKind::kScheduler, 0);
     if (scheduler->exited()) {
       sup.Message(absl::StrCat("the scheduler ", scheduler->DescribeExit(), " before it was ready"));
@@ -220,6 +252,7 @@ int Launch(const LaunchFlags& f) {
   options.stop_grace = absl::Seconds(f.stop_grace_s);
   options.finish_grace = absl::Seconds(f.finish_grace_s);
   options.pending_signal = [] { return static_cast<int>(g_signal); };
+  options.restart = f.restart;
   Supervisor sup(options);
   const int servers = dist ? static_cast<int>(f.num_servers) : 0;
   std::vector<std::pair<std::string, std::string>> env = {
@@ -281,6 +314,13 @@ int Launch(const LaunchFlags& f) {
       sup.StopAll();
       return 1;
     }
+  }
+  // Everything started: a failure from now on is one a restart may cure.
+  sup.AllowRestarts();
+  if (f.restart.max_restarts > 0) {
+    sup.Message(absl::StrCat("restarting a failed worker or scheduler up to ", f.restart.max_restarts,
+                             f.restart.max_restarts == 1 ? " time" : " times", " each (--restart-on ",
+                             RestartOnName(f.restart.on), ")"));
   }
   if (metrics.enabled()) AnnounceMetrics(sup, metrics, f.metrics_file_sd);
   const int code = sup.Run();

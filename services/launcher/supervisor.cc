@@ -32,6 +32,17 @@ void WriteAll(int fd, const std::string& s) {
   }
 }
 
+// Sets (or replaces) one variable of a child's environment.
+void SetEnv(ChildSpec& spec, const std::string& name, const std::string& value) {
+  for (auto& [k, v] : spec.env) {
+    if (k == name) {
+      v = value;
+      return;
+    }
+  }
+  spec.env.emplace_back(name, value);
+}
+
 int KindRank(ChildKind kind) {
   switch (kind) {
     case ChildKind::kWorker: return 0;
@@ -50,10 +61,67 @@ Supervisor::~Supervisor() {
 }
 
 absl::Status Supervisor::Start(ChildKind kind, const ChildSpec& spec) {
-  auto child = Child::Start(spec);
+  ChildSpec first = spec;
+  SetEnv(first, kRestartCountEnv, "0");
+  auto child = Child::Start(first);
   if (!child.ok()) return child.status();
-  entries_.push_back(Entry{kind, std::move(child).value()});
+  Entry entry;
+  entry.kind = kind;
+  entry.child = std::move(child).value();
+  entry.spec = std::move(first);
+  entries_.push_back(std::move(entry));
   return absl::OkStatus();
+}
+
+absl::Status Supervisor::SetRestartSpec(ChildKind kind, int index, ChildSpec spec) {
+  Entry* e = FindEntry(kind, index);
+  if (e == nullptr) return absl::NotFoundError(absl::StrCat("no child ", spec.name, " to set a restart spec for"));
+  e->spec = std::move(spec);
+  return absl::OkStatus();
+}
+
+void Supervisor::HandleExits() {
+  const absl::Time now = absl::Now();
+  for (auto& e : entries_) {
+    if (!e.child->exited() || e.exit_judged) continue;
+    e.exit_judged = true;
+    if (e.stopped_by_us || e.child->succeeded() || stopping_ || !restarts_allowed_) continue;
+    ChildExit exit;
+    exit.restartable_role = e.kind != ChildKind::kServer;
+    exit.signal = e.child->term_signal();
+    exit.status = e.child->exit_status();
+    const RestartDecision d = DecideRestart(options_.restart, exit, e.restarts);
+    if (!d.restart) {
+      e.not_restarted = d.why_not;
+      continue;
+    }
+    e.restart_at = now + d.delay;
+    Message(absl::StrCat("restarting ", e.child->name(), " (", e.restarts + 1, " of ", options_.restart.max_restarts,
+                         "): ", e.child->ExitReason(), "; starting it again in ", absl::FormatDuration(d.delay)));
+  }
+  for (auto& e : entries_) {
+    if (e.restart_pending() && now >= e.restart_at) Restart(e);
+  }
+}
+
+void Supervisor::Restart(Entry& e) {
+  e.restart_at = absl::InfiniteFuture();
+  // The old incarnation and its group are gone (Reap killed the group), so its
+  // pipe holds all it will ever say: pass that on before the new one speaks.
+  Forward(e, /*flush=*/true);
+  ChildSpec spec = e.spec;
+  SetEnv(spec, kRestartCountEnv, std::to_string(e.restarts + 1));
+  auto child = Child::Start(spec);
+  if (!child.ok()) {
+    e.not_restarted = absl::StrCat(", and restarting it failed: ", child.status().message());
+    return;  // the old, failed incarnation stays: Failed() reports it
+  }
+  ++e.restarts;
+  e.child = std::move(child).value();
+  e.exit_judged = false;
+  e.not_restarted.clear();
+  Message(absl::StrCat(e.child->name(), " restarted as pid ", e.child->pid(), " (", kRestartCountEnv, "=", e.restarts,
+                       ")"));
 }
 
 void Supervisor::Message(const std::string& text) const {
@@ -99,26 +167,39 @@ void Supervisor::Pump(absl::Duration timeout) {
       Forward(e, /*flush=*/true);
     }
   }
+  HandleExits();
 }
 
 bool Supervisor::AllExited(bool workers_only) const {
   for (const auto& e : entries_) {
     if (workers_only && e.kind != ChildKind::kWorker) continue;
-    if (!e.child->exited()) return false;
+    if (!Over(e)) return false;
   }
   return true;
 }
 
 const Child* Supervisor::Failed() const {
+  const Entry* e = FailedEntry();
+  return e == nullptr ? nullptr : e->child.get();
+}
+
+const Supervisor::Entry* Supervisor::FailedEntry() const {
   const Entry* worst = nullptr;
   for (const auto& e : entries_) {
-    if (e.stopped_by_us || !e.child->exited() || e.child->succeeded()) continue;
+    if (e.stopped_by_us || !Over(e) || e.child->succeeded()) continue;
     if (worst == nullptr || KindRank(e.kind) < KindRank(worst->kind) ||
         (KindRank(e.kind) == KindRank(worst->kind) && e.child->exited_at() < worst->child->exited_at())) {
       worst = &e;
     }
   }
-  return worst == nullptr ? nullptr : worst->child.get();
+  return worst;
+}
+
+Supervisor::Entry* Supervisor::FindEntry(ChildKind kind, int index) {
+  for (auto& e : entries_) {
+    if (e.kind == kind && index-- == 0) return &e;
+  }
+  return nullptr;
 }
 
 const Child* Supervisor::Find(ChildKind kind, int index) const {
@@ -128,8 +209,17 @@ const Child* Supervisor::Find(ChildKind kind, int index) const {
   return nullptr;
 }
 
+int Supervisor::Restarts(ChildKind kind, int index) const {
+  for (const auto& e : entries_) {
+    if (e.kind == kind && index-- == 0) return e.restarts;
+  }
+  return -1;
+}
+
 void Supervisor::StopAll() {
+  stopping_ = true;
   for (auto& e : entries_) {
+    e.restart_at = absl::InfiniteFuture();
     if (e.child->exited()) continue;
     e.stopped_by_us = true;
     e.child->Signal(SIGTERM);
@@ -168,8 +258,9 @@ int Supervisor::Run() {
       return 128 + sig;
     }
     Pump(kSlice);
-    if (const Child* failed = Failed()) {
-      const std::string what = absl::StrCat(failed->name(), " ", failed->DescribeExit());
+    if (const Entry* failed = FailedEntry()) {
+      const std::string what =
+          absl::StrCat(failed->child->name(), " ", failed->child->DescribeExit(), failed->not_restarted);
       StopAll();
       Message(what + "; stopped the others");
       return 1;

@@ -1,6 +1,8 @@
 // Runs the processes of a local job the way `dtrain launch` promises: every
 // line of output prefixed with its source, the first failure stops the rest, a
-// signal stops everyone, and nothing is left running afterwards.
+// signal stops everyone, and nothing is left running afterwards. With a restart
+// policy (--max-restarts), a failed worker or scheduler is first started again
+// with the same spec (role, rank, port) while the others keep running.
 #pragma once
 
 #include <functional>
@@ -11,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "services/launcher/child_process.h"
+#include "services/launcher/restart_policy.h"
 
 namespace dtrain::launcher {
 
@@ -23,31 +26,50 @@ struct SupervisorOptions {
   int message_fd = 2;                               // where the launcher's own messages go
   // A signal number once the launcher was asked to stop (SIGINT, SIGTERM), else 0.
   std::function<int()> pending_signal;
+  // Applies once AllowRestarts was called; max_restarts 0: never.
+  RestartPolicy restart;
 };
+
+// Each child's environment carries how often it was restarted: 0 for the first
+// start. A restarted worker or scheduler reads it to know it rejoins a running job
+// (torchrun: TORCHELASTIC_RESTART_COUNT).
+inline constexpr char kRestartCountEnv[] = "DTRAIN_RESTART_COUNT";
 
 class Supervisor {
  public:
   explicit Supervisor(SupervisorOptions options);
   ~Supervisor();  // kills and reaps whatever still runs
 
+  // Starts a child; `spec` is also what a restart starts again.
   absl::Status Start(ChildKind kind, const ChildSpec& spec);
+  // What a restart of the index-th child of `kind` starts instead of its first spec,
+  // e.g. the scheduler with the port it got, so that everyone can find it again.
+  absl::Status SetRestartSpec(ChildKind kind, int index, ChildSpec spec);
+  // From now on, failures go through options.restart. Before, the job is still
+  // starting, and a child that fails then has a setup problem no restart cures.
+  void AllowRestarts() { restarts_allowed_ = true; }
 
   // Forwards output and reaps exited children for up to `timeout`; returns early
   // when a child exits or a signal arrives.
   void Pump(absl::Duration timeout);
 
-  // The child that failed (exited non-zero or by a signal not sent by us), if any;
-  // a worker is preferred, as it is the likelier cause when several fail together.
+  // The child that failed (exited non-zero or by a signal not sent by us) and will
+  // not be restarted, if any; a worker is preferred, as it is the likelier cause
+  // when several fail together.
   const Child* Failed() const;
+  // The current incarnation of the index-th child of `kind`.
   const Child* Find(ChildKind kind, int index) const;
+  // How often that child was restarted so far (-1: no such child).
+  int Restarts(ChildKind kind, int index) const;
 
   // Runs until the job ends. Returns 0 when every worker exited 0 (stragglers
-  // are killed after finish_grace, with a message), 1 after a failure (the others
-  // are stopped: "dtrain launch: worker 1 exited with status 3; stopped the
-  // others"), 128+signal when asked to stop.
+  // are killed after finish_grace, with a message), 1 after a failure that is not
+  // restarted (the others are stopped: "dtrain launch: worker 1 exited with status
+  // 3; stopped the others", "... was killed by signal 9 (Killed) after 3 restarts
+  // (--max-restarts 3); stopped the others"), 128+signal when asked to stop.
   int Run();
 
-  // SIGTERM to everyone still running; SIGKILL after stop_grace.
+  // SIGTERM to everyone still running; SIGKILL after stop_grace. Cancels pending restarts.
   void StopAll();
 
   // "dtrain launch: " + text, on the message fd.
@@ -57,15 +79,30 @@ class Supervisor {
   struct Entry {
     ChildKind kind;
     std::unique_ptr<Child> child;
+    ChildSpec spec;              // what a restart starts
     bool stopped_by_us = false;  // its exit is ours, not a failure
+    bool exit_judged = false;    // the restart policy has seen this incarnation's exit
+    int restarts = 0;
+    absl::Time restart_at = absl::InfiniteFuture();  // a restart is due then
+    std::string not_restarted;   // why not, for the failure message (RestartDecision::why_not)
+    bool restart_pending() const { return restart_at != absl::InfiniteFuture(); }
   };
+  // Exited, and no restart pending.
+  static bool Over(const Entry& e) { return e.child->exited() && !e.restart_pending(); }
   bool AllExited(bool workers_only) const;
+  const Entry* FailedEntry() const;
+  Entry* FindEntry(ChildKind kind, int index);
+  // Judges new exits by the restart policy, then restarts those that are due.
+  void HandleExits();
+  void Restart(Entry& entry);
   void Forward(Entry& entry, bool flush);
   // Reads the pipes of exited children to their end (bounded), flushing partial lines.
   void DrainAll();
 
   const SupervisorOptions options_;
   std::vector<Entry> entries_;
+  bool restarts_allowed_ = false;
+  bool stopping_ = false;  // StopAll began: no more restarts
 };
 
 }  // namespace dtrain::launcher

@@ -6,6 +6,9 @@
 //   --steps N, --step-ms MS   a worker's fake training (default 3 steps of 50 ms)
 //   FAKE_NODE_EXIT=worker:1:3 worker 1 exits with status 3 after its steps,
 //                             abruptly (no Leave, no destructors), as a crash would
+//   FAKE_NODE_KILL=worker:1:2[:K]  worker 1 SIGKILLs itself after step 2, in its first K
+//                             incarnations (DTRAIN_RESTART_COUNT < K; default 1, so a
+//                             restart succeeds); a preemption or the OOM killer
 //   FAKE_NODE_IGNORE_TERM=1   ignore SIGTERM (the launcher must escalate to SIGKILL)
 //   FAKE_NODE_IGNORE_SHUTDOWN=1  a server stays 60 s after the scheduler's shutdown
 #include <signal.h>
@@ -16,9 +19,11 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/cluster_flags.h"
 #include "common/scheduler_client.h"
@@ -30,6 +35,22 @@ int ExitCodeFor(const std::string& role, int rank) {
   const std::string prefix = absl::StrCat(role, ":", rank, ":");
   if (spec == nullptr || !absl::StartsWith(spec, prefix)) return 0;
   return std::atoi(spec + prefix.size());
+}
+
+// How often the launcher restarted us (dtrain launch --max-restarts).
+int RestartCount() {
+  const char* v = std::getenv("DTRAIN_RESTART_COUNT");
+  return v == nullptr ? 0 : std::atoi(v);
+}
+
+// The step after which FAKE_NODE_KILL has this incarnation kill itself; 0: never.
+int64_t KillStepFor(const std::string& role, int rank) {
+  const char* spec = std::getenv("FAKE_NODE_KILL");
+  const std::string prefix = absl::StrCat(role, ":", rank, ":");
+  if (spec == nullptr || !absl::StartsWith(spec, prefix)) return 0;
+  const std::vector<std::string> rest = absl::StrSplit(spec + prefix.size(), ':');
+  const int incarnations = rest.size() > 1 ? std::atoi(rest[1].c_str()) : 1;
+  return RestartCount() < incarnations ? std::atoll(rest[0].c_str()) : 0;
 }
 
 bool EnvSet(const char* name) {
@@ -77,7 +98,8 @@ int Run(int argc, char** argv) {
     return 1;
   }
   const int rank = reg->rank();
-  std::printf("fake %s registered rank=%d servers=%d\n", role_name.c_str(), rank, reg->cluster().servers_size());
+  std::printf("fake %s registered rank=%d servers=%d restart_count=%d\n", role_name.c_str(), rank,
+              reg->cluster().servers_size(), RestartCount());
   std::fflush(stdout);
   std::atomic<bool> shutdown{false};
   dtrain::SchedulerClient::HeartbeatHooks hooks;
@@ -91,6 +113,7 @@ int Run(int argc, char** argv) {
     std::printf("fake server %d shutting down (told=%d)\n", rank, shutdown.load() ? 1 : 0);
     return client.Leave(false, "").ok() ? 0 : 1;
   }
+  const int64_t kill_step = KillStepFor("worker", rank);
   for (int64_t i = 1; i <= steps && !shutdown; ++i) {
     client.SetProgress(i, 100.0);
     // Half a line, then the rest: the launcher must join them.
@@ -99,6 +122,7 @@ int Run(int argc, char** argv) {
     absl::SleepFor(absl::Milliseconds(step_ms / 2));
     std::printf("line step=%lld\n", static_cast<long long>(i));
     std::fflush(stdout);
+    if (i == kill_step) ::kill(::getpid(), SIGKILL);
     absl::SleepFor(absl::Milliseconds(step_ms - step_ms / 2));
   }
   if (const int code = ExitCodeFor("worker", rank); code != 0) {
