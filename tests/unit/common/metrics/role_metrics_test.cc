@@ -112,7 +112,7 @@ TEST(SchedulerMetricsTest, NodesDeathsBarriersLag) {
   const Exposition e = Render(registry);
   EXPECT_EQ(Value(e, "dtrain_scheduler_nodes", {{"node_role", "worker"}, {"state", "alive"}}), 2);
   EXPECT_EQ(Value(e, "dtrain_scheduler_nodes", {{"node_role", "server"}, {"state", "dead"}}), 0);
-  EXPECT_EQ(e.Find("dtrain_scheduler_nodes").size(), 8u);
+  EXPECT_EQ(e.Find("dtrain_scheduler_nodes").size(), 10u);  // {worker, server} x 5 states
   EXPECT_EQ(Value(e, "dtrain_scheduler_deaths_total", {{"node_role", "server"}}), 1);
   EXPECT_EQ(Value(e, "dtrain_scheduler_barrier_wait_seconds_count", {{"group", "workers"}}), 2);
   EXPECT_EQ(Value(e, "dtrain_scheduler_barrier_failures_total", {{"group", "workers"}}), 1);
