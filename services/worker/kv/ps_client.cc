@@ -99,6 +99,9 @@ struct PsClient::Impl {
   std::string address;
   int server_rank = 0;
   int worker_rank = 0;
+  // Set by SetIdentity before the first request, then only read by the sending thread.
+  std::string job_id;
+  uint64_t incarnation = 0;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ParameterServer::Stub> stub;
   grpc::ClientContext stream_ctx;  // outlives `stream`
@@ -150,6 +153,8 @@ struct PsClient::Impl {
 
   // Sends `req` with `payload` (numel floats, lent to gRPC, not copied) as its data.
   Ticket Submit(v1::PushPullRequest req, Pending p, const float* payload = nullptr, int64_t numel = 0) {
+    if (!job_id.empty()) req.set_job_id(job_id);
+    if (incarnation != 0) req.set_incarnation(incarnation);
     uint64_t id;
     {
       absl::MutexLock lock(&mu);
@@ -399,6 +404,34 @@ absl::StatusOr<std::vector<kv::KeyState>> PsClient::GetState(const std::vector<u
   absl::Status s = FromGrpc(reader->Finish());
   if (s.ok()) s = bad;
   if (!s.ok()) return impl_->Annotate(s, "GetState");
+  return out;
+}
+
+void PsClient::SetIdentity(const std::string& job_id, uint64_t incarnation) {
+  impl_->job_id = job_id;
+  impl_->incarnation = incarnation;
+}
+
+absl::StatusOr<std::vector<kv::KeyVersion>> PsClient::GetVersions(const std::vector<uint64_t>& keys,
+                                                                  absl::Duration timeout) {
+  v1::GetVersionsRequest req;
+  for (uint64_t k : keys) req.add_keys(k);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_job_id(impl_->job_id);
+  req.set_incarnation(impl_->incarnation);
+  v1::GetVersionsResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAfter(timeout));
+  absl::Status s = FromGrpc(impl_->stub->GetVersions(&ctx, req, &resp));
+  if (!s.ok()) return impl_->Annotate(s, "GetVersions");
+  if (!keys.empty() && resp.keys_size() != static_cast<int>(keys.size())) {
+    return impl_->Annotate(absl::InternalError(absl::StrCat("answered ", resp.keys_size(), " keys, asked for ",
+                                                            keys.size())),
+                           "GetVersions");
+  }
+  std::vector<kv::KeyVersion> out;
+  out.reserve(static_cast<size_t>(resp.keys_size()));
+  for (const v1::KeyVersion& v : resp.keys()) out.push_back({v.key(), v.version(), v.last_push_step()});
   return out;
 }
 
