@@ -231,10 +231,14 @@ struct PsClient::Impl {
     }
     const grpc::Status end = stream->Finish();
     absl::MutexLock lock(&mu);
-    broken_status = closing ? absl::CancelledError(absl::StrCat(Who(), ": client closed"))
-                            : absl::UnavailableError(absl::StrCat(Who(), ": PushPull stream broke: ",
-                                                                  end.error_message(), " (code ",
-                                                                  static_cast<int>(end.error_code()), ")"));
+    // A server that closed the stream because this process was fenced (or is of another
+    // job) said FAILED_PRECONDITION: keep that code, since retrying cannot help.
+    const bool refused = end.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
+    const std::string why = absl::StrCat(Who(), ": PushPull stream ", refused ? "closed" : "broke", ": ",
+                                         end.error_message(), " (code ", static_cast<int>(end.error_code()), ")");
+    broken_status = closing   ? absl::CancelledError(absl::StrCat(Who(), ": client closed"))
+                    : refused ? absl::FailedPreconditionError(why)
+                              : absl::UnavailableError(why);
     if (!closing) DTRAIN_LOG(WARNING) << broken_status.message();
     for (auto& [id, p] : tickets) {
       if (!p.done) {
