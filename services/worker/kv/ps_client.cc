@@ -221,6 +221,11 @@ struct PsClient::Impl {
     {
       absl::MutexLock lock(&mu);
       broken = true;  // wakes the writer
+      // Tickets submitted from now fail at once with broken_status, which Finish below
+      // makes precise; until then it must not read OK.
+      if (broken_status.ok()) {
+        broken_status = absl::UnavailableError(absl::StrCat(Who(), ": PushPull stream ended"));
+      }
       // A Write stuck on flow control returns once the call is cancelled.
       if (!mu.AwaitWithTimeout(absl::Condition(&writer_exited), absl::Seconds(1))) {
         stream_ctx.TryCancel();

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/worker/kv/ps_client.h"
@@ -35,6 +36,11 @@ TEST(PsServiceRecoveryTest, ReplacementFencesTheOldStreamAndRedoesTheStepOnce) {
   const float g1[4] = {3, 2, 1, 0};
   float old_out[4] = {};
   const auto old_ticket = w1->PushPull(0, 5, g1, old_out, 4);
+  // Its push is stored once its pull is parked.
+  for (const absl::Time until = Soon(); ps.store_.parked_pulls() < 1 && absl::Now() < until;) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(ps.store_.parked_pulls(), 1);
 
   // Its replacement asks where the job is: step 0 not merged, its own push of 0 held.
   auto w1b = ConnectAs(ps, 1, "job-a", 2);
@@ -55,9 +61,16 @@ TEST(PsServiceRecoveryTest, ReplacementFencesTheOldStreamAndRedoesTheStepOnce) {
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
   EXPECT_THAT(std::string(again.message()), HasSubstr("fenced: worker 1 incarnation 1 replaced by 2"));
   // ... and its stream is closed by the server with that status.
-  const absl::Status after = w1->Wait(w1->Pull(5, 0, more, 4), Soon());
+  // Once the client has seen the end (a request in the moment between is UNAVAILABLE
+  // "stream ended"), every request fails with the server's reason, not to be retried.
+  absl::Status after;
+  for (const absl::Time until = Soon(); absl::Now() < until; absl::SleepFor(absl::Milliseconds(10))) {
+    after = w1->Wait(w1->Pull(5, 0, more, 4), Soon());
+    ASSERT_FALSE(after.ok());
+    if (absl::StrContains(after.message(), "stream closed")) break;
+  }
   EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
-  EXPECT_THAT(std::string(after.message()), HasSubstr("fenced"));
+  EXPECT_THAT(std::string(after.message()), HasSubstr("fenced: worker 1 incarnation 1 replaced by 2"));
 
   // The replacement redoes step 0 with the same gradient; worker 0 pushes its own.
   float out0[4] = {}, out1[4] = {};
