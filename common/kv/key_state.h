@@ -18,4 +18,12 @@ struct KeyState {
   std::vector<float> optimizer_state;  // Optimizer::StateSlots() * numel
 };
 
+// Where a key stands, without its weights: what a rejoining worker asks for to find
+// the step to redo (docs/recovery.md; wire form dtrain.v1.KeyVersion).
+struct KeyVersion {
+  uint64_t key = 0;
+  int64_t version = 0;          // updates applied so far
+  int64_t last_push_step = -1;  // the asking worker's last accepted push; -1: none
+};
+
 }  // namespace dtrain::kv

@@ -15,6 +15,7 @@
 #include "common/kv/merge_rule.h"
 #include "common/kv/store_config.h"
 #include "common/kv/vector_loop.h"
+#include "common/kv/worker_fence.h"
 #include "common/log.h"
 
 namespace dtrain::kv {
@@ -56,6 +57,8 @@ struct Setup {
   // Per worker, unix nanos of the last message; 0 = never. The array is fixed; its
   // elements are written without a lock.
   std::unique_ptr<std::atomic<int64_t>[]> last_heard;
+  // Job id and per-rank incarnations (docs/recovery.md); thread-safe on its own.
+  std::unique_ptr<WorkerFence> fence;
 };
 
 }  // namespace
@@ -152,6 +155,33 @@ struct ShardStore::Impl {
     ResetPending(k);
   }
 
+  // Fails (with `why(key)`) and forgets every parked pull `match` selects. Returns how many.
+  template <typename Match, typename Why>
+  int64_t DropParked(Match match, Why why) {
+    if (parked_pulls.load(std::memory_order_relaxed) == 0) return 0;
+    const Setup* s = nullptr;
+    std::vector<std::pair<uint64_t, KeyEntry*>> all;
+    {
+      absl::ReaderMutexLock lock(&mu);
+      s = setup.get();
+      all.reserve(keys.size());
+      for (auto& [key, k] : keys) all.emplace_back(key, k.get());
+    }
+    int64_t dropped = 0;
+    for (auto& [key, k] : all) {
+      absl::MutexLock lock(&k->mu);
+      if (k->parked.empty()) continue;
+      auto gone = std::stable_partition(k->parked.begin(), k->parked.end(),
+                                        [&match](const ParkedPull& p) { return !match(p); });
+      for (auto it = gone; it != k->parked.end(); ++it) it->done(why(key), k->version, nullptr, 0);
+      const int64_t n = k->parked.end() - gone;
+      k->parked.erase(gone, k->parked.end());
+      CountParked(s, -n);
+      dropped += n;
+    }
+    return dropped;
+  }
+
   void ResetPending(KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     std::fill(k.has_pending.begin(), k.has_pending.end(), false);
     k.pending_count = 0;
@@ -200,6 +230,7 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   setup->observer = impl_->observer;
   setup->last_heard = std::make_unique<std::atomic<int64_t>[]>(config.num_workers);
   for (int w = 0; w < config.num_workers; ++w) setup->last_heard[w].store(0);
+  setup->fence = std::make_unique<WorkerFence>(config.num_workers);
   impl_->setup = std::move(setup);
   return absl::OkStatus();
 }
@@ -323,31 +354,76 @@ void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::
 }
 
 int64_t ShardStore::DropPulls(uint64_t owner) {
-  if (owner == 0 || impl_->parked_pulls.load(std::memory_order_relaxed) == 0) return 0;
+  if (owner == 0) return 0;
+  return impl_->DropParked([owner](const ParkedPull& p) { return p.owner == owner; },
+                           [](uint64_t key) {
+                             return absl::CancelledError(absl::StrCat("key ", key, ": the stream that asked is gone"));
+                           });
+}
+
+absl::Status ShardStore::AdmitWorker(int worker_rank, absl::string_view job_id, uint64_t incarnation) {
+  if (job_id.empty() && incarnation == 0) return absl::OkStatus();
   const Setup* setup = nullptr;
-  std::vector<std::pair<uint64_t, KeyEntry*>> keys;
   {
     absl::ReaderMutexLock lock(&impl_->mu);
     setup = impl_->setup.get();
-    keys.reserve(impl_->keys.size());
-    for (auto& [key, k] : impl_->keys) keys.emplace_back(key, k.get());
   }
-  int64_t dropped = 0;
-  for (auto& [key, k] : keys) {
-    absl::MutexLock lock(&k->mu);
-    if (k->parked.empty()) continue;
-    auto gone = std::stable_partition(k->parked.begin(), k->parked.end(),
-                                      [owner](const ParkedPull& p) { return p.owner != owner; });
-    for (auto it = gone; it != k->parked.end(); ++it) {
-      it->done(absl::CancelledError(absl::StrCat("key ", key, ": the stream that asked is gone")), k->version,
-               nullptr, 0);
+  if (setup == nullptr) return absl::OkStatus();
+  const absl::StatusOr<WorkerFence::Admission> a = setup->fence->Admit(worker_rank, job_id, incarnation);
+  if (!a.ok()) return a.status();
+  if (!a->raised || a->replaced == 0) return absl::OkStatus();
+  // The old incarnation's parked pulls would answer a process that no longer owns
+  // the rank (and keep waiting on its stream); the replacement asks again.
+  const std::string why =
+      absl::StrCat("fenced: worker ", worker_rank, " incarnation ", a->replaced, " replaced by ", incarnation);
+  const int64_t dropped = impl_->DropParked([worker_rank](const ParkedPull& p) { return p.worker_rank == worker_rank; },
+                                            [&why](uint64_t key) {
+                                              return absl::FailedPreconditionError(
+                                                  absl::StrCat(why, " (pull of key ", key, ")"));
+                                            });
+  DTRAIN_LOG(INFO) << "worker " << worker_rank << " incarnation " << incarnation << " replaced incarnation "
+                   << a->replaced << (dropped > 0 ? absl::StrCat("; failed its ", dropped, " parked pulls") : "");
+  return absl::OkStatus();
+}
+
+std::string ShardStore::job_id() const {
+  absl::ReaderMutexLock lock(&impl_->mu);
+  return impl_->setup == nullptr ? std::string() : impl_->setup->fence->job_id();
+}
+
+absl::Status ShardStore::Versions(const std::vector<uint64_t>& keys, int worker_rank,
+                                  std::vector<KeyVersion>* out) const {
+  std::vector<std::pair<uint64_t, KeyEntry*>> found;
+  {
+    absl::ReaderMutexLock lock(&impl_->mu);
+    if (impl_->setup == nullptr) {
+      out->clear();
+      return absl::OkStatus();
     }
-    const int64_t n = k->parked.end() - gone;
-    k->parked.erase(gone, k->parked.end());
-    impl_->CountParked(setup, -n);
-    dropped += n;
+    if (keys.empty()) {
+      for (auto& [key, k] : impl_->keys) found.emplace_back(key, k.get());
+    }
+    for (uint64_t key : keys) {
+      auto it = impl_->keys.find(key);
+      if (it == impl_->keys.end()) {
+        return absl::NotFoundError(absl::StrCat("key ", key, " is not held by this server"));
+      }
+      found.emplace_back(key, it->second.get());
+    }
   }
-  return dropped;
+  out->clear();
+  out->reserve(found.size());
+  for (auto& [key, k] : found) {
+    absl::MutexLock lock(&k->mu);
+    KeyVersion v;
+    v.key = key;
+    v.version = k->version;
+    if (worker_rank >= 0 && worker_rank < static_cast<int>(k->last_push_step.size())) {
+      v.last_push_step = k->last_push_step[worker_rank];
+    }
+    out->push_back(v);
+  }
+  return absl::OkStatus();
 }
 
 void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_every) {

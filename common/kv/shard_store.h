@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/kv/key_state.h"
 #include "common/kv/optimizer.h"
@@ -97,6 +98,23 @@ class ShardStore {
   // Fails parked pulls whose deadline has passed, and logs one "still waiting" line per
   // stalled step every `still_waiting_every`. The service calls this about once a second.
   void CheckDeadlines(absl::Time now, absl::Duration still_waiting_every = absl::Seconds(10));
+
+  // Recovery (docs/recovery.md, worker_fence.h): whether a request of `worker_rank`
+  // from job `job_id`, incarnation `incarnation` may proceed. Call before its
+  // Push/Pull. An incarnation newer than the rank's highest takes the rank: the older
+  // one's parked pulls are failed FAILED_PRECONDITION "fenced: worker 1 incarnation 1
+  // replaced by 2". Errors: FAILED_PRECONDITION for an older incarnation ("fenced: ...")
+  // or another job (naming both ids); INVALID_ARGUMENT for a rank out of range or an
+  // over-long job id. Empty job id and incarnation 0 (older clients), or a store not
+  // configured yet (Push/Pull will say so), pass unchecked.
+  absl::Status AdmitWorker(int worker_rank, absl::string_view job_id, uint64_t incarnation);
+  // The job id adopted from the first worker that said one ("" until then).
+  std::string job_id() const;
+
+  // Each key's version and `worker_rank`'s last accepted push step of it (all keys,
+  // ascending, when `keys` is empty; worker_rank < 0 or out of range: last_push_step
+  // -1). NOT_FOUND names an unknown key. Not configured yet: no keys.
+  absl::Status Versions(const std::vector<uint64_t>& keys, int worker_rank, std::vector<KeyVersion>* out) const;
 
   // Keys held (all when `keys` is empty); NOT_FOUND names an unknown key.
   absl::Status Snapshot(const std::vector<uint64_t>& keys, std::vector<KeyState>* out) const;

@@ -234,3 +234,38 @@ grpc::ServerWriteReactor<v1::KeyState>* PsService::GetState(grpc::CallbackServer
 }
 
 }  // namespace dtrain::server
+
+namespace dtrain::server {
+
+// Unary, one answer: a KeyVersion is a few bytes, so even --max-keys keys fit well
+// under the message limit. Asking for more keys than are held is refused before any
+// work, as in GetState.
+grpc::ServerUnaryReactor* PsService::GetVersions(grpc::CallbackServerContext* ctx,
+                                                 const v1::GetVersionsRequest* req,
+                                                 v1::GetVersionsResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  absl::Status s;
+  const int64_t held = store_->num_keys();
+  if (req->keys_size() > held) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("GetVersions asks for ", req->keys_size(), " keys but this server holds ", held));
+  }
+  // A rejoining worker asks this before its first push: its incarnation takes the
+  // rank here already, so the process it replaces is cut off as early as possible.
+  if (s.ok() && req->worker_rank() >= 0) s = store_->AdmitWorker(req->worker_rank(), req->job_id(), req->incarnation());
+  std::vector<kv::KeyVersion> versions;
+  if (s.ok()) s = store_->Versions({req->keys().begin(), req->keys().end()}, req->worker_rank(), &versions);
+  if (s.ok()) {
+    resp->mutable_keys()->Reserve(static_cast<int>(versions.size()));
+    for (const kv::KeyVersion& v : versions) {
+      v1::KeyVersion* out = resp->add_keys();
+      out->set_key(v.key);
+      out->set_version(v.version);
+      out->set_last_push_step(v.last_push_step);
+    }
+  }
+  reactor->Finish(ToGrpc(s));
+  return reactor;
+}
+
+}  // namespace dtrain::server

@@ -40,7 +40,8 @@ struct PsServiceOptions {
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.
 using PsServiceBase = v1::ParameterServer::WithCallbackMethod_Configure<
     v1::ParameterServer::WithCallbackMethod_InitKeys<v1::ParameterServer::WithRawCallbackMethod_PushPull<
-        v1::ParameterServer::WithCallbackMethod_GetState<v1::ParameterServer::Service>>>>;
+        v1::ParameterServer::WithCallbackMethod_GetState<
+            v1::ParameterServer::WithCallbackMethod_GetVersions<v1::ParameterServer::Service>>>>>;
 
 class PsService final : public PsServiceBase {
  public:
@@ -56,6 +57,8 @@ class PsService final : public PsServiceBase {
       grpc::CallbackServerContext* ctx) override;
   grpc::ServerWriteReactor<v1::KeyState>* GetState(grpc::CallbackServerContext* ctx,
                                                    const v1::GetStateRequest* req) override;
+  grpc::ServerUnaryReactor* GetVersions(grpc::CallbackServerContext* ctx, const v1::GetVersionsRequest* req,
+                                        v1::GetVersionsResponse* resp) override;
 
  private:
   void TimerLoop();

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "services/server/finite_check.h"
@@ -69,6 +70,17 @@ void PushPullReactor::OnReadDone(bool ok) {
   if (decoded.ok()) {
     Handle(req, payload_bytes);
     if (payload_.capacity() * sizeof(float) > kKeepPayloadBytes) std::vector<float>().swap(payload_);
+    bool refused = false;
+    {
+      absl::MutexLock lock(&box_->mu);
+      refused = !box_->refused.ok();
+      if (refused) box_->reads_done = true;  // no read follows to say so
+    }
+    if (refused) {
+      DropParkedPulls();
+      MaybeFinish();
+      return;
+    }
   } else {
     // Without a request id there is nobody to answer: say so and go on reading.
     DTRAIN_LOG(WARNING) << "undecodable PushPull request " << req.request_id() << ": " << decoded.message();
@@ -139,6 +151,7 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
     Send(box_, resp);
     return;
   }
+  if (!Admit(req, resp)) return;
   int64_t min_version = req.min_version();
   if (req.op() != v1::OP_PULL) {
     if (metrics != nullptr) metrics->PushReceived(std::max<int64_t>(payload_bytes, 0));
@@ -183,6 +196,21 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
                                                  kv::CopyToSlice(data, numel)));
                },
                owner_);
+}
+
+bool PushPullReactor::Admit(const v1::PushPullRequest& req, v1::PushPullResponse& resp) {
+  const absl::Status s = store_->AdmitWorker(req.worker_rank(), req.job_id(), req.incarnation());
+  if (s.ok()) return true;
+  if (metrics_ != nullptr) metrics_->RequestFailed();
+  if (s.code() == absl::StatusCode::kFailedPrecondition) {
+    // A fenced process or another job's: nothing it sends later can be accepted.
+    DTRAIN_LOG(WARNING) << "PushPull stream refused: " << s.message();
+    absl::MutexLock lock(&box_->mu);
+    if (box_->refused.ok()) box_->refused = s;
+  }
+  SetStatus(s, &resp);
+  Send(box_, resp);
+  return false;
 }
 
 void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp) {
@@ -258,9 +286,11 @@ void PushPullReactor::OnCancel() {
 
 void PushPullReactor::MaybeFinish() {
   bool broken = false;
+  absl::Status refused;
   {
     absl::MutexLock lock(&box_->mu);
     if (!box_->alive || box_->writing || !box_->reads_done) return;
+    refused = box_->refused;
     // A client that half-closed still gets the answers to what it asked.
     if (!box_->broken && (box_->unanswered > 0 || !box_->queue.empty())) return;
     box_->alive = false;
@@ -268,7 +298,11 @@ void PushPullReactor::MaybeFinish() {
     box_->queue.clear();
     box_->queued_bytes = 0;
   }
-  Finish(broken ? grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled") : grpc::Status::OK);
+  if (broken) {
+    Finish(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
+  } else {
+    Finish(ToGrpc(refused));  // OK unless the stream was refused
+  }
 }
 
 void PushPullReactor::OnDone() {

@@ -65,9 +65,15 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     bool broken ABSL_GUARDED_BY(mu) = false;  // cancelled, or a write failed
     int64_t queued_bytes ABSL_GUARDED_BY(mu) = 0;  // in `queue`
     bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: too much pending
+    // Set when the stream is refused for good (a fenced incarnation, another job): it
+    // reads no more and finishes with this status once its answers are out.
+    absl::Status refused ABSL_GUARDED_BY(mu);
   };
 
   void Handle(const v1::PushPullRequest& req, int64_t payload_bytes);
+  // Whether the request's job id and incarnation may use the store; if not, answers it
+  // and marks the stream refused (docs/recovery.md: a fenced process is cut off).
+  bool Admit(const v1::PushPullRequest& req, v1::PushPullResponse& resp);
   // Queues an answer, from any thread; starts a write if none is in flight.
   static void Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer resp);
   static void Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp);

@@ -99,6 +99,9 @@ struct PsClient::Impl {
   std::string address;
   int server_rank = 0;
   int worker_rank = 0;
+  // Set by SetIdentity before the first request, then only read by the sending thread.
+  std::string job_id;
+  uint64_t incarnation = 0;
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::ParameterServer::Stub> stub;
   grpc::ClientContext stream_ctx;  // outlives `stream`
@@ -150,6 +153,8 @@ struct PsClient::Impl {
 
   // Sends `req` with `payload` (numel floats, lent to gRPC, not copied) as its data.
   Ticket Submit(v1::PushPullRequest req, Pending p, const float* payload = nullptr, int64_t numel = 0) {
+    if (!job_id.empty()) req.set_job_id(job_id);
+    if (incarnation != 0) req.set_incarnation(incarnation);
     uint64_t id;
     {
       absl::MutexLock lock(&mu);
@@ -216,6 +221,11 @@ struct PsClient::Impl {
     {
       absl::MutexLock lock(&mu);
       broken = true;  // wakes the writer
+      // Tickets submitted from now fail at once with broken_status, which Finish below
+      // makes precise; until then it must not read OK.
+      if (broken_status.ok()) {
+        broken_status = absl::UnavailableError(absl::StrCat(Who(), ": PushPull stream ended"));
+      }
       // A Write stuck on flow control returns once the call is cancelled.
       if (!mu.AwaitWithTimeout(absl::Condition(&writer_exited), absl::Seconds(1))) {
         stream_ctx.TryCancel();
@@ -226,10 +236,14 @@ struct PsClient::Impl {
     }
     const grpc::Status end = stream->Finish();
     absl::MutexLock lock(&mu);
-    broken_status = closing ? absl::CancelledError(absl::StrCat(Who(), ": client closed"))
-                            : absl::UnavailableError(absl::StrCat(Who(), ": PushPull stream broke: ",
-                                                                  end.error_message(), " (code ",
-                                                                  static_cast<int>(end.error_code()), ")"));
+    // A server that closed the stream because this process was fenced (or is of another
+    // job) said FAILED_PRECONDITION: keep that code, since retrying cannot help.
+    const bool refused = end.error_code() == grpc::StatusCode::FAILED_PRECONDITION;
+    const std::string why = absl::StrCat(Who(), ": PushPull stream ", refused ? "closed" : "broke", ": ",
+                                         end.error_message(), " (code ", static_cast<int>(end.error_code()), ")");
+    broken_status = closing   ? absl::CancelledError(absl::StrCat(Who(), ": client closed"))
+                    : refused ? absl::FailedPreconditionError(why)
+                              : absl::UnavailableError(why);
     if (!closing) DTRAIN_LOG(WARNING) << broken_status.message();
     for (auto& [id, p] : tickets) {
       if (!p.done) {
@@ -399,6 +413,34 @@ absl::StatusOr<std::vector<kv::KeyState>> PsClient::GetState(const std::vector<u
   absl::Status s = FromGrpc(reader->Finish());
   if (s.ok()) s = bad;
   if (!s.ok()) return impl_->Annotate(s, "GetState");
+  return out;
+}
+
+void PsClient::SetIdentity(const std::string& job_id, uint64_t incarnation) {
+  impl_->job_id = job_id;
+  impl_->incarnation = incarnation;
+}
+
+absl::StatusOr<std::vector<kv::KeyVersion>> PsClient::GetVersions(const std::vector<uint64_t>& keys,
+                                                                  absl::Duration timeout) {
+  v1::GetVersionsRequest req;
+  for (uint64_t k : keys) req.add_keys(k);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_job_id(impl_->job_id);
+  req.set_incarnation(impl_->incarnation);
+  v1::GetVersionsResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(DeadlineAfter(timeout));
+  absl::Status s = FromGrpc(impl_->stub->GetVersions(&ctx, req, &resp));
+  if (!s.ok()) return impl_->Annotate(s, "GetVersions");
+  if (!keys.empty() && resp.keys_size() != static_cast<int>(keys.size())) {
+    return impl_->Annotate(absl::InternalError(absl::StrCat("answered ", resp.keys_size(), " keys, asked for ",
+                                                            keys.size())),
+                           "GetVersions");
+  }
+  std::vector<kv::KeyVersion> out;
+  out.reserve(static_cast<size_t>(resp.keys_size()));
+  for (const v1::KeyVersion& v : resp.keys()) out.push_back({v.key(), v.version(), v.last_push_step()});
   return out;
 }
 

@@ -40,6 +40,18 @@ class PsClient {
   absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout);
   absl::StatusOr<std::vector<kv::KeyState>> GetState(const std::vector<uint64_t>& keys, absl::Duration timeout);
 
+  // Recovery (docs/recovery.md): the job id and this process's incarnation of its rank
+  // (from the scheduler's RegisterResponse), sent on every later request. Call before
+  // the first Push/Pull, from the thread that sends them. Unset ("" / 0): not sent,
+  // and the server does not fence this client.
+  void SetIdentity(const std::string& job_id, uint64_t incarnation);
+  // Each key's version on this server and this worker's last push step of it that the
+  // server accepted (-1: none); every key held when `keys` is empty. A rejoining worker
+  // asks this to find the step to redo; it also fences the incarnation it replaces.
+  // FAILED_PRECONDITION when this process is itself fenced or of another job.
+  absl::StatusOr<std::vector<kv::KeyVersion>> GetVersions(const std::vector<uint64_t>& keys,
+                                                          absl::Duration timeout);
+
   // `grad` is sent from where it lies, without a copy: it must stay valid and
   // unchanged until Wait(ticket) returns (or the client is destroyed).
   Ticket Push(int64_t step, uint64_t key, const float* grad, int64_t numel);
