@@ -286,6 +286,9 @@ absl::Status SchedulerClient::Retrying(const std::string& what, absl::Time deadl
     const uint64_t seen = generation_.load();
     const absl::Time now = absl::Now();
     if (now >= deadline) {
+      if (lost_since == absl::InfiniteFuture()) {
+        return absl::DeadlineExceededError(absl::StrCat(what, ": no time left to call the scheduler at ", address_));
+      }
       return absl::UnavailableError(absl::StrCat(what, ": lost the scheduler at ", address_, " for ",
                                                  absl::FormatDuration(absl::Trunc(now - lost_since, absl::Seconds(1))),
                                                  ": ", last.error_message()));
