@@ -36,6 +36,14 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
                   "seconds to wait for every node to register", {"DTRAIN_REGISTER_TIMEOUT"});
   flags.AddDouble("heartbeat-interval", &out->heartbeat_interval_s,
                   "seconds between heartbeats to the scheduler", {"DTRAIN_HEARTBEAT_INTERVAL"});
+  if (role != ClusterRole::kServer) {
+    flags.AddString("job-id", &out->job_id, "the job this node belongs to (empty: the scheduler's)",
+                    {"DTRAIN_JOB_ID"});
+    flags.AddDouble("rejoin-timeout", &out->rejoin_timeout_s,
+                    "seconds a dead worker may take to come back (restarted with its rank) before this one "
+                    "fails; 0: fail at once naming it",
+                    {"DTRAIN_REJOIN_TIMEOUT"});
+  }
 }
 
 absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env) {
@@ -88,6 +96,10 @@ absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const 
   if (!(flags->register_timeout_s > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--register-timeout must be positive, got ", flags->register_timeout_s));
+  }
+  if (!(flags->rejoin_timeout_s >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rejoin-timeout must not be negative, got ", flags->rejoin_timeout_s));
   }
   if (!(flags->heartbeat_interval_s > 0)) {
     return absl::InvalidArgumentError(

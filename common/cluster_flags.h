@@ -29,6 +29,10 @@ struct ClusterFlags {
   std::string host_origin;  // set by FinishClusterFlags: how `host` was chosen, for the log
   double register_timeout_s = 120;   // DTRAIN_REGISTER_TIMEOUT
   double heartbeat_interval_s = 1;   // DTRAIN_HEARTBEAT_INTERVAL
+  // Recovery (docs/recovery.md); workers only for now (the server's side is another
+  // branch: widen to every role when both are in).
+  std::string job_id;         // DTRAIN_JOB_ID; empty: the scheduler's
+  double rejoin_timeout_s = 0;  // DTRAIN_REJOIN_TIMEOUT; 0: a dead worker fails this one at once
 };
 
 void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role = ClusterRole::kAny);

@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace dtrain {
 namespace {
@@ -17,6 +19,13 @@ namespace {
 // the call's gRPC deadline; this slack lets its error, which names the missing
 // nodes, arrive instead of gRPC's bare "Deadline Exceeded".
 constexpr absl::Duration kReplyMargin = absl::Seconds(1);
+// Between attempts at a scheduler that is away (restarting) or refusing a rank.
+constexpr absl::Duration kRetryPause = absl::Milliseconds(200);
+
+// The scheduler lost this node or is away: worth registering again / retrying.
+bool SchedulerAway(const grpc::Status& s) {
+  return s.error_code() == grpc::StatusCode::UNAVAILABLE || s.error_code() == grpc::StatusCode::NOT_FOUND;
+}
 
 std::string Hostname() {
   char name[256] = {0};
@@ -57,6 +66,7 @@ class SchedulerClient::Heartbeat {
         context_ = &context;
         stream_done_ = false;
       }
+      const uint64_t seen = client_->generation_.load();
       const grpc::Status status = RunStream(context, &broken_since);
       {
         absl::MutexLock lock(&mu_);
@@ -64,6 +74,22 @@ class SchedulerClient::Heartbeat {
         if (stop_) return;
       }
       if (shutdown_seen_) return;
+
+      if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+        // A restarted scheduler that does not know us: register again, then a new stream.
+        absl::Status again =
+            client_->RegisterAgain(seen, absl::Now() + hooks_.reregister_timeout, status.error_message());
+        {
+          absl::MutexLock lock(&mu_);
+          if (stop_) return;
+        }
+        if (!again.ok()) {
+          ShutdownOnce(std::string(again.message()), /*failed=*/true);
+          return;
+        }
+        broken_since = absl::InfiniteFuture();
+        continue;
+      }
 
       // The stream broke under us: retry while the scheduler may still count us alive.
       const absl::Time now = absl::Now();
@@ -89,7 +115,9 @@ class SchedulerClient::Heartbeat {
     std::unique_ptr<Stream> stream = client_->stub_->Heartbeat(&context);
     std::thread reader([&] { Read(*stream); });
     Write(*stream, broken_since);
-    context.TryCancel();
+    // The writer stops when the reader saw the stream end (keep the scheduler's
+    // status: NOT_FOUND means "register again"), when a write failed (the call is
+    // over, the reader ends too), or on stop (the destructor cancelled the call).
     reader.join();
     return stream->Finish();
   }
@@ -98,8 +126,17 @@ class SchedulerClient::Heartbeat {
   void Read(Stream& stream) {
     v1::HeartbeatResponse response;
     while (stream.Read(&response)) {
+      // Deaths in this machine's clock: the scheduler's "now" is the reference.
+      const int64_t skew_ms =
+          response.now_unix_ms() > 0 ? absl::ToUnixMillis(absl::Now()) - response.now_unix_ms() : 0;
       for (const auto& node : response.dead()) {
-        if (hooks_.on_dead) hooks_.on_dead(node);
+        if (!hooks_.on_dead) continue;
+        v1::NodeInfo local = node;
+        if (local.dead_since_unix_ms() > 0) local.set_dead_since_unix_ms(local.dead_since_unix_ms() + skew_ms);
+        hooks_.on_dead(local);
+      }
+      for (const auto& node : response.rejoined()) {
+        if (hooks_.on_rejoined) hooks_.on_rejoined(node);
       }
       if (response.shutdown()) ShutdownOnce(response.reason(), response.failed());
     }
@@ -158,19 +195,126 @@ class SchedulerClient::Heartbeat {
 SchedulerClient::SchedulerClient(const std::string& address)
     : address_(address), channel_(MakeChannel(address)), stub_(v1::Scheduler::NewStub(channel_)) {}
 
-// Stops the heartbeat before the stub and channel it uses go.
-SchedulerClient::~SchedulerClient() { heartbeat_.reset(); }
+// Stops the heartbeat before the stub and channel it uses go; a registration again
+// in progress (on the heartbeat thread) is cancelled first.
+SchedulerClient::~SchedulerClient() {
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    closing_ = true;
+    if (register_context_ != nullptr) register_context_->TryCancel();
+  }
+  heartbeat_.reset();
+}
+
+SchedulerClient::RegisterResult SchedulerClient::RegisterOnce(const v1::RegisterRequest& request,
+                                                              absl::Time deadline) {
+  // Waits for the channel in slices, so that the destructor need not wait for it.
+  while (!channel_->WaitForConnected(absl::ToChronoTime(std::min(deadline, absl::Now() + kRetryPause)))) {
+    {
+      absl::MutexLock lock(&cancel_mu_);
+      if (closing_) return absl::CancelledError("the client is closing");
+    }
+    if (absl::Now() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("cannot reach the scheduler at ", address_));
+    }
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(deadline + kReplyMargin));
+  context.set_wait_for_ready(true);
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    if (closing_) return absl::CancelledError("the client is closing");
+    register_context_ = &context;
+  }
+  v1::RegisterResponse response;
+  grpc::Status s = stub_->Register(&context, request, &response);
+  {
+    absl::MutexLock lock(&cancel_mu_);
+    register_context_ = nullptr;
+  }
+  if (!s.ok()) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      return absl::UnavailableError(absl::StrCat("scheduler at ", address_, ": ", s.error_message()));
+    }
+    return FromGrpc(s);
+  }
+  return response;
+}
+
+absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, const std::string& why) {
+  absl::MutexLock once(&register_mu_);
+  if (generation_.load() != seen) return absl::OkStatus();  // another thread did it meanwhile
+  const std::string me = absl::StrCat(role_ == v1::ROLE_SERVER ? "server " : "worker ", rank_);
+  DTRAIN_LOG(WARNING) << "the scheduler at " << address_ << " does not know this node (" << why
+                      << "); it restarted? registering again as " << me << " incarnation " << incarnation_;
+  v1::RegisterRequest request;
+  request.set_role(role_);
+  request.set_address(my_address_);
+  request.set_requested_rank(rank_);
+  request.set_hostname(Hostname());
+  request.set_pid(static_cast<int32_t>(::getpid()));
+  request.set_num_workers(num_workers_);
+  request.set_num_servers(num_servers_);
+  request.set_job_id(job_id_);
+  request.set_incarnation(incarnation_);
+  const absl::Time start = absl::Now();
+  while (true) {
+    RegisterResult r = RegisterOnce(request, deadline);
+    if (r.ok()) {
+      generation_.fetch_add(1);
+      DTRAIN_LOG(INFO) << "registered again with the scheduler at " << address_ << " as " << me
+                       << " incarnation " << r->incarnation() << " after "
+                       << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(100)));
+      return absl::OkStatus();
+    }
+    const absl::StatusCode code = r.status().code();
+    if (code == absl::StatusCode::kCancelled) return r.status();
+    if (code != absl::StatusCode::kUnavailable || absl::Now() + kRetryPause >= deadline) {
+      return absl::Status(code, absl::StrCat("lost the scheduler at ", address_, " and could not register again as ",
+                                             me, " within ", absl::FormatDuration(deadline - start), ": ",
+                                             r.status().message()));
+    }
+    absl::SleepFor(kRetryPause);
+  }
+}
+
+absl::Status SchedulerClient::Retrying(const std::string& what, absl::Time deadline,
+                                       const std::function<grpc::Status(absl::Duration left)>& call) {
+  absl::Time lost_since = absl::InfiniteFuture();
+  grpc::Status last;
+  while (true) {
+    const uint64_t seen = generation_.load();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      if (lost_since == absl::InfiniteFuture()) {
+        return absl::DeadlineExceededError(absl::StrCat(what, ": no time left to call the scheduler at ", address_));
+      }
+      return absl::UnavailableError(absl::StrCat(what, ": lost the scheduler at ", address_, " for ",
+                                                 absl::FormatDuration(absl::Trunc(now - lost_since, absl::Seconds(1))),
+                                                 ": ", last.error_message()));
+    }
+    const grpc::Status s = call(deadline - now);
+    if (s.ok() || !SchedulerAway(s)) return FromGrpc(s);
+    if (lost_since == absl::InfiniteFuture()) {
+      lost_since = now;
+      DTRAIN_LOG(WARNING) << what << ": the scheduler at " << address_ << " answered: " << s.error_message()
+                          << "; retrying for up to " << absl::FormatDuration(absl::Trunc(deadline - now, absl::Seconds(1)));
+    }
+    last = s;
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      DTRAIN_RETURN_IF_ERROR(RegisterAgain(seen, deadline, s.error_message()));
+    } else {
+      absl::SleepFor(std::min(kRetryPause, deadline - absl::Now()));
+    }
+    absl::MutexLock lock(&cancel_mu_);
+    if (closing_) return absl::CancelledError("the client is closing");
+  }
+}
 
 absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, const std::string& my_address,
                                                                int requested_rank, int num_workers,
                                                                int num_servers, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
-  // The launcher starts everyone at once: wait for the scheduler to come up
-  // rather than failing on the first refused connection.
-  if (!channel_->WaitForConnected(absl::ToChronoTime(deadline))) {
-    return absl::UnavailableError(absl::StrCat("cannot reach the scheduler at ", address_, " within ",
-                                               absl::FormatDuration(timeout)));
-  }
   v1::RegisterRequest request;
   request.set_role(role);
   request.set_address(my_address);
@@ -180,17 +324,34 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   request.set_num_workers(num_workers);
   request.set_num_servers(num_servers);
   request.set_job_id(job_id_);
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline + kReplyMargin));
-  context.set_wait_for_ready(true);
-  v1::RegisterResponse response;
-  grpc::Status s = stub_->Register(&context, request, &response);
-  if (!s.ok()) {
-    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      return absl::UnavailableError(absl::StrCat("scheduler at ", address_, ": ", s.error_message()));
+  bool told = false;
+  RegisterResult r;
+  while (true) {
+    // The launcher starts everyone at once: RegisterOnce waits for the scheduler to
+    // come up rather than failing on the first refused connection.
+    r = RegisterOnce(request, deadline);
+    if (r.ok()) break;
+    if (r.status().code() == absl::StatusCode::kUnavailable &&
+        absl::StartsWith(r.status().message(), "cannot reach")) {
+      return absl::UnavailableError(
+          absl::StrCat(r.status().message(), " within ", absl::FormatDuration(timeout)));
     }
-    return FromGrpc(s);
+    // A live holder of our rank in a running job is the process we replace, not yet
+    // declared dead (a holder still REGISTERED is a duplicate: the job has not started).
+    const bool stale_holder = r.status().code() == absl::StatusCode::kAlreadyExists && requested_rank >= 0 &&
+                              !absl::StrContains(r.status().message(), "NODE_STATE_REGISTERED");
+    if (!stale_holder || absl::Now() + kRetryPause >= deadline) return r.status();
+    if (!told) {
+      told = true;
+      DTRAIN_LOG(WARNING) << r.status().message() << "; retrying until the scheduler declares it dead (up to "
+                          << absl::FormatDuration(absl::Trunc(deadline - absl::Now(), absl::Seconds(1))) << ")";
+    }
+    absl::SleepFor(kRetryPause);
   }
+  v1::RegisterResponse& response = *r;
+  my_address_ = my_address;
+  num_workers_ = num_workers;
+  num_servers_ = num_servers;
   role_ = role;
   rank_ = response.rank();
   job_id_ = response.job_id();
@@ -216,13 +377,15 @@ absl::Status SchedulerClient::Barrier(const std::string& name, v1::BarrierGroup 
   request.set_group(group);
   request.set_role(role_);
   request.set_rank(rank_);
-  request.set_timeout_ms(absl::ToInt64Milliseconds(timeout));
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
-  grpc::ClientContext context;
-  context.set_deadline(DeadlineAfter(timeout + kReplyMargin));
-  v1::BarrierResponse response;
-  return FromGrpc(stub_->Barrier(&context, request, &response));
+  return Retrying(absl::StrCat("barrier '", name, "'"), absl::Now() + timeout, [&](absl::Duration left) {
+    request.set_timeout_ms(std::max<int64_t>(1, absl::ToInt64Milliseconds(left)));
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfter(left + kReplyMargin));
+    v1::BarrierResponse response;
+    return stub_->Barrier(&context, request, &response);
+  });
 }
 
 absl::Status SchedulerClient::Leave(bool failed, const std::string& reason, absl::Duration timeout) {
@@ -234,10 +397,12 @@ absl::Status SchedulerClient::Leave(bool failed, const std::string& reason, absl
   request.set_reason(reason);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
-  grpc::ClientContext context;
-  context.set_deadline(DeadlineAfter(timeout));
-  v1::LeaveResponse response;
-  return FromGrpc(stub_->Leave(&context, request, &response));
+  return Retrying("leave", absl::Now() + timeout, [&](absl::Duration left) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineAfter(left));
+    v1::LeaveResponse response;
+    return stub_->Leave(&context, request, &response);
+  });
 }
 
 absl::StatusOr<v1::GetStatusResponse> SchedulerClient::GetStatus(absl::Duration timeout) {

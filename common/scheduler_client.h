@@ -2,6 +2,11 @@
 //
 // Every call has a deadline; errors from the scheduler (which name missing nodes)
 // are passed through unchanged.
+//
+// A restarted scheduler (same address, nothing kept) is survived: when the heartbeat
+// stream, a barrier or Leave finds it gone (UNAVAILABLE) or not knowing this node
+// (NOT_FOUND "... is not registered with this scheduler"), the client registers again
+// with its rank, job id and incarnation and carries on (docs/recovery.md).
 #pragma once
 
 #include <atomic>
@@ -12,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
 
@@ -25,7 +31,10 @@ class SchedulerClient {
 
   // Blocks until every expected node registered, or `timeout` (the scheduler names
   // who is missing). UNAVAILABLE (naming the address) when the scheduler cannot be
-  // reached within `timeout`.
+  // reached within `timeout`. A requested rank held by a live node of a running job
+  // (ALREADY_EXISTS: this process replaces one the scheduler has not yet declared
+  // dead) is retried until `timeout`, then that error is returned; before the job
+  // starts the holder is a duplicate and the error comes at once.
   absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& my_address,
                                                 int requested_rank, int num_workers, int num_servers,
                                                 absl::Duration timeout);
@@ -34,21 +43,34 @@ class SchedulerClient {
     // Called (from the heartbeat thread) when the scheduler says the job is over, or
     // is lost; job_failed() tells which way it ended.
     std::function<void(const std::string& reason)> on_shutdown;
-    // Called when the scheduler reports a node dead.
+    // Called when the scheduler reports a node dead. `node.dead_since_unix_ms` is
+    // converted to this machine's clock (the scheduler's now_unix_ms is the reference).
     std::function<void(const v1::NodeInfo& node)> on_dead;
+    // Called when the scheduler reports a node back: a new process took its rank
+    // (incarnation + 1), or a node declared dead resumed heartbeating.
+    std::function<void(const v1::NodeInfo& node)> on_rejoined;
     // How long a broken stream is retried before on_shutdown; matches the
     // scheduler's default --heartbeat-timeout, after which it has declared us dead.
     absl::Duration reconnect_for = absl::Seconds(10);
+    // How long a registration again at a restarted scheduler may wait (it answers
+    // once every node of the job is back); then on_shutdown, failed.
+    absl::Duration reregister_timeout = absl::Seconds(120);
   };
   // Starts the heartbeat stream (after Register). A request every `interval` carries
   // the step and speed set with SetProgress. If the stream breaks it reconnects for
   // `hooks.reconnect_for` (the scheduler's own deadline), then logs and calls
   // on_shutdown. on_shutdown runs at most once. Hooks run on the heartbeat thread
   // and must not destroy this client (its destructor joins that thread).
+  // A stream that the scheduler ends with NOT_FOUND (a restarted scheduler) is not
+  // a break: the client registers again (up to hooks.reregister_timeout) and reopens it.
   void StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks);
   void SetProgress(int64_t step, double samples_per_sec);
 
+  // Re-entered after UNAVAILABLE / NOT_FOUND (a scheduler restart: rounds are
+  // counted per name, so a re-entered round completes once everyone re-entered)
+  // until `timeout`; then "lost the scheduler at HOST:PORT for N s".
   absl::Status Barrier(const std::string& name, v1::BarrierGroup group, absl::Duration timeout);
+  // Retried like Barrier within `timeout`.
   absl::Status Leave(bool failed, const std::string& reason, absl::Duration timeout = absl::Seconds(10));
   absl::StatusOr<v1::GetStatusResponse> GetStatus(absl::Duration timeout);
 
@@ -67,9 +89,21 @@ class SchedulerClient {
   uint64_t incarnation() const { return incarnation_; }
   // From Register: the job had already started (this process replaces one of its rank).
   bool rejoined() const { return rejoined_; }
+  // How many times this client registered again at a restarted scheduler.
+  int reregistrations() const { return static_cast<int>(generation_.load()); }
 
  private:
   class Heartbeat;
+  using RegisterResult = absl::StatusOr<v1::RegisterResponse>;
+  // One Register call (waiting for the channel first), cancellable by the destructor.
+  RegisterResult RegisterOnce(const v1::RegisterRequest& request, absl::Time deadline);
+  // Registers again with rank, job id and incarnation, unless another thread did so
+  // since `seen` (generation_) was read. Retries an unreachable scheduler until `deadline`.
+  absl::Status RegisterAgain(uint64_t seen, absl::Time deadline, const std::string& why);
+  // Runs `call` (one attempt, given the time left) until it succeeds, fails for good,
+  // or `deadline`; registers again on NOT_FOUND. `what` names the call in errors.
+  absl::Status Retrying(const std::string& what, absl::Time deadline,
+                        const std::function<grpc::Status(absl::Duration left)>& call);
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Scheduler::Stub> stub_;
@@ -78,6 +112,15 @@ class SchedulerClient {
   std::string job_id_;
   uint64_t incarnation_ = 0;
   bool rejoined_ = false;
+  // What Register sent, for registering again.
+  std::string my_address_;
+  int num_workers_ = 0;
+  int num_servers_ = 0;
+  std::atomic<uint64_t> generation_{0};  // registrations again so far
+  absl::Mutex register_mu_;               // one registration again at a time
+  absl::Mutex cancel_mu_;
+  bool closing_ ABSL_GUARDED_BY(cancel_mu_) = false;
+  grpc::ClientContext* register_context_ ABSL_GUARDED_BY(cancel_mu_) = nullptr;
   std::atomic<int64_t> step_{0};
   std::atomic<double> samples_per_sec_{0};
   std::atomic<bool> job_failed_{false};

@@ -97,6 +97,7 @@ grpc::Status SchedulerService::Heartbeat(
   bool told_shutdown = false;
   bool opened = false;
   absl::Status fenced;  // how the stream ends when this process is not the rank's any more
+  absl::Status unknown;  // NOT_FOUND: the node is not registered here (a restarted scheduler)
   while (stream->Read(&request)) {
     if (!opened) {
       self = KeyOf(request.role(), request.rank());
@@ -114,6 +115,12 @@ grpc::Status SchedulerService::Heartbeat(
                                  &revived);
     }
     if (revived) DTRAIN_LOG(WARNING) << NodeName(self) << " is back after being declared dead; it resumes";
+    if (s.code() == absl::StatusCode::kNotFound) {
+      // Not a failure of the job: this scheduler restarted and does not know the node
+      // yet. The stream ends NOT_FOUND and the node registers again with its rank.
+      unknown = s;
+      break;
+    }
     if (s.code() == absl::StatusCode::kFailedPrecondition) fenced = s;
     std::string reason;
     bool failed = false;
@@ -144,6 +151,11 @@ grpc::Status SchedulerService::Heartbeat(
     if (send && !stream->Write(response)) break;
     // A fenced process hears why (above), then the stream ends with the status.
     if (!fenced.ok() && absl::StrContains(fenced.message(), "fenced")) break;
+  }
+  if (!unknown.ok()) {
+    DTRAIN_LOG(INFO) << "a heartbeat from a node this scheduler does not know: " << unknown.message()
+                     << "; it should register again";
+    return ToGrpc(unknown);
   }
   if (!fenced.ok() && absl::StrContains(fenced.message(), "fenced")) {
     DTRAIN_LOG(WARNING) << "refused a heartbeat: " << fenced.message();

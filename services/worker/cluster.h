@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace dtrain::worker {
@@ -16,6 +17,13 @@ namespace dtrain::worker {
 struct ServerEndpoint {
   int rank = 0;
   std::string address;  // host:port
+};
+
+// A worker the scheduler reports dead and not (yet) back.
+struct DeadPeer {
+  int rank = 0;
+  absl::Time since;    // this machine's clock
+  std::string reason;  // "heartbeat stream broke", "silent for 3 s", ...
 };
 
 class Cluster {
@@ -37,6 +45,21 @@ class Cluster {
   virtual absl::Status JobStatus() const = 0;
   // Tells the job this worker is done (or failed, with the reason).
   virtual absl::Status Finish(bool failed, const std::string& reason) = 0;
+
+  // Recovery (docs/recovery.md). This process took its rank after the job started,
+  // replacing a dead one: the servers are configured and hold the weights, so it
+  // must skip Configure/InitKeys and the "init" barrier and resume instead.
+  // TODO(recovery): the trainer does not act on it yet (resume = GetVersions from the
+  // servers, pull version t, redo step t; heartbeats say resuming until then).
+  virtual bool rejoined() const { return false; }
+  // The other workers the scheduler reports dead and not back, by rank.
+  virtual std::vector<DeadPeer> DeadPeers() const { return {}; }
+  // For a wait on the other workers that ran out of its own time (a sync step): true
+  // while a worker is dead and may still rejoin within --rejoin-timeout (keep waiting;
+  // logs "waiting for worker 1 to rejoin (dead for 12 s)" every few seconds); false
+  // when no worker is dead; ABORTED naming the dead worker when it may not come back.
+  // TODO(recovery): DistKVStore::PushPull calls it when a server's wait times out.
+  virtual absl::StatusOr<bool> ExtendWaitForRejoin() { return false; }
 };
 
 // A job of one worker and no servers (kvstore local, device).

@@ -7,11 +7,13 @@
 namespace dtrain::worker {
 
 absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const JoinOptions& o) {
-  std::unique_ptr<SchedulerCluster> c(new SchedulerCluster(o.scheduler));
+  std::unique_ptr<SchedulerCluster> c(new SchedulerCluster(o.scheduler, o));
+  c->scheduler_.set_job_id(o.job_id);
   DTRAIN_ASSIGN_OR_RETURN(v1::RegisterResponse reg,
                           c->scheduler_.Register(v1::ROLE_WORKER, o.host, o.requested_rank, o.num_workers,
                                                  o.num_servers, o.register_timeout));
   c->rank_ = reg.rank();
+  c->rejoined_ = reg.rejoined();
   c->num_workers_ = o.num_workers;
   SetLogIdentity("worker", c->rank_);
   if (reg.cluster().servers_size() != o.num_servers) {
@@ -22,14 +24,43 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
   SchedulerClient::HeartbeatHooks hooks;
   SchedulerCluster* self = c.get();  // the client (and its hooks' thread) dies with *c
   hooks.on_shutdown = [self](const std::string& reason) { self->OnJobEnded(reason); };
-  hooks.on_dead = [](const v1::NodeInfo& node) {
-    DTRAIN_LOG(WARNING) << "scheduler reports " << (node.role() == v1::ROLE_SERVER ? "server " : "worker ")
-                        << node.rank() << " dead";
-  };
+  hooks.on_dead = [self](const v1::NodeInfo& node) { self->OnPeerDead(node); };
+  hooks.on_rejoined = [self](const v1::NodeInfo& node) { self->OnPeerRejoined(node); };
   c->scheduler_.StartHeartbeat(o.heartbeat_interval, std::move(hooks));
-  DTRAIN_LOG(INFO) << "joined the job: " << o.num_workers << " workers, " << o.num_servers << " servers, scheduler "
-                   << o.scheduler;
+  DTRAIN_LOG(INFO) << (c->rejoined_ ? "rejoined" : "joined") << " the job " << c->scheduler_.job_id() << ": "
+                   << o.num_workers << " workers, " << o.num_servers << " servers, scheduler " << o.scheduler
+                   << ", incarnation " << c->scheduler_.incarnation();
+  if (c->rejoined_) {
+    // TODO(recovery): resume instead of initialising (docs/recovery.md, "A rejoining
+    // worker resumes exactly"); the trainer reads Cluster::rejoined().
+    DTRAIN_LOG(WARNING) << "this process replaces worker " << c->rank_
+                        << " of a running job (incarnation " << c->scheduler_.incarnation() << ")";
+  }
   return c;
+}
+
+void SchedulerCluster::OnPeerDead(const v1::NodeInfo& node) {
+  const bool server = node.role() == v1::ROLE_SERVER;
+  DTRAIN_LOG(WARNING) << "the scheduler reports " << (server ? "server " : "worker ") << node.rank() << " dead"
+                      << (node.death_reason().empty() ? "" : " (" + node.death_reason() + ")");
+  // Servers are not recovered (Recovery II): the scheduler fails the job for them.
+  if (server || node.rank() == rank_) return;
+  const absl::Time since =
+      node.dead_since_unix_ms() > 0 ? absl::FromUnixMillis(node.dead_since_unix_ms()) : absl::Now();
+  peers_.OnDead(node.rank(), since, node.death_reason());
+  if (peers_.rejoin_timeout() <= absl::ZeroDuration()) {
+    // A death is final for this worker: the step waiting on it stops now.
+    const DeadPeer peer{node.rank(), since, node.death_reason()};
+    absl::MutexLock lock(&mu_);
+    if (job_status_.ok()) job_status_ = absl::AbortedError(PeerTracker::DeathText(peer, peers_.rejoin_timeout()));
+  }
+}
+
+void SchedulerCluster::OnPeerRejoined(const v1::NodeInfo& node) {
+  if (node.role() != v1::ROLE_WORKER || node.rank() == rank_) return;
+  DTRAIN_LOG(WARNING) << "worker " << node.rank() << " rejoined (incarnation " << node.incarnation() << ", "
+                      << node.restarts() << " restart(s))";
+  peers_.OnRejoined(node.rank());
 }
 
 void SchedulerCluster::OnJobEnded(const std::string& reason) {

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/scheduler_client.h"
 #include "services/worker/cluster.h"
+#include "services/worker/peer_tracker.h"
 
 namespace dtrain::worker {
 
@@ -23,6 +24,12 @@ struct JoinOptions {
   std::string host = "127.0.0.1";  // advertised to the scheduler
   absl::Duration register_timeout = absl::Seconds(120);
   absl::Duration heartbeat_interval = absl::Seconds(1);
+  // How long a dead worker may take to rejoin before this one fails (0: at once,
+  // naming it). The scheduler's own --rejoin-timeout fails the whole job likewise.
+  absl::Duration rejoin_timeout = absl::ZeroDuration();
+  // How often an extended wait logs whom it waits for.
+  absl::Duration rejoin_log_every = absl::Seconds(10);
+  std::string job_id;  // empty: the scheduler's
 };
 
 class SchedulerCluster final : public Cluster {
@@ -38,12 +45,23 @@ class SchedulerCluster final : public Cluster {
   void ReportProgress(int64_t step, double samples_per_sec) override;
   absl::Status JobStatus() const override;
   absl::Status Finish(bool failed, const std::string& reason) override;
+  bool rejoined() const override { return rejoined_; }
+  std::vector<DeadPeer> DeadPeers() const override { return peers_.DeadPeers(); }
+  absl::StatusOr<bool> ExtendWaitForRejoin() override { return peers_.ExtendWait(absl::Now()); }
+  // This process's incarnation of its rank (for the servers' fencing, later).
+  uint64_t incarnation() const { return scheduler_.incarnation(); }
+  const std::string& job_id() const { return scheduler_.job_id(); }
 
  private:
-  explicit SchedulerCluster(const std::string& scheduler) : scheduler_(scheduler) {}
+  SchedulerCluster(const std::string& scheduler, const JoinOptions& o)
+      : peers_(o.rejoin_timeout, o.rejoin_log_every), scheduler_(scheduler) {}
   void OnJobEnded(const std::string& reason);
+  void OnPeerDead(const v1::NodeInfo& node);
+  void OnPeerRejoined(const v1::NodeInfo& node);
 
   int rank_ = -1;
+  bool rejoined_ = false;
+  PeerTracker peers_;
   int num_workers_ = 0;
   std::vector<ServerEndpoint> servers_;
   mutable absl::Mutex mu_;

@@ -46,6 +46,8 @@ absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options
   DTRAIN_LOG(INFO) << "this worker's address is " << flags.host << " (" << flags.host_origin << ")";
   j.register_timeout = absl::Seconds(flags.register_timeout_s);
   j.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
+  j.rejoin_timeout = absl::Seconds(flags.rejoin_timeout_s);
+  j.job_id = flags.job_id;
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCluster> c, SchedulerCluster::Join(j));
   return std::unique_ptr<Cluster>(std::move(c));
 }

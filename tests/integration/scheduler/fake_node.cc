@@ -90,6 +90,7 @@ int Run(int argc, char** argv) {
   }
 
   dtrain::SchedulerClient client(cluster.scheduler);
+  client.set_job_id(cluster.job_id);
   auto reg = client.Register(worker ? dtrain::v1::ROLE_WORKER : dtrain::v1::ROLE_SERVER, "127.0.0.1:1",
                              static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
                              static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));
