@@ -60,6 +60,11 @@ class Cluster {
   // when no worker is dead; ABORTED naming the dead worker when it may not come back.
   // TODO(recovery): DistKVStore::PushPull calls it when a server's wait times out.
   virtual absl::StatusOr<bool> ExtendWaitForRejoin() { return false; }
+  // This process's incarnation of its rank and the job id, from the scheduler; sent to
+  // the servers so that they fence a replaced incarnation. 0 / "": not known (no
+  // scheduler), nothing is sent and the servers do not fence.
+  virtual uint64_t incarnation() const { return 0; }
+  virtual std::string job_id() const { return ""; }
 };
 
 // A job of one worker and no servers (kvstore local, device).

@@ -48,9 +48,8 @@ class SchedulerCluster final : public Cluster {
   bool rejoined() const override { return rejoined_; }
   std::vector<DeadPeer> DeadPeers() const override { return peers_.DeadPeers(); }
   absl::StatusOr<bool> ExtendWaitForRejoin() override { return peers_.ExtendWait(absl::Now()); }
-  // This process's incarnation of its rank (for the servers' fencing, later).
-  uint64_t incarnation() const { return scheduler_.incarnation(); }
-  const std::string& job_id() const { return scheduler_.job_id(); }
+  uint64_t incarnation() const override { return scheduler_.incarnation(); }
+  std::string job_id() const override { return scheduler_.job_id(); }
 
  private:
   SchedulerCluster(const std::string& scheduler, const JoinOptions& o)

@@ -22,6 +22,9 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
     // The server answers a stalled sync pull at sync_timeout naming the missing
     // workers; our own wait lasts a little longer so that answer arrives first.
     client->SetPullTimeout(options.sync_timeout);
+    // Every request then carries who we are, so the servers fence the incarnation this
+    // process replaced (and refuse us once we are replaced ourselves).
+    client->SetIdentity(cluster.job_id(), cluster.incarnation());
     store->servers_.push_back(std::move(client));
   }
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
