@@ -205,14 +205,16 @@ absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double l
       step, rank, loss, bad.empty() ? std::string("none") : absl::StrJoin(bad, ", "), o.lr));
 }
 
-// One epoch's steps: forward, backward, PushPull, progress lines.
-absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int rank, const Data& data, models::Network& net,
-                      KVStore& kv, TrainingMonitor& monitor) {
+// One epoch's steps from batch `first_batch` (0 but in a rejoining worker): forward,
+// backward, PushPull, progress lines. The batch order depends only on (seed, epoch,
+// rank), so a replacement starting mid-epoch sees the same batches as the dead worker.
+absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch, int rank, const Data& data,
+                      models::Network& net, KVStore& kv, TrainingMonitor& monitor) {
   std::vector<torch::Tensor> params = net.parameters();
   std::vector<const float*> grads(params.size());
   const std::vector<int64_t> order = EpochOrder(data.train.size(), o.seed, epoch, rank);
   auto order_t = torch::tensor(order, torch::kInt64);
-  for (int64_t b = 0; b < data.batches; ++b) {
+  for (int64_t b = first_batch; b < data.batches; ++b) {
     const absl::Time step_start = absl::Now();
     auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
     auto x = data.train.images.index_select(0, idx);
@@ -269,12 +271,21 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
 
   if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data.input_shape, run.run_id));
 
+  // A worker that replaced a dead one redoes the step the servers say is unfinished.
+  int64_t first_epoch = o.load_epoch;
+  int64_t first_batch = 0;
+  if (const int64_t t = kv.resume_step(); t >= 0) {
+    first_epoch = t / data.batches;
+    first_batch = t % data.batches;
+    DTRAIN_LOG(INFO) << "resuming at epoch " << first_epoch << " batch " << first_batch << " (step " << t << ")";
+  }
+
   TrainResult result;
   TrainingMonitor monitor(cluster, kv, metrics, writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
-  for (int64_t epoch = o.load_epoch; epoch < o.num_epochs; ++epoch) {
+  for (int64_t epoch = first_epoch; epoch < o.num_epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
-    DTRAIN_RETURN_IF_ERROR(RunEpoch(o, epoch, rank, data, *net, kv, monitor));
+    DTRAIN_RETURN_IF_ERROR(RunEpoch(o, epoch, epoch == first_epoch ? first_batch : 0, rank, data, *net, kv, monitor));
     const double train_s = Seconds(epoch_start);
     const TrainingMonitor::Figures ep = monitor.Epoch();
     result.samples += ep.samples;

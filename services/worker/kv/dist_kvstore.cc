@@ -1,5 +1,6 @@
 #include "services/worker/kv/dist_kvstore.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -39,6 +40,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   for (const auto& p : params_) sizes.push_back(p.numel);
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
   const absl::Duration timeout = options_.sync_timeout;
+  if (cluster_.rejoined()) return Rejoin();
 
   // Worker 0 configures the servers and gives every key its first value, as MXNet's
   // kv.init + set_optimizer from rank 0.
@@ -51,6 +53,55 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
     servers_[slice.server]->Pull(slice.key, min_version, w, slice.length);
   }
   return WaitAllServers(absl::Now() + timeout + kClientGrace);
+}
+
+absl::Status DistKVStore::Rejoin() {
+  if (IsAsync(options_.mode)) {
+    // TODO(recovery): async resumes from max last_push_step + 1 with the current weights.
+    return absl::UnimplementedError(
+        "this worker replaced a dead one, but resuming is only implemented for dist_sync (docs/recovery.md)");
+  }
+  const absl::Duration timeout = options_.sync_timeout;
+  // GetVersions also fences the incarnation we replace before our first push.
+  absl::flat_hash_map<uint64_t, int64_t> versions;
+  for (auto& s : servers_) {
+    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeyVersion> got, s->GetVersions({}, timeout));
+    for (const kv::KeyVersion& v : got) versions[v.key] = v.version;
+  }
+  // In dist_sync a key is at t+1 once every worker's step-t push of it merged, so the
+  // step nobody can have finished is the lowest version: redo it. No key can move
+  // past t+1 meanwhile, since the others wait for our step-t pushes.
+  int64_t t = -1;
+  for (const auto& slice : placement_.slices) {
+    auto it = versions.find(slice.key);
+    if (it == versions.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rejoining: server ", slice.server, " at ", servers_[slice.server]->address(), " does not hold key ",
+          slice.key, " (not configured, or another model)"));
+    }
+    if (t < 0 || it->second < t) t = it->second;
+  }
+  std::vector<int64_t> pulled(placement_.slices.size(), 0);
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
+    float* w = params_[slice.param_index].weights + slice.offset;
+    servers_[slice.server]->Pull(slice.key, t, w, slice.length, &pulled[i]);
+  }
+  DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
+  int ahead = 0;
+  for (int64_t v : pulled) ahead += v != t;
+  if (ahead > 0) {
+    // The servers keep one version per key: a key whose step t already merged gives
+    // version t+1, so our redone gradient for the keys still at t is not the one the
+    // dead worker computed. TODO(recovery): the server keeps the previous version.
+    DTRAIN_LOG(WARNING) << "rejoining at step " << t << ": " << ahead << " of " << pulled.size()
+                        << " keys are already at step " << t + 1
+                        << "; the redone step uses their newer weights (not bit-exact)";
+  }
+  resume_step_ = t;
+  DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()
+                      << ": redoing step " << t;
+  return absl::OkStatus();
 }
 
 absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {

@@ -39,12 +39,17 @@ class DistKVStore : public KVStore {
   absl::StatusOr<checkpoint::OptimizerStates> SaveStates() override;
   KVStoreStats stats() const override;
   PushPullTiming last_timing() const override { return last_timing_; }
+  int64_t resume_step() const override { return resume_step_; }
 
  private:
   DistKVStore(DistOptions options, Cluster& cluster);
   // Worker 0's part of Init: configures every server and gives each key its value.
   absl::Status ConfigureServers(const KVStoreInit& init);
   absl::Status WaitAllServers(absl::Time deadline);
+  // Init of a process that replaced a dead worker (Cluster::rejoined()): the servers
+  // are configured and training runs, so it asks them for the keys' versions, takes
+  // the step to redo and pulls the weights that step starts from.
+  absl::Status Rejoin();
 
   DistOptions options_;
   Cluster& cluster_;
@@ -53,6 +58,7 @@ class DistKVStore : public KVStore {
   kv::Placement placement_;
   std::string optimizer_name_;
   PushPullTiming last_timing_;
+  int64_t resume_step_ = -1;
 };
 
 }  // namespace dtrain::worker

@@ -71,6 +71,11 @@ class KVStore {
 
   virtual KVStoreStats stats() const { return {}; }
   virtual PushPullTiming last_timing() const { return {}; }
+
+  // Recovery (docs/recovery.md): after Init in a process that replaced a dead worker,
+  // the step to redo (the weights Init pulled are the ones that step starts from);
+  // -1 for a fresh start, which begins at init.start_version.
+  virtual int64_t resume_step() const { return -1; }
 };
 
 }  // namespace dtrain::worker
