@@ -48,9 +48,8 @@ class Cluster {
 
   // Recovery (docs/recovery.md). This process took its rank after the job started,
   // replacing a dead one: the servers are configured and hold the weights, so it
-  // must skip Configure/InitKeys and the "init" barrier and resume instead.
-  // TODO(recovery): the trainer does not act on it yet (resume = GetVersions from the
-  // servers, pull version t, redo step t; heartbeats say resuming until then).
+  // must skip Configure/InitKeys and the "init" barrier and resume instead
+  // (DistKVStore::Rejoin; heartbeats saying "resuming" meanwhile are still TODO).
   virtual bool rejoined() const { return false; }
   // The other workers the scheduler reports dead and not back, by rank.
   virtual std::vector<DeadPeer> DeadPeers() const { return {}; }
