@@ -10,7 +10,7 @@
 #include "common/kvstore_mode.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
-#include "services/server/finite_check.h"
+#include "common/kv/finite_check.h"
 #include "services/server/push_pull_reactor.h"
 
 namespace dtrain::server {
@@ -115,8 +115,8 @@ absl::Status CheckConfigureSizes(const v1::ConfigureRequest& req) {
 // Initial weights or optimizer state holding NaN or Inf would poison the key from its
 // first step: refused like a non-finite push.
 absl::Status CheckFiniteInit(const std::vector<float>& v, const char* what, uint64_t key) {
-  if (AllFinite(v.data(), static_cast<int64_t>(v.size()))) return absl::OkStatus();
-  const int64_t at = FirstNonFinite(v.data(), static_cast<int64_t>(v.size()));
+  if (kv::AllFinite(v.data(), static_cast<int64_t>(v.size()))) return absl::OkStatus();
+  const int64_t at = kv::FirstNonFinite(v.data(), static_cast<int64_t>(v.size()));
   return absl::InvalidArgumentError(absl::StrCat("key ", key, ": ", what, " element ", at, " is ",
                                                  v[static_cast<size_t>(at)],
                                                  " (dtrain-server --allow-non-finite accepts it)"));

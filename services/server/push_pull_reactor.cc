@@ -8,7 +8,7 @@
 #include "common/grpc_util.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
-#include "services/server/finite_check.h"
+#include "common/kv/finite_check.h"
 
 namespace dtrain::server {
 namespace {
@@ -126,8 +126,8 @@ void PushPullReactor::DropParkedPulls() {
 }
 
 absl::Status PushPullReactor::CheckFinite(const v1::PushPullRequest& req, int64_t numel) const {
-  if (options_.allow_non_finite || AllFinite(payload_.data(), numel)) return absl::OkStatus();
-  const int64_t at = FirstNonFinite(payload_.data(), numel);
+  if (options_.allow_non_finite || kv::AllFinite(payload_.data(), numel)) return absl::OkStatus();
+  const int64_t at = kv::FirstNonFinite(payload_.data(), numel);
   const float bad = payload_[static_cast<size_t>(at)];
   return absl::InvalidArgumentError(absl::StrCat(
       "push of key ", req.key(), " at step ", req.step(), " by worker ", req.worker_rank(), ": gradient element ",

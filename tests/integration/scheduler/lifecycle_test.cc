@@ -24,15 +24,6 @@ std::map<std::string, std::string> NodeEnv(const std::string& scheduler, int wor
           {"DTRAIN_NUM_SERVERS", std::to_string(servers)}};
 }
 
-std::optional<v1::NodeInfo> FindNode(SchedulerClient& c, v1::Role role, int rank) {
-  auto status = c.GetStatus(absl::Seconds(2));
-  if (!status.ok()) return std::nullopt;
-  for (const auto& n : status->nodes()) {
-    if (n.role() == role && n.rank() == rank) return n;
-  }
-  return std::nullopt;
-}
-
 // gRPC's SO_REUSEPORT default let a second scheduler start on a taken port, and the
 // kernel split the nodes between the two.
 TEST(LifecycleTest, SecondSchedulerOnThePortExitsNamingTheHolder) {

@@ -6,11 +6,13 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
+#include "common/scheduler_client.h"
 #include "tests/integration/common/subprocess.h"
 
 namespace dtrain::testing {
@@ -47,5 +49,15 @@ struct SchedulerProcess {
   std::unique_ptr<Subprocess> process;
   std::string address;  // empty if the scheduler did not come up
 };
+
+// The scheduler's view of one node (GetStatus), or nullopt if it has none or did not answer.
+inline std::optional<v1::NodeInfo> FindNode(SchedulerClient& c, v1::Role role, int rank) {
+  auto status = c.GetStatus(absl::Seconds(2));
+  if (!status.ok()) return std::nullopt;
+  for (const auto& n : status->nodes()) {
+    if (n.role() == role && n.rank() == rank) return n;
+  }
+  return std::nullopt;
+}
 
 }  // namespace dtrain::testing

@@ -27,15 +27,6 @@ std::future<absl::StatusOr<v1::RegisterResponse>> RegisterAsync(SchedulerClient&
   });
 }
 
-std::optional<v1::NodeInfo> FindNode(SchedulerClient& c, v1::Role role, int rank) {
-  auto status = c.GetStatus(absl::Seconds(2));
-  if (!status.ok()) return std::nullopt;
-  for (const auto& n : status->nodes()) {
-    if (n.role() == role && n.rank() == rank) return n;
-  }
-  return std::nullopt;
-}
-
 TEST(SchedulerProcessTest, AssignsRanksAndSharesTheClusterView) {
   SchedulerProcess sched(2, 2, {"--kv-store", "dist_async"});
   ASSERT_FALSE(sched.address.empty()) << sched.process->output();

@@ -1,8 +1,8 @@
-#include "services/server/finite_check.h"
+#include "common/kv/finite_check.h"
 
 #include <cmath>
 
-namespace dtrain::server {
+namespace dtrain::kv {
 namespace {
 
 // x - x is 0 for every finite x and NaN for NaN and +-Inf, and NaN != 0, so one
@@ -40,4 +40,4 @@ int64_t FirstNonFinite(const float* x, int64_t n) {
   return -1;
 }
 
-}  // namespace dtrain::server
+}  // namespace dtrain::kv

@@ -1,6 +1,6 @@
 // AllFinite must see a NaN or Inf wherever it lies: in the vectorised blocks or in
 // the tail, in every lane.
-#include "services/server/finite_check.h"
+#include "common/kv/finite_check.h"
 
 #include <cmath>
 #include <limits>
@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace dtrain::server {
+namespace dtrain::kv {
 namespace {
 
 TEST(FiniteCheckTest, FindsEveryKindOfNonFiniteAtEveryPosition) {
@@ -39,4 +39,4 @@ TEST(FiniteCheckTest, ExtremeFiniteValuesAreFinite) {
 }
 
 }  // namespace
-}  // namespace dtrain::server
+}  // namespace dtrain::kv
