@@ -34,6 +34,9 @@ constexpr absl::Duration kSchedulerStartTimeout = absl::Seconds(30);
 // How long children get to report their metrics ports (a worker loads LibTorch first).
 constexpr absl::Duration kMetricsPortTimeout = absl::Seconds(30);
 constexpr char kLoopback[] = "127.0.0.1";
+// Seconds the job waits for a dead worker's replacement under --max-restarts, unless
+// DTRAIN_REJOIN_TIMEOUT says otherwise.
+constexpr int kRejoinTimeoutWithRestarts = 60;
 
 struct LaunchFlags {
   int64_t num_workers = 0;
@@ -83,7 +86,8 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                   "write the endpoints as a Prometheus file_sd target list here (turns metrics on)");
   flags.AddInt("max-restarts", &f->max_restarts,
                "restart a failed worker or scheduler up to N times each, with its rank and port (torchrun's "
-               "name); 0: a failure ends the job. A failed server always ends it");
+               "name); 0: a failure ends the job. A failed server always ends it. The others wait up to "
+               "DTRAIN_REJOIN_TIMEOUT seconds (default 60 with restarts) for the replacement");
   flags.AddString("restart-on", &f->restart_on,
                   "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
                   "signal, e.g. SIGKILL by the OOM killer)");
@@ -265,6 +269,11 @@ int Launch(const LaunchFlags& f) {
       {"DTRAIN_LOG_IDENTITY", "0"},  // we prefix every line ourselves
       {"DTRAIN_LOCAL_WORKERS", std::to_string(f.num_workers)},
   };
+  if (f.restart.max_restarts > 0 && std::getenv("DTRAIN_REJOIN_TIMEOUT") == nullptr) {
+    // A restarted worker needs the others to wait for it rather than fail at its death
+    // (docs/recovery.md); a minute covers a restart's backoff and start-up many times over.
+    env.emplace_back("DTRAIN_REJOIN_TIMEOUT", std::to_string(kRejoinTimeoutWithRestarts));
+  }
   TempDir tmp;
   if (tmp.path().empty()) {
     sup.Message("cannot create a temporary directory for the port files");

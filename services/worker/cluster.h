@@ -51,6 +51,9 @@ class Cluster {
   // must skip Configure/InitKeys and the "init" barrier and resume instead
   // (DistKVStore::Rejoin; heartbeats saying "resuming" meanwhile are still TODO).
   virtual bool rejoined() const { return false; }
+  // A rejoined process says "resuming" on its heartbeats (the scheduler shows the rank
+  // REJOINING) until its first redone step is done.
+  virtual void SetResuming(bool /*resuming*/) {}
   // The other workers the scheduler reports dead and not back, by rank.
   virtual std::vector<DeadPeer> DeadPeers() const { return {}; }
   // For a wait on the other workers that ran out of its own time (a sync step): true

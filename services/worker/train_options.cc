@@ -25,6 +25,8 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
             "instead of refusing to mix them with this run's");
   f.AddInt("disp-batches", &o->disp_batches, "print speed and accuracy every N batches");
   f.AddInt("num-examples", &o->num_examples, "training examples to use (the first N of the set)");
+  f.AddInt("num-test-examples", &o->num_test_examples,
+           "test examples the validation accuracy is measured on (the first N; 0: all)");
   f.AddString("data-dir", &o->data_dir, "directory of the IDX files (raw or .gz)", {"DTRAIN_DATA_DIR"});
   f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)",
            {"DTRAIN_THREADS"});
@@ -54,6 +56,7 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   }
   if (o->disp_batches < 1) return bad("disp-batches", "must be >= 1");
   if (o->num_examples < 1) return bad("num-examples", "must be >= 1");
+  if (o->num_test_examples < 0) return bad("num-test-examples", "must be >= 0");
   if (o->threads < 0) return bad("threads", "must be >= 0");
   if (o->sync_timeout_s <= 0) return bad("sync-timeout", "must be > 0");
   // The servers refuse a request that says it will wait longer than a day (a cap on what

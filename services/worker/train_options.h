@@ -29,6 +29,7 @@ struct TrainOptions {
   bool overwrite_checkpoints = false;
   int64_t disp_batches = 100;
   int64_t num_examples = 60000;
+  int64_t num_test_examples = 0;  // 0: the whole test set
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   int64_t threads = 0;  // 0: cores / workers on this host
   int64_t seed = 42;

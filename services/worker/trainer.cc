@@ -127,7 +127,7 @@ absl::StatusOr<Data> LoadData(const TrainOptions& o, int rank, int workers) {
   DTRAIN_ASSIGN_OR_RETURN(data::ImageSet test_raw, data::LoadImageSet(o.data_dir, "t10k"));
   Data d;
   d.train = Partition(ToTensors(train_raw, o.num_examples), rank, workers);
-  d.test = ToTensors(test_raw);
+  d.test = ToTensors(test_raw, o.num_test_examples);
   d.batches = d.train.size() / o.batch_size;
   d.input_shape = {1, train_raw.rows, train_raw.cols};
   if (d.batches == 0) {
@@ -254,7 +254,9 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net, models::CreateNetwork(o.network, kNumClasses));
 
   const bool writes_files = rank == 0 && !o.model_prefix.empty();
-  if (writes_files) DTRAIN_RETURN_IF_ERROR(PrepareCheckpointPrefix(o));
+  // A rejoined worker 0 continues its predecessor's run: the checkpoints there are its own.
+  const bool rejoined = cluster.rejoined();
+  if (writes_files) DTRAIN_RETURN_IF_ERROR(rejoined ? SweepCheckpointTemps(o) : PrepareCheckpointPrefix(o));
 
   KVStoreInit init = MakeInit(o, data.batches, cluster.num_workers());
   checkpoint::OptimizerStates states;
@@ -269,6 +271,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   } else {
     run.run_id = checkpoint::NewRunId();
   }
+  if (writes_files && rejoined) run.run_id = RunIdOfPredecessor(o, run.run_id);
   DTRAIN_RETURN_IF_ERROR(kv.Init(ParamRefsOf(*net), init));
 
   if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data.input_shape, run.run_id));
@@ -280,6 +283,14 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
     first_epoch = t / data.batches;
     first_batch = t % data.batches;
     DTRAIN_LOG(INFO) << "resuming at epoch " << first_epoch << " batch " << first_batch << " (step " << t << ")";
+    // Worker 0 died after an epoch's last step but before its checkpoint was complete:
+    // the weights just pulled are that epoch's end (nobody can move on without our
+    // next push), so the save is redone exactly.
+    if (writes_files && first_batch == 0 && first_epoch > o.load_epoch &&
+        !std::filesystem::exists(checkpoint::ParamsPath(o.model_prefix, static_cast<int>(first_epoch)))) {
+      DTRAIN_LOG(WARNING) << "the checkpoint of epoch " << first_epoch << " was not completed: saving it again";
+      DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, run, *net, kv, static_cast<int>(first_epoch)));
+    }
   }
 
   TrainResult result;

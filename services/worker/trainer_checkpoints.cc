@@ -73,11 +73,22 @@ absl::Status CheckResumeMatches(const std::string& states_path, const std::optio
       "--model-prefix"));
 }
 
-absl::Status PrepareCheckpointPrefix(const TrainOptions& o) {
+absl::Status SweepCheckpointTemps(const TrainOptions& o) {
   DTRAIN_ASSIGN_OR_RETURN(const std::vector<std::string> swept, checkpoint::SweepStaleTempFiles(o.model_prefix));
   for (const std::string& path : swept) {
     DTRAIN_LOG(WARNING) << "removed " << path << ", left by a writer that no longer runs";
   }
+  return absl::OkStatus();
+}
+
+std::string RunIdOfPredecessor(const TrainOptions& o, const std::string& fallback) {
+  absl::StatusOr<checkpoint::SymbolInfo> sym = checkpoint::ReadSymbol(o.model_prefix);
+  if (!sym.ok() || sym->run_id.empty()) return fallback;
+  return sym->run_id;
+}
+
+absl::Status PrepareCheckpointPrefix(const TrainOptions& o) {
+  DTRAIN_RETURN_IF_ERROR(SweepCheckpointTemps(o));
   DTRAIN_ASSIGN_OR_RETURN(const std::vector<checkpoint::CheckpointFile> files,
                           checkpoint::ListCheckpointFiles(o.model_prefix));
   std::vector<checkpoint::CheckpointFile> later;  // epochs after the one we start from

@@ -31,4 +31,13 @@ absl::Status CheckResumeMatches(const std::string& states_path, const std::optio
 // --overwrite-checkpoints), unless o.overwrite_checkpoints, which deletes those files.
 absl::Status PrepareCheckpointPrefix(const TrainOptions& o);
 
+// A worker 0 that replaced a dead one (docs/recovery.md) continues its run's checkpoint
+// set: it only sweeps the temp files its predecessor left.
+absl::Status SweepCheckpointTemps(const TrainOptions& o);
+
+// The run id in the symbol file a dead worker 0 of this job wrote, so that its
+// replacement's later checkpoints carry the same; `fallback` when there is none (it
+// died before writing it).
+std::string RunIdOfPredecessor(const TrainOptions& o, const std::string& fallback);
+
 }  // namespace dtrain::worker

@@ -14,6 +14,9 @@ WorkerMetrics::WorkerMetrics(metrics::MetricsRegistry& registry) {
   steps_ = &AddCounter(r, "dtrain_worker_steps_total", "Training steps (batches) completed by this worker.");
   pushed_bytes_ = &AddCounter(r, "dtrain_worker_pushed_bytes_total", "Gradient bytes pushed to the servers.");
   pulled_bytes_ = &AddCounter(r, "dtrain_worker_pulled_bytes_total", "Weight bytes pulled from the servers.");
+  rejoin_wait_ = &AddCounter(r, "dtrain_worker_rejoin_wait_seconds_total",
+                            "Seconds this worker's steps waited past the sync timeout for a dead worker "
+                            "to be replaced (--rejoin-timeout).");
   epoch_ = &AddGauge(r, "dtrain_worker_epoch", "The epoch being trained (0-based, as in the logs).");
   train_loss_ = &AddGauge(r, "dtrain_worker_train_loss",
                           "Mean training cross-entropy over the current epoch so far.");
@@ -39,6 +42,7 @@ void WorkerMetrics::StepDone(int64_t samples, const StepPhases& phases) {
   push_->Observe(phases.push);
   wait_->Observe(phases.wait);
   pull_->Observe(phases.pull);
+  if (phases.rejoin_wait > 0) rejoin_wait_->Increment(phases.rejoin_wait);
 }
 
 void WorkerMetrics::AddBytes(int64_t pushed, int64_t pulled) {

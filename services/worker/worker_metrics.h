@@ -21,6 +21,7 @@ struct StepPhases {
   double push = 0;     // building and submitting the push requests
   double wait = 0;     // until the first answer: in sync mode, waiting for the other workers
   double pull = 0;     // from the first answer until every key's weights are in
+  double rejoin_wait = 0;  // part of wait + pull spent on a dead worker that could be replaced
 };
 
 class WorkerMetrics {
@@ -40,6 +41,7 @@ class WorkerMetrics {
   prometheus::Counter* steps_;
   prometheus::Counter* pushed_bytes_;
   prometheus::Counter* pulled_bytes_;
+  prometheus::Counter* rejoin_wait_;
   prometheus::Gauge* epoch_;
   prometheus::Gauge* train_loss_;
   prometheus::Gauge* train_accuracy_;

@@ -9,6 +9,8 @@
 namespace dtrain::worker {
 namespace {
 constexpr absl::Duration kClientGrace = absl::Seconds(3);
+// How often a step waiting for the other workers checks whether the job still runs.
+constexpr absl::Duration kJobCheckEvery = absl::Seconds(1);
 }  // namespace
 
 DistKVStore::DistKVStore(DistOptions options, Cluster& cluster) : options_(options), cluster_(cluster) {}
@@ -40,7 +42,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   for (const auto& p : params_) sizes.push_back(p.numel);
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
   const absl::Duration timeout = options_.sync_timeout;
-  if (cluster_.rejoined()) return Rejoin();
+  if (cluster_.rejoined()) return Rejoin(init);
 
   // Worker 0 configures the servers and gives every key its first value, as MXNet's
   // kv.init + set_optimizer from rank 0.
@@ -55,42 +57,80 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   return WaitAllServers(absl::Now() + timeout + kClientGrace);
 }
 
-absl::Status DistKVStore::Rejoin() {
-  if (IsAsync(options_.mode)) {
-    // TODO(recovery): async resumes from max last_push_step + 1 with the current weights.
-    return absl::UnimplementedError(
-        "this worker replaced a dead one, but resuming is only implemented for dist_sync (docs/recovery.md)");
-  }
-  const absl::Duration timeout = options_.sync_timeout;
-  // GetVersions also fences the incarnation we replace before our first push.
-  absl::flat_hash_map<uint64_t, int64_t> versions;
+absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
+  Versions out;
   for (auto& s : servers_) {
-    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeyVersion> got, s->GetVersions({}, timeout));
-    for (const kv::KeyVersion& v : got) versions[v.key] = v.version;
+    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeyVersion> got, s->GetVersions({}, options_.sync_timeout));
+    for (const kv::KeyVersion& v : got) out[v.key] = v;
   }
-  // In dist_sync a key is at t+1 once every worker's step-t push of it merged, so the
-  // step nobody can have finished is the lowest version: redo it. No key can move
-  // past t+1 meanwhile, since the others wait for our step-t pushes.
-  int64_t t = -1;
+  return out;
+}
+
+std::string DistKVStore::MissingKeys(const Versions& versions) const {
+  int missing = 0;
+  std::string first;
   for (const auto& slice : placement_.slices) {
-    auto it = versions.find(slice.key);
-    if (it == versions.end()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rejoining: server ", slice.server, " at ", servers_[slice.server]->address(), " does not hold key ",
-          slice.key, " (not configured, or another model)"));
+    if (versions.contains(slice.key)) continue;
+    if (missing++ == 0) {
+      first = absl::StrCat("key ", slice.key, " on server ", slice.server, " at ", servers_[slice.server]->address());
     }
-    if (t < 0 || it->second < t) t = it->second;
+  }
+  if (missing == 0) return "";
+  return absl::StrCat(missing, " of ", placement_.slices.size(), " keys, first ", first);
+}
+
+absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
+  const absl::Duration timeout = options_.sync_timeout;
+  joined_ = absl::Now();
+  resuming_ = true;
+  cluster_.SetResuming(true);
+  // GetVersions also fences the incarnation we replace, before our first push.
+  DTRAIN_ASSIGN_OR_RETURN(Versions versions, FetchVersions());
+  const std::string missing = MissingKeys(versions);
+  if (!missing.empty()) {
+    // The job died in its start-up: worker 0 had not given every key its value yet.
+    DTRAIN_LOG(WARNING) << "rejoining during start-up: the servers do not hold " << missing << " yet";
+    if (cluster_.rank() == 0) DTRAIN_RETURN_IF_ERROR(ConfigureServers(init));
+  }
+  // The scheduler lets this call through at once when our predecessor passed the
+  // barrier already, and counts us in its round when it had not.
+  DTRAIN_RETURN_IF_ERROR(cluster_.Barrier("kvstore-init", timeout));
+  if (!missing.empty()) {
+    DTRAIN_ASSIGN_OR_RETURN(versions, FetchVersions());
+    if (const std::string still = MissingKeys(versions); !still.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rejoining: the servers still do not hold ", still, " after the init barrier (another model?)"));
+    }
+  }
+
+  int64_t t = -1;
+  if (IsAsync(options_.mode)) {
+    // No common step: go on after the last step of ours every key accepted. Pushes the
+    // servers already hold are ignored when resent, so none counts twice.
+    for (const auto& slice : placement_.slices) {
+      const int64_t next = std::max(versions[slice.key].last_push_step + 1, init.start_version);
+      if (t < 0 || next < t) t = next;
+    }
+  } else {
+    // In dist_sync a key is at t+1 once every worker's step-t push of it merged, so the
+    // step nobody can have finished is the lowest version: redo it. No key can move
+    // past t+1 meanwhile, since the others wait for our step-t pushes.
+    for (const auto& slice : placement_.slices) {
+      const int64_t v = versions[slice.key].version;
+      if (t < 0 || v < t) t = v;
+    }
   }
   std::vector<int64_t> pulled(placement_.slices.size(), 0);
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    servers_[slice.server]->Pull(slice.key, t, w, slice.length, &pulled[i]);
+    // Async: the current weights.
+    servers_[slice.server]->Pull(slice.key, IsAsync(options_.mode) ? 0 : t, w, slice.length, &pulled[i]);
   }
   DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
   int ahead = 0;
   for (int64_t v : pulled) ahead += v != t;
-  if (ahead > 0) {
+  if (ahead > 0 && !IsAsync(options_.mode)) {
     // The servers keep one version per key: a key whose step t already merged gives
     // version t+1, so our redone gradient for the keys still at t is not the one the
     // dead worker computed. TODO(recovery): the server keeps the previous version.
@@ -100,7 +140,7 @@ absl::Status DistKVStore::Rejoin() {
   }
   resume_step_ = t;
   DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()
-                      << ": redoing step " << t;
+                      << ": " << (IsAsync(options_.mode) ? "going on at step " : "redoing step ") << t;
   return absl::OkStatus();
 }
 
@@ -133,31 +173,66 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
         absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
   }
   const absl::Time start = absl::Now();
-  int first_server = -1;
-  worker::PsClient::Ticket first_ticket = 0;
-  for (const auto& slice : placement_.slices) {
-    const worker::PsClient::Ticket t =
-        servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
-                                         params_[slice.param_index].weights + slice.offset, slice.length);
-    if (first_server < 0) {
-      first_server = slice.server;
-      first_ticket = t;
-    }
+  tickets_.resize(placement_.slices.size());
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
+    tickets_[i] = servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
+                                                   params_[slice.param_index].weights + slice.offset, slice.length);
   }
   const absl::Time submitted = absl::Now();
-  const absl::Time deadline = submitted + options_.sync_timeout + kClientGrace;
   // Every worker sends the keys in the same order and a sync key is answered once all
   // pushes of it are in, so the first key's answer marks the end of waiting for the
   // others; the rest is mostly the weights' transfer.
-  absl::Status first;
-  if (first_server >= 0) first = servers_[first_server]->Wait(first_ticket, deadline);
+  absl::Duration rejoin_wait;
+  absl::Status first = AwaitSlice(0, step, &rejoin_wait);
   const absl::Time first_answer = absl::Now();
-  absl::Status rest = WaitAllServers(deadline);
+  for (size_t i = 1; i < placement_.slices.size() && first.ok(); ++i) first = AwaitSlice(i, step, &rejoin_wait);
+  if (!first.ok()) {
+    // Collect what is still out, so that no answer lands in a buffer after we return.
+    WaitAllServers(absl::Now()).IgnoreError();
+  }
   const absl::Time end = absl::Now();
   last_timing_.push = absl::ToDoubleSeconds(submitted - start);
   last_timing_.wait = absl::ToDoubleSeconds(first_answer - submitted);
   last_timing_.pull = absl::ToDoubleSeconds(end - first_answer);
-  return first.ok() ? rest : first;
+  last_timing_.rejoin_wait = absl::ToDoubleSeconds(rejoin_wait);
+  if (first.ok() && resuming_) {
+    // The redone step is in: this rank has caught up with the job.
+    resuming_ = false;
+    cluster_.SetResuming(false);
+    DTRAIN_LOG(WARNING) << "caught up: step " << step << " done " << absl::FormatDuration(absl::Now() - joined_)
+                        << " after rejoining";
+  }
+  return first;
+}
+
+absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {
+  const auto& slice = placement_.slices[i];
+  PsClient& server = *servers_[slice.server];
+  // The server answers a stalled sync pull at sync_timeout naming the missing workers;
+  // our own deadline is a little later so that its answer arrives first.
+  absl::Time deadline = absl::Now() + options_.sync_timeout + kClientGrace;
+  absl::Time extended_since = absl::InfiniteFuture();
+  for (;;) {
+    // Short slices: a peer's death (with --rejoin-timeout 0) or the scheduler ending
+    // the job stops the step within a second, not at the sync timeout.
+    while (!server.WaitUntil(tickets_[i], std::min(deadline, absl::Now() + kJobCheckEvery))) {
+      if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
+      if (absl::Now() >= deadline) break;
+    }
+    absl::Status st = server.Wait(tickets_[i], deadline);
+    if (extended_since != absl::InfiniteFuture()) *rejoin_wait += absl::Now() - extended_since;
+    if (st.ok() || !absl::IsDeadlineExceeded(st)) return st;
+    // The step waited its full sync timeout. If that is because a worker died and may
+    // still be replaced (--rejoin-timeout), wait again: the pushes are in, so only the
+    // pull is asked again (the server dropped its parked one with its answer).
+    DTRAIN_ASSIGN_OR_RETURN(const bool extend, cluster_.ExtendWaitForRejoin());
+    if (!extend || IsAsync(options_.mode)) return st;
+    if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
+    extended_since = absl::Now();
+    tickets_[i] = server.Pull(slice.key, step + 1, params_[slice.param_index].weights + slice.offset, slice.length);
+    deadline = absl::Now() + options_.sync_timeout + kClientGrace;
+  }
 }
 
 absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "common/kv/placement.h"
 #include "services/worker/cluster.h"
@@ -49,7 +50,16 @@ class DistKVStore : public KVStore {
   // Init of a process that replaced a dead worker (Cluster::rejoined()): the servers
   // are configured and training runs, so it asks them for the keys' versions, takes
   // the step to redo and pulls the weights that step starts from.
-  absl::Status Rejoin();
+  absl::Status Rejoin(const KVStoreInit& init);
+  using Versions = absl::flat_hash_map<uint64_t, kv::KeyVersion>;
+  // Every server's keys, their versions and this rank's last accepted push step.
+  absl::StatusOr<Versions> FetchVersions();
+  // "" when every key of the placement is held; else how many are not, naming one.
+  std::string MissingKeys(const Versions& versions) const;
+  // Waits for slice i's answer to the PushPull of `step`, checking the job every
+  // second and, past the sync timeout, waiting on while a dead worker may rejoin
+  // (time spent so added to *rejoin_wait).
+  absl::Status AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait);
 
   DistOptions options_;
   Cluster& cluster_;
@@ -59,6 +69,10 @@ class DistKVStore : public KVStore {
   std::string optimizer_name_;
   PushPullTiming last_timing_;
   int64_t resume_step_ = -1;
+  std::vector<PsClient::Ticket> tickets_;  // this step's, one per slice
+  // A rejoined process until its first step is done (it heartbeats "resuming").
+  bool resuming_ = false;
+  absl::Time joined_;
 };
 
 }  // namespace dtrain::worker

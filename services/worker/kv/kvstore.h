@@ -49,6 +49,9 @@ struct PushPullTiming {
   double push = 0;  // building and submitting the requests (copying the gradients)
   double wait = 0;  // until the first answer: in sync mode, mostly the other workers
   double pull = 0;  // from the first answer until every key's weights were written
+  // Part of wait + pull spent past the sync timeout because a dead worker could still
+  // be replaced (--rejoin-timeout).
+  double rejoin_wait = 0;
 };
 
 class KVStore {

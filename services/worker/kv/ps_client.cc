@@ -509,6 +509,15 @@ absl::Status PsClient::Wait(Ticket ticket, absl::Time deadline) {
   return result;
 }
 
+bool PsClient::WaitUntil(Ticket ticket, absl::Time until) {
+  absl::MutexLock lock(&impl_->mu);
+  auto it = impl_->tickets.find(ticket);
+  if (it == impl_->tickets.end()) return true;
+  Impl::Pending* p = &it->second;
+  auto finished = [p] { return p->done && !p->copying; };
+  return impl_->mu.AwaitWithDeadline(absl::Condition(&finished), until);
+}
+
 absl::Status PsClient::WaitAll(absl::Time deadline) {
   std::vector<Ticket> ids;
   {

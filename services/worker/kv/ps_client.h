@@ -72,6 +72,10 @@ class PsClient {
   // DEADLINE_EXCEEDED ("server 1 at 127.0.0.1:4000: no answer to pull of key 3
   // within 120 s"). A ticket may be waited for once.
   absl::Status Wait(Ticket ticket, absl::Time deadline);
+  // Blocks until the ticket has its answer (true) or `until` passes (false), without
+  // collecting it: a long wait is cut into slices between which the caller checks the
+  // job (a peer's death, the scheduler ending it). Unknown tickets: true.
+  bool WaitUntil(Ticket ticket, absl::Time until);
   // Waits for every outstanding ticket; returns the first error.
   absl::Status WaitAll(absl::Time deadline);
 

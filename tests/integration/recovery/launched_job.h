@@ -1,0 +1,31 @@
+// A `dtrain launch` job for the recovery tests: find its children, wait for a given
+// node's log line, and read the final weights.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "tests/integration/common/subprocess.h"
+
+namespace dtrain::testing {
+
+// The launcher's child running `role` ("worker", "server", "scheduler") with rank
+// `rank` (its DTRAIN_RANK; the scheduler has none), or -1.
+pid_t FindLaunchedChild(pid_t launcher, const std::string& role, int rank);
+
+// Waits until a line of `job`'s output from `who` ("[worker 1]", "[scheduler]")
+// contains `text`, starting at byte `from` of the output. Returns the offset just
+// after that line, or std::string::npos at `timeout` or when the job exited first.
+size_t WaitForLine(Subprocess& job, const std::string& who, const std::string& text, absl::Duration timeout,
+                   size_t from = 0);
+
+// The `weights-fnv64=` values of the "Training done" lines, in output order.
+std::vector<std::string> FinalWeights(const std::string& output);
+
+// The process's text file `path` ("" when unreadable).
+std::string ReadTextFile(const std::string& path);
+
+}  // namespace dtrain::testing
