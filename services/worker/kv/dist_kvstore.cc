@@ -81,22 +81,23 @@ absl::Status DistKVStore::Rejoin() {
     }
     if (t < 0 || it->second < t) t = it->second;
   }
-  std::vector<int64_t> pulled(placement_.slices.size(), 0);
+  // Exactly version t of every key: a key whose step t already merged (at t+1) is
+  // answered from the previous version its server keeps, so the redone gradients are
+  // bit-identical to the dead worker's.
+  std::vector<int64_t> pulled(placement_.slices.size(), -1);
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    servers_[slice.server]->Pull(slice.key, t, w, slice.length, &pulled[i]);
+    servers_[slice.server]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
   }
   DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
-  int ahead = 0;
-  for (int64_t v : pulled) ahead += v != t;
-  if (ahead > 0) {
-    // The servers keep one version per key: a key whose step t already merged gives
-    // version t+1, so our redone gradient for the keys still at t is not the one the
-    // dead worker computed. TODO(recovery): the server keeps the previous version.
-    DTRAIN_LOG(WARNING) << "rejoining at step " << t << ": " << ahead << " of " << pulled.size()
-                        << " keys are already at step " << t + 1
-                        << "; the redone step uses their newer weights (not bit-exact)";
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    if (pulled[i] == t) continue;
+    const auto& slice = placement_.slices[i];
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rejoining at step ", t, ": server ", slice.server, " at ", servers_[slice.server]->address(),
+        " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
+        " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
   }
   resume_step_ = t;
   DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()
