@@ -23,18 +23,37 @@ struct ParkedPull {
   absl::Time deadline;
   PullCallback done;
   uint64_t owner = 0;  // see ShardStore::DropPulls
+  PullMode mode = PullMode::kAtLeast;
 };
 
 // One key. `shape` and `numel` are fixed at creation; the rest is guarded by `mu`.
 struct KeyEntry {
+  // `keep_previous`: hold a buffer for the previous version's weights
+  // (StoreConfig::keep_previous_version), allocated here once and reused every step.
   KeyEntry(std::vector<int64_t> shape_in, int64_t version_in, std::vector<float> values_in,
-           std::vector<float> state_in, int num_workers)
+           std::vector<float> state_in, int num_workers, bool keep_previous)
       : shape(std::move(shape_in)),
         numel(static_cast<int64_t>(values_in.size())),
         version(version_in),
         values(std::move(values_in)),
         state(std::move(state_in)),
+        keeps_previous(keep_previous),
+        previous(keep_previous ? values.size() : 0),
         num_workers(num_workers) {}
+
+  // Whether the weights at exactly version `v` are held (the current ones, or the
+  // previous ones where kept); if so, *out points at them.
+  bool WeightsAt(int64_t v, const float** out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    if (v == version) {
+      *out = values.data();
+      return true;
+    }
+    if (v >= 0 && v == previous_version) {
+      *out = previous.data();
+      return true;
+    }
+    return false;
+  }
 
   // Per-worker state is grown up to the highest rank seen, when it is first needed,
   // not sized for num_workers up front: a job configured for many workers costs
@@ -75,6 +94,14 @@ struct KeyEntry {
   int64_t version ABSL_GUARDED_BY(mu);
   std::vector<float> values ABSL_GUARDED_BY(mu);
   std::vector<float> state ABSL_GUARDED_BY(mu);
+  // StoreConfig::keep_previous_version (sync): `previous` holds the weights at
+  // `previous_version` (version - 1 once a step has merged here; -1: nothing held yet),
+  // copied just before the optimizer runs; empty when not kept. The optimizer state is
+  // not kept: a redone step's push of this key is for a merged step and ignored, so
+  // only the weights (what the redone gradients are computed from) are needed.
+  const bool keeps_previous;
+  std::vector<float> previous ABSL_GUARDED_BY(mu);
+  int64_t previous_version ABSL_GUARDED_BY(mu) = -1;
   const int num_workers;
   // Per worker (indexed by rank, grown by SeeWorker). Sync: each worker's gradient for step `version`; buffers are kept between steps.
   std::vector<std::vector<float>> pending ABSL_GUARDED_BY(mu);

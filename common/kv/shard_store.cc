@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <utility>
@@ -59,7 +60,21 @@ struct Setup {
   std::unique_ptr<std::atomic<int64_t>[]> last_heard;
   // Job id and per-rank incarnations (docs/recovery.md); thread-safe on its own.
   std::unique_ptr<WorkerFence> fence;
+  // Keys keep their previous version's weights (sync with keep_previous_version).
+  bool keep_previous = false;
 };
+
+// What versions of a key an exact pull can get: "the key holds version 7 and its
+// previous, 6".
+std::string HeldText(const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  if (k.previous_version >= 0) {
+    return absl::StrCat("the key holds version ", k.version, " and its previous, ", k.previous_version);
+  }
+  return absl::StrCat("the key holds version ", k.version, " only (",
+                      k.keeps_previous ? "no step has merged on this server yet"
+                                       : "this store keeps no previous version",
+                      ")");
+}
 
 }  // namespace
 
@@ -113,16 +128,37 @@ struct ShardStore::Impl {
   }
 
   // Answers parked pulls the key's version now satisfies.
-  void FireReady(const Setup& s, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  void FireReady(const Setup& s, uint64_t key, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     if (k.parked.empty()) return;
     const int64_t version = k.version;
     auto ready = std::stable_partition(k.parked.begin(), k.parked.end(),
                                        [version](const ParkedPull& p) { return p.min_version > version; });
     for (auto it = ready; it != k.parked.end(); ++it) {
+      if (it->mode == PullMode::kExact) {
+        // Versions move one merge at a time and each merge fires, so this is the
+        // current version; answered through the same check regardless.
+        AnswerExact(key, k, it->worker_rank, it->min_version, it->done);
+        continue;
+      }
       it->done(absl::OkStatus(), k.version, k.values.data(), k.numel);
     }
     CountParked(&s, -static_cast<int64_t>(k.parked.end() - ready));
     k.parked.erase(ready, k.parked.end());
+  }
+
+  // An exact pull of `version`, held or older than held: answers the weights of that
+  // version, or FAILED_PRECONDITION naming what is held.
+  static void AnswerExact(uint64_t key, KeyEntry& k, int worker_rank, int64_t version, const PullCallback& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    const float* data = nullptr;
+    if (!k.WeightsAt(version, &data)) {
+      done(absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", version, " by worker ",
+                                                      worker_rank, ": ", HeldText(k))),
+           k.version, nullptr, 0);
+      return;
+    }
+    k.last_pull_version[worker_rank] = version;
+    done(absl::OkStatus(), version, data, k.numel);
   }
 
   void Apply(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
@@ -139,6 +175,12 @@ struct ShardStore::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     const int n = s.config.num_workers;
     if (s.observer != nullptr) s.observer->OnSyncStepMerged(clock() - k.first_push_at);
+    if (k.keeps_previous) {
+      // The weights this step was computed from, for a worker that must redo it. The
+      // buffer was sized at InitKey: a copy, no allocation.
+      std::memcpy(k.previous.data(), k.values.data(), static_cast<size_t>(k.numel) * sizeof(float));
+      k.previous_version = k.version;
+    }
     auto grad_of = [&](int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
       return w == last_rank ? last_grad : k.pending[w].data();
     };
@@ -231,6 +273,7 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   setup->last_heard = std::make_unique<std::atomic<int64_t>[]>(config.num_workers);
   for (int w = 0; w < config.num_workers; ++w) setup->last_heard[w].store(0);
   setup->fence = std::make_unique<WorkerFence>(config.num_workers);
+  setup->keep_previous = config.mode == MergeMode::kSync && config.keep_previous_version;
   impl_->setup = std::move(setup);
   return absl::OkStatus();
 }
@@ -274,17 +317,20 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
                                                      " keys, its cap (--max-keys ", limits.max_keys, ")"));
   }
   // numel and state_size are bounded by the bytes that came with the request.
-  const int64_t bytes = (numel + state_size) * static_cast<int64_t>(sizeof(float));
+  const bool keep_previous = setup->keep_previous;
+  const int64_t bytes = ((keep_previous ? 2 : 1) * numel + state_size) * static_cast<int64_t>(sizeof(float));
   if (bytes > limits.max_bytes - impl_->bytes_held) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "key ", key, ": its ", bytes, " bytes of weights and optimizer state would take this server to ",
-        impl_->bytes_held + bytes, " bytes, over its cap of ", limits.max_bytes, " (--max-shard-bytes)"));
+        "key ", key, ": its ", bytes, " bytes of weights",
+        keep_previous ? " (twice: the previous version is kept too)" : "",
+        " and optimizer state would take this server to ", impl_->bytes_held + bytes, " bytes, over its cap of ",
+        limits.max_bytes, " (--max-shard-bytes)"));
   }
   impl_->bytes_held += bytes;
   impl_->keys.emplace(key, std::make_unique<KeyEntry>(
                                shape, version, std::vector<float>(values, values + numel),
                                state.empty() ? std::vector<float>(state_size, 0.0f) : state,
-                               setup->config.num_workers));
+                               setup->config.num_workers, keep_previous));
   return absl::OkStatus();
 }
 
@@ -311,7 +357,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
       setup->observer->OnAsyncPushApplied(k->version - k->last_pull_version[worker_rank]);
     }
     impl_->Apply(*setup, *k, grad);
-    impl_->FireReady(*setup, *k);
+    impl_->FireReady(*setup, key, *k);
     return absl::OkStatus();
   }
   // A step merged from every worker's push: kStorePending until the last, kMergeStep.
@@ -321,7 +367,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   }
   if (*action == PushAction::kMergeStep) {
     impl_->MergeStep(*setup, *k, worker_rank, grad);
-    impl_->FireReady(*setup, *k);
+    impl_->FireReady(*setup, key, *k);
     return absl::OkStatus();
   }
   k->pending[worker_rank].assign(grad, grad + numel);
@@ -331,11 +377,17 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
 }
 
 void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done,
-                      uint64_t owner) {
+                      uint64_t owner, PullMode mode) {
   KeyEntry* k = nullptr;
   const Setup* setup = nullptr;
   absl::Status s = impl_->Find(key, &k, &setup);
   if (s.ok()) s = Impl::CheckWorker(*setup, worker_rank);
+  if (s.ok() && mode == PullMode::kExact && setup->config.mode != MergeMode::kSync) {
+    // Async versions count single pushes, not steps: nobody can redo "version v".
+    s = absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", min_version,
+                                                   " by worker ", worker_rank,
+                                                   ": exact pulls are for dist_sync; this server runs async"));
+  }
   if (!s.ok()) {
     done(s, 0, nullptr, 0);
     return;
@@ -343,13 +395,17 @@ void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::
   NoteHeardFrom(worker_rank);
   absl::MutexLock lock(&k->mu);
   k->SeeWorker(worker_rank);
-  if (setup->rule->CanAnswerPull(k->Progress(key, worker_rank), min_version)) {
+  if (mode == PullMode::kExact && min_version <= k->version) {
+    Impl::AnswerExact(key, *k, worker_rank, min_version, done);
+    return;
+  }
+  if (mode == PullMode::kAtLeast && setup->rule->CanAnswerPull(k->Progress(key, worker_rank), min_version)) {
     k->last_pull_version[worker_rank] = k->version;
     done(absl::OkStatus(), k->version, k->values.data(), k->numel);
     return;
   }
   if (k->pending_count == 0 && k->parked.empty()) k->waiting_since = impl_->clock();
-  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner});
+  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner, mode});
   impl_->CountParked(setup, 1);
 }
 

@@ -46,6 +46,10 @@ class StoreObserver {
   virtual void OnParkedPulls(int64_t /*delta*/) {}
 };
 
+// What a pull asks for: the key's weights at `min_version` or later (every step's
+// pull), or at exactly that version (a worker redoing a step).
+enum class PullMode { kAtLeast, kExact };
+
 class ShardStore {
  public:
   using Clock = std::function<absl::Time()>;
@@ -69,7 +73,7 @@ class ShardStore {
   // A shape has at most 32 dimensions.
   // RESOURCE_EXHAUSTED, naming the cap and its dtrain-server flag, when the key would
   // take the store over StoreLimits::max_keys (--max-keys) or max_bytes
-  // (--max-shard-bytes).
+  // (--max-shard-bytes; a key kept with its previous version counts its weights twice).
   absl::Status InitKey(uint64_t key, const std::vector<int64_t>& shape, const float* values, int64_t numel,
                        int64_t version = 0, const std::vector<float>& state = {});
 
@@ -82,14 +86,22 @@ class ShardStore {
   // Async: a push whose step is <= that worker's last push to this key is ignored.
   absl::Status Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel);
 
-  // Answers with the key's weights once its version >= min_version (sync; async
-  // answers at once). `done` runs in this call if ready, else later from the Push that
-  // completes the step, or from CheckDeadlines with DEADLINE_EXCEEDED naming the
-  // workers whose pushes are missing ("step 812 key 3: waiting for worker 2, last heard
-  // 31 s ago"), or from DropPulls(owner). NOT_FOUND for an unknown key, at once.
+  // kAtLeast: answers with the key's weights once its version >= min_version (sync;
+  // async answers at once). `done` runs in this call if ready, else later from the
+  // Push that completes the step, or from CheckDeadlines with DEADLINE_EXCEEDED naming
+  // the workers whose pushes are missing ("step 812 key 3: waiting for worker 2, last
+  // heard 31 s ago"), or from DropPulls(owner). NOT_FOUND for an unknown key, at once.
   // `owner` (0: none) tags a parked pull for DropPulls.
+  //
+  // kExact (sync only; a rejoining worker redoing step `min_version`, docs/recovery.md):
+  // answers the weights of exactly version `min_version`: the current ones, or the
+  // previous ones where StoreConfig::keep_previous_version keeps them; a version ahead
+  // of the current one parks as above and is answered when it becomes current.
+  // FAILED_PRECONDITION, at once, for an older version than held or an async store,
+  // naming the key and the versions asked and held. `done`'s version is always that of
+  // the data it gets.
   void Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done,
-            uint64_t owner = 0);
+            uint64_t owner = 0, PullMode mode = PullMode::kAtLeast);
 
   // Fails (CANCELLED) and forgets every parked pull tagged `owner` (non-zero): the
   // stream that asked is gone, so nothing it left behind may stay. Returns how many.
@@ -132,7 +144,8 @@ class ShardStore {
   int64_t num_keys() const;
   // Pulls parked now, over all keys.
   int64_t parked_pulls() const;
-  // Bytes of weights and optimizer state held (what StoreLimits::max_bytes caps).
+  // Bytes of weights and optimizer state held (what StoreLimits::max_bytes caps); the
+  // weights twice where StoreConfig::keep_previous_version keeps their previous version.
   int64_t bytes_held() const;
   int64_t updates_applied() const;
 

@@ -16,6 +16,10 @@ std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b) {
   };
   if (a.mode != b.mode) d.push_back(absl::StrCat("mode ", ModeName(a.mode), " vs ", ModeName(b.mode)));
   cmp("num_workers", a.num_workers, b.num_workers);
+  if (a.keep_previous_version != b.keep_previous_version) {
+    d.push_back(absl::StrCat("keep_previous_version ", a.keep_previous_version ? "true" : "false", " vs ",
+                             b.keep_previous_version ? "true" : "false"));
+  }
   const OptimizerOptions& x = a.optimizer;
   const OptimizerOptions& y = b.optimizer;
   cmp("optimizer.name", x.name, y.name);

@@ -21,6 +21,14 @@ struct StoreConfig {
   MergeMode mode = MergeMode::kSync;
   int num_workers = 1;
   OptimizerOptions optimizer;
+  // Sync only (ignored in async): each key also keeps its weights at the version before
+  // the current one, copied just before each merged step is applied, so that a worker
+  // replacing a dead one can pull exactly the version it must redo even where that
+  // step already merged (ShardStore::Pull, PullMode::kExact; docs/recovery.md). Costs
+  // the weights once more (not the optimizer state) and a copy of them per step.
+  // dtrain-server sets it for dist_sync jobs; the in-process `local` kvstore, which has
+  // nobody to rejoin, leaves it off.
+  bool keep_previous_version = false;
 };
 
 // What one shard store may be made to hold, so that no request can make a server's
@@ -32,7 +40,8 @@ struct StoreLimits {
   int max_workers = 10000;
   // Keys held.
   int64_t max_keys = int64_t{1} << 20;
-  // Bytes of weights plus optimizer state over all keys held.
+  // Bytes of weights plus optimizer state over all keys held (the weights counted
+  // twice where StoreConfig::keep_previous_version keeps their previous version).
   int64_t max_bytes = int64_t{16} << 30;
 };
 

@@ -179,6 +179,9 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
     config.mode = *mode;
     config.num_workers = req->num_workers();
     config.optimizer = OptimizerFromProto(req->optimizer());
+    // A worker that replaces a dead one may have to redo a step that already merged on
+    // some keys: it pulls their previous version (PushPullRequest.exact_version).
+    config.keep_previous_version = config.mode == kv::MergeMode::kSync;
     s = store_->Configure(config);
     if (s.ok()) {
       DTRAIN_LOG(INFO) << "configured: " << req->kv_store() << ", " << config.num_workers << " workers, optimizer "

@@ -195,7 +195,7 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
                  Send(box, kv::EncodeWithPayload(resp, v1::PushPullResponse::kDataFieldNumber,
                                                  kv::CopyToSlice(data, numel)));
                },
-               owner_);
+               owner_, req.exact_version() ? kv::PullMode::kExact : kv::PullMode::kAtLeast);
 }
 
 bool PushPullReactor::Admit(const v1::PushPullRequest& req, v1::PushPullResponse& resp) {

@@ -46,6 +46,10 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": step ", req.step(), " is negative (steps count from 0)"));
   }
+  if (push && req.exact_version()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": exact_version is for pulls (a push-pull waits for the version after its step)"));
+  }
   if (req.min_version() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": min_version ", req.min_version(), " is negative"));
   }

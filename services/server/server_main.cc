@@ -55,7 +55,8 @@ void AddLimitFlags(FlagSet& flags, ServerFlags* f) {
   flags.AddInt("max-keys", &f->limits.max_keys, "refuse InitKeys beyond this many keys on this server",
                {"DTRAIN_MAX_KEYS"});
   flags.AddInt("max-shard-bytes", &f->limits.max_bytes,
-               "refuse InitKeys beyond this many bytes of weights plus optimizer state on this server",
+               "refuse InitKeys beyond this many bytes of weights (twice in dist_sync: the previous version is "
+               "kept) plus optimizer state on this server",
                {"DTRAIN_MAX_SHARD_BYTES"});
   flags.AddInt("max-stream-pending", &f->max_stream_pending,
                "a PushPull stream stops reading while this many of its requests await an answer",

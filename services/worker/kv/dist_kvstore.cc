@@ -120,23 +120,27 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
       if (t < 0 || v < t) t = v;
     }
   }
-  std::vector<int64_t> pulled(placement_.slices.size(), 0);
+  // Exactly version t of every key: a key whose step t already merged (at t+1) is
+  // answered from the previous version its server keeps, so the redone gradients are
+  // bit-identical to the dead worker's.
+  std::vector<int64_t> pulled(placement_.slices.size(), -1);
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    // Async: the current weights.
-    servers_[slice.server]->Pull(slice.key, IsAsync(options_.mode) ? 0 : t, w, slice.length, &pulled[i]);
+    if (IsAsync(options_.mode)) {
+      servers_[slice.server]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
+    } else {
+      servers_[slice.server]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
+    }
   }
   DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
-  int ahead = 0;
-  for (int64_t v : pulled) ahead += v != t;
-  if (ahead > 0 && !IsAsync(options_.mode)) {
-    // The servers keep one version per key: a key whose step t already merged gives
-    // version t+1, so our redone gradient for the keys still at t is not the one the
-    // dead worker computed. TODO(recovery): the server keeps the previous version.
-    DTRAIN_LOG(WARNING) << "rejoining at step " << t << ": " << ahead << " of " << pulled.size()
-                        << " keys are already at step " << t + 1
-                        << "; the redone step uses their newer weights (not bit-exact)";
+  for (size_t i = 0; i < placement_.slices.size() && !IsAsync(options_.mode); ++i) {
+    if (pulled[i] == t) continue;
+    const auto& slice = placement_.slices[i];
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rejoining at step ", t, ": server ", slice.server, " at ", servers_[slice.server]->address(),
+        " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
+        " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
   }
   resume_step_ = t;
   DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()

@@ -151,6 +151,18 @@ struct PsClient::Impl {
     return absl::Status(s.code(), absl::StrCat(Who(), ": ", what, ": ", s.message()));
   }
 
+  // A pull of `key` at `min_version` or later.
+  v1::PushPullRequest PullRequest(uint64_t key, int64_t min_version) const {
+    v1::PushPullRequest req;
+    req.set_op(v1::OP_PULL);
+    req.set_worker_rank(worker_rank);
+    req.set_key(key);
+    req.set_dtype(v1::DTYPE_FLOAT32);
+    req.set_min_version(min_version);
+    req.set_timeout_ms(pull_timeout_ms.load(std::memory_order_relaxed));
+    return req;
+  }
+
   // Sends `req` with `payload` (numel floats, lent to gRPC, not copied) as its data.
   Ticket Submit(v1::PushPullRequest req, Pending p, const float* payload = nullptr, int64_t numel = 0) {
     if (!job_id.empty()) req.set_job_id(job_id);
@@ -455,14 +467,14 @@ PsClient::Ticket PsClient::Push(int64_t step, uint64_t key, const float* grad, i
 }
 
 PsClient::Ticket PsClient::Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version) {
-  v1::PushPullRequest req;
-  req.set_op(v1::OP_PULL);
-  req.set_worker_rank(impl_->worker_rank);
-  req.set_key(key);
-  req.set_dtype(v1::DTYPE_FLOAT32);
-  req.set_min_version(min_version);
-  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
-  return impl_->Submit(std::move(req), {v1::OP_PULL, key, out, numel, version});
+  return impl_->Submit(impl_->PullRequest(key, min_version), {v1::OP_PULL, key, out, numel, version});
+}
+
+PsClient::Ticket PsClient::PullExact(uint64_t key, int64_t version, float* out, int64_t numel,
+                                     int64_t* version_out) {
+  v1::PushPullRequest req = impl_->PullRequest(key, version);
+  req.set_exact_version(true);
+  return impl_->Submit(std::move(req), {v1::OP_PULL, key, out, numel, version_out});
 }
 
 PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel) {

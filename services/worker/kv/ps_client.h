@@ -58,6 +58,13 @@ class PsClient {
   // `out` (numel floats) is written before Wait(ticket) returns OK; it must stay valid
   // until then. Its version lands in *version when non-null.
   Ticket Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version = nullptr);
+  // As Pull, for the weights of exactly `version` (PushPullRequest.exact_version): a
+  // rejoining worker redoing step `version` where some keys already merged it. The
+  // server answers the key's current version or, in dist_sync, the previous one it
+  // keeps; a version ahead waits as a pull does; an older one, or a dist_async server,
+  // fails FAILED_PRECONDITION. A server older than the field answers as for Pull, so
+  // check *version_out (the version of what was written into `out`).
+  Ticket PullExact(uint64_t key, int64_t version, float* out, int64_t numel, int64_t* version_out = nullptr);
   // Push, then pull the weights after this step's update (sync) or at once (async).
   Ticket PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel);
 

@@ -87,5 +87,18 @@ TEST(RequestChecksTest, PayloadSizesAreChecked) {
   EXPECT_EQ(Error(GoodPush(), 12, limits), "push of key 3 by worker 1: data has 12 bytes, over the cap of 8");
 }
 
+TEST(RequestChecksTest, ExactVersionIsForPullsOnly) {
+  v1::PushPullRequest r = GoodPull();
+  r.set_exact_version(true);
+  EXPECT_EQ(Error(r), "OK");
+  r = GoodPush();
+  r.set_exact_version(true);
+  EXPECT_EQ(Error(r, 16),
+            "push of key 3 by worker 1: exact_version is for pulls (a push-pull waits for the version after its step)");
+  r.set_op(v1::OP_PUSH_PULL);
+  EXPECT_EQ(Error(r, 16), "push-pull of key 3 by worker 1: exact_version is for pulls (a push-pull waits for the "
+                          "version after its step)");
+}
+
 }  // namespace
 }  // namespace dtrain::server

@@ -1,7 +1,9 @@
 // The shard store's side of recovery (docs/recovery.md): fencing of older incarnations
-// and other jobs, versions for a rejoining worker, and exactly-once counting of a
-// replacement's redone step, so the merged weights are bit-identical to a run
-// without the failure.
+// and other jobs, versions for a rejoining worker, exactly-once counting of a
+// replacement's redone step, and its exact pulls of the step's weights (a key already
+// merged is read from its previous version), so the merged weights are bit-identical
+// to a run without the failure.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -47,6 +49,7 @@ std::unique_ptr<ShardStore> NewStore() {
   c.mode = MergeMode::kSync;
   c.num_workers = kWorkers;
   c.optimizer = Momentum();
+  c.keep_previous_version = true;  // as dtrain-server configures dist_sync
   EXPECT_TRUE(store->Configure(c).ok());
   for (uint64_t key : kKeys) {
     std::vector<float> init(kNumel, 0.5f * static_cast<float>(key));
@@ -210,6 +213,123 @@ TEST(ShardStoreRecoveryTest, ReplacementsRedoneStepCountsOnceAndEndsBitIdentical
   EXPECT_EQ(store->AdmitWorker(1, "job-a", 1).code(), absl::StatusCode::kFailedPrecondition);
 
   RunSteps(*store, 3, 4);
+  ExpectBitIdentical(*store, *reference);
+}
+
+// A model whose gradients depend on the weights, as a network's do: every key's
+// gradient reads every key's weights, so a worker that computes step t from a key at
+// the wrong version gets other bits for all its keys.
+using Weights = std::vector<std::vector<float>>;  // indexed like kKeys
+
+Weights Gradients(int worker, int64_t step, const Weights& w) {
+  Weights g(w.size(), std::vector<float>(kNumel));
+  for (size_t k = 0; k < w.size(); ++k) {
+    const std::vector<float>& b = w[(k + 1) % w.size()];
+    const std::vector<float>& c = w[(k + 2) % w.size()];
+    for (int64_t i = 0; i < kNumel; ++i) {
+      g[k][i] = 0.1f * static_cast<float>(worker + 1) + 0.3f * w[k][i] - 0.17f * b[i] * c[i] +
+                0.001f * static_cast<float>(step);
+    }
+  }
+  return g;
+}
+
+// Worker `worker`'s pull of `key` at `version`, answered at once (asserted).
+std::vector<float> PullNow(ShardStore& s, int worker, uint64_t key, int64_t version, PullMode mode,
+                           int64_t* got_version = nullptr) {
+  std::optional<absl::Status> status;
+  std::vector<float> out;
+  s.Pull(
+      worker, key, version, absl::InfiniteFuture(),
+      [&](const absl::Status& st, int64_t v, const float* data, int64_t numel) {
+        status = st;
+        if (got_version != nullptr) *got_version = v;
+        if (data != nullptr) out.assign(data, data + numel);
+      },
+      /*owner=*/0, mode);
+  EXPECT_TRUE(status.has_value()) << "pull of key " << key << " version " << version << " was parked";
+  EXPECT_TRUE(status.has_value() && status->ok()) << (status.has_value() ? status->ToString() : "");
+  return out;
+}
+
+Weights PullAll(ShardStore& s, int worker, int64_t version, PullMode mode = PullMode::kAtLeast) {
+  Weights w;
+  for (uint64_t key : kKeys) w.push_back(PullNow(s, worker, key, version, mode));
+  return w;
+}
+
+absl::Status PushGrad(ShardStore& s, int worker, int64_t step, size_t k, const Weights& g) {
+  return s.Push(worker, step, kKeys[k], g[k].data(), kNumel);
+}
+
+// Steps [from, to) of the weight-dependent model: every worker pulls step t's weights,
+// computes, then all push.
+void TrainSteps(ShardStore& s, int64_t from, int64_t to) {
+  for (int64_t t = from; t < to; ++t) {
+    std::vector<Weights> grads;
+    for (int w = 0; w < kWorkers; ++w) grads.push_back(Gradients(w, t, PullAll(s, w, t)));
+    for (int w = 0; w < kWorkers; ++w) {
+      for (size_t k = 0; k < kKeys.size(); ++k) ASSERT_TRUE(PushGrad(s, w, t, k, grads[w]).ok());
+    }
+  }
+}
+
+// Worker 1 dies during step 2 between two keys' pushes: its push of key 1 merged that
+// key (it was the last) to version 3, its pushes of keys 2 and 3 were never sent. Its
+// replacement finds t = 2 (the least version), pulls exactly version 2 of every key
+// -- key 1 from the copy of its previous version -- recomputes the dead worker's
+// gradients bit for bit, and pushes: key 1's push is for a merged step (ignored),
+// keys 2 and 3 merge. Weights and momentum end bit-identical to a run without the
+// death; a plain pull would have given key 1 at version 3 and other gradients.
+TEST(ShardStoreRecoveryTest, AKeyAlreadyAtTPlusOneIsPulledAtTAndTheRedoneStepIsBitIdentical) {
+  auto reference = NewStore();
+  TrainSteps(*reference, 0, 5);
+
+  auto store = NewStore();
+  for (int w = 0; w < kWorkers; ++w) ASSERT_TRUE(store->AdmitWorker(w, "job-a", 1).ok());
+  TrainSteps(*store, 0, 2);
+  constexpr int64_t t = 2;
+  std::vector<Weights> grads;
+  for (int w = 0; w < kWorkers; ++w) grads.push_back(Gradients(w, t, PullAll(*store, w, t)));
+  const Weights dead_workers_weights = PullAll(*store, 1, t);
+  ASSERT_TRUE(PushGrad(*store, 0, t, 0, grads[0]).ok());
+  ASSERT_TRUE(PushGrad(*store, 2, t, 0, grads[2]).ok());
+  ASSERT_TRUE(PushGrad(*store, 1, t, 0, grads[1]).ok());  // merges key 1 to version 3
+  // ... worker 1 dies. The others push keys 2 and 3 (their pulls would wait for it).
+  for (int w : {0, 2}) {
+    for (size_t k : {1, 2}) ASSERT_TRUE(PushGrad(*store, w, t, k, grads[w]).ok());
+  }
+
+  ASSERT_TRUE(store->AdmitWorker(1, "job-a", 2).ok());
+  std::vector<KeyVersion> v;
+  ASSERT_TRUE(store->Versions({}, 1, &v).ok());
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0].version, t + 1) << "key 1's step merged before the death";
+  int64_t redo = v[0].version;
+  for (const KeyVersion& k : v) redo = std::min(redo, k.version);
+  ASSERT_EQ(redo, t);
+
+  // Without the kept copy the replacement would compute from key 1 at t+1: other bits.
+  int64_t plain_version = -1;
+  const std::vector<float> newer = PullNow(*store, 1, kKeys[0], redo, PullMode::kAtLeast, &plain_version);
+  EXPECT_EQ(plain_version, t + 1);
+  Weights mixed = dead_workers_weights;
+  mixed[0] = newer;
+  ASSERT_NE(Gradients(1, t, mixed)[1], grads[1][1]) << "the test must tell the versions apart";
+
+  Weights exact;
+  for (uint64_t key : kKeys) {
+    int64_t got = -1;
+    exact.push_back(PullNow(*store, 1, key, redo, PullMode::kExact, &got));
+    EXPECT_EQ(got, redo) << "key " << key;
+  }
+  ASSERT_EQ(exact, dead_workers_weights) << "version t of every key, key 1 from its previous copy";
+  const Weights redone = Gradients(1, redo, exact);
+  const int64_t applied_before = store->updates_applied();
+  for (size_t k = 0; k < kKeys.size(); ++k) ASSERT_TRUE(PushGrad(*store, 1, redo, k, redone).ok());
+  EXPECT_EQ(store->updates_applied(), applied_before + 2) << "keys 2 and 3 merge; key 1's push is ignored";
+
+  TrainSteps(*store, t + 1, 5);
   ExpectBitIdentical(*store, *reference);
 }
 
