@@ -186,7 +186,8 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
     return ToGrpc(s);
   }
   const absl::Time start = absl::Now();
-  absl::Status s = barriers_->Wait(request->name(), request->group(), self, deadline,
+  // A replacement's calls for rounds its predecessor passed return at once (BarrierSet).
+  absl::Status s = barriers_->Wait(request->name(), request->group(), self, request->incarnation(), deadline,
                                    [context] { return context->IsCancelled(); });
   if (options_.metrics != nullptr) {
     options_.metrics->BarrierWaited(GroupName(request->group()), absl::ToDoubleSeconds(absl::Now() - start), s.ok());
