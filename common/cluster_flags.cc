@@ -36,14 +36,17 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
                   "seconds to wait for every node to register", {"DTRAIN_REGISTER_TIMEOUT"});
   flags.AddDouble("heartbeat-interval", &out->heartbeat_interval_s,
                   "seconds between heartbeats to the scheduler", {"DTRAIN_HEARTBEAT_INTERVAL"});
-  if (role != ClusterRole::kServer) {
-    flags.AddString("job-id", &out->job_id, "the job this node belongs to (empty: the scheduler's)",
-                    {"DTRAIN_JOB_ID"});
-    flags.AddDouble("rejoin-timeout", &out->rejoin_timeout_s,
-                    "seconds a dead worker may take to come back (restarted with its rank) before this one "
-                    "fails; 0: fail at once naming it",
-                    {"DTRAIN_REJOIN_TIMEOUT"});
-  }
+  flags.AddString("job-id", &out->job_id,
+                  "the job this node belongs to; another job's scheduler and servers refuse it (empty: the "
+                  "scheduler's)",
+                  {"DTRAIN_JOB_ID"});
+  flags.AddDouble("rejoin-timeout", &out->rejoin_timeout_s,
+                  role == ClusterRole::kServer
+                      ? "seconds a dead worker may take to come back (accepted for every role; a server does "
+                        "not use it yet)"
+                      : "seconds a dead worker may take to come back (restarted with its rank) before this one "
+                        "fails; 0: fail at once naming it",
+                  {"DTRAIN_REJOIN_TIMEOUT"});
 }
 
 absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env) {
@@ -100,6 +103,10 @@ absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const 
   if (!(flags->rejoin_timeout_s >= 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--rejoin-timeout must not be negative, got ", flags->rejoin_timeout_s));
+  }
+  if (flags->job_id.size() > kMaxJobIdFlagBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--job-id has ", flags->job_id.size(),
+                                                   " bytes, the limit is ", kMaxJobIdFlagBytes));
   }
   if (!(flags->heartbeat_interval_s > 0)) {
     return absl::InvalidArgumentError(

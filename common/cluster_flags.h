@@ -29,11 +29,16 @@ struct ClusterFlags {
   std::string host_origin;  // set by FinishClusterFlags: how `host` was chosen, for the log
   double register_timeout_s = 120;   // DTRAIN_REGISTER_TIMEOUT
   double heartbeat_interval_s = 1;   // DTRAIN_HEARTBEAT_INTERVAL
-  // Recovery (docs/recovery.md); workers only for now (the server's side is another
-  // branch: widen to every role when both are in).
-  std::string job_id;         // DTRAIN_JOB_ID; empty: the scheduler's
-  double rejoin_timeout_s = 0;  // DTRAIN_REJOIN_TIMEOUT; 0: a dead worker fails this one at once
+  // Recovery (docs/recovery.md), every role. The scheduler has its own flags of the
+  // same names (it does not use ClusterFlags).
+  std::string job_id;  // DTRAIN_JOB_ID; empty: the scheduler's. At most kMaxJobIdFlagBytes.
+  // DTRAIN_REJOIN_TIMEOUT; 0: a dead worker fails this one at once. Servers accept it
+  // (one setting for every role) but do not wait on a dead worker with it yet.
+  double rejoin_timeout_s = 0;
 };
+
+// The longest --job-id accepted: what the parameter servers keep (kv::kMaxJobIdBytes).
+inline constexpr size_t kMaxJobIdFlagBytes = 64;
 
 void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role = ClusterRole::kAny);
 

@@ -53,6 +53,13 @@ class SchedulerClient::Heartbeat {
     thread_.join();
   }
 
+  // Sends a request now rather than at the next interval (a state change).
+  void Poke() {
+    absl::MutexLock lock(&mu_);
+    poke_ = true;
+    cv_.SignalAll();
+  }
+
  private:
   using Stream = grpc::ClientReaderWriter<v1::HeartbeatRequest, v1::HeartbeatResponse>;
 
@@ -157,6 +164,7 @@ class SchedulerClient::Heartbeat {
       request.set_samples_per_sec(client_->samples_per_sec_.load());
       request.set_job_id(client_->job_id_);
       request.set_incarnation(client_->incarnation_);
+      request.set_resuming(client_->resuming_.load());
       if (!stream.Write(request)) return;
       if (!wrote && client_->channel_->GetState(false) == GRPC_CHANNEL_READY) {
         wrote = true;
@@ -164,8 +172,9 @@ class SchedulerClient::Heartbeat {
       }
       absl::MutexLock lock(&mu_);
       const absl::Time next = absl::Now() + interval_;
-      while (!stop_ && !stream_done_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
+      while (!stop_ && !stream_done_ && !poke_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
       if (stop_ || stream_done_) return;
+      poke_ = false;
     }
   }
 
@@ -187,6 +196,7 @@ class SchedulerClient::Heartbeat {
   absl::CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   bool stream_done_ ABSL_GUARDED_BY(mu_) = false;                 // the current stream's reader has ended
+  bool poke_ ABSL_GUARDED_BY(mu_) = false;                        // send the next request now
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the current stream's
   std::atomic<bool> shutdown_seen_{false};
   std::thread thread_;  // last: starts once everything above is set
@@ -363,6 +373,13 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
 void SchedulerClient::SetProgress(int64_t step, double samples_per_sec) {
   step_.store(step);
   samples_per_sec_.store(samples_per_sec);
+}
+
+void SchedulerClient::SetResuming(bool resuming) {
+  if (resuming_.exchange(resuming) == resuming) return;
+  DTRAIN_LOG(INFO) << (resuming ? "resuming: catching up with the job (the scheduler shows REJOINING)"
+                                : "caught up with the job (the scheduler shows ALIVE)");
+  if (heartbeat_ != nullptr) heartbeat_->Poke();
 }
 
 void SchedulerClient::StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks) {

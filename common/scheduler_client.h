@@ -65,6 +65,13 @@ class SchedulerClient {
   // a break: the client registers again (up to hooks.reregister_timeout) and reopens it.
   void StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks);
   void SetProgress(int64_t step, double samples_per_sec);
+  // Recovery (docs/recovery.md): a rejoined worker says `resuming` on its heartbeats
+  // until it has caught up with the job (its first redone step is done); the
+  // scheduler shows the rank REJOINING meanwhile, then ALIVE. A change is sent at
+  // once (not at the next interval) when the heartbeat runs. Thread-safe, but not
+  // concurrently with StartHeartbeat.
+  void SetResuming(bool resuming);
+  bool resuming() const { return resuming_.load(); }
 
   // Re-entered after UNAVAILABLE / NOT_FOUND (a scheduler restart: rounds are
   // counted per name, so a re-entered round completes once everyone re-entered)
@@ -123,6 +130,7 @@ class SchedulerClient {
   grpc::ClientContext* register_context_ ABSL_GUARDED_BY(cancel_mu_) = nullptr;
   std::atomic<int64_t> step_{0};
   std::atomic<double> samples_per_sec_{0};
+  std::atomic<bool> resuming_{false};
   std::atomic<bool> job_failed_{false};
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -87,6 +87,7 @@ struct ShardStore::Impl {
   std::map<uint64_t, std::unique_ptr<KeyEntry>> keys ABSL_GUARDED_BY(mu);  // never removed
   StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;  // what the next Configure uses
   StoreLimits limits ABSL_GUARDED_BY(mu);
+  std::string job_id ABSL_GUARDED_BY(mu);  // SetJobId before Configure: the fence starts with it
   int64_t bytes_held ABSL_GUARDED_BY(mu) = 0;  // weights + optimizer state of every key
   std::atomic<int64_t> parked_pulls{0};
   absl::Time last_still_waiting_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
@@ -274,6 +275,7 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   for (int w = 0; w < config.num_workers; ++w) setup->last_heard[w].store(0);
   setup->fence = std::make_unique<WorkerFence>(config.num_workers);
   setup->keep_previous = config.mode == MergeMode::kSync && config.keep_previous_version;
+  if (absl::Status s = setup->fence->SetJobId(impl_->job_id); !s.ok()) return s;
   impl_->setup = std::move(setup);
   return absl::OkStatus();
 }
@@ -442,9 +444,20 @@ absl::Status ShardStore::AdmitWorker(int worker_rank, absl::string_view job_id, 
   return absl::OkStatus();
 }
 
+absl::Status ShardStore::SetJobId(absl::string_view job_id) {
+  absl::MutexLock lock(&impl_->mu);
+  if (impl_->setup != nullptr) return impl_->setup->fence->SetJobId(job_id);
+  // Not configured yet: the fence's own rules, then Configure hands the id to the fence it makes.
+  WorkerFence check(1);
+  absl::Status s = check.SetJobId(impl_->job_id);
+  if (s.ok()) s = check.SetJobId(job_id);
+  if (s.ok()) impl_->job_id = check.job_id();
+  return s;
+}
+
 std::string ShardStore::job_id() const {
   absl::ReaderMutexLock lock(&impl_->mu);
-  return impl_->setup == nullptr ? std::string() : impl_->setup->fence->job_id();
+  return impl_->setup == nullptr ? impl_->job_id : impl_->setup->fence->job_id();
 }
 
 absl::Status ShardStore::Versions(const std::vector<uint64_t>& keys, int worker_rank,

@@ -120,8 +120,13 @@ class ShardStore {
   // over-long job id. Empty job id and incarnation 0 (older clients), or a store not
   // configured yet (Push/Pull will say so), pass unchecked.
   absl::Status AdmitWorker(int worker_rank, absl::string_view job_id, uint64_t incarnation);
-  // The job id adopted from the first worker that said one ("" until then).
+  // The job id adopted from the first worker that said one ("" until then), or SetJobId's.
   std::string job_id() const;
+  // The job this server belongs to (dtrain-server --job-id, or the scheduler's), so a
+  // worker of another job is refused even when it is the first to speak. Before or
+  // after Configure. INVALID_ARGUMENT over kMaxJobIdBytes; FAILED_PRECONDITION naming
+  // both when another id was already adopted. Empty: no-op.
+  absl::Status SetJobId(absl::string_view job_id);
 
   // Each key's version and `worker_rank`'s last accepted push step of it (all keys,
   // ascending, when `keys` is empty; worker_rank < 0 or out of range: last_push_step

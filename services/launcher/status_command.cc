@@ -28,8 +28,9 @@ struct StatusFlags {
 
 absl::Status ParseStatusFlags(const std::vector<std::string>& args, StatusFlags* f, bool* help) {
   FlagSet flags("dtrain status",
-                "Prints a table of a running job's nodes (role, rank, address, state, step, samples/s,\n"
-                "last heard) from its scheduler. Usage: dtrain status --scheduler HOST:PORT [--watch]");
+                "Prints a table of a running job's nodes (role, rank, address, state, incarnation,\n"
+                "restarts, step, samples/s, last heard or since when and why dead) from its scheduler.\n"
+                "Usage: dtrain status --scheduler HOST:PORT [--watch]");
   flags.AddString("scheduler", &f->scheduler, "the scheduler's host:port", {"DTRAIN_SCHEDULER_ADDR"});
   flags.AddBool("watch", &f->watch, "refresh the table every --interval seconds until Ctrl-C");
   flags.AddDouble("interval", &f->interval_s, "seconds between refreshes with --watch");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 
 namespace dtrain::launcher {
 namespace {
@@ -24,6 +25,18 @@ std::string HeardText(int64_t now_ms, int64_t heard_ms) {
   return absl::StrFormat("%.1f s ago", std::max<int64_t>(0, now_ms - heard_ms) / 1000.0);
 }
 
+// The last column: "dead for 12 s (heartbeat stream broke)" for a dead node the
+// scheduler said since when, else when it was last heard.
+std::string LastColumn(const v1::NodeInfo& n, int64_t now_ms) {
+  if (n.state() != v1::NODE_STATE_DEAD || n.dead_since_unix_ms() <= 0) {
+    return HeardText(now_ms, n.last_heard_unix_ms());
+  }
+  std::string text =
+      absl::StrFormat("dead for %.0f s", std::max<int64_t>(0, now_ms - n.dead_since_unix_ms()) / 1000.0);
+  if (!n.death_reason().empty()) absl::StrAppend(&text, " (", n.death_reason(), ")");
+  return text;
+}
+
 }  // namespace
 
 std::string FormatStatus(const v1::GetStatusResponse& status, const std::string& scheduler) {
@@ -34,18 +47,20 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const std::string&
   size_t address_width = 7;
   for (const auto& n : status.nodes()) address_width = std::max(address_width, n.address().size());
   const int aw = static_cast<int>(address_width);
-  absl::StrAppendFormat(&out, "%-7s %4s  %-*s  %-10s %8s %10s  %s\n", "ROLE", "RANK", aw, "ADDRESS", "STATE", "STEP",
-                        "SAMPLES/S", "LAST HEARD");
+  // An older scheduler sends no clock: this machine's stands in.
+  const int64_t now_ms = status.now_unix_ms() > 0 ? status.now_unix_ms() : absl::ToUnixMillis(absl::Now());
+  absl::StrAppendFormat(&out, "%-7s %4s  %-*s  %-10s %3s %8s %8s %10s  %s\n", "ROLE", "RANK", aw, "ADDRESS", "STATE",
+                        "INC", "RESTARTS", "STEP", "SAMPLES/S", "LAST HEARD");
   bool any_worker = false;
   int64_t lo = 0, hi = 0;
   double total_speed = 0;
   for (const auto& n : status.nodes()) {
     const bool worker = n.role() == v1::ROLE_WORKER;
-    absl::StrAppendFormat(&out, "%-7s %4d  %-*s  %-10s %8s %10s  %s\n", RoleText(n.role()), n.rank(), aw,
+    absl::StrAppendFormat(&out, "%-7s %4d  %-*s  %-10s %3s %8d %8s %10s  %s\n", RoleText(n.role()), n.rank(), aw,
                           n.address().empty() ? "-" : n.address(), StateText(n.state()),
+                          n.incarnation() > 0 ? absl::StrCat(n.incarnation()) : "-", n.restarts(),
                           worker ? absl::StrCat(n.last_step()) : "-",
-                          worker ? absl::StrFormat("%.1f", n.samples_per_sec()) : "-",
-                          HeardText(status.now_unix_ms(), n.last_heard_unix_ms()));
+                          worker ? absl::StrFormat("%.1f", n.samples_per_sec()) : "-", LastColumn(n, now_ms));
     if (!worker || n.state() == v1::NODE_STATE_DEAD) continue;
     lo = any_worker ? std::min(lo, n.last_step()) : n.last_step();
     hi = any_worker ? std::max(hi, n.last_step()) : n.last_step();

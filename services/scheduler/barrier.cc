@@ -7,12 +7,15 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 
 namespace dtrain::scheduler {
 namespace {
 
 // Waits are sliced so a cancelled RPC is noticed promptly.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(200);
+// Changes of incarnation remembered per rank and barrier, for "passed by incarnation N".
+constexpr size_t kPassersKept = 8;
 
 }  // namespace
 
@@ -31,6 +34,60 @@ BarrierSet::BarrierSet(int num_workers, int num_servers, Describe describe, Barr
 size_t BarrierSet::open_count() const {
   absl::MutexLock lock(&mu_);
   return rounds_.size();
+}
+
+size_t BarrierSet::history_count() const {
+  absl::MutexLock lock(&mu_);
+  return history_.size();
+}
+
+uint64_t BarrierSet::rounds_passed(const std::string& name, v1::BarrierGroup group, const NodeKey& member) const {
+  absl::MutexLock lock(&mu_);
+  auto h = history_.find({name, static_cast<int>(group)});
+  if (h == history_.end()) return 0;
+  auto m = h->second.members.find(member);
+  return m == h->second.members.end() ? 0 : m->second.rounds;
+}
+
+BarrierSet::History& BarrierSet::HistoryOf(const Id& id) {
+  auto found = history_.find(id);
+  if (found != history_.end()) return found->second;
+  if (history_.size() >= limits_.max_history && !history_.empty()) {
+    // Forget the least recently used barrier, preferring one nobody waits at.
+    auto victim = history_.end();
+    for (auto it = history_.begin(); it != history_.end(); ++it) {
+      const bool open = rounds_.count(it->first) > 0;
+      const bool victim_open = victim != history_.end() && rounds_.count(victim->first) > 0;
+      if (victim == history_.end() || (victim_open && !open) ||
+          (open == victim_open && it->second.last_used < victim->second.last_used)) {
+        victim = it;
+      }
+    }
+    history_.erase(victim);
+  }
+  return history_[id];
+}
+
+void BarrierSet::RecordPassed(const Id& id, const std::map<NodeKey, std::map<uint64_t, int>>& arrived) {
+  if (limits_.max_history == 0) return;
+  History& history = HistoryOf(id);
+  history.last_used = ++uses_;
+  for (const auto& [key, by_incarnation] : arrived) {
+    Passed& passed = history.members[key];
+    // A replacement waiting next to its paused predecessor: the newer one passed.
+    const uint64_t newest = by_incarnation.empty() ? 0 : by_incarnation.rbegin()->first;
+    if (passed.passers.empty() || passed.passers.back().second != newest) {
+      passed.passers.emplace_back(passed.rounds, newest);
+      if (passed.passers.size() > kPassersKept) passed.passers.erase(passed.passers.begin());
+    }
+    ++passed.rounds;
+    if (newest > passed.incarnation) {
+      passed.incarnation = newest;
+      passed.calls = 1;
+    } else if (newest > 0 && newest == passed.incarnation) {
+      ++passed.calls;
+    }
+  }
 }
 
 bool BarrierSet::IsMember(v1::BarrierGroup group, const NodeKey& key) const {
@@ -72,8 +129,31 @@ std::string BarrierSet::MissingText(const Id& id, const Round& round) const {
   return absl::StrJoin(missing, ", ");
 }
 
+bool BarrierSet::PassedBefore(const Id& id, const NodeKey& self, uint64_t incarnation) {
+  auto history = history_.find(id);
+  if (history == history_.end()) return false;
+  auto member = history->second.members.find(self);
+  if (member == history->second.members.end()) return false;
+  Passed& passed = member->second;
+  if (incarnation > passed.incarnation) {  // a new process of the rank: its first call
+    passed.incarnation = incarnation;
+    passed.calls = 0;
+  }
+  if (incarnation != passed.incarnation || passed.calls >= passed.rounds) return false;
+  const uint64_t round = passed.calls++;
+  history->second.last_used = ++uses_;
+  std::string by = "an earlier incarnation";  // its entry was dropped (kPassersKept)
+  for (const auto& [first, passer] : passed.passers) {
+    if (first > round) break;
+    by = passer > 0 ? absl::StrCat("incarnation ", passer) : "an earlier process";
+  }
+  DTRAIN_LOG(INFO) << "barrier '" << id.first << "': " << NodeName(self) << " incarnation " << incarnation
+                   << " passes round " << round << ", passed by " << by;
+  return true;
+}
+
 absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, const NodeKey& self,
-                              absl::Time deadline, const std::function<bool()>& cancelled) {
+                              uint64_t incarnation, absl::Time deadline, const std::function<bool()>& cancelled) {
   if (!IsMember(group, self)) {
     return absl::InvalidArgumentError(absl::StrCat(NodeName(self), " is not a member of barrier group ",
                                                    GroupName(group), " (barrier '", name, "')"));
@@ -86,6 +166,7 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
   const absl::Time start = absl::Now();
   const Id id{name, static_cast<int>(group)};
   absl::MutexLock lock(&mu_);
+  if (incarnation > 0 && PassedBefore(id, self, incarnation)) return absl::OkStatus();
   auto found = rounds_.find(id);
   if (found == rounds_.end()) {
     if (rounds_.size() >= limits_.max_open) {
@@ -104,8 +185,9 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
     return s;
   };
   const uint64_t my_generation = round.generation;
-  ++round.arrived[self];
+  ++round.arrived[self][incarnation];
   if (static_cast<int>(round.arrived.size()) == GroupSize(group)) {
+    RecordPassed(id, round.arrived);
     ++round.generation;
     round.arrived.clear();
     changed_.SignalAll();
@@ -124,9 +206,13 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
                           MissingText(id, round)));
     }
     if (!failure.ok()) {
-      // Withdraw, so the others keep waiting for us and a retry counts once.
+      // Withdraw, so the others keep waiting for us and a retry counts once. A
+      // process that died waiting (its RPC cancelled) is withdrawn the same way, so
+      // its replacement joins this round and the rank still counts once.
       auto it = round.arrived.find(self);
-      if (--it->second == 0) round.arrived.erase(it);
+      auto mine = it->second.find(incarnation);
+      if (--mine->second == 0) it->second.erase(mine);
+      if (it->second.empty()) round.arrived.erase(it);
       return leave(failure);
     }
     changed_.WaitWithDeadline(&mu_, std::min(deadline, absl::Now() + kPollSlice));

@@ -120,7 +120,7 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
   }
   auto held_by_live = [&](int rank) {
     auto it = nodes_.find({role, rank});
-    return it != nodes_.end() && it->second.info.state() != v1::NODE_STATE_DEAD;
+    return it != nodes_.end() && it->second.info.state() != v1::NODE_STATE_DEAD && !it->second.assumed_finished;
   };
   int rank = request.requested_rank();
   if (rank >= 0) {
@@ -172,6 +172,8 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
     }
   }
   const NodeKey key{role, rank};
+  // A node that held an incarnation before the job started here: this scheduler restarted.
+  if (held > 0 && !all_registered_ && restart_seen_at_ == absl::InfiniteFuture()) restart_seen_at_ = Now();
   uint64_t replaced = 0;
   int restarts = 0;
   if (auto prev = nodes_.find(key); prev != nodes_.end()) {
@@ -345,6 +347,32 @@ std::vector<v1::NodeInfo> Membership::ExpireRejoinWaits() {
     break;  // the job failed: one reason is enough
   }
   return expired;
+}
+
+std::vector<NodeKey> Membership::SettleRestart() {
+  absl::MutexLock lock(&mu_);
+  std::vector<NodeKey> assumed;
+  if (all_registered_ || restart_seen_at_ == absl::InfiniteFuture() ||
+      Now() - restart_seen_at_ < options_.heartbeat_timeout ||
+      CountRegistered(v1::ROLE_SERVER) < options_.num_servers) {
+    return assumed;
+  }
+  for (int r = 0; r < options_.num_workers; ++r) {
+    const NodeKey key{v1::ROLE_WORKER, r};
+    if (nodes_.count(key) > 0) continue;
+    Node& node = nodes_[key];
+    node.info.set_role(key.role);
+    node.info.set_rank(r);
+    node.info.set_state(v1::NODE_STATE_FINISHED);
+    node.last_heard = Now();
+    node.ticket = next_ticket_++;
+    node.assumed_finished = true;
+    assumed.push_back(key);
+  }
+  all_registered_ = true;
+  all_registered_at_ = Now();
+  changed_.SignalAll();
+  return assumed;
 }
 
 void Membership::MarkDead(Node& node, const std::string& why) {
@@ -539,7 +567,8 @@ std::string Membership::Describe(const NodeKey& key) const {
     case v1::NODE_STATE_DEAD:
       return absl::StrCat("DEAD for ", Seconds(now - node.dead_at), " (", node.death_reason, ")");
     case v1::NODE_STATE_FINISHED:
-      return "already left the job";
+      return node.assumed_finished ? "did not register again after the scheduler restarted: assumed to have left"
+                                   : "already left the job";
     case v1::NODE_STATE_REGISTERED:
       return absl::StrCat("registered ", Seconds(now - node.last_heard), " ago, no heartbeat yet");
     case v1::NODE_STATE_REJOINING:

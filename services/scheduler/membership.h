@@ -144,6 +144,16 @@ class Membership {
   // and returns them (once each), so that barriers waiting for them fail.
   std::vector<v1::NodeInfo> ExpireRejoinWaits();
 
+  // A restarted scheduler (recognised by a registration that carried an incarnation
+  // before the job started here) still missing workers one heartbeat timeout after
+  // that first registration, with every server back: the missing workers left the job
+  // before the restart (a node that left does not register again; a live one does so
+  // within a second or two). They are marked FINISHED, the job starts, and the
+  // waiting registrations are answered. A process may still take such a rank (a new
+  // incarnation) or register again with its own. Returns those ranks, once. Missing
+  // servers are waited for (they never leave before the job ends).
+  std::vector<NodeKey> SettleRestart();
+
   v1::ClusterView View() const;           // registered servers, sorted by rank
   std::vector<v1::NodeInfo> Nodes() const;  // servers then workers, by rank
   std::optional<v1::NodeInfo> Find(const NodeKey& key) const;
@@ -178,6 +188,7 @@ class Membership {
     bool provisional = false;  // rank picked by us before registration completed; may move
     bool rejoined = false;     // registered after the job started (or kept its incarnation)
     uint64_t replaced = 0;     // the incarnation this registration fenced
+    bool assumed_finished = false;  // SettleRestart's stand-in for a node that did not come back
   };
   struct Comeback {
     NodeKey key;
@@ -212,6 +223,9 @@ class Membership {
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
   // The last incarnation handed out per rank (survives the node's entry).
   std::map<NodeKey, uint64_t> last_incarnation_ ABSL_GUARDED_BY(mu_);
+  // When the first registration that carried an incarnation arrived before the job
+  // started here (this scheduler restarted; see SettleRestart); InfiniteFuture: none.
+  absl::Time restart_seen_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::string job_id_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);
   std::vector<Comeback> comebacks_ ABSL_GUARDED_BY(mu_);

@@ -186,7 +186,8 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
     return ToGrpc(s);
   }
   const absl::Time start = absl::Now();
-  absl::Status s = barriers_->Wait(request->name(), request->group(), self, deadline,
+  // A replacement's calls for rounds its predecessor passed return at once (BarrierSet).
+  absl::Status s = barriers_->Wait(request->name(), request->group(), self, request->incarnation(), deadline,
                                    [context] { return context->IsCancelled(); });
   if (options_.metrics != nullptr) {
     options_.metrics->BarrierWaited(GroupName(request->group()), absl::ToDoubleSeconds(absl::Now() - start), s.ok());
@@ -223,6 +224,12 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* /*context*/,
 }
 
 void SchedulerService::Tick() {
+  for (const NodeKey& key : membership_->SettleRestart()) {
+    DTRAIN_LOG(WARNING) << NodeName(key)
+                        << " did not register again with this restarted scheduler while every server did: "
+                           "assuming it left the job before the restart (FINISHED); a new process may still take "
+                           "its rank";
+  }
   for (const v1::NodeInfo& node : membership_->SweepSilent()) OnDeath(node, "heartbeats stopped");
   // A dead worker that did not come back in time: the job failed, and barriers
   // that still wait for it fail now.

@@ -113,6 +113,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
                             ShutdownSignal& stop) {
   stop.set_exit_on_signal(true, "before registration finished");
+  scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
   absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
       v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
       static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));
@@ -166,6 +167,12 @@ int Run(int argc, char** argv) {
   kv::ShardStore store;
   store.SetObserver(store_metrics.get());
   store.SetLimits(f.limits);
+  // Workers of another job are refused (docs/recovery.md); without --job-id the store
+  // takes the scheduler's once registered.
+  if (absl::Status js = store.SetJobId(f.cluster.job_id); !js.ok()) {
+    DTRAIN_LOG(ERROR) << "--job-id: " << js.message();
+    return 2;
+  }
   PsServiceOptions options;
   options.sync_timeout = absl::Seconds(f.sync_timeout_s);
   options.metrics = metrics->families.get();
@@ -199,12 +206,17 @@ int Run(int argc, char** argv) {
       return 1;
     }
     rank = *given;
+    if (absl::Status js = store.SetJobId(scheduler->job_id()); !js.ok()) {
+      // A worker of another job reached this server before the scheduler answered.
+      DTRAIN_LOG(ERROR) << "the scheduler runs job '" << scheduler->job_id() << "': " << js.message();
+    }
   }
   SetLogIdentity("server", rank);
   if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)
                    << (f.standalone ? " (standalone)" : "") << "; other nodes reach it at " << address << " ("
-                   << f.cluster.host_origin << ")";
+                   << f.cluster.host_origin << ")"
+                   << (store.job_id().empty() ? std::string() : absl::StrCat("; job '", store.job_id(), "'"));
 
   Shutdown(stop.Wait(), store, *server, scheduler.get());
   // A job that failed (or a scheduler that vanished) must not look like a success

@@ -49,10 +49,12 @@ class Cluster {
   // Recovery (docs/recovery.md). This process took its rank after the job started,
   // replacing a dead one: the servers are configured and hold the weights, so it
   // must skip Configure/InitKeys and the "init" barrier and resume instead
-  // (DistKVStore::Rejoin; heartbeats saying "resuming" meanwhile are still TODO).
+  // (DistKVStore::Rejoin).
   virtual bool rejoined() const { return false; }
-  // A rejoined process says "resuming" on its heartbeats (the scheduler shows the rank
-  // REJOINING) until its first redone step is done.
+  // While true, this worker's heartbeats say it is catching up (the scheduler and
+  // `dtrain status` show REJOINING, then ALIVE once false again). A rejoined worker
+  // sets it from right after Join until its first redone step is done. A change
+  // reaches the scheduler at once. No-op without a scheduler.
   virtual void SetResuming(bool /*resuming*/) {}
   // The other workers the scheduler reports dead and not back, by rank.
   virtual std::vector<DeadPeer> DeadPeers() const { return {}; }

@@ -81,6 +81,8 @@ void SchedulerCluster::ReportProgress(int64_t step, double samples_per_sec) {
   scheduler_.SetProgress(step, samples_per_sec);
 }
 
+void SchedulerCluster::SetResuming(bool resuming) { scheduler_.SetResuming(resuming); }
+
 absl::Status SchedulerCluster::Finish(bool failed, const std::string& reason) {
   return scheduler_.Leave(failed, reason);
 }

@@ -46,6 +46,7 @@ class SchedulerCluster final : public Cluster {
   absl::Status JobStatus() const override;
   absl::Status Finish(bool failed, const std::string& reason) override;
   bool rejoined() const override { return rejoined_; }
+  void SetResuming(bool resuming) override;
   std::vector<DeadPeer> DeadPeers() const override { return peers_.DeadPeers(); }
   absl::StatusOr<bool> ExtendWaitForRejoin() override { return peers_.ExtendWait(absl::Now()); }
   uint64_t incarnation() const override { return scheduler_.incarnation(); }

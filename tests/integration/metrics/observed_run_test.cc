@@ -218,15 +218,17 @@ TEST_F(ObservedRunTest, StatusListsEveryNodeWithItsStep) {
     auto [code, text] = RunToEnd({Bin("dtrain"), "status", "--scheduler", scheduler_}, absl::Seconds(20));
     ASSERT_EQ(code, 0) << text;
     out = text;
-    // Each worker line: "worker  R  ADDRESS  ALIVE  STEP ...", with a step past 0.
+    // Each worker line: "worker  R  ADDRESS  ALIVE  INC  RESTARTS  STEP ...", with a step past 0.
     int moving = 0;
     for (const std::string& rank : {"0", "1"}) {
       const size_t at = out.find("worker     " + rank);
       if (at == std::string::npos) continue;
       std::istringstream line(out.substr(at, out.find('\n', at) - at));
-      std::string role, r, address, state;
+      std::string role, r, address, state, incarnation, restarts;
       int64_t step = 0;
-      if (line >> role >> r >> address >> state >> step && state == "ALIVE" && step > 0) ++moving;
+      if (line >> role >> r >> address >> state >> incarnation >> restarts >> step && state == "ALIVE" && step > 0) {
+        ++moving;
+      }
     }
     stepping = moving == 2;
     if (!stepping) absl::SleepFor(absl::Milliseconds(500));

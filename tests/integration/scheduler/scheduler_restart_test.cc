@@ -142,6 +142,55 @@ TEST(SchedulerRestartTest, ClientsRegisterAgainAndABarrierCompletes) {
   EXPECT_TRUE(absl::StrContains(sched.output(), "should register again")) << sched.output();
 }
 
+// Worker 0 finished and left, then the scheduler died. The restarted scheduler gets
+// worker 1 and the server back (with their incarnations) but never worker 0: one
+// heartbeat timeout after the first of them, it takes worker 0 as FINISHED and the
+// job goes on; when worker 1 leaves the job is over and the server is told so.
+TEST(SchedulerRestartTest, AWorkerThatLeftBeforeTheRestartIsTakenAsFinished) {
+  RestartableScheduler sched(2, 1, {"--job-id", "job-l", "--heartbeat-timeout", "2"});
+  ASSERT_GT(sched.port(), 0) << sched.output();
+  auto w0 = std::make_unique<SchedulerClient>(sched.address());
+  SchedulerClient w1(sched.address()), s0(sched.address());
+  auto f0 = RegisterAsync(*w0, v1::ROLE_WORKER, 0, 2, 1);
+  auto f1 = RegisterAsync(w1, v1::ROLE_WORKER, 1, 2, 1);
+  auto fs = RegisterAsync(s0, v1::ROLE_SERVER, 0, 2, 1);
+  auto r0 = f0.get(), r1 = f1.get(), rs = fs.get();
+  ASSERT_TRUE(r0.ok() && r1.ok() && rs.ok()) << r0.status() << r1.status() << rs.status() << sched.output();
+  std::atomic<bool> server_told{false};
+  SchedulerClient::HeartbeatHooks server_hooks;
+  server_hooks.on_shutdown = [&](const std::string&) { server_told = true; };
+  w0->StartHeartbeat(absl::Milliseconds(100), {});
+  w1.StartHeartbeat(absl::Milliseconds(100), {});
+  s0.StartHeartbeat(absl::Milliseconds(100), server_hooks);
+  ASSERT_TRUE(w0->Leave(false, "").ok());
+  w0.reset();  // the process exits
+  ASSERT_TRUE(Eventually([&] { return FindNode(w1, v1::ROLE_WORKER, 0).value_or(v1::NodeInfo()).state() ==
+                                      v1::NODE_STATE_FINISHED; },
+                         absl::Seconds(10)));
+
+  sched.KillAndRestart(absl::Milliseconds(500));
+  ASSERT_GT(sched.port(), 0) << sched.output();
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto n0 = FindNode(w1, v1::ROLE_WORKER, 0), n1 = FindNode(w1, v1::ROLE_WORKER, 1);
+        return n0 && n1 && n0->state() == v1::NODE_STATE_FINISHED && n1->state() == v1::NODE_STATE_ALIVE &&
+               n1->incarnation() == w1.incarnation();
+      },
+      kTimeout))
+      << "the restarted scheduler did not take worker 0 as finished\n" << sched.output();
+  EXPECT_EQ(w1.reregistrations(), 1);
+  EXPECT_EQ(s0.reregistrations(), 1);
+  EXPECT_TRUE(absl::StrContains(sched.output(), "worker 0 did not register again with this restarted scheduler"))
+      << sched.output();
+  EXPECT_FALSE(server_told.load()) << "the job ended before worker 1 finished";
+  EXPECT_TRUE(w1.Leave(false, "").ok());
+  EXPECT_TRUE(Eventually([&] { return server_told.load(); }, kTimeout)) << sched.output();
+  EXPECT_FALSE(s0.job_failed());
+  EXPECT_FALSE(w1.job_failed());
+  EXPECT_TRUE(s0.Leave(false, "").ok());
+  EXPECT_EQ(sched.process().Wait(kTimeout), 0) << sched.output();
+}
+
 // A scheduler that does not come back: the heartbeat gives up after reconnect_for and
 // a barrier after its timeout, each naming the scheduler's address.
 TEST(SchedulerRestartTest, ASchedulerThatStaysGoneFailsNamingIt) {

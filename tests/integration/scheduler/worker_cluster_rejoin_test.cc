@@ -3,6 +3,7 @@
 // within --rejoin-timeout, learns the comeback, and a replacement is told it rejoined.
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -73,6 +74,78 @@ TEST(WorkerClusterRejoinTest, ADeadPeerIsWaitedForThenItsReplacementRejoins) {
   extend = c0.ExtendWaitForRejoin();
   ASSERT_TRUE(extend.ok());
   EXPECT_FALSE(*extend);
+
+  EXPECT_TRUE(c0.Finish(false, "").ok());
+  EXPECT_TRUE((*replacement)->Finish(false, "").ok());
+  EXPECT_EQ(sched.process->Wait(kTimeout), 0) << sched.process->output();
+}
+
+// A replacement goes through the barriers its predecessor passed ("kvstore-init" at
+// once), and its heartbeats say "resuming" while it catches up: REJOINING, then ALIVE.
+TEST(WorkerClusterRejoinTest, ReplacementPassesItsPredecessorsBarriersAndShowsRejoiningWhileResuming) {
+  // The death below is a broken stream (seen at once); the long heartbeat timeout lets
+  // the replacement heartbeat rarely.
+  SchedulerProcess sched(2, 0, {"--heartbeat-timeout", "30", "--rejoin-timeout", "30"});
+  ASSERT_FALSE(sched.address.empty()) << sched.process->output();
+  absl::StatusOr<std::unique_ptr<SchedulerCluster>> first1;
+  std::thread t([&] { first1 = SchedulerCluster::Join(Options(sched.address, 1, absl::Seconds(30))); });
+  auto joined = SchedulerCluster::Join(Options(sched.address, 0, absl::Seconds(30)));
+  t.join();
+  ASSERT_TRUE(joined.ok() && first1.ok()) << joined.status() << first1.status() << sched.process->output();
+  SchedulerCluster& c0 = **joined;
+  absl::Status b0;
+  t = std::thread([&] { b0 = c0.Barrier("kvstore-init", kTimeout); });
+  EXPECT_TRUE((*first1)->Barrier("kvstore-init", kTimeout).ok());
+  t.join();
+  ASSERT_TRUE(b0.ok()) << b0;
+
+  // Worker 1 dies (its stream ends without Leave) and a new process takes rank 1.
+  first1->reset();
+  SchedulerClient observer(sched.address);
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto n = FindNode(observer, v1::ROLE_WORKER, 1);
+        return n && n->state() == v1::NODE_STATE_DEAD;
+      },
+      kTimeout))
+      << sched.process->output();
+  JoinOptions slow = Options(sched.address, 1, absl::Seconds(30));
+  // Heartbeats far apart: SetResuming must reach the scheduler at once, not at the next one.
+  slow.heartbeat_interval = absl::Seconds(15);
+  auto replacement = SchedulerCluster::Join(slow);
+  ASSERT_TRUE(replacement.ok()) << replacement.status() << sched.process->output();
+  ASSERT_TRUE((*replacement)->rejoined());
+  (*replacement)->SetResuming(true);
+  auto state_is = [&](v1::NodeState want) {
+    return Eventually(
+        [&] {
+          auto n = FindNode(observer, v1::ROLE_WORKER, 1);
+          return n && n->state() == want && n->incarnation() == 2;
+        },
+        absl::Seconds(5));
+  };
+  EXPECT_TRUE(state_is(v1::NODE_STATE_REJOINING)) << sched.process->output();
+  auto n = FindNode(observer, v1::ROLE_WORKER, 1);
+  ASSERT_TRUE(n.has_value());
+  EXPECT_EQ(n->restarts(), 1);
+
+  // Its predecessor passed round 0 of "kvstore-init": the replacement passes at once.
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE((*replacement)->Barrier("kvstore-init", absl::Seconds(5)).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_TRUE(absl::StrContains(sched.process->output(),
+                                "barrier 'kvstore-init': worker 1 incarnation 2 passes round 0, passed by "
+                                "incarnation 1"))
+      << sched.process->output();
+  // The next round is new to both: it waits for worker 0 as usual.
+  absl::Status b1;
+  t = std::thread([&] { b1 = (*replacement)->Barrier("kvstore-init", kTimeout); });
+  EXPECT_TRUE(c0.Barrier("kvstore-init", kTimeout).ok());
+  t.join();
+  EXPECT_TRUE(b1.ok()) << b1;
+
+  (*replacement)->SetResuming(false);
+  EXPECT_TRUE(state_is(v1::NODE_STATE_ALIVE)) << sched.process->output();
 
   EXPECT_TRUE(c0.Finish(false, "").ok());
   EXPECT_TRUE((*replacement)->Finish(false, "").ok());

@@ -94,6 +94,35 @@ TEST(ClusterFlagsTest, DmlcIdsAreTheRequestedRankOfTheirRole) {
   EXPECT_EQ(dtrain_rank.rank, 0);  // dtrain's own name wins
 }
 
+// Recovery: every role (servers too) takes the job id and the rejoin timeout, from
+// flags or DTRAIN_JOB_ID / DTRAIN_REJOIN_TIMEOUT.
+TEST(ClusterFlagsTest, JobIdAndRejoinTimeoutForEveryRole) {
+  for (ClusterRole role : {ClusterRole::kAny, ClusterRole::kServer, ClusterRole::kWorker}) {
+    ClusterFlags from_env, from_flags, unset;
+    ASSERT_TRUE(Parse({"--scheduler", "h:1"}, {{"DTRAIN_JOB_ID", "job-a"}, {"DTRAIN_REJOIN_TIMEOUT", "30"}},
+                      &from_env, true, role)
+                    .ok());
+    EXPECT_EQ(from_env.job_id, "job-a");
+    EXPECT_DOUBLE_EQ(from_env.rejoin_timeout_s, 30);
+    ASSERT_TRUE(Parse({"--scheduler", "h:1", "--job-id", "job-b", "--rejoin-timeout", "2.5"},
+                      {{"DTRAIN_JOB_ID", "job-a"}}, &from_flags, true, role)
+                    .ok());
+    EXPECT_EQ(from_flags.job_id, "job-b");
+    EXPECT_DOUBLE_EQ(from_flags.rejoin_timeout_s, 2.5);
+    ASSERT_TRUE(Parse({"--scheduler", "h:1"}, {}, &unset, true, role).ok());
+    EXPECT_EQ(unset.job_id, "");
+    EXPECT_DOUBLE_EQ(unset.rejoin_timeout_s, 0);
+  }
+  ClusterFlags negative, too_long, longest;
+  absl::Status s = Parse({"--scheduler", "h:1", "--rejoin-timeout", "-1"}, {}, &negative, true, ClusterRole::kServer);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--rejoin-timeout"), std::string::npos) << s;
+  s = Parse({"--scheduler", "h:1", "--job-id", std::string(65, 'j')}, {}, &too_long, true, ClusterRole::kServer);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--job-id has 65 bytes, the limit is 64"), std::string::npos) << s;
+  EXPECT_TRUE(Parse({"--scheduler", "h:1", "--job-id", std::string(64, 'j')}, {}, &longest).ok());
+}
+
 // Without DMLC_NODE_HOST a node advertises the address that reaches the scheduler
 // (not 127.0.0.1 on every machine), or its DMLC_INTERFACE's.
 TEST(ClusterFlagsTest, HostIsTheAddressThatReachesTheScheduler) {

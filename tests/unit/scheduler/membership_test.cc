@@ -472,5 +472,63 @@ TEST_F(RecoveryTest, NodesReRegisterWithTheirIncarnationsAfterASchedulerRestart)
             absl::StatusCode::kInvalidArgument);
 }
 
+// The known limit of a scheduler restart: a worker that left before it does not come
+// back. One heartbeat timeout after the first re-registration, with every server back,
+// the missing workers are taken as FINISHED and the job starts.
+TEST_F(RecoveryTest, RestartedSchedulerTakesWorkersThatDoNotComeBackAsFinished) {
+  Membership m = MakeWithRejoin(3, 1, absl::Seconds(60));
+  ASSERT_TRUE(m.Register(Rejoin(v1::ROLE_WORKER, 1, 1, "job-a")).ok());
+  clock_.now += absl::Seconds(5);
+  EXPECT_TRUE(m.SettleRestart().empty()) << "every server must be back first";
+  ASSERT_TRUE(m.Register(Rejoin(v1::ROLE_SERVER, 0, 1, "job-a")).ok());
+  EXPECT_FALSE(m.AllRegistered());
+  clock_.now += absl::Seconds(6);  // past the heartbeat timeout (10 s) since worker 1 came back
+  const std::vector<NodeKey> assumed = m.SettleRestart();
+  ASSERT_EQ(assumed.size(), 2u);
+  EXPECT_EQ(assumed[0].rank, 0);
+  EXPECT_EQ(assumed[1].rank, 2);
+  EXPECT_TRUE(m.AllRegistered());
+  EXPECT_TRUE(m.SettleRestart().empty()) << "once";
+  EXPECT_EQ(m.Find({v1::ROLE_WORKER, 0})->state(), v1::NODE_STATE_FINISHED);
+  EXPECT_NE(m.Describe({v1::ROLE_WORKER, 0}).find("assumed to have left"), std::string::npos);
+  std::string reason;
+  EXPECT_FALSE(m.JobOver(&reason)) << "worker 1 still runs";
+
+  // A late node registers again with its incarnation; a new process takes a rank.
+  Membership::Admission late = Admit(m, Rejoin(v1::ROLE_WORKER, 2, 4, "job-a"));
+  EXPECT_EQ(late.node.incarnation(), 4u);
+  EXPECT_TRUE(late.rejoined);
+  Membership::Admission fresh = Admit(m, Rejoin(v1::ROLE_WORKER, 0, 0, "job-a"));
+  EXPECT_TRUE(fresh.rejoined);
+  EXPECT_EQ(fresh.node.state(), v1::NODE_STATE_REJOINING);
+  EXPECT_EQ(fresh.node.restarts(), 1);
+
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(m.Leave({v1::ROLE_WORKER, r}, false, "").ok());
+  EXPECT_TRUE(m.JobOver(&reason));
+  EXPECT_EQ(reason, "all 3 workers finished");
+}
+
+// Every worker had finished: only the server comes back, and learns the job is over.
+TEST_F(RecoveryTest, RestartedSchedulerWithOnlyServersBackEndsTheJob) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  ASSERT_TRUE(m.Register(Rejoin(v1::ROLE_SERVER, 0, 1, "job-a")).ok());
+  clock_.now += absl::Seconds(11);
+  EXPECT_EQ(m.SettleRestart().size(), 2u);
+  std::string reason;
+  EXPECT_TRUE(m.JobOver(&reason));
+  EXPECT_EQ(reason, "all 2 workers finished");
+  EXPECT_TRUE(m.Failure().empty());
+}
+
+// A scheduler that did not restart (registrations without incarnations) never settles.
+TEST_F(RecoveryTest, AFreshStartIsNeverSettled) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_SERVER, 0)).ok());
+  ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
+  clock_.now += absl::Seconds(600);
+  EXPECT_TRUE(m.SettleRestart().empty());
+  EXPECT_FALSE(m.AllRegistered());
+}
+
 }  // namespace
 }  // namespace dtrain::scheduler
