@@ -9,12 +9,12 @@
 
 namespace dtrain::launcher {
 
-//   job at 127.0.0.1:9091: dist_sync, 2 workers, 1 server
-//   ROLE    RANK  ADDRESS          STATE      INC  RESTARTS      STEP  SAMPLES/S  LAST HEARD
-//   server     0  127.0.0.1:40123  ALIVE        1         0         -          -  0.4 s ago
-//   worker     0  127.0.0.1        ALIVE        1         0       812     1203.5  0.2 s ago
-//   worker     1  127.0.0.1        DEAD         2         1       790      980.0  dead for 12 s (heartbeat stream broke)
-//   workers: steps 812..812 (lag 0), 1203.5 samples/s in all
+//  job at 127.0.0.1:9091: dist_sync, 2 workers, 1 server
+//  ROLE    RANK  ADDRESS          STATE      INC RESTARTS     STEP  SAMPLES/S  LAST HEARD
+//  server     0  127.0.0.1:40123  ALIVE        1        0        -          -  0.4 s ago
+//  worker     0  127.0.0.1        ALIVE        1        0      812     1203.5  0.2 s ago
+//  worker     1  127.0.0.1        DEAD         2        1      790      980.0  dead for 12 s (heartbeat stream broke)
+//  workers: steps 812..812 (lag 0), 1203.5 samples/s in all
 // INC is the process's incarnation of its rank, RESTARTS how many new processes took
 // the rank after the job started (docs/recovery.md); a REJOINING rank is catching up.
 // Times are measured on the scheduler's clock (status.now_unix_ms), else this machine's.

@@ -57,7 +57,8 @@ class BarrierSet {
   // dies (ABORTED, see NodeDied), `cancelled()` turns true (CANCELLED), or Close.
   // INVALID_ARGUMENT when `self` is not a member of `group` or the name is longer
   // than limits.max_name_bytes; RESOURCE_EXHAUSTED when limits.max_open barriers
-  // are already open. Once every waiter has returned the barrier is forgotten.
+  // are already open. Once every waiter has returned the round is forgotten (the
+  // rounds each rank passed are kept: max_history).
   //
   // `incarnation` is the caller's process of its rank (0: not said, an older client:
   // always joins the current round). Its k-th call (0-based, counting calls that
