@@ -92,11 +92,12 @@ expect_json worker "$w" s.backoffLimit 6
 expect_json worker "$w" s.template.spec.restartPolicy '"Never"'
 expect_json worker "$w" 's.podFailurePolicy.rules.map((r) => r.action)' '["Ignore","FailJob"]'
 expect_json worker "$w" 's.podFailurePolicy.rules[0].onPodConditions' '[{"status":"True","type":"DisruptionTarget"}]'
-expect_json worker "$w" 's.podFailurePolicy.rules[1].onExitCodes' '{"containerName":"worker","operator":"In","values":[1,2,127]}'
+expect_json worker "$w" 's.podFailurePolicy.rules[1].onExitCodes' '{"operator":"In","values":[1,2,127]}'
 expect_json worker "$w" 's.template.spec.containers[0].env.filter((e) => e.name === "DTRAIN_REJOIN_TIMEOUT").map((e) => e.value)' '["300"]'
 sc=$(job_of "$WORK/recovery defaults.json" scheduler)
 expect_json scheduler "$sc" '[s.backoffLimitPerIndex, s.maxFailedIndexes, s.backoffLimit]' '[3,0,3]'
-expect_json scheduler "$sc" 's.podFailurePolicy.rules[1].onExitCodes.containerName' '"scheduler"'
+expect_json scheduler "$sc" s.podFailurePolicy \
+  '{"rules":[{"action":"Ignore","onPodConditions":[{"status":"True","type":"DisruptionTarget"}]},{"action":"FailJob","onExitCodes":{"operator":"In","values":[1,2,127]}}]}'
 expect_json scheduler "$sc" 's.template.spec.subdomain + " " + s.template.spec.containers[0].name' '"dtrain-scheduler scheduler"'
 sv=$(job_of "$WORK/recovery defaults.json" server)
 expect_json server "$sv" '[s.backoffLimit, s.backoffLimitPerIndex ?? null, s.podFailurePolicy ?? null]' '[0,null,null]'

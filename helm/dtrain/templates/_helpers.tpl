@@ -246,17 +246,17 @@ as they are; `helm template` and an install make a new one.
 {{- end }}
 
 {{/*
-Job-level settings. Call with (dict "ctx" $ "container" "worker" "completions" N
-"restartable" true).
+Job-level settings. Call with (dict "ctx" $ "completions" N "restartable" true).
 
 Restartable roles (workers, the scheduler) have a pod whose process died replaced in place:
 the same index, so the same rank, hostname and DNS name (docs/recovery.md). Kubernetes
 >= 1.29 (backoffLimitPerIndex beta, on by default; GA in 1.33; podFailurePolicy GA in 1.31):
 - a pod Kubernetes took away (preemption, drain, API eviction, taint eviction, node loss:
   condition DisruptionTarget) is replaced and not counted, whatever its process said;
-- dtrain's own exit statuses are decisions that a restart would repeat (1: the job failed,
-  this process was fenced by a newer one, it belongs to another job, its data or
-  checkpoint is wrong; 2: bad flags; 127: `dtrain run` found no binary): the Job fails;
+- dtrain's own exit statuses, in any container, are decisions that a restart would repeat
+  (1: the job failed, this process was fenced by a newer one, it belongs to another job,
+  its data or checkpoint is wrong, the image has no data set to seed; 2: bad flags; 127:
+  `dtrain run` found no binary): the Job fails;
 - anything else, i.e. a process killed by a signal (137: SIGKILL or the OOM killer,
   139: SIGSEGV, 134: SIGABRT), counts against backoffLimitPerIndex;
 - one index out of restarts fails the Job (maxFailedIndexes 0: no rank can be left out).
@@ -286,7 +286,6 @@ podFailurePolicy:
           status: "True"
     - action: FailJob
       onExitCodes:
-        containerName: {{ .container }}
         operator: In
         values: [1, 2, 127]
 {{- else }}
