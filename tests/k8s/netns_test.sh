@@ -229,7 +229,7 @@ wait_job_pods() {
 check_job_pods() {
   local pod phase
   for pod in $JOB_PODS; do
-    phase=$(grep "^phase" "$RUN/status/$pod" 2> /dev/null | head -1)
+    phase=$(grep -m1 "^phase" "$RUN/status/$pod" 2> /dev/null || true)
     if [ "$phase" = "phase Succeeded" ]; then
       ok "$pod Succeeded: $(awk '$1 == "attempt" {printf "%s%s %s", sep, $4, $5; sep = ", "} END {print ""}' "$RUN/status/$pod")"
     else
