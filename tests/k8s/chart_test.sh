@@ -66,6 +66,58 @@ render_ok "floats from --set" "" --set train.lr=0.05,train.wd=1e-5,inference.wat
 render_ok "namespace ml" "--namespace ml" -n ml
 render_ok "release name holding the chart name" "" --set fullnameOverride=my-dtrain-run
 
+echo "== recovery: workers and the scheduler restarted in place, servers not (docs/recovery.md)"
+render_ok "recovery defaults" "--max-restarts 3 --rejoin-timeout 300"
+render_ok "recovery.maxRestarts=0" "--max-restarts 0" --set recovery.maxRestarts=0
+render_ok "recovery.maxRestarts=5,workers=4" "--max-restarts 5 --workers 4" --set recovery.maxRestarts=5,workers=4
+render_ok "recovery.rejoinTimeout=0" "--rejoin-timeout 0" --set recovery.rejoinTimeout=0
+render_ok "recovery.rejoinTimeout=90.5" "--rejoin-timeout 90.5" --set recovery.rejoinTimeout=90.5
+render_ok "recovery.jobId=run-7" "--job-id run-7" --set recovery.jobId=run-7
+# What the rendering says, field by field (validate.mjs checks the same by meaning).
+job_of() { # RENDERED.json COMPONENT: that component's Job as JSON
+  node -e 'const [f, c] = process.argv.slice(1);
+    const o = JSON.parse(require("fs").readFileSync(f, "utf8")).map((d) => d.object)
+      .find((o) => o.kind === "Job" && o.metadata.labels["app.kubernetes.io/component"] === c);
+    console.log(JSON.stringify(o.spec));' "$1" "$2"
+}
+expect_json() { # NAME JSON JS-EXPRESSION-OVER-s EXPECTED
+  local got
+  got=$(node -e 'const s = JSON.parse(process.argv[1]); console.log(JSON.stringify(eval(process.argv[2])));' "$2" "$3")
+  if [ "$got" = "$4" ]; then ok "$1: $3 = $got"; else bad "$1: $3 = $got, expected $4"; fi
+}
+w=$(job_of "$WORK/recovery defaults.json" worker)
+expect_json worker "$w" s.backoffLimitPerIndex 3
+expect_json worker "$w" s.maxFailedIndexes 0
+expect_json worker "$w" s.backoffLimit 6
+expect_json worker "$w" s.template.spec.restartPolicy '"Never"'
+expect_json worker "$w" 's.podFailurePolicy.rules.map((r) => r.action)' '["Ignore","FailJob"]'
+expect_json worker "$w" 's.podFailurePolicy.rules[0].onPodConditions' '[{"status":"True","type":"DisruptionTarget"}]'
+expect_json worker "$w" 's.podFailurePolicy.rules[1].onExitCodes' '{"operator":"In","values":[1,2,127]}'
+expect_json worker "$w" 's.template.spec.containers[0].env.filter((e) => e.name === "DTRAIN_REJOIN_TIMEOUT").map((e) => e.value)' '["300"]'
+sc=$(job_of "$WORK/recovery defaults.json" scheduler)
+expect_json scheduler "$sc" '[s.backoffLimitPerIndex, s.maxFailedIndexes, s.backoffLimit]' '[3,0,3]'
+expect_json scheduler "$sc" s.podFailurePolicy \
+  '{"rules":[{"action":"Ignore","onPodConditions":[{"status":"True","type":"DisruptionTarget"}]},{"action":"FailJob","onExitCodes":{"operator":"In","values":[1,2,127]}}]}'
+expect_json scheduler "$sc" 's.template.spec.subdomain + " " + s.template.spec.containers[0].name' '"dtrain-scheduler scheduler"'
+sv=$(job_of "$WORK/recovery defaults.json" server)
+expect_json server "$sv" '[s.backoffLimit, s.backoffLimitPerIndex ?? null, s.podFailurePolicy ?? null]' '[0,null,null]'
+w=$(job_of "$WORK/recovery.maxRestarts=0.json" worker)
+expect_json "maxRestarts=0 worker" "$w" '[s.backoffLimitPerIndex, s.backoffLimit]' '[0,0]'
+w=$(job_of "$WORK/recovery.maxRestarts=5,workers=4.json" worker)
+expect_json "maxRestarts=5 workers=4" "$w" '[s.backoffLimitPerIndex, s.backoffLimit]' '[5,20]'
+# The job id: one per install, shared by every pod; a new install gets another.
+ids_of() { grep -A1 'name: DTRAIN_JOB_ID' "$1" | sed -n 's/.*value: "\(.*\)"/\1/p' | sort | uniq -c | awk '{print $1, $2}'; }
+"$RENDER" dtrain "$CHART" > "$WORK/id1.yaml"
+"$RENDER" dtrain "$CHART" > "$WORK/id2.yaml"
+id1=$(ids_of "$WORK/id1.yaml") id2=$(ids_of "$WORK/id2.yaml")
+if [[ "$id1" =~ ^3\ dtrain-[a-z0-9]{8}$ ]] && [[ "$id2" =~ ^3\ dtrain-[a-z0-9]{8}$ ]] && [ "$id1" != "$id2" ]; then
+  ok "DTRAIN_JOB_ID: one per install in all 3 Jobs (${id1#3 }), another for the next install (${id2#3 })"
+else
+  bad "DTRAIN_JOB_ID: expected one dtrain-<8 random> shared by the 3 Jobs, new per install; got '$id1' and '$id2'"
+fi
+render_ok "kube-version 1.29" "" --kube-version 1.29.0
+render_ok "kube-version 1.33 (GKE style)" "" --kube-version v1.33.2-gke.1111000
+
 echo "== bad values are refused"
 render_refused workers=0 "workers: Must be greater than or equal to 1" --set workers=0
 render_refused workers=abc "workers: Invalid type" --set workers=abc
@@ -84,6 +136,15 @@ render_refused empty-image "image.repository" --set image.repository=
 render_refused modelName "train.modelName" --set train.modelName=../x
 render_refused accessMode "accessModes" --set 'persistence.data.accessModes[0]=ReadWriteSometimes'
 render_refused metrics-port "metrics.port" --set metrics.port=70000
+render_refused maxRestarts=-1 "recovery.maxRestarts: Must be greater than or equal to 0" --set recovery.maxRestarts=-1
+render_refused maxRestarts=abc "recovery.maxRestarts: Invalid type" --set recovery.maxRestarts=abc
+render_refused maxRestarts=1000 "recovery.maxRestarts: Must be less than or equal to 100" --set recovery.maxRestarts=1000
+render_refused rejoinTimeout=-5 "recovery.rejoinTimeout" --set recovery.rejoinTimeout=-5
+render_refused rejoinTimeout=soon "recovery.rejoinTimeout" --set recovery.rejoinTimeout=soon
+render_refused "jobId with a space" "recovery.jobId" --set-string 'recovery.jobId=my job'
+render_refused "jobId of 65 characters" "recovery.jobId" --set "recovery.jobId=$(printf 'a%.0s' $(seq 65))"
+render_refused job.backoffLimit "Additional property backoffLimit is not allowed" --set job.backoffLimit=2
+render_refused "kube-version 1.28" "chart requires kubeVersion: >=1.29.0-0 which is incompatible with Kubernetes v1.28.9" --kube-version 1.28.9
 
 # Without the dashboard file the chart must say what is missing (helm fails the same way:
 # it follows the link files/dtrain-dashboard.json when loading the chart).
@@ -99,16 +160,19 @@ cp "$WORK/dashboard.json" "$dash"
 echo "== NOTES.txt"
 notes="$WORK/defaults.notes"
 for want in "logs -f --prefix" "app.kubernetes.io/component=worker" "port-forward svc/dtrain-inference" \
-    "dtrain.v1.Inference/Predict" "ConfigMap dtrain-dashboard" "helm uninstall dtrain"; do
+    "dtrain.v1.Inference/Predict" "ConfigMap dtrain-dashboard" "helm uninstall dtrain" \
+    "up to 3 times per rank" "A parameter server pod lost: the job fails" "dtrain status"; do
   if grep -qF -- "$want" "$notes"; then ok "NOTES has '$want'"; else bad "NOTES lacks '$want'"; fi
 done
 
 echo "== deploy/k8s/dtrain-rendered.yaml is the chart's rendering"
-"$RENDER" --set metrics.grafanaDashboard.enabled=false dtrain "$CHART" > "$WORK/rendered.yaml"
+# The job id is made anew by each rendering: compared as a placeholder.
+mask_job_id() { sed -E '/name: DTRAIN_JOB_ID$/{n;s/value: ".*"/value: "<job id>"/}'; }
+"$RENDER" --set metrics.grafanaDashboard.enabled=false dtrain "$CHART" | mask_job_id > "$WORK/rendered.yaml"
 example="$SRC/deploy/k8s/dtrain-rendered.yaml"
 if [ ! -f "$example" ]; then
   bad "$example missing"
-elif diff -u <(sed -n '/^---$/,$p' "$example") "$WORK/rendered.yaml" > "$WORK/example.diff"; then
+elif diff -u <(sed -n '/^---$/,$p' "$example" | mask_job_id) "$WORK/rendered.yaml" > "$WORK/example.diff"; then
   ok "deploy/k8s/dtrain-rendered.yaml is up to date"
 else
   bad "deploy/k8s/dtrain-rendered.yaml is stale; regenerate it (deploy/k8s/README.md):"

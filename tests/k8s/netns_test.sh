@@ -4,11 +4,24 @@
 # names under their headless Services) come from per-namespace /etc/netns/NAME/hosts, and
 # the real binaries start in them with exactly the environment and arguments the chart
 # gives each pod (tests/k8s/pod_exec.sh), as the securityContext's user, on a read-only
-# root with the chart's volumes. A "kubelet" namespace probes them as the chart's probes
-# say. The job must train to completion: every Job pod exits 0, worker 0 leaves a
-# checkpoint on the shared checkpoint volume, the data volume was seeded once.
+# root with the chart's volumes. tests/k8s/pod_run.sh is the kubelet and the Job controller
+# for each pod index: a failed Job pod is replaced (or its Job fails) as the rendered
+# backoffLimitPerIndex and podFailurePolicy say. Scenarios (DTRAIN_K8S_SCENARIOS, both by
+# default), each on fresh volumes:
+#   plain    the job trains to completion: a "kubelet" namespace probes the pods as the
+#            chart's probes say, every Job pod exits 0, worker 0 leaves a checkpoint on the
+#            shared checkpoint volume, the data volume was seeded once, inference gets Ready;
+#   restart  the same job while worker pods are SIGKILLed mid-training (DTRAIN_K8S_KILLS,
+#            "RANK:EPOCH:BATCH ...", default 1:0:10): each is replaced after the Job
+#            controller's back-off (DTRAIN_K8S_BACKOFF_S, 10 s as Kubernetes), rejoins as its
+#            rank, and the job completes with the plain run's weights (weights-fnv64).
 #
 #   bash tests/k8s/netns_test.sh SRC_DIR BUILD_DIR      (as root; needs iproute2)
+#
+# A longer restart test (two epochs; worker 1 killed twice, the second time after a 20 s
+# back-off; worker 2 at an epoch boundary):
+#   DTRAIN_K8S_SET=train.numEpochs=2 DTRAIN_K8S_DEADLINE_S=400 \
+#     DTRAIN_K8S_KILLS="1:0:10 2:0:40 1:1:20" bash tests/k8s/netns_test.sh . build
 #
 # No root or no network namespaces: it fails (exit 1), saying why; it never passes silently.
 set -euo pipefail
@@ -61,7 +74,7 @@ k8s_build_renderer
 k8s_chart_copy
 SETS=(
   --set "workers=$WORKERS,servers=$SERVERS,network=mlp,kvStore=dist_sync"
-  --set train.numEpochs=1,train.numExamples=6000,train.batchSize=50,train.dispBatches=20
+  --set train.numEpochs=1,train.numExamples=6000,train.batchSize=50,train.dispBatches=10
   --set train.registerTimeout=60,train.syncTimeout=60,train.modelName=netns-mlp
   # One LibTorch thread per worker: DTRAIN_THREADS comes from the CPU limit.
   --set worker.resources.limits.cpu=1,worker.resources.requests.cpu=1
@@ -102,25 +115,6 @@ while read -r pod _kind _workload ip _host; do
   i=$((i + 1))
 done < "$WORK/plan/pods"
 
-# ---- volumes: claims shared by every pod, emptyDirs per pod ------------------------------
-VOL="$WORK/volumes"
-mkdir -p "$VOL/pvc" "$VOL/pod"
-FSGROUP=$(awk '$1 == "fsgroup" {print $2; exit}' "$WORK"/plan/pod/*/c/*/security)
-for claim in $(cat "$WORK"/plan/pod/*/c/*/mounts | awk '$2 == "pvc" {print $3}' | sort -u); do
-  mkdir -p "$VOL/pvc/$claim"
-  # What fsGroup does to a volume: group-owned, group-writable, setgid.
-  if [ "$FSGROUP" != - ]; then chgrp "$FSGROUP" "$VOL/pvc/$claim"; fi
-  chmod 2775 "$VOL/pvc/$claim"
-done
-while read -r pod _rest; do
-  for dir in $(cat "$WORK"/plan/pod/"$pod"/c/*/mounts | awk '$2 == "emptyDir" {print $3}' | sort -u); do
-    mkdir -p "$VOL/pod/$pod/$dir"
-    chmod 1777 "$VOL/pod/$pod/$dir"
-  done
-done < "$WORK/plan/pods"
-# The pods' root filesystem is this machine's, read-only; so is the work dir above them.
-chmod 755 "$WORK"
-
 # ---- the "image": the built binaries and docker/ (dtrain-seed-data) -----------------------
 # The pods run them as the securityContext's user (10001). A build under a home directory
 # of mode 700 is not traversable for that user and every container would end "exited 126"
@@ -154,34 +148,140 @@ for uid in $POD_UIDS; do
   [ -z "$missing" ] || k8s_fail "the pods run as uid $uid, which cannot run or read: $(echo $missing); make the build directory and its parents readable and searchable by that user (chmod o+rx), or build elsewhere"
 done
 
-# ---- start every pod: init containers in order, then the main container ------------------
+# The pods' root filesystem is this machine's, read-only; so is the work dir above them.
+chmod 755 "$WORK"
 IMAGE_PATH="$IMAGE_BIN:$IMAGE_DOCKER:/usr/local/bin:/usr/bin:/bin"
 export DTRAIN_K8S_KEEP_VISIBLE="$SRC:$BUILD"
-mkdir -p "$WORK/roots" "$WORK/logs" "$WORK/status"
-run_pod() {
-  local pod=$1 ns=$2 kind name rc
-  while read -r kind name; do
-    ip netns exec "$ns" unshare --uts bash "$SRC/tests/k8s/pod_exec.sh" \
-      "$WORK/plan" "$pod" "$name" "$VOL" "$WORK/roots" "$IMAGE_PATH" \
-      > "$WORK/logs/$pod.$name.log" 2>&1 && rc=0 || rc=$?
-    echo "$kind $name $rc" >> "$WORK/status/$pod"
-    [ "$rc" -eq 0 ] || return 0 # a failed init container stops the pod
-  done < "$WORK/plan/pod/$pod/containers"
-}
-declare -A PGID
-while read -r pod _rest; do
-  setsid bash -c "$(declare -f run_pod); WORK='$WORK' SRC='$SRC' VOL='$VOL' IMAGE_PATH='$IMAGE_PATH' run_pod '$pod' '${NS[$pod]}'" &
-  PGID[$pod]=$!
-  disown
-  k8s_on_exit "kill -9 -- -${PGID[$pod]} 2> /dev/null"
-done < "$WORK/plan/pods"
-start=$(date +%s)
+FSGROUP=$(awk '$1 == "fsgroup" {print $2; exit}' "$WORK"/plan/pod/*/c/*/security)
+CLAIMS=$(cat "$WORK"/plan/pod/*/c/*/mounts | awk '$2 == "pvc" {print $3}' | sort -u)
+JOB_PODS=$(awk '$2 == "Job" {print $1}' "$WORK/plan/pods")
+PREFIX="$RELEASE-worker"
 
 passed=0
 failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
+SCENARIO=""
+ok() { echo "ok   ${SCENARIO:+[$SCENARIO] }$*"; passed=$((passed + 1)); }
+bad() { echo "FAIL ${SCENARIO:+[$SCENARIO] }$*"; failed=$((failed + 1)); }
 kubelet() { ip netns exec "$NODE" "$@"; }
+
+# ---- one run of the job: fresh volumes, every pod started by tests/k8s/pod_run.sh --------
+# (the kubelet and the Job controller for one index); RUN is the run's directory.
+declare -A PGID
+start_run() { # NAME [Deployment]: starts the Job pods (and the Deployment's with the 2nd arg)
+  SCENARIO=$1
+  RUN="$WORK/$1"
+  mkdir -p "$RUN/volumes/pvc" "$RUN/volumes/pod" "$RUN/roots" "$RUN/logs" "$RUN/status" "$RUN/jobs" "$RUN/runner"
+  local claim pod kind
+  for claim in $CLAIMS; do
+    mkdir -p "$RUN/volumes/pvc/$claim"
+    # What fsGroup does to a volume: group-owned, group-writable, setgid.
+    if [ "$FSGROUP" != - ]; then chgrp "$FSGROUP" "$RUN/volumes/pvc/$claim"; fi
+    chmod 2775 "$RUN/volumes/pvc/$claim"
+  done
+  while read -r pod kind _rest; do
+    [ "$kind" = Job ] || [ "${2:-}" = "$kind" ] || continue
+    # The runner's own words (bash's "Killed" for a container we SIGKILL) go to RUN/runner.
+    setsid bash "$SRC/tests/k8s/pod_run.sh" "$WORK/plan" "$pod" "${NS[$pod]}" "$RUN" "$IMAGE_PATH" \
+      > "$RUN/runner/$pod.log" 2>&1 &
+    PGID[$pod]=$!
+    disown
+    k8s_on_exit "kill -9 -- -${PGID[$pod]} 2> /dev/null"
+  done < "$WORK/plan/pods"
+  START=$(date +%s)
+}
+pod_done() { grep -q "^phase" "$RUN/status/$1" 2> /dev/null; }
+kill_pod() { # POD: every process of the pod, its runner first (no replacement)
+  kill -9 -- "-${PGID[$1]}" 2> /dev/null || true
+  ip netns pids "${NS[$1]}" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
+}
+stop_run() {
+  local pod
+  for pod in "${!PGID[@]}"; do kill_pod "$pod"; done
+  for pod in "${!PGID[@]}"; do
+    while [ -n "$(ip netns pids "${NS[$pod]}" 2> /dev/null)" ]; do sleep 0.1; done
+  done
+  PGID=()
+}
+# Waits until every Job pod is done; a Job that failed has its other pods stopped, as the
+# Job controller does.
+wait_job_pods() {
+  local left pod f workload
+  while :; do
+    for f in "$RUN"/jobs/*.failed; do
+      [ -e "$f" ] || continue
+      workload=$(basename "$f" .failed)
+      for pod in $(awk -v w="$workload" '$3 == w {print $1}' "$WORK/plan/pods"); do
+        pod_done "$pod" || { kill_pod "$pod"; echo "phase Failed its Job failed: $(cat "$f")" >> "$RUN/status/$pod"; }
+      done
+    done
+    left=0
+    for pod in $JOB_PODS; do pod_done "$pod" || left=$((left + 1)); done
+    [ "$left" -gt 0 ] || break
+    if [ $(($(date +%s) - START)) -gt "$DEADLINE_S" ]; then
+      bad "$left Job pod(s) still running after ${DEADLINE_S}s"
+      break
+    fi
+    sleep 0.5
+  done
+  ELAPSED=$(($(date +%s) - START))
+}
+# Every Job pod ended Succeeded; every container of its last pod exited 0.
+check_job_pods() {
+  local pod phase
+  for pod in $JOB_PODS; do
+    phase=$(grep -m1 "^phase" "$RUN/status/$pod" 2> /dev/null || true)
+    if [ "$phase" = "phase Succeeded" ]; then
+      ok "$pod Succeeded: $(awk '$1 == "attempt" {printf "%s%s %s", sep, $4, $5; sep = ", "} END {print ""}' "$RUN/status/$pod")"
+    else
+      bad "$pod: ${phase:-still running} ($(grep -v '^phase' "$RUN/status/$pod" 2> /dev/null | tr '\n' ';'))"
+    fi
+  done
+}
+# Each worker finished as its rank, all with the same weights (dist_sync); sets FNV.
+check_training() {
+  local r log fnvs
+  for ((r = 0; r < WORKERS; r++)); do
+    log="$RUN/logs/$PREFIX-$r.worker.log"
+    if grep -q "worker $r .*Training done" "$log" 2> /dev/null; then
+      ok "worker $r (pod $PREFIX-$r) trained to the end: $(grep -o 'Validation-accuracy=[0-9.]*' "$log" | tail -1)"
+    else
+      bad "worker $r (pod $PREFIX-$r): no 'Training done' as rank $r"
+    fi
+  done
+  fnvs=$(cat "$RUN"/logs/"$PREFIX"-*.worker.log 2> /dev/null | grep -o 'weights-fnv64=[0-9a-f]*' | sort -u || true)
+  FNV=""
+  if [ "$(echo "$fnvs" | grep -c .)" -eq 1 ]; then
+    FNV=${fnvs#weights-fnv64=}
+    ok "all $WORKERS workers end with identical weights ($fnvs)"
+  else
+    bad "workers end with different weights: $(echo "$fnvs" | tr '\n' ' ')"
+  fi
+  local slog="$RUN/logs/$RELEASE-scheduler-0.scheduler.log"
+  if grep -q "job over" "$slog" 2> /dev/null; then
+    ok "scheduler saw the job end: $(grep -o 'job over.*' "$slog" | head -1)"
+  else
+    bad "scheduler never saw the job end"
+  fi
+  local ckpt="$RUN/volumes/pvc/$RELEASE-checkpoints"
+  if [ -f "$ckpt/netns-mlp-0001.params" ] && [ -f "$ckpt/netns-mlp-symbol.json" ]; then
+    ok "checkpoint on the shared volume: $(cd "$ckpt" && ls | tr '\n' ' ')(owner uid $(stat -c %u "$ckpt/netns-mlp-0001.params"))"
+  else
+    bad "no checkpoint netns-mlp-0001.params on the checkpoint claim ($(ls -A "$ckpt" 2> /dev/null | tr '\n' ' '))"
+  fi
+}
+dump_logs() {
+  local f
+  for f in "$RUN"/logs/*.log; do
+    echo "---- $SCENARIO: $(basename "$f" .log) (last 30 lines)"
+    tail -30 "$f" | sed 's/^/  | /'
+  done
+  for f in "$RUN"/status/*; do echo "---- $SCENARIO: status of $(basename "$f")"; sed 's/^/  | /' "$f"; done
+  for f in "$RUN"/runner/*.log; do
+    [ -s "$f" ] || continue
+    echo "---- $SCENARIO: pod_run.sh for $(basename "$f" .log)"
+    sed 's/^/  | /' "$f"
+  done
+}
 
 # ---- the kubelet's probes, while the job runs --------------------------------------------
 probe_once() { # POD KIND PORT [SERVICE|PATH]
@@ -193,39 +293,44 @@ probe_once() { # POD KIND PORT [SERVICE|PATH]
     *) return 1 ;;
   esac
 }
-# Every readiness/liveness probe of a Job pod must succeed while its pod runs.
-declare -A PROBED
-probe_deadline=$((start + 60))
-while [ "$(date +%s)" -lt "$probe_deadline" ]; do
-  pending=0
-  while read -r pod kind _rest; do
-    for cdir in "$WORK/plan/pod/$pod/c"/*; do
-      while read -r which ptype port extra; do
-        key="$pod/$(basename "$cdir")/$which"
-        [ -z "${PROBED[$key]:-}" ] || continue
-        if [ "$kind" = Deployment ] && [ "$which" = readiness ]; then continue; fi # needs a checkpoint first
-        if [ -s "$WORK/status/$pod" ] && grep -q "^main" "$WORK/status/$pod"; then
-          PROBED[$key]="pod exited before its $which probe passed"
-          continue
-        fi
-        if probe_once "$pod" "$ptype" "$port" "$extra"; then PROBED[$key]=ok; else pending=$((pending + 1)); fi
-      done < "$cdir/probes"
-    done
-  done < "$WORK/plan/pods"
-  [ "$pending" -gt 0 ] || break
-  sleep 0.2
-done
-for key in $(printf '%s\n' "${!PROBED[@]}" | sort); do
-  if [ "${PROBED[$key]}" = ok ]; then ok "probe $key"; else bad "probe $key: ${PROBED[$key]}"; fi
-done
-
-if [ "$HAVE_METRICS" = true ] && grep -q DTRAIN_METRICS_PORT "$WORK/rendered.yaml"; then
+check_probes() { # every readiness/liveness probe of a Job pod must succeed while its pod runs
+  declare -A probed
+  local deadline=$((START + 60)) pending pod kind cdir which ptype port extra key
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    pending=0
+    while read -r pod kind _rest; do
+      for cdir in "$WORK/plan/pod/$pod/c"/*; do
+        while read -r which ptype port extra; do
+          key="$pod/$(basename "$cdir")/$which"
+          [ -z "${probed[$key]:-}" ] || continue
+          if [ "$kind" = Deployment ] && [ "$which" = readiness ]; then continue; fi # needs a checkpoint first
+          if pod_done "$pod"; then
+            probed[$key]="pod exited before its $which probe passed"
+            continue
+          fi
+          if probe_once "$pod" "$ptype" "$port" "$extra"; then probed[$key]=ok; else pending=$((pending + 1)); fi
+        done < "$cdir/probes"
+      done
+    done < "$WORK/plan/pods"
+    [ "$pending" -gt 0 ] || break
+    sleep 0.2
+  done
+  for key in $(printf '%s\n' "${!probed[@]}" | sort); do
+    if [ "${probed[$key]}" = ok ]; then ok "probe $key"; else bad "probe $key: ${probed[$key]}"; fi
+  done
+}
+check_metrics() {
+  if [ "$HAVE_METRICS" != true ] || ! grep -q DTRAIN_METRICS_PORT "$WORK/rendered.yaml"; then
+    echo "note: metrics off in this rendering, or the binaries take no --metrics-port; /metrics not scraped"
+    return
+  fi
+  local pod kind port scraped
   while read -r pod kind _rest; do
     port=$(awk '$1 == "metrics" {print $2}' "$WORK/plan/pod/$pod/c"/*/ports | head -1)
     [ -n "$port" ] || continue
     scraped=""
     for _ in $(seq 1 50); do # up to ~10 s: the endpoint starts with the process
-      if grep -q "^main" "$WORK/status/$pod" 2> /dev/null; then scraped=exited; break; fi
+      if pod_done "$pod"; then scraped=exited; break; fi
       if probe_once "$pod" http "$port" /metrics; then scraped=ok; break; fi
       sleep 0.2
     done
@@ -235,87 +340,129 @@ if [ "$HAVE_METRICS" = true ] && grep -q DTRAIN_METRICS_PORT "$WORK/rendered.yam
       *) bad "scrape $pod:$port/metrics: no HTTP 200" ;;
     esac
   done < "$WORK/plan/pods"
-else
-  echo "note: metrics off in this rendering, or the binaries take no --metrics-port; /metrics not scraped"
-fi
+}
 
-# ---- the job's end: every Job pod exits, and exits 0 --------------------------------------
-job_pods=$(awk '$2 == "Job" {print $1}' "$WORK/plan/pods")
-while :; do
-  left=0
-  for pod in $job_pods; do
-    grep -q "^main" "$WORK/status/$pod" 2> /dev/null || left=$((left + 1))
-  done
-  [ "$left" -gt 0 ] || break
-  if [ $(($(date +%s) - start)) -gt "$DEADLINE_S" ]; then
-    bad "$left Job pod(s) still running after ${DEADLINE_S}s"
-    break
-  fi
-  sleep 0.5
-done
-elapsed=$(($(date +%s) - start))
-for pod in $job_pods; do
-  while read -r kind name rc; do
-    if [ "$rc" = 0 ]; then ok "$pod/$name exited 0 ($kind)"; else bad "$pod/$name exited $rc ($kind)"; fi
-  done < <(cat "$WORK/status/$pod" 2> /dev/null || echo "main ? running")
-done
-
-prefix="$RELEASE-worker"
-for ((r = 0; r < WORKERS; r++)); do
-  log="$WORK/logs/$prefix-$r.worker.log"
-  if grep -q "worker $r .*Training done" "$log" 2> /dev/null; then
-    ok "worker $r (pod $prefix-$r) trained to the end: $(grep -o 'Validation-accuracy=[0-9.]*' "$log" | tail -1)"
+# ---- scenario "plain": the job as the chart runs it, start to end ------------------------
+PLAIN_FNV=""
+scenario_plain() {
+  start_run plain Deployment
+  check_probes
+  check_metrics
+  wait_job_pods
+  check_job_pods
+  check_training
+  PLAIN_FNV=$FNV
+  local seeded
+  seeded=$(cat "$RUN"/logs/"$PREFIX"-*.seed-data.log 2> /dev/null | grep -c "copied" || true)
+  if [ "$seeded" -eq 1 ] && [ "$(ls "$RUN/volumes/pvc/$RELEASE-data/fashion-mnist" | wc -l)" -eq 4 ]; then
+    ok "data volume seeded once by $WORKERS concurrent init containers"
   else
-    bad "worker $r (pod $prefix-$r): no 'Training done' as rank $r"
+    bad "data seeding: $seeded copies, $(ls "$RUN/volumes/pvc/$RELEASE-data" 2> /dev/null | tr '\n' ' ')"
   fi
+  if [ "$HAVE_INFER" = true ]; then
+    local pod ptype port svc ready=""
+    pod=$(awk '$2 == "Deployment" {print $1; exit}' "$WORK/plan/pods")
+    read -r _w ptype port svc < <(grep '^readiness' "$WORK/plan/pod/$pod/c"/*/probes)
+    for _ in $(seq 1 100); do
+      if probe_once "$pod" "$ptype" "$port" "$svc"; then ready=1; break; fi
+      sleep 0.3
+    done
+    if [ -n "$ready" ]; then ok "inference ($pod) Ready on the newest checkpoint"; else bad "inference ($pod) never Ready"; fi
+  else
+    echo "note: dtrain-infer is not built; the inference Deployment was not run"
+  fi
+  echo "training took ${ELAPSED}s in $(wc -l < "$WORK/plan/pods") emulated pods"
+}
+
+# ---- scenario "restart": worker pods SIGKILLed mid-training and replaced -----------------
+# DTRAIN_K8S_KILLS: "RANK:EPOCH:BATCH ..." — SIGKILL worker RANK's process (what an OOM
+# kill or a crash leaves: exit 137) once its current pod logged "Epoch[EPOCH] Batch [BATCH]".
+# The pod's runner then does what the rendered Job says (podFailurePolicy: Count, restart
+# after the back-off); the replacement must rejoin as the same rank and the job finish with
+# the weights of the plain run.
+KILLS=${DTRAIN_K8S_KILLS:-1:0:10}
+kill_worker() { # RANK EPOCH BATCH NTH (pod NTH of that rank, 0: the first)
+  local r=$1 epoch=$2 batch=$3 nth=$4 pod="$PREFIX-$1"
+  local log="$RUN/logs/$pod.worker.log" pattern="Epoch\[$2\] Batch \[$3\]" pids
+  local deadline=$((START + DEADLINE_S))
+  # The pod NTH of the index, its main container past that batch.
+  until grep -q "^start $nth$" "$RUN/status/$pod" 2> /dev/null && grep -q "$pattern" "$log" 2> /dev/null; do
+    if pod_done "$pod" || [ "$(date +%s)" -gt "$deadline" ]; then
+      bad "worker $r: pod $nth never logged 'Epoch[$epoch] Batch [$batch]' ($(tail -1 "$RUN/status/$pod" 2> /dev/null))"
+      return
+    fi
+    sleep 0.05
+  done
+  pids=$(ip netns pids "${NS[$pod]}" | xargs)
+  if grep -q "Training done" "$log"; then
+    bad "worker $r finished before the kill: no restart exercised (kill at an earlier batch)"
+    return
+  fi
+  kill -KILL $pids
+  ok "SIGKILLed worker $r (pod $pod #$nth, pid $pids) after 'Epoch[$epoch] Batch [$batch]'"
+}
+scenario_restart() {
+  start_run restart
+  local spec r e b rest
+  declare -A nth
+  for spec in $KILLS; do
+    IFS=: read -r r e b rest <<< "$spec"
+    [[ "$r" =~ ^[0-9]+$ && "$e" =~ ^[0-9]+$ && "$b" =~ ^[0-9]+$ && -z "$rest" && "$r" -lt "$WORKERS" ]] ||
+      k8s_fail "DTRAIN_K8S_KILLS: '$spec' is not RANK:EPOCH:BATCH with RANK < $WORKERS"
+    kill_worker "$r" "$e" "$b" "${nth[$r]:-0}"
+    nth[$r]=$((${nth[$r]:-0} + 1))
+  done
+  wait_job_pods
+  check_job_pods
+  check_training
+  local pod status n
+  for r in "${!nth[@]}"; do
+    pod="$PREFIX-$r" status="$RUN/status/$PREFIX-$r" n=${nth[$r]}
+    # What the emulated Job controller did, from the rendered Job (pod_run.sh).
+    if [ "$(grep -c "^attempt [0-9]* main worker 137$" "$status")" -eq "$n" ] &&
+      [ "$(grep -c "^restart [0-9]* Count " "$status")" -eq "$n" ]; then
+      ok "worker $r: $n pod(s) exited 137, each replaced as the Job says: $(grep '^restart' "$status" | cut -d' ' -f3,4 | paste -sd,)"
+    else
+      bad "worker $r: expected $n kill(s) with exit 137, each followed by 'restart ... Count': $(tr '\n' ';' < "$status")"
+    fi
+    # The replacement rejoined as the same rank and redid the unfinished step.
+    log="$RUN/logs/$pod.worker.log"
+    if grep -q "worker $r .*rejoined the job $JOB_ID" "$log" && grep -q "worker $r .*resuming at epoch" "$log"; then
+      ok "worker $r's replacement rejoined job $JOB_ID as rank $r: $(grep -o 'resuming at epoch.*' "$log" | head -1)"
+    else
+      bad "worker $r's replacement did not say it rejoined job $JOB_ID and resumed ($(grep -m3 -o 'joined.*\|resuming.*' "$log" | tr '\n' ';'))"
+    fi
+  done
+  local slog="$RUN/logs/$RELEASE-scheduler-0.scheduler.log"
+  if grep -q "rejoined (incarnation" "$slog"; then
+    ok "scheduler: $(grep -o 'worker [0-9]* rejoined (incarnation.*' "$slog" | head -1)"
+  else
+    bad "the scheduler never logged a rejoin"
+  fi
+  if [ -z "$PLAIN_FNV" ]; then
+    echo "note: the plain run did not run or did not agree; weights not compared with it"
+  elif [ "$FNV" = "$PLAIN_FNV" ]; then
+    ok "the weights equal the uninterrupted run's (weights-fnv64=$FNV)"
+  else
+    bad "weights-fnv64=$FNV, but the uninterrupted run ended with $PLAIN_FNV"
+  fi
+  echo "training with $(echo "$KILLS" | wc -w) kill(s) took ${ELAPSED}s"
+}
+
+JOB_ID=$(awk '/name: DTRAIN_JOB_ID$/ {getline; gsub(/.*value: "|"/, ""); print; exit}' "$WORK/rendered.yaml")
+for scenario in ${DTRAIN_K8S_SCENARIOS:-plain restart}; do
+  case "$scenario" in
+    plain | restart) ;;
+    *) k8s_fail "DTRAIN_K8S_SCENARIOS: unknown scenario '$scenario' (plain, restart)" ;;
+  esac
+  before=$failed
+  "scenario_$scenario"
+  if [ "$failed" -gt "$before" ]; then dump_logs; else
+    echo "---- $scenario: worker 0's log (last 3 lines)"
+    tail -3 "$RUN/logs/$PREFIX-0.worker.log" | sed 's/^/  | /'
+  fi
+  stop_run
 done
-# dist_sync: after every step all workers hold the same weights.
-fnvs=$(cat "$WORK"/logs/"$prefix"-*.worker.log 2> /dev/null | grep -o 'weights-fnv64=[0-9a-f]*' | sort -u || true)
-if [ "$(echo "$fnvs" | grep -c .)" -eq 1 ]; then
-  ok "all $WORKERS workers end with identical weights ($fnvs)"
-else
-  bad "workers end with different weights: $(echo "$fnvs" | tr '\n' ' ')"
-fi
-if grep -q "job over" "$WORK/logs/$RELEASE-scheduler-0.scheduler.log" 2> /dev/null; then
-  ok "scheduler saw the job end: $(grep -o 'job over.*' "$WORK/logs/$RELEASE-scheduler-0.scheduler.log" | head -1)"
-else
-  bad "scheduler never saw the job end"
-fi
-ckpt="$VOL/pvc/$RELEASE-checkpoints"
-if [ -f "$ckpt/netns-mlp-0001.params" ] && [ -f "$ckpt/netns-mlp-symbol.json" ]; then
-  ok "checkpoint on the shared volume: $(cd "$ckpt" && ls | tr '\n' ' ')(owner uid $(stat -c %u "$ckpt/netns-mlp-0001.params"))"
-else
-  bad "no checkpoint netns-mlp-0001.params on the checkpoint claim ($(ls -A "$ckpt" 2> /dev/null | tr '\n' ' '))"
-fi
-seeded=$(cat "$WORK"/logs/"$prefix"-*.seed-data.log 2> /dev/null | grep -c "copied" || true)
-if [ "$seeded" -eq 1 ] && [ "$(ls "$VOL/pvc/$RELEASE-data/fashion-mnist" | wc -l)" -eq 4 ]; then
-  ok "data volume seeded once by $WORKERS concurrent init containers"
-else
-  bad "data seeding: $seeded copies, $(ls "$VOL/pvc/$RELEASE-data" 2> /dev/null | tr '\n' ' ')"
-fi
-
-if [ "$HAVE_INFER" = true ]; then
-  pod=$(awk '$2 == "Deployment" {print $1; exit}' "$WORK/plan/pods")
-  read -r _w ptype port svc < <(grep '^readiness' "$WORK/plan/pod/$pod/c"/*/probes)
-  ready=""
-  for _ in $(seq 1 100); do
-    if probe_once "$pod" "$ptype" "$port" "$svc"; then ready=1; break; fi
-    sleep 0.3
-  done
-  if [ -n "$ready" ]; then ok "inference ($pod) Ready on the newest checkpoint"; else bad "inference ($pod) never Ready"; fi
-else
-  echo "note: dtrain-infer is not built; the inference Deployment was not run"
-fi
-
-if [ "$failed" -gt 0 ]; then
-  for f in "$WORK"/logs/*.log; do
-    echo "---- $(basename "$f" .log) (last 30 lines)"
-    tail -30 "$f" | sed 's/^/  | /'
-  done
-else
-  echo "---- worker 0's log (last 5 lines)"
-  tail -5 "$WORK/logs/$prefix-0.worker.log" | sed 's/^/  | /'
-fi
-echo "training took ${elapsed}s in $(wc -l < "$WORK/plan/pods") emulated pods"
+SCENARIO=""
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

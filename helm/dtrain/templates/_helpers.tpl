@@ -133,6 +133,12 @@ how big the job is, which kvstore mode. Call with (dict "ctx" $ "role" "worker")
   value: {{ $v.kvStore | quote }}
 - name: DTRAIN_REGISTER_TIMEOUT
   value: {{ $v.train.registerTimeout | quote }}
+# Recovery: one id for every pod of the release (another job's processes are refused), and
+# how long the others wait for a dead worker's replacement.
+- name: DTRAIN_JOB_ID
+  value: {{ include "dtrain.jobId" .ctx | quote }}
+- name: DTRAIN_REJOIN_TIMEOUT
+  value: {{ $v.recovery.rejoinTimeout | quote }}
 {{- if ne .role "scheduler" }}
 # The rank is the pod's index in its Job, as a StatefulSet's ordinal would be.
 - name: DTRAIN_RANK
@@ -214,15 +220,81 @@ affinity:
 {{- end }}
 
 {{/*
-Job-level settings: a finished pod is never restarted (see values.yaml, job).
+The job's id (DTRAIN_JOB_ID), the same in every pod of the release: recovery.jobId, else
+<release>-<8 random characters>. Made once per rendering: the root chart's templates share
+one .Values, so the first call keeps it there for the others. `helm upgrade` reads it back
+from the scheduler Job (lookup), so that an upgrade leaves the Jobs, which are immutable,
+as they are; `helm template` and an install make a new one.
+*/}}
+{{- define "dtrain.jobId" -}}
+{{- $r := .Values.recovery -}}
+{{- if $r.jobId -}}
+{{- $r.jobId -}}
+{{- else -}}
+{{- if not (hasKey $r "madeJobId") -}}
+{{- $id := "" -}}
+{{- $job := lookup "batch/v1" "Job" .Release.Namespace (include "dtrain.componentName" (dict "ctx" . "component" "scheduler")) -}}
+{{- range (dig "spec" "template" "spec" "containers" list $job) -}}
+{{- range (.env | default list) -}}
+{{- if eq .name "DTRAIN_JOB_ID" }}{{ $id = .value }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set $r "madeJobId" ($id | default (printf "%s-%s" (.Release.Name | trunc 55 | trimSuffix "-") (randAlphaNum 8 | lower))) -}}
+{{- end -}}
+{{- $r.madeJobId -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Job-level settings. Call with (dict "ctx" $ "completions" N "restartable" true).
+
+Restartable roles (workers, the scheduler) have a pod whose process died replaced in place:
+the same index, so the same rank, hostname and DNS name (docs/recovery.md). Kubernetes
+>= 1.29 (backoffLimitPerIndex beta, on by default; GA in 1.33; podFailurePolicy GA in 1.31):
+- a pod Kubernetes took away (preemption, drain, API eviction, taint eviction, node loss:
+  condition DisruptionTarget) is replaced and not counted, whatever its process said;
+- dtrain's own exit statuses, in any container, are decisions that a restart would repeat
+  (1: the job failed, this process was fenced by a newer one, it belongs to another job,
+  its data or checkpoint is wrong, the image has no data set to seed; 2: bad flags; 127:
+  `dtrain run` found no binary): the Job fails;
+- anything else, i.e. a process killed by a signal (137: SIGKILL or the OOM killer,
+  139: SIGSEGV, 134: SIGABRT), counts against backoffLimitPerIndex;
+- one index out of restarts fails the Job (maxFailedIndexes 0: no rank can be left out).
+backoffLimit (the Job's total) is the sum of the per-index limits, never the tighter one;
+it is also the limit that remains where a cluster drops the per-index fields.
+A replacement starts only once the failed pod is gone (podFailurePolicy implies
+podReplacementPolicy Failed): never two processes of one rank from Kubernetes.
+
+Servers: not restartable (a new server would hold none of its shard; Recovery II). The
+first failure of a server pod, disruptions included, fails its Job.
 */}}
 {{- define "dtrain.jobSpec" -}}
+{{- $v := .ctx.Values -}}
 completionMode: Indexed
-backoffLimit: {{ .Values.job.backoffLimit }}
-{{- if not (kindIs "invalid" .Values.job.ttlSecondsAfterFinished) }}
-ttlSecondsAfterFinished: {{ .Values.job.ttlSecondsAfterFinished }}
+completions: {{ .completions }}
+parallelism: {{ .completions }}
+{{- if .restartable }}
+{{- $n := int $v.recovery.maxRestarts }}
+backoffLimitPerIndex: {{ $n }}
+maxFailedIndexes: 0
+backoffLimit: {{ mul $n .completions }}
+podFailurePolicy:
+  rules:
+    - action: Ignore
+      onPodConditions:
+        - type: DisruptionTarget
+          status: "True"
+    - action: FailJob
+      onExitCodes:
+        operator: In
+        values: [1, 2, 127]
+{{- else }}
+backoffLimit: 0
 {{- end }}
-{{- if not (kindIs "invalid" .Values.job.activeDeadlineSeconds) }}
-activeDeadlineSeconds: {{ .Values.job.activeDeadlineSeconds }}
+{{- if not (kindIs "invalid" $v.job.ttlSecondsAfterFinished) }}
+ttlSecondsAfterFinished: {{ $v.job.ttlSecondsAfterFinished }}
+{{- end }}
+{{- if not (kindIs "invalid" $v.job.activeDeadlineSeconds) }}
+activeDeadlineSeconds: {{ $v.job.activeDeadlineSeconds }}
 {{- end }}
 {{- end }}

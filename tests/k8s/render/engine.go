@@ -14,12 +14,14 @@ import (
 	"strings"
 	"text/template"
 
+	semver "github.com/Masterminds/semver" // v3, at its GOPATH path
 	sprig "github.com/Masterminds/sprig"
 	"sigs.k8s.io/yaml"
 )
 
 type Release struct {
 	Name, Namespace string
+	KubeVersion     string // the cluster's, e.g. "v1.29.0" (helm template --kube-version)
 }
 
 // Rendered is one manifest document.
@@ -139,8 +141,13 @@ func Render(c *Chart, rel Release, vals Values) (docs []Rendered, notes string, 
 		chartObj[strings.ToUpper(k[:1])+k[1:]] = v // .Chart.Name, .Chart.AppVersion...
 	}
 	caps := capabilities{APIVersions: apiVersions{"v1", "apps/v1", "batch/v1", "policy/v1"}}
-	caps.KubeVersion.Version, caps.KubeVersion.Major, caps.KubeVersion.Minor = "v1.29.0", "1", "29"
-	caps.KubeVersion.GitVersion = "v1.29.0"
+	kv, err := checkKubeVersion(c, rel.KubeVersion)
+	if err != nil {
+		return nil, "", err
+	}
+	caps.KubeVersion.Version = "v" + kv.String()
+	caps.KubeVersion.Major, caps.KubeVersion.Minor = fmt.Sprint(kv.Major()), fmt.Sprint(kv.Minor())
+	caps.KubeVersion.GitVersion = caps.KubeVersion.Version
 
 	var t *template.Template
 	t = template.New("gotpl").Option("missingkey=zero").Funcs(funcMap(&t))
@@ -190,6 +197,31 @@ func Render(c *Chart, rel Release, vals Values) (docs []Rendered, notes string, 
 	}
 	sortInstallOrder(docs)
 	return docs, notes, nil
+}
+
+// checkKubeVersion refuses a cluster version outside Chart.yaml's kubeVersion range, in
+// Helm's words (pkg/action: "chart requires kubeVersion: ... which is incompatible with
+// Kubernetes ...").
+func checkKubeVersion(c *Chart, version string) (*semver.Version, error) {
+	if version == "" {
+		version = "v1.29.0"
+	}
+	v, err := semver.NewVersion(version)
+	if err != nil {
+		return nil, fmt.Errorf("--kube-version %q: %v", version, err)
+	}
+	want, _ := c.Meta["kubeVersion"].(string)
+	if want == "" {
+		return v, nil
+	}
+	constraint, err := semver.NewConstraint(want)
+	if err != nil {
+		return nil, fmt.Errorf("Chart.yaml kubeVersion %q: %v", want, err)
+	}
+	if !constraint.Check(v) {
+		return nil, fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes v%s", want, v)
+	}
+	return v, nil
 }
 
 var docSep = regexp.MustCompile(`(?m)^---[ \t]*$`)

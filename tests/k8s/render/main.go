@@ -2,7 +2,7 @@
 // Go text/template + sprig (the engine Helm uses), applies values.schema.json, and can lay
 // out the pods a cluster would run (for tests/k8s/netns_test.sh).
 //
-//   k8s-render [-f values.yaml]... [--set k=v]... [--set-string k=v]... [-n NAMESPACE]
+//   k8s-render [-f values.yaml]... [--set k=v]... [--set-string k=v]... [-n NAMESPACE] [--kube-version V]
 //              [-o yaml|json] [--notes FILE] [--plan DIR --ip-base 10.244.0.] RELEASE CHART
 //
 // Exit status: 0 rendered; 1 the chart or its values were refused (the message says why,
@@ -35,6 +35,7 @@ func main() {
 	fs.Var(&sets, "set", "key=value[,key=value] (repeatable)")
 	fs.Var(&setStrings, "set-string", "key=value, always a string (repeatable)")
 	namespace := fs.String("n", "default", "release namespace")
+	kubeVersion := fs.String("kube-version", "v1.29.0", "the cluster's Kubernetes version (.Capabilities.KubeVersion), checked against Chart.yaml kubeVersion")
 	output := fs.String("o", "yaml", "yaml (as helm template prints) or json (a list of documents)")
 	notes := fs.String("notes", "", "write the rendered NOTES.txt here")
 	plan := fs.String("plan", "", "write the pod plan (see pods.go) into this directory")
@@ -46,13 +47,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: k8s-render [flags] RELEASE CHART")
 		os.Exit(2)
 	}
-	if err := run(fs.Arg(0), fs.Arg(1), *namespace, valueFiles, sets, setStrings, *output, *notes, *plan, *ipBase); err != nil {
+	if err := run(fs.Arg(0), fs.Arg(1), *namespace, *kubeVersion, valueFiles, sets, setStrings, *output, *notes, *plan, *ipBase); err != nil {
 		fmt.Fprintf(os.Stderr, "Error: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(release, chartDir, namespace string, valueFiles, sets, setStrings []string, output, notesPath, planDir, ipBase string) error {
+func run(release, chartDir, namespace, kubeVersion string, valueFiles, sets, setStrings []string, output, notesPath, planDir, ipBase string) error {
 	chart, err := LoadChart(chartDir)
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func run(release, chartDir, namespace string, valueFiles, sets, setStrings []str
 	if err := ValidateValues(chart, vals); err != nil {
 		return err
 	}
-	docs, notes, err := Render(chart, Release{Name: release, Namespace: namespace}, vals)
+	docs, notes, err := Render(chart, Release{Name: release, Namespace: namespace, KubeVersion: kubeVersion}, vals)
 	if err != nil {
 		return err
 	}

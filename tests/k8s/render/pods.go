@@ -15,6 +15,13 @@ package main
 //   DIR/pod/NAME/c/CONTAINER/security      lines: uid N / gid N / fsgroup N / rorootfs B / nonewprivs B / dropall B
 //   DIR/pod/NAME/c/CONTAINER/probes        lines: readiness|liveness grpc PORT SERVICE | tcp PORT | http PORT PATH
 //   DIR/pod/NAME/c/CONTAINER/ports         lines: NAME PORT
+//   DIR/pod/NAME/job                       Job pods: "backoffLimitPerIndex N|-", "maxFailedIndexes N|-",
+//                                          "backoffLimit N" (Kubernetes' default 6 when unset)
+//   DIR/pod/NAME/on-failure                Job pods, lines "CONTAINER EXIT ACTION ACTION_IF_DISRUPTED" for
+//                                          every container and exit code 1..255: what the Job's
+//                                          podFailurePolicy does with a pod that failed so
+//                                          (Count, Ignore, FailJob, FailIndex), without and with
+//                                          the DisruptionTarget condition
 
 import (
 	"fmt"
@@ -34,6 +41,7 @@ type podPlan struct {
 	Index                              int
 	Labels, Annotations                map[string]string
 	Spec                               map[string]interface{}
+	JobSpec                            map[string]interface{} // the owning Job's spec (Job pods)
 	DNSNames                           []string
 }
 
@@ -116,6 +124,7 @@ func PlanPods(docs []Rendered, namespace, clusterDomain, ipBase string) ([]*podP
 					map[string]string{"batch.kubernetes.io/job-completion-index": idx})
 				p.Labels["batch.kubernetes.io/job-completion-index"] = idx
 				p.Labels["job-name"] = name(o)
+				p.JobSpec = spec
 			}
 		case "StatefulSet":
 			for i := 0; i < num(spec, "replicas", 1); i++ {
@@ -332,6 +341,71 @@ func probeLine(kind string, pr object, ports map[string]string) string {
 	return ""
 }
 
+// PodFailureAction is the Job controller's decision for a pod whose container `container`
+// failed with `exit` (pkg/controller/job/pod_failure_policy.go): the first rule of the
+// Job's podFailurePolicy that matches, else Count. `disrupted`: the pod has the condition
+// DisruptionTarget=True (preempted, evicted, its node lost).
+func PodFailureAction(jobSpec object, container string, exit int, disrupted bool) string {
+	for _, ri := range list(m(jobSpec, "podFailurePolicy"), "rules") {
+		rule, _ := ri.(object)
+		if codes := m(rule, "onExitCodes"); codes != nil {
+			if c := str(codes, "containerName"); c != "" && c != container {
+				continue
+			}
+			in := false
+			for _, v := range list(codes, "values") {
+				if f, ok := v.(float64); ok && int(f) == exit {
+					in = true
+				}
+			}
+			if in == (str(codes, "operator") == "In") {
+				return str(rule, "action")
+			}
+			continue
+		}
+		for _, pi := range list(rule, "onPodConditions") {
+			pat, _ := pi.(object)
+			status := str(pat, "status")
+			if status == "" {
+				status = "True"
+			}
+			if disrupted && str(pat, "type") == "DisruptionTarget" && status == "True" {
+				return str(rule, "action")
+			}
+		}
+	}
+	return "Count"
+}
+
+func orDefault(o object, key, def string) string {
+	if v := str(o, key); v != "" {
+		return v
+	}
+	return def
+}
+
+// writeJobPlan: the Job's limits and its podFailurePolicy as a table, for the emulated
+// Job controller in netns_test.sh.
+func writeJobPlan(dir string, p *podPlan) error {
+	limits := fmt.Sprintf("backoffLimitPerIndex %s\nmaxFailedIndexes %s\nbackoffLimit %s\n",
+		orDefault(p.JobSpec, "backoffLimitPerIndex", "-"), orDefault(p.JobSpec, "maxFailedIndexes", "-"),
+		orDefault(p.JobSpec, "backoffLimit", "6"))
+	var table strings.Builder
+	for _, group := range []string{"initContainers", "containers"} {
+		for _, ci := range list(p.Spec, group) {
+			c := str(ci.(object), "name")
+			for exit := 1; exit <= 255; exit++ {
+				fmt.Fprintf(&table, "%s %d %s %s\n", c, exit, PodFailureAction(p.JobSpec, c, exit, false),
+					PodFailureAction(p.JobSpec, c, exit, true))
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "job"), []byte(limits), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "on-failure"), []byte(table.String()), 0o644)
+}
+
 func WritePlan(dir string, pods []*podPlan, hosts []string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -427,6 +501,11 @@ func WritePlan(dir string, pods []*podPlan, hosts []string) error {
 		}
 		if err := os.WriteFile(filepath.Join(dir, "pod", p.Name, "containers"), []byte(containers.String()), 0o644); err != nil {
 			return err
+		}
+		if p.Kind == "Job" {
+			if err := writeJobPlan(filepath.Join(dir, "pod", p.Name), p); err != nil {
+				return err
+			}
 		}
 	}
 	return os.WriteFile(filepath.Join(dir, "pods"), []byte(index.String()), 0o644)

@@ -3,6 +3,7 @@
 //
 //   node validate.mjs RENDERED.json [--workers N] [--servers S] [--gpus G]
 //                     [--namespace NS] [--existing-claims a,b]
+//                     [--max-restarts R] [--rejoin-timeout T] [--job-id ID]
 //
 // Prints one line per problem and exits 1 if there is any; 0 and a summary otherwise.
 import { readFileSync } from "node:fs";
@@ -35,6 +36,9 @@ function parseArgs(argv) {
     else if (a === "--gpus") opts.gpus = Number(next());
     else if (a === "--namespace") opts.namespace = next();
     else if (a === "--existing-claims") opts.existingClaims = next().split(",").filter(Boolean);
+    else if (a === "--max-restarts") opts.maxRestarts = Number(next());
+    else if (a === "--rejoin-timeout") opts.rejoinTimeout = next();
+    else if (a === "--job-id") opts.jobId = next();
     else if (!opts.file) opts.file = a;
     else throw new Error(`unexpected argument ${a}`);
   }
@@ -68,6 +72,92 @@ function checkLabels(o) {
   }
 }
 
+// The Job controller's decision for a failed pod (pkg/controller/job/pod_failure_policy.go):
+// the first rule that matches wins; none: Count. `exit` is the container's exit code,
+// `conditions` the pod's condition types with status True.
+export function podFailureAction(job, container, exit, conditions = []) {
+  for (const rule of job.spec.podFailurePolicy?.rules ?? []) {
+    if (rule.onExitCodes) {
+      const r = rule.onExitCodes;
+      if (r.containerName && r.containerName !== container) continue;
+      if (exit === 0) continue; // successful containers are not checked
+      if ((r.operator === "In") === r.values.includes(exit)) return rule.action;
+    } else if ((rule.onPodConditions ?? []).some((p) => (p.status ?? "True") === "True" && conditions.includes(p.type))) {
+      return rule.action;
+    }
+  }
+  return "Count";
+}
+
+// What the API server's Job validation refuses (pkg/apis/batch/validation), for the fields
+// the chart sets: the schemas above check types only.
+function checkJobApiRules(w) {
+  const spec = w.spec, t = spec.template.spec;
+  const names = [...(t.initContainers ?? []), ...t.containers].map((c) => c.name);
+  if (spec.backoffLimitPerIndex !== undefined) {
+    if (spec.completionMode !== "Indexed") problem(id(w), "backoffLimitPerIndex needs completionMode Indexed");
+    if (t.restartPolicy !== "Never") problem(id(w), "backoffLimitPerIndex needs restartPolicy Never");
+  }
+  if (spec.maxFailedIndexes !== undefined) {
+    if (spec.backoffLimitPerIndex === undefined) problem(id(w), "maxFailedIndexes needs backoffLimitPerIndex");
+    if (spec.maxFailedIndexes > spec.completions) problem(id(w), "maxFailedIndexes > completions");
+  }
+  const rules = spec.podFailurePolicy?.rules;
+  if (!rules) return;
+  if (t.restartPolicy !== "Never") problem(id(w), "podFailurePolicy needs restartPolicy Never");
+  if (rules.length > 20) problem(id(w), "more than 20 podFailurePolicy rules");
+  if (spec.podReplacementPolicy !== undefined && spec.podReplacementPolicy !== "Failed") {
+    problem(id(w), "with podFailurePolicy, podReplacementPolicy must be Failed");
+  }
+  rules.forEach((r, i) => {
+    const where = `${id(w)} podFailurePolicy.rules[${i}]`;
+    if (!r.onExitCodes === !r.onPodConditions) problem(where, "exactly one of onExitCodes and onPodConditions");
+    if (r.action === "FailIndex" && spec.backoffLimitPerIndex === undefined) problem(where, "FailIndex needs backoffLimitPerIndex");
+    const e = r.onExitCodes;
+    if (e) {
+      if (e.containerName && !names.includes(e.containerName)) problem(where, `containerName ${e.containerName} is no container of the pod`);
+      if (!e.values.length || e.values.length > 255) problem(where, "1 to 255 exit codes");
+      if (e.values.some((v, j) => j > 0 && v <= e.values[j - 1])) problem(where, "exit codes must be sorted and unique");
+      if (e.operator === "In" && e.values.includes(0)) problem(where, "0 cannot be used with operator In");
+    }
+    for (const p of r.onPodConditions ?? []) {
+      if (!["True", "False", "Unknown", undefined].includes(p.status)) problem(where, `condition status ${p.status}`);
+    }
+  });
+}
+
+// Recovery (docs/recovery.md, the chart's README "What survives what"): workers and the
+// scheduler are replaced in place when killed, not when they exit with a status of their
+// own; servers never.
+function checkRecovery(w, role, opts) {
+  const spec = w.spec, main = w.spec.template.spec.containers[0].name;
+  const act = (exit, cond) => podFailureAction(w, main, exit, cond);
+  if (role === "server") {
+    if (spec.backoffLimitPerIndex !== undefined || spec.backoffLimit !== 0) {
+      problem(id(w), "servers are not recoverable: backoffLimit 0, no backoffLimitPerIndex");
+    }
+    if (act(137, ["DisruptionTarget"]) === "Ignore" || act(137) === "Ignore") problem(id(w), "a server's failure must fail its Job");
+    return;
+  }
+  const n = spec.backoffLimitPerIndex;
+  if (n === undefined) return problem(id(w), `${role}: no backoffLimitPerIndex (restarts in place)`);
+  if (opts.maxRestarts !== undefined && n !== opts.maxRestarts) problem(id(w), `backoffLimitPerIndex ${n}, expected ${opts.maxRestarts}`);
+  if (spec.maxFailedIndexes !== 0) problem(id(w), "maxFailedIndexes must be 0: a rank out of restarts fails the job");
+  if (spec.backoffLimit !== n * spec.completions) problem(id(w), `backoffLimit ${spec.backoffLimit}, expected ${n} x ${spec.completions}`);
+  const want = [
+    [137, [], "Count", "a process killed (SIGKILL, OOM) is restarted"],
+    [139, [], "Count", "a crash (SIGSEGV) is restarted"],
+    [137, ["DisruptionTarget"], "Ignore", "a pod Kubernetes took away is replaced without counting"],
+    [143, ["DisruptionTarget"], "Ignore", "a pod Kubernetes took away is replaced without counting"],
+    [1, [], "FailJob", "exit 1 (failed job, fenced, another job) is final"],
+    [2, [], "FailJob", "exit 2 (bad flags) is final"],
+  ];
+  for (const [exit, cond, action, why] of want) {
+    const got = act(exit, cond);
+    if (got !== action) problem(id(w), `exit ${exit}${cond.length ? ` with ${cond}` : ""}: ${got}, expected ${action} (${why})`);
+  }
+}
+
 function podTemplate(o) {
   return ["Job", "StatefulSet", "Deployment"].includes(o.kind) ? o.spec.template : null;
 }
@@ -89,6 +179,7 @@ function main() {
   for (const w of workloads) {
     const t = w.spec.template;
     if (w.kind === "Job") {
+      checkJobApiRules(w);
       if (w.spec.completionMode !== "Indexed") problem(id(w), "not an Indexed Job: pods get no stable rank/hostname");
       if (w.spec.parallelism !== w.spec.completions) problem(id(w), "parallelism != completions: all ranks must run at once");
       if (!["Never", "OnFailure"].includes(t.spec.restartPolicy)) problem(id(w), "Job pods need restartPolicy Never or OnFailure");
@@ -181,7 +272,9 @@ function main() {
     if (opts.servers !== undefined && S !== opts.servers) problem(id(server), `${S} server replicas, expected ${opts.servers}`);
     const st = sched.spec.template;
     const schedPort = st.spec.containers[0].ports.find((p) => p.name === "grpc")?.containerPort;
-    const hostname = sched.kind === "Job" ? `${sched.metadata.name}-0` : `${sched.metadata.name}-0`;
+    const hostname = `${sched.metadata.name}-0`; // a Job's index 0 or a StatefulSet's ordinal 0: a replacement keeps it
+    const release = sched.metadata.labels?.["app.kubernetes.io/instance"];
+    const jobIds = new Set(), rejoin = new Set();
     const sub = sched.kind === "Job" ? st.spec.subdomain : sched.spec.serviceName;
     const addrRe = new RegExp(`^${hostname}\\.${sub}\\.${opts.namespace}\\.svc\\.[a-z0-9.-]+:${schedPort}$`);
     for (const w of [sched, server, worker]) {
@@ -191,6 +284,9 @@ function main() {
       if (envValue(c, "DTRAIN_NUM_SERVERS") !== String(S)) problem(where, `DTRAIN_NUM_SERVERS=${envValue(c, "DTRAIN_NUM_SERVERS")}, but ${S} servers run`);
       if (!addrRe.test(envValue(c, "DTRAIN_SCHEDULER_ADDR") ?? "")) problem(where, `DTRAIN_SCHEDULER_ADDR=${envValue(c, "DTRAIN_SCHEDULER_ADDR")} is not the scheduler pod's stable name and port`);
       if (envValue(c, "DTRAIN_ROLE") !== component(w)) problem(where, "DTRAIN_ROLE does not name its role");
+      jobIds.add(envValue(c, "DTRAIN_JOB_ID"));
+      rejoin.add(envValue(c, "DTRAIN_REJOIN_TIMEOUT"));
+      if (w.kind === "Job") checkRecovery(w, component(w), opts);
       if (w !== sched) {
         const rank = envOf(c).DTRAIN_RANK?.valueFrom?.fieldRef?.fieldPath;
         const ordinal = w.kind === "Job" ? INDEX_ANNOTATION : "metadata.labels['apps.kubernetes.io/pod-index']";
@@ -202,6 +298,19 @@ function main() {
           if (c[kind]?.grpc?.port !== grpcPort) problem(where, `${kind} must be a native gRPC probe on port ${grpcPort}`);
         }
       }
+    }
+    // One job id for the whole release, as the scheduler and servers fence by it.
+    const [jobId] = jobIds;
+    if (jobIds.size !== 1 || !jobId) {
+      problem("chart", `DTRAIN_JOB_ID must be one non-empty id for every pod, got ${[...jobIds].join(", ")}`);
+    } else if (opts.jobId !== undefined ? jobId !== opts.jobId : !jobId.startsWith(`${release}-`)) {
+      problem("chart", `DTRAIN_JOB_ID=${jobId}, expected ${opts.jobId ?? `${release}-<random>`}`);
+    } else if (Buffer.byteLength(jobId) > 64) {
+      problem("chart", `DTRAIN_JOB_ID=${jobId} is over 64 bytes`);
+    }
+    const [rt] = rejoin;
+    if (rejoin.size !== 1 || rt === undefined || (opts.rejoinTimeout !== undefined && rt !== opts.rejoinTimeout)) {
+      problem("chart", `DTRAIN_REJOIN_TIMEOUT must be the same in every pod${opts.rejoinTimeout !== undefined ? ` (${opts.rejoinTimeout})` : ""}, got ${[...rejoin].join(", ")}`);
     }
   }
   const infer = role("inference");
