@@ -50,6 +50,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A peer restarted elsewhere under the same name (a Kubernetes pod behind its headless
+  // Service) has a new address: look the name up again within a second, not 30 s.
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
   return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
 }
 

@@ -3,6 +3,7 @@
 //
 //   dtrain-server --scheduler 10.0.0.1:9091 --num-workers 2 --num-servers 1
 //   dtrain-server --standalone --port 0 --port-file /tmp/ps.port   (tests, benchmarks)
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -127,6 +128,8 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
     DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
                         << " is dead; sync steps waiting for it will time out";
   };
+  // As long as the job waits for a replaced worker, it waits for a restarted scheduler.
+  hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.rejoin_timeout_s));
   scheduler.StartHeartbeat(absl::Seconds(cluster.heartbeat_interval_s), std::move(hooks));
   return reg->rank();
 }

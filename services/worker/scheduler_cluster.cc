@@ -1,5 +1,7 @@
 #include "services/worker/scheduler_cluster.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -26,6 +28,9 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
   hooks.on_shutdown = [self](const std::string& reason) { self->OnJobEnded(reason); };
   hooks.on_dead = [self](const v1::NodeInfo& node) { self->OnPeerDead(node); };
   hooks.on_rejoined = [self](const v1::NodeInfo& node) { self->OnPeerRejoined(node); };
+  // A job that waits for replacements (--rejoin-timeout) waits as long for a restarted
+  // scheduler: on Kubernetes its pod comes back no sooner than the 10 s back-off.
+  hooks.reconnect_for = std::max(hooks.reconnect_for, o.rejoin_timeout);
   c->scheduler_.StartHeartbeat(o.heartbeat_interval, std::move(hooks));
   DTRAIN_LOG(INFO) << (c->rejoined_ ? "rejoined" : "joined") << " the job " << c->scheduler_.job_id() << ": "
                    << o.num_workers << " workers, " << o.num_servers << " servers, scheduler " << o.scheduler
