@@ -1,6 +1,6 @@
 #!/bin/bash
 # The tests' TMPDIR (set by tests/CMakeLists.txt on every test), as a CTest fixture:
-#   tmpdir_check.sh setup DIR   empties DIR before the tests
+#   tmpdir_check.sh setup DIR [SHARED]   empties DIR (and SHARED, tests' shared results) before the tests
 #   tmpdir_check.sh check DIR   after them: fails listing whatever a test left there
 # Tests must remove what they create (RAII, traps); leftovers pile up in /tmp otherwise.
 set -euo pipefail
@@ -9,6 +9,7 @@ case "$mode" in
   setup)
     rm -rf "$dir"
     mkdir -p "$dir"
+    if [ -n "${3:-}" ]; then rm -rf "$3"; mkdir -p "$3"; fi
     ;;
   check)
     [ -d "$dir" ] || { echo "FAIL: $dir is missing (the setup test did not run?)" >&2; exit 1; }

@@ -4,7 +4,8 @@
 // Exits 0 once every worker finished and the servers left (or after
 // --exit-grace); 1 if a node left with failed=true, every worker is gone after one
 // died, or registration did not complete within --register-timeout (naming who is
-// missing); 0 on SIGTERM/SIGINT.
+// missing); on SIGTERM/SIGINT 128 + the signal while the job runs (so that an evicted
+// scheduler pod is started again), else 0.
 #include <signal.h>
 #include <unistd.h>
 
@@ -104,6 +105,12 @@ absl::Status RunUntilDone(ShutdownSignal& signals, SchedulerService& service, co
   // before the first tick.
   for (absl::Duration wait = absl::ZeroDuration();; wait = kTick) {
     if (const std::string sig = signals.WaitFor(wait); !sig.empty()) {
+      if (membership.AllRegistered() && !job_over && (sig == "SIGTERM" || sig == "SIGINT")) {
+        // Stopped mid-job (a pod evicted or deleted): not a success, so that Kubernetes
+        // starts the scheduler again and the nodes register with the new one.
+        DTRAIN_LOG(WARNING) << "received " << sig << " while the job runs; shutting down";
+        return absl::CancelledError(sig);
+      }
       DTRAIN_LOG(INFO) << "received " << sig << "; shutting down";
       return absl::OkStatus();
     }
@@ -130,8 +137,8 @@ absl::Status RunUntilDone(ShutdownSignal& signals, SchedulerService& service, co
   }
 }
 
-// Closes the service and the server; the exit code: 1 if the job failed
-// (`early` or a failed node), else 0.
+// Closes the service and the server; the exit code: 128 + the signal if one stopped a
+// running job (CANCELLED `early`), 1 if the job failed (`early` or a failed node), else 0.
 int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& membership,
              const absl::Status& early) {
   if (early.ok()) {
@@ -140,6 +147,7 @@ int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& 
     service.Close(early);
   }
   server.Shutdown(DeadlineAfter(absl::Milliseconds(500)));
+  if (absl::IsCancelled(early)) return early.message() == "SIGINT" ? 128 + SIGINT : 128 + SIGTERM;
   if (!early.ok()) {
     DTRAIN_LOG(ERROR) << "job failed: " << early.message();
     return 1;

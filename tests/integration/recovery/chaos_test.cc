@@ -63,11 +63,11 @@ std::vector<std::string> Argv(const std::string& prefix, bool restarts, const st
 }
 
 // The uninterrupted run's final weights. Computed once per ctest run and shared by the
-// scenarios (a file under $TMPDIR, which each ctest run empties, taken under a lock).
+// scenarios through $DTRAIN_TEST_SHARED_DIR (emptied by each run's setup), under a
+// lock; without it (the binary run by hand), once per scenario.
 std::string Reference() {
-  const char* tmp = std::getenv("TMPDIR");
-  const std::string dir = tmp != nullptr ? tmp : "/tmp";
-  const std::string path = dir + "/dtrain-chaos-reference";
+  const char* shared = std::getenv("DTRAIN_TEST_SHARED_DIR");
+  const std::string path = shared != nullptr ? std::string(shared) + "/chaos-reference" : MakeTempDir() + "/ref";
   const int lock = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR, 0600);
   if (lock >= 0) ::flock(lock, LOCK_EX);
   std::string ref = ReadTextFile(path);
@@ -217,58 +217,6 @@ TEST(ChaosTest, WorkerPausedTwentyFiveSecondsComesBack) {
   EXPECT_NE(c.job.output().find("worker 1 is back after being declared dead"), std::string::npos)
       << c.job.output();
   EXPECT_EQ(c.job.output().find("restarting worker"), std::string::npos) << c.job.output();
-}
-
-// The mean of the workers' final validation accuracies (-1 when not two of them).
-double MeanFinalAccuracy(const std::string& output) {
-  const std::vector<std::string> v = ValuesAfter(output, "Validation-accuracy", "Training done");
-  double sum = 0;
-  for (const std::string& text : v) {
-    double a = 0;
-    if (!absl::SimpleAtod(text, &a)) return -1;
-    sum += a;
-  }
-  return v.size() == 2 ? sum / 2 : -1;
-}
-
-TEST(ChaosTest, AsyncWorkerKilledRejoinsAndAccuracyHolds) {
-  // Async workers end on weights pulled at different moments; a small learning rate
-  // over 3 epochs keeps that spread to a few tenths of a point (measured), so the
-  // comparison can be this tight.
-  auto argv = [](const std::string& prefix, bool restarts) {
-    std::vector<std::string> a = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", "dist_async"};
-    if (restarts) {
-      for (const char* f : {"--max-restarts", "3", "--restart-backoff", "0.1"}) a.push_back(f);
-    }
-    for (const char* f : {"--", "--network", "mlp", "--lr", "0.01", "--num-epochs", "3", "--num-examples", "20000",
-                          "--num-test-examples", "2000", "--seed", "11", "--disp-batches", "1"}) {
-      a.push_back(f);
-    }
-    a.push_back("--model-prefix");
-    a.push_back(prefix);
-    return a;
-  };
-  auto [ref_code, ref_out] = RunToEnd(argv(MakeTempDir() + "/ref", false), kRunTimeout);
-  ASSERT_EQ(ref_code, 0) << ref_out;
-  const double ref = MeanFinalAccuracy(ref_out);
-  ASSERT_GT(ref, 0.5) << ref_out;
-
-  std::mt19937_64 rng = Rng(8);
-  Subprocess job(argv(MakeTempDir() + "/m", true));
-  const int batch = Uniform(rng, 5, 150);  // 156 steps per epoch
-  ASSERT_NE(WaitForLine(job, "[worker 1]", BatchLine(0, batch), kLineTimeout), std::string::npos) << job.output();
-  const pid_t pid = FindLaunchedChild(job.pid(), "worker", 1);
-  ASSERT_GT(pid, 0);
-  ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
-  const std::string& out = job.output();
-  EXPECT_NE(out.find("going on at step"), std::string::npos) << out;
-  const double got = MeanFinalAccuracy(out);
-  ASSERT_GT(got, 0) << out;
-  std::cout << absl::StrFormat("dist_async accuracy: %.4f uninterrupted, %.4f with worker 1 killed at batch %d", ref,
-                               got, batch)
-            << std::endl;
-  EXPECT_NEAR(got, ref, 0.01) << out;
 }
 
 }  // namespace
