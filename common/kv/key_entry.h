@@ -28,8 +28,9 @@ struct ParkedPull {
 
 // One key. `shape` and `numel` are fixed at creation; the rest is guarded by `mu`.
 struct KeyEntry {
-  // `keep_previous`: hold a buffer for the previous version's weights
-  // (StoreConfig::keep_previous_version), allocated here once and reused every step.
+  // `keep_previous`: hold a second buffer of weights for the previous version
+  // (StoreConfig::keep_previous_version), allocated here once; each merged step
+  // writes the new weights into it and swaps the two.
   KeyEntry(std::vector<int64_t> shape_in, int64_t version_in, std::vector<float> values_in,
            std::vector<float> state_in, int num_workers, bool keep_previous)
       : shape(std::move(shape_in)),
@@ -95,10 +96,11 @@ struct KeyEntry {
   std::vector<float> values ABSL_GUARDED_BY(mu);
   std::vector<float> state ABSL_GUARDED_BY(mu);
   // StoreConfig::keep_previous_version (sync): `previous` holds the weights at
-  // `previous_version` (version - 1 once a step has merged here; -1: nothing held yet),
-  // copied just before the optimizer runs; empty when not kept. The optimizer state is
-  // not kept: a redone step's push of this key is for a merged step and ignored, so
-  // only the weights (what the redone gradients are computed from) are needed.
+  // `previous_version` (version - 1 once a step has merged here; -1: nothing held yet):
+  // the optimizer writes each step's weights into it and the two buffers swap. Empty
+  // when not kept. The optimizer state is not kept: a redone step's push of this key
+  // is for a merged step and ignored, so only the weights (what the redone gradients
+  // are computed from) are needed.
   const bool keeps_previous;
   std::vector<float> previous ABSL_GUARDED_BY(mu);
   int64_t previous_version ABSL_GUARDED_BY(mu) = -1;

@@ -47,6 +47,35 @@ ABSL_ATTRIBUTE_NOINLINE void SgdMomentumKernel(float* __restrict weight, const f
   });
 }
 
+// The same three, reading the weights from `in` and writing them to `out` (no
+// overlap): each expression as above, so the bits are the same.
+ABSL_ATTRIBUTE_NOINLINE void SgdKernelInto(const float* __restrict in, float* __restrict out,
+                                           const float* __restrict grad, int64_t n, float lr, GradTerms t) {
+  ForEachElement(n, [=](int64_t i) { out[i] = in[i] - lr * EffectiveGrad(grad[i], in[i], t.rescale, t.clip, t.wd); });
+}
+
+ABSL_ATTRIBUTE_NOINLINE void SgdMomentumKernelInto(const float* __restrict in, float* __restrict out,
+                                                   const float* __restrict grad, float* __restrict mom, int64_t n,
+                                                   float lr, float momentum, GradTerms t) {
+  ForEachElement(n, [=](int64_t i) {
+    const float g = EffectiveGrad(grad[i], in[i], t.rescale, t.clip, t.wd);
+    mom[i] = momentum * mom[i] - lr * g;
+    out[i] = in[i] + mom[i];
+  });
+}
+
+ABSL_ATTRIBUTE_NOINLINE void AdamKernelInto(const float* __restrict in, float* __restrict out,
+                                            const float* __restrict grad, float* __restrict m, float* __restrict v,
+                                            int64_t n, float lr_t, float b1, float one_minus_b1, float b2,
+                                            float one_minus_b2, float eps, GradTerms t) {
+  ForEachElement(n, [=](int64_t i) {
+    const float g = EffectiveGrad(grad[i], in[i], t.rescale, t.clip, t.wd);
+    m[i] = b1 * m[i] + one_minus_b1 * g;
+    v[i] = b2 * v[i] + one_minus_b2 * g * g;
+    out[i] = in[i] - lr_t * m[i] / (std::sqrt(v[i]) + eps);
+  });
+}
+
 // Vectorises only with -fno-math-errno (else sqrt keeps an errno branch).
 ABSL_ATTRIBUTE_NOINLINE void AdamKernel(float* __restrict weight, const float* __restrict grad,
                                         float* __restrict m, float* __restrict v, int64_t n, float lr_t, float b1,
@@ -66,11 +95,28 @@ class Sgd final : public Optimizer {
   int StateSlots() const override { return options_.momentum == 0.0 ? 0 : 1; }
 
   void Update(int64_t update_count, float* weight, const float* grad, float* state, int64_t n) const override {
+    Run(update_count, weight, weight, grad, state, n);
+  }
+  void UpdateInto(int64_t update_count, const float* weight, float* out, const float* grad, float* state,
+                  int64_t n) const override {
+    Run(update_count, weight, out, grad, state, n);
+  }
+
+ private:
+  // In place when `in` == `out`.
+  void Run(int64_t update_count, const float* in, float* out, const float* grad, float* state, int64_t n) const {
     const float lr = static_cast<float>(LearningRate(update_count));
+    const float momentum = static_cast<float>(options_.momentum);
     if (options_.momentum == 0.0) {
-      SgdKernel(weight, grad, n, lr, TermsOf(options_));
+      if (in == out) {
+        SgdKernel(out, grad, n, lr, TermsOf(options_));
+      } else {
+        SgdKernelInto(in, out, grad, n, lr, TermsOf(options_));
+      }
+    } else if (in == out) {
+      SgdMomentumKernel(out, grad, state, n, lr, momentum, TermsOf(options_));
     } else {
-      SgdMomentumKernel(weight, grad, state, n, lr, static_cast<float>(options_.momentum), TermsOf(options_));
+      SgdMomentumKernelInto(in, out, grad, state, n, lr, momentum, TermsOf(options_));
     }
   }
 };
@@ -82,6 +128,16 @@ class Adam final : public Optimizer {
   int StateSlots() const override { return 2; }
 
   void Update(int64_t update_count, float* weight, const float* grad, float* state, int64_t n) const override {
+    Run(update_count, weight, weight, grad, state, n);
+  }
+  void UpdateInto(int64_t update_count, const float* weight, float* out, const float* grad, float* state,
+                  int64_t n) const override {
+    Run(update_count, weight, out, grad, state, n);
+  }
+
+ private:
+  // In place when `in` == `out`.
+  void Run(int64_t update_count, const float* in, float* out, const float* grad, float* state, int64_t n) const {
     // Bias correction folded into the step size, as MXNet does; in double because
     // 1 - beta^t loses most of its digits in float for small t.
     const double t = static_cast<double>(update_count + 1);
@@ -89,9 +145,17 @@ class Adam final : public Optimizer {
         std::sqrt(1.0 - std::pow(options_.beta2, t)) / (1.0 - std::pow(options_.beta1, t));
     const float lr_t = static_cast<float>(LearningRate(update_count) * correction);
     // 1 - beta from the doubles: in float, 1 - 0.999f is off by 1e-5 relative.
-    AdamKernel(weight, grad, state, state + n, n, lr_t, static_cast<float>(options_.beta1),
-               static_cast<float>(1.0 - options_.beta1), static_cast<float>(options_.beta2),
-               static_cast<float>(1.0 - options_.beta2), static_cast<float>(options_.epsilon), TermsOf(options_));
+    const float b1 = static_cast<float>(options_.beta1);
+    const float one_minus_b1 = static_cast<float>(1.0 - options_.beta1);
+    const float b2 = static_cast<float>(options_.beta2);
+    const float one_minus_b2 = static_cast<float>(1.0 - options_.beta2);
+    const float eps = static_cast<float>(options_.epsilon);
+    if (in == out) {
+      AdamKernel(out, grad, state, state + n, n, lr_t, b1, one_minus_b1, b2, one_minus_b2, eps, TermsOf(options_));
+    } else {
+      AdamKernelInto(in, out, grad, state, state + n, n, lr_t, b1, one_minus_b1, b2, one_minus_b2, eps,
+                     TermsOf(options_));
+    }
   }
 };
 

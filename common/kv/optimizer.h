@@ -46,6 +46,13 @@ class Optimizer {
   //       t = update_count+1;  w -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps)
   virtual void Update(int64_t update_count, float* weight, const float* grad, float* state,
                       int64_t n) const = 0;
+  // As Update, but writes the updated weights to `out` (n floats that do not overlap
+  // `weight`) and leaves `weight` as it was. Bit-identical to Update. The shard store
+  // updates this way into a spare buffer and swaps, which keeps the previous version
+  // (StoreConfig::keep_previous_version) without a copy: the same memory traffic as
+  // updating in place.
+  virtual void UpdateInto(int64_t update_count, const float* weight, float* out, const float* grad, float* state,
+                          int64_t n) const = 0;
 
   double LearningRate(int64_t update_count) const;
   const OptimizerOptions& options() const { return options_; }

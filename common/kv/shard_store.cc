@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <utility>
@@ -163,7 +162,16 @@ struct ShardStore::Impl {
   }
 
   void Apply(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    s.optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
+    if (k.keeps_previous) {
+      // Into the spare buffer, then swap: the old weights become the previous version
+      // (what this step was computed from, for a worker that must redo it) with no
+      // copy and no allocation, and the same memory traffic as an update in place.
+      s.optimizer->UpdateInto(k.version, k.values.data(), k.previous.data(), grad, k.state.data(), k.numel);
+      k.values.swap(k.previous);
+      k.previous_version = k.version;
+    } else {
+      s.optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
+    }
     ++k.version;
     updates_applied.fetch_add(1, std::memory_order_relaxed);
     if (s.observer != nullptr) s.observer->OnUpdateApplied();
@@ -176,12 +184,6 @@ struct ShardStore::Impl {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     const int n = s.config.num_workers;
     if (s.observer != nullptr) s.observer->OnSyncStepMerged(clock() - k.first_push_at);
-    if (k.keeps_previous) {
-      // The weights this step was computed from, for a worker that must redo it. The
-      // buffer was sized at InitKey: a copy, no allocation.
-      std::memcpy(k.previous.data(), k.values.data(), static_cast<size_t>(k.numel) * sizeof(float));
-      k.previous_version = k.version;
-    }
     auto grad_of = [&](int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
       return w == last_rank ? last_grad : k.pending[w].data();
     };

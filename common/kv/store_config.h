@@ -22,12 +22,13 @@ struct StoreConfig {
   int num_workers = 1;
   OptimizerOptions optimizer;
   // Sync only (ignored in async): each key also keeps its weights at the version before
-  // the current one, copied just before each merged step is applied, so that a worker
-  // replacing a dead one can pull exactly the version it must redo even where that
-  // step already merged (ShardStore::Pull, PullMode::kExact; docs/recovery.md). Costs
-  // the weights once more (not the optimizer state) and a copy of them per step.
-  // dtrain-server sets it for dist_sync jobs; the in-process `local` kvstore, which has
-  // nobody to rejoin, leaves it off.
+  // the current one, so that a worker replacing a dead one can pull exactly the version
+  // it must redo even where that step already merged (ShardStore::Pull,
+  // PullMode::kExact; docs/recovery.md). Costs the weights once more in memory (not
+  // the optimizer state); no copy per step: the optimizer writes the new weights into
+  // the spare buffer and the two swap (Optimizer::UpdateInto). dtrain-server sets it
+  // for dist_sync jobs; the in-process `local` kvstore, which has nobody to rejoin,
+  // leaves it off.
   bool keep_previous_version = false;
 };
 

@@ -1,6 +1,7 @@
 #include "common/kv/optimizer.h"
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -118,6 +119,47 @@ TEST(OptimizerTest, LongVectorsMatchElementwiseUpdate) {
   for (int i = 0; i < n; ++i) {
     opt->Update(0, &w1[i], &g[i], &m1[i], 1);
     ASSERT_EQ(w[i], w1[i]) << "element " << i;
+  }
+}
+
+// The shard store updates into a spare buffer when it keeps the previous version: the
+// result must be the in-place update's, bit for bit, for every optimizer and every
+// element (the vectorised body and the tail), and the input must stay as it was.
+TEST(OptimizerTest, UpdateIntoIsBitIdenticalToUpdateAndLeavesTheInputAlone) {
+  OptimizerOptions sgd;
+  sgd.learning_rate = 0.05;
+  OptimizerOptions momentum = sgd;
+  momentum.momentum = 0.9;
+  momentum.weight_decay = 0.01;
+  momentum.clip_gradient = 0.7;
+  OptimizerOptions adam;
+  adam.name = "adam";
+  adam.learning_rate = 0.01;
+  adam.rescale_grad = 0.5;
+  for (const OptimizerOptions& o : {sgd, momentum, adam}) {
+    auto opt = Make(o);
+    ASSERT_NE(opt, nullptr);
+    const int n = 1003;
+    std::vector<float> w(n), g(n);
+    for (int i = 0; i < n; ++i) {
+      w[i] = 0.001f * static_cast<float>(i) - 0.3f;
+      g[i] = 1.0f - 0.0021f * static_cast<float>(i);
+    }
+    std::vector<float> state(static_cast<size_t>(opt->StateSlots()) * n, 0.0f);
+    std::vector<float> in_place = w, state_in_place = state;
+    std::vector<float> out(n, -1.0f);
+    for (int64_t t = 0; t < 3; ++t) {  // a few steps, so the state matters too
+      const std::vector<float> before = w;
+      opt->Update(t, in_place.data(), g.data(), state_in_place.data(), n);
+      opt->UpdateInto(t, w.data(), out.data(), g.data(), state.data(), n);
+      ASSERT_EQ(w, before) << o.name << " step " << t << ": UpdateInto wrote its input";
+      for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(std::memcmp(&out[i], &in_place[i], sizeof(float)), 0)
+            << o.name << " momentum " << o.momentum << " step " << t << " element " << i;
+      }
+      ASSERT_EQ(std::memcmp(state.data(), state_in_place.data(), state.size() * sizeof(float)), 0) << o.name;
+      w.swap(out);
+    }
   }
 }
 
