@@ -17,6 +17,7 @@
 #include "common/kv/vector_loop.h"
 #include "common/kv/worker_fence.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 
 namespace dtrain::kv {
 namespace {
@@ -79,6 +80,23 @@ std::string HeldText(const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
 
 struct ShardStore::Impl {
   explicit Impl(Clock c) : clock(std::move(c)) {}
+
+  // The entries of `keys` (every key when empty), for Versions and Snapshot to read
+  // under each key's own lock; NOT_FOUND names an unknown key.
+  absl::Status Find(const std::vector<uint64_t>& keys, std::vector<std::pair<uint64_t, KeyEntry*>>* found) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu) {
+    if (keys.empty()) {
+      for (auto& [key, k] : this->keys) found->emplace_back(key, k.get());
+    }
+    for (uint64_t key : keys) {
+      auto it = this->keys.find(key);
+      if (it == this->keys.end()) {
+        return absl::NotFoundError(absl::StrCat("key ", key, " is not held by this server"));
+      }
+      found->emplace_back(key, it->second.get());
+    }
+    return absl::OkStatus();
+  }
 
   const Clock clock;
   mutable absl::Mutex mu;
@@ -471,16 +489,7 @@ absl::Status ShardStore::Versions(const std::vector<uint64_t>& keys, int worker_
       out->clear();
       return absl::OkStatus();
     }
-    if (keys.empty()) {
-      for (auto& [key, k] : impl_->keys) found.emplace_back(key, k.get());
-    }
-    for (uint64_t key : keys) {
-      auto it = impl_->keys.find(key);
-      if (it == impl_->keys.end()) {
-        return absl::NotFoundError(absl::StrCat("key ", key, " is not held by this server"));
-      }
-      found.emplace_back(key, it->second.get());
-    }
+    DTRAIN_RETURN_IF_ERROR(impl_->Find(keys, &found));
   }
   out->clear();
   out->reserve(found.size());
@@ -566,16 +575,7 @@ absl::Status ShardStore::Snapshot(const std::vector<uint64_t>& keys, std::vector
   std::vector<std::pair<uint64_t, KeyEntry*>> found;
   {
     absl::ReaderMutexLock lock(&impl_->mu);
-    if (keys.empty()) {
-      for (auto& [key, k] : impl_->keys) found.emplace_back(key, k.get());
-    }
-    for (uint64_t key : keys) {
-      auto it = impl_->keys.find(key);
-      if (it == impl_->keys.end()) {
-        return absl::NotFoundError(absl::StrCat("key ", key, " is not held by this server"));
-      }
-      found.emplace_back(key, it->second.get());
-    }
+    DTRAIN_RETURN_IF_ERROR(impl_->Find(keys, &found));
   }
   out->clear();
   out->reserve(found.size());
