@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
+#include "tests/integration/common/free_port.h"
 #include "tests/integration/common/subprocess.h"
 
 namespace dtrain::testing {
@@ -40,18 +41,6 @@ std::string HandLaunchBlock(const std::string& readme) {
   if (open == std::string::npos) return "";
   const size_t close = readme.find("```", open + 6);
   return close == std::string::npos ? "" : readme.substr(open + 6, close - open - 6);
-}
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
 }
 
 size_t Count(const std::string& text, const std::string& what) {

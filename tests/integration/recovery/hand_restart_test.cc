@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/common/free_port.h"
 #include "tests/integration/common/subprocess.h"
 #include "tests/integration/recovery/launched_job.h"
 
@@ -25,18 +26,6 @@ namespace {
 
 constexpr absl::Duration kRunTimeout = absl::Minutes(5);
 using Env = std::map<std::string, std::string>;
-
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // One hand-launched job: every process its own Subprocess, as a shell would start them.
 class HandJob {

@@ -2,6 +2,8 @@
 // /metrics page and Prometheus' HTTP API, without a client library.
 #pragma once
 
+#include "tests/integration/common/free_port.h"  // FreePort, for the tests that use both
+
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,8 +22,5 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path, absl::Du
 
 // Percent-encodes a query parameter's value.
 std::string UrlEncode(const std::string& text);
-
-// A port nothing listens on right now (bound to 0 and released).
-int FreePort();
 
 }  // namespace dtrain::testing
