@@ -255,7 +255,8 @@ as they are; `helm template` and an install make a new one.
 Job-level settings. Call with (dict "ctx" $ "completions" N "restartable" true), and
 "maxFailedIndexes" M for a role that can go on without M of its indexes (default 0).
 
-Restartable roles (workers, the scheduler) have a pod whose process died replaced in place:
+Restartable roles (workers, the scheduler, servers whose shard outlives the pod) have a pod
+whose process died replaced in place:
 the same index, so the same rank, hostname and DNS name (docs/recovery.md). Kubernetes
 >= 1.29 (backoffLimitPerIndex beta, on by default; GA in 1.33; podFailurePolicy GA in 1.31):
 - a pod Kubernetes took away (preemption, drain, API eviction, taint eviction, node loss:
