@@ -66,7 +66,7 @@ render_ok "floats from --set" "" --set train.lr=0.05,train.wd=1e-5,inference.wat
 render_ok "namespace ml" "--namespace ml" -n ml
 render_ok "release name holding the chart name" "" --set fullnameOverride=my-dtrain-run
 
-echo "== recovery: workers and the scheduler restarted in place, servers not (docs/recovery.md)"
+echo "== recovery: workers and the scheduler restarted in place, servers by default not (docs/recovery.md)"
 render_ok "recovery defaults" "--max-restarts 3 --rejoin-timeout 300"
 render_ok "recovery.maxRestarts=0" "--max-restarts 0" --set recovery.maxRestarts=0
 render_ok "recovery.maxRestarts=5,workers=4" "--max-restarts 5 --workers 4" --set recovery.maxRestarts=5,workers=4
@@ -115,6 +115,83 @@ if [[ "$id1" =~ ^3\ dtrain-[a-z0-9]{8}$ ]] && [[ "$id2" =~ ^3\ dtrain-[a-z0-9]{8
 else
   bad "DTRAIN_JOB_ID: expected one dtrain-<8 random> shared by the 3 Jobs, new per install; got '$id1' and '$id2'"
 fi
+
+echo "== recovery II: replication and snapshots; servers restarted in place when their shard outlives the pod"
+env_of() { # JOB-SPEC-JSON-EXPRESSION: the main container's DTRAIN_REPLICATION and DTRAIN_SNAPSHOT_* as NAME=VALUE
+  echo 's.template.spec.containers[0].env.filter((e) => /^DTRAIN_(REPLICATION|SNAPSHOT_)/.test(e.name)).map((e) => `${e.name}=${e.value}`)'
+}
+claims_of() { # RENDERED.json: the PersistentVolumeClaims' names
+  node -e 'console.log(JSON.stringify(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"))
+    .map((d) => d.object).filter((o) => o.kind === "PersistentVolumeClaim").map((o) => o.metadata.name).sort()))' "$1"
+}
+expect_eq() { # NAME GOT EXPECTED
+  if [ "$2" = "$3" ]; then ok "$1: $2"; else bad "$1: $2, expected $3"; fi
+}
+render_ok "replication=2" "--replication 2 --servers 2 --snapshot-every 0 --job-id run-7" --set replication=2,recovery.jobId=run-7
+render_ok "replication=3,servers=4,maxRestarts=2" "--replication 3 --servers 4 --max-restarts 2" \
+  --set replication=3,servers=4,recovery.maxRestarts=2
+render_ok "replication=2,servers=2" "--replication 2" --set replication=2,servers=2
+render_ok "snapshotEvery=50" "--replication 1 --snapshot-every 50 --snapshot-volume pvc --job-id run-7" --set snapshotEvery=50,recovery.jobId=run-7
+render_ok "snapshotEvery=50 on a claim" "--snapshot-every 50 --snapshot-volume pvc --job-id run-7" \
+  --set snapshotEvery=50,server.snapshotVolume=claim,recovery.jobId=run-7,persistence.snapshots.mountPath=/snap/
+render_ok "snapshotEvery=50 on an existing claim" "--snapshot-volume pvc --existing-claims my-snapshots" \
+  --set snapshotEvery=50,server.snapshotVolume=claim,persistence.snapshots.existingClaim=my-snapshots
+render_ok "snapshotEvery=50 on an emptyDir" "--snapshot-every 50 --snapshot-volume emptyDir --job-id run-7" \
+  --set snapshotEvery=50,server.snapshotVolume=emptyDir,recovery.jobId=run-7
+render_ok "replication=2, snapshots on an emptyDir" "--replication 2 --snapshot-volume emptyDir" \
+  --set replication=2,snapshotEvery=50,server.snapshotVolume=emptyDir
+render_ok "snapshotVolume=claim, snapshotEvery=0" "--snapshot-every 0" --set server.snapshotVolume=claim
+
+# replication: every role is told (the scheduler refuses a node that says another number).
+for c in scheduler server worker; do
+  j=$(job_of "$WORK/replication=2.json" "$c")
+  expect_json "replication=2 $c" "$j" "$(env_of)" '["DTRAIN_REPLICATION=2"]'
+  j=$(job_of "$WORK/recovery defaults.json" "$c")
+  expect_json "defaults $c" "$j" "$(env_of)" '[]'
+done
+# The server Job restarts an index in place, as the worker Job does, and keeps the index as
+# rank and DNS name; R-1 servers may run out of restarts without failing the Job.
+sv=$(job_of "$WORK/replication=2.json" server)
+expect_json "replication=2 server" "$sv" '[s.completionMode, s.completions, s.parallelism, s.backoffLimitPerIndex, s.maxFailedIndexes, s.backoffLimit]' '["Indexed",2,2,3,1,6]'
+expect_json "replication=2 server" "$sv" s.podFailurePolicy \
+  '{"rules":[{"action":"Ignore","onPodConditions":[{"status":"True","type":"DisruptionTarget"}]},{"action":"FailJob","onExitCodes":{"operator":"In","values":[1,2,127]}}]}'
+expect_json "replication=2 server" "$sv" '[s.template.spec.restartPolicy, s.template.spec.subdomain]' '["Never","dtrain-server"]'
+expect_json "replication=2 server" "$sv" 's.template.spec.containers[0].env.find((e) => e.name === "DTRAIN_RANK").valueFrom.fieldRef.fieldPath' \
+  "\"metadata.annotations['batch.kubernetes.io/job-completion-index']\""
+expect_json "replication=2 server" "$sv" 's.template.spec.volumes.map((v) => v.name)' '["tmp"]'
+sv=$(job_of "$WORK/replication=3,servers=4,maxRestarts=2.json" server)
+expect_json "replication=3 servers=4 maxRestarts=2" "$sv" '[s.backoffLimitPerIndex, s.maxFailedIndexes, s.backoffLimit]' '[2,2,8]'
+# Snapshots on the checkpoint claim (the default volume): a directory per job.
+sv=$(job_of "$WORK/snapshotEvery=50.json" server)
+expect_json "snapshotEvery=50 server" "$sv" '[s.backoffLimitPerIndex, s.maxFailedIndexes, s.backoffLimit]' '[3,0,6]'
+expect_json "snapshotEvery=50 server" "$sv" "$(env_of)" '["DTRAIN_SNAPSHOT_EVERY=50","DTRAIN_SNAPSHOT_DIR=/checkpoints/snapshots/run-7"]'
+expect_json "snapshotEvery=50 server" "$sv" 's.template.spec.containers[0].volumeMounts' \
+  '[{"mountPath":"/tmp","name":"tmp"},{"mountPath":"/checkpoints","name":"checkpoints"}]'
+expect_json "snapshotEvery=50 server" "$sv" 's.template.spec.volumes[1]' '{"name":"checkpoints","persistentVolumeClaim":{"claimName":"dtrain-checkpoints"}}'
+for c in scheduler worker; do
+  expect_json "snapshotEvery=50 $c" "$(job_of "$WORK/snapshotEvery=50.json" "$c")" "$(env_of)" '[]'
+done
+expect_eq "snapshotEvery=50: claims" "$(claims_of "$WORK/snapshotEvery=50.json")" '["dtrain-checkpoints","dtrain-data"]'
+# ... on a claim of their own, created or existing.
+sv=$(job_of "$WORK/snapshotEvery=50 on a claim.json" server)
+expect_json "snapshots on a claim" "$sv" "$(env_of)" '["DTRAIN_SNAPSHOT_EVERY=50","DTRAIN_SNAPSHOT_DIR=/snap/run-7"]'
+expect_json "snapshots on a claim" "$sv" '[s.template.spec.containers[0].volumeMounts[1], s.template.spec.volumes[1]]' \
+  '[{"mountPath":"/snap/","name":"snapshots"},{"name":"snapshots","persistentVolumeClaim":{"claimName":"dtrain-snapshots"}}]'
+expect_eq "snapshots on a claim: claims" "$(claims_of "$WORK/snapshotEvery=50 on a claim.json")" '["dtrain-checkpoints","dtrain-data","dtrain-snapshots"]'
+sv=$(job_of "$WORK/snapshotEvery=50 on an existing claim.json" server)
+expect_json "snapshots on an existing claim" "$sv" 's.template.spec.volumes[1].persistentVolumeClaim.claimName' '"my-snapshots"'
+expect_eq "snapshots on an existing claim: claims" "$(claims_of "$WORK/snapshotEvery=50 on an existing claim.json")" '["dtrain-checkpoints","dtrain-data"]'
+expect_eq "snapshotVolume=claim without snapshots: claims" "$(claims_of "$WORK/snapshotVolume=claim, snapshotEvery=0.json")" '["dtrain-checkpoints","dtrain-data"]'
+expect_json "snapshotVolume=claim without snapshots" "$(job_of "$WORK/snapshotVolume=claim, snapshotEvery=0.json" server)" \
+  '[s.backoffLimit, s.template.spec.volumes.map((v) => v.name), s.template.spec.containers[0].env.filter((e) => /SNAPSHOT/.test(e.name))]' '[0,["tmp"],[]]'
+# ... on an emptyDir: lost with the pod, so it does not make servers restartable.
+sv=$(job_of "$WORK/snapshotEvery=50 on an emptyDir.json" server)
+expect_json "snapshots on an emptyDir" "$sv" '[s.backoffLimit, s.backoffLimitPerIndex ?? null, s.podFailurePolicy ?? null]' '[0,null,null]'
+expect_json "snapshots on an emptyDir" "$sv" "$(env_of)" '["DTRAIN_SNAPSHOT_EVERY=50","DTRAIN_SNAPSHOT_DIR=/snapshots/run-7"]'
+expect_json "snapshots on an emptyDir" "$sv" 's.template.spec.volumes[1]' '{"emptyDir":{},"name":"snapshots"}'
+sv=$(job_of "$WORK/replication=2, snapshots on an emptyDir.json" server)
+expect_json "replication=2, snapshots on an emptyDir" "$sv" '[s.backoffLimitPerIndex, s.maxFailedIndexes]' '[3,1]'
+
 render_ok "kube-version 1.29" "" --kube-version 1.29.0
 render_ok "kube-version 1.33 (GKE style)" "" --kube-version v1.33.2-gke.1111000
 
@@ -144,6 +221,14 @@ render_refused rejoinTimeout=soon "recovery.rejoinTimeout" --set recovery.rejoin
 render_refused "jobId with a space" "recovery.jobId" --set-string 'recovery.jobId=my job'
 render_refused "jobId of 65 characters" "recovery.jobId" --set "recovery.jobId=$(printf 'a%.0s' $(seq 65))"
 render_refused job.backoffLimit "Additional property backoffLimit is not allowed" --set job.backoffLimit=2
+render_refused "replication=3 > servers=2" "replication (3) must not exceed servers (2)" --set replication=3
+render_refused "replication=2 > servers=1" "replication (2) must not exceed servers (1)" --set replication=2,servers=1
+render_refused replication=0 "replication: Must be greater than or equal to 1" --set replication=0
+render_refused replication=two "replication: Invalid type" --set replication=two
+render_refused snapshotEvery=-1 "snapshotEvery: Must be greater than or equal to 0" --set snapshotEvery=-1
+render_refused snapshotEvery=1.5 "snapshotEvery: Invalid type" --set snapshotEvery=1.5
+render_refused snapshotVolume=hostPath "server.snapshotVolume" --set server.snapshotVolume=hostPath
+render_refused snapshots.mountPath "persistence.snapshots.mountPath" --set persistence.snapshots.mountPath=snap
 render_refused "kube-version 1.28" "chart requires kubeVersion: >=1.29.0-0 which is incompatible with Kubernetes v1.28.9" --kube-version 1.28.9
 
 # Without the dashboard file the chart must say what is missing (helm fails the same way:
@@ -161,9 +246,28 @@ echo "== NOTES.txt"
 notes="$WORK/defaults.notes"
 for want in "logs -f --prefix" "app.kubernetes.io/component=worker" "port-forward svc/dtrain-inference" \
     "dtrain.v1.Inference/Predict" "ConfigMap dtrain-dashboard" "helm uninstall dtrain" \
-    "up to 3 times per rank" "A parameter server pod lost: the job fails" "dtrain status"; do
+    "up to 3 times per rank" "A parameter server pod lost: the job fails" "dtrain status" \
+    "set replication >= 2 or snapshotEvery"; do
   if grep -qF -- "$want" "$notes"; then ok "NOTES has '$want'"; else bad "NOTES lacks '$want'"; fi
 done
+notes_has() { # NAME FILE WANT...
+  local name=$1 file=$2 want
+  shift 2
+  for want in "$@"; do
+    if grep -qF -- "$want" "$file"; then ok "NOTES ($name) has '$want'"; else bad "NOTES ($name) lacks '$want'"; fi
+  done
+  if grep -qF "A parameter server pod lost: the job fails" "$file"; then bad "NOTES ($name) says a server's loss fails the job"; fi
+}
+notes_has replication=2 "$WORK/replication=2.notes" "(2 copies of each key range)" "served at once by their other copies" \
+  "Up to 1 server(s) may be lost"
+notes_has snapshotEvery=50 "$WORK/snapshotEvery=50.notes" "rolls back to the newest step every server has a snapshot of" \
+  "go to /checkpoints/snapshots/run-7" "on the claim dtrain-checkpoints"
+if grep -qF "A parameter server pod lost: the job fails" "$WORK/snapshotEvery=50 on an emptyDir.notes" &&
+  grep -qF "on an emptyDir, which dies with the pod" "$WORK/snapshotEvery=50 on an emptyDir.notes"; then
+  ok "NOTES (snapshots on an emptyDir): a server's loss still fails the job; the emptyDir dies with the pod"
+else
+  bad "NOTES (snapshots on an emptyDir) must say a server's loss fails the job and why"
+fi
 
 echo "== deploy/k8s/dtrain-rendered.yaml is the chart's rendering"
 # The job id is made anew by each rendering: compared as a placeholder.

@@ -15,6 +15,16 @@
 #            "RANK:EPOCH:BATCH ...", default 1:0:10): each is replaced after the Job
 #            controller's back-off (DTRAIN_K8S_BACKOFF_S, 10 s as Kubernetes), rejoins as its
 #            rank, and the job completes with the plain run's weights (weights-fnv64).
+# And one that is not run by default:
+#   server-restart  server pods SIGKILLed mid-training (DTRAIN_K8S_SERVER_KILLS,
+#            "RANK:EPOCH:BATCH ...", when worker 0 logged that batch; default 1:0:10): each
+#            is replaced as the rendered server Job says and rejoins as its rank, and the
+#            job completes with the plain run's weights. Servers restart only when their
+#            shard outlives the pod, so this needs the chart rendered with replication >= 2
+#            or snapshotEvery (it fails, saying so, otherwise), and binaries that have them
+#            (issue 11):
+#     DTRAIN_K8S_SET=replication=2 DTRAIN_K8S_SCENARIOS="plain server-restart" \
+#       bash tests/k8s/netns_test.sh . build
 #
 #   bash tests/k8s/netns_test.sh SRC_DIR BUILD_DIR      (as root; needs iproute2)
 #
@@ -86,6 +96,17 @@ if [ -n "${DTRAIN_K8S_SET:-}" ]; then SETS+=(--set "$DTRAIN_K8S_SET"); fi
   "$RELEASE" "$CHART" > "$WORK/rendered.yaml" || k8s_fail "render failed"
 echo "rendered $(grep -c '^kind:' "$WORK/rendered.yaml") objects; pods:"
 sed 's/^/  /' "$WORK/plan/pods"
+for scenario in ${DTRAIN_K8S_SCENARIOS:-plain restart}; do
+  case "$scenario" in
+    plain | restart) ;;
+    server-restart)
+      # Only a rendering whose server Job restarts an index can pass it.
+      [ "$(awk '$1 == "backoffLimitPerIndex" {print $2}' "$WORK/plan/pod/$RELEASE-server-0/job")" != - ] ||
+        k8s_fail "scenario server-restart: the rendered server Job does not restart servers; render with DTRAIN_K8S_SET=replication=2 (or snapshotEvery=N)"
+      ;;
+    *) k8s_fail "DTRAIN_K8S_SCENARIOS: unknown scenario '$scenario' (plain, restart, server-restart)" ;;
+  esac
+done
 
 # ---- the network: a bridge in a "node" namespace, one namespace per pod ------------------
 NODE="$TAG-node"
@@ -449,14 +470,76 @@ scenario_restart() {
   echo "training with $(echo "$KILLS" | wc -w) kill(s) took ${ELAPSED}s"
 }
 
+# ---- scenario "server-restart": server pods SIGKILLed mid-training and replaced ----------
+# DTRAIN_K8S_SERVER_KILLS: "RANK:EPOCH:BATCH ..." — SIGKILL server RANK's process once worker
+# 0's log says "Epoch[EPOCH] Batch [BATCH]" (a server logs no batches). The rendered server Job
+# must restart an index in place (replication >= 2, or snapshots on a claim); the
+# replacement rejoins as the same rank and the job ends with the plain run's weights.
+SERVER_KILLS=${DTRAIN_K8S_SERVER_KILLS:-1:0:10}
+SERVER_PREFIX="$RELEASE-server"
+kill_server() { # RANK EPOCH BATCH NTH (pod NTH of that rank, 0: the first)
+  local r=$1 epoch=$2 batch=$3 k=$4 pod="$SERVER_PREFIX-$1" pids
+  local wlog="$RUN/logs/$PREFIX-0.worker.log" pattern="Epoch\[$2\] Batch \[$3\]"
+  local deadline=$((START + DEADLINE_S))
+  until grep -q "^start $k$" "$RUN/status/$pod" 2> /dev/null && grep -q "$pattern" "$wlog" 2> /dev/null; do
+    if pod_done "$pod" || [ "$(date +%s)" -gt "$deadline" ]; then
+      bad "server $r: pod $k not running when worker 0 logged 'Epoch[$epoch] Batch [$batch]' ($(tail -1 "$RUN/status/$pod" 2> /dev/null))"
+      return
+    fi
+    sleep 0.05
+  done
+  if grep -q "Training done" "$wlog"; then
+    bad "worker 0 finished before server $r's kill: no restart exercised (kill at an earlier batch)"
+    return
+  fi
+  pids=$(ip netns pids "${NS[$pod]}" | xargs)
+  kill -KILL $pids
+  ok "SIGKILLed server $r (pod $pod #$k, pid $pids) when worker 0 logged 'Epoch[$epoch] Batch [$batch]'"
+}
+scenario_server_restart() {
+  local replication
+  replication=$(awk '/name: DTRAIN_REPLICATION$/ {getline; gsub(/.*value: "|"/, ""); print; exit}' "$WORK/rendered.yaml")
+  start_run server-restart
+  local spec r e b rest
+  declare -A nth
+  for spec in $SERVER_KILLS; do
+    IFS=: read -r r e b rest <<< "$spec"
+    [[ "$r" =~ ^[0-9]+$ && "$e" =~ ^[0-9]+$ && "$b" =~ ^[0-9]+$ && -z "$rest" && "$r" -lt "$SERVERS" ]] ||
+      k8s_fail "DTRAIN_K8S_SERVER_KILLS: '$spec' is not RANK:EPOCH:BATCH with RANK < $SERVERS"
+    kill_server "$r" "$e" "$b" "${nth[$r]:-0}"
+    nth[$r]=$((${nth[$r]:-0} + 1))
+  done
+  wait_job_pods
+  check_job_pods
+  check_training
+  local status n log
+  for r in "${!nth[@]}"; do
+    status="$RUN/status/$SERVER_PREFIX-$r" n=${nth[$r]}
+    # What the emulated Job controller did, from the rendered server Job (pod_run.sh).
+    if [ "$(grep -c "^attempt [0-9]* main server 137$" "$status")" -eq "$n" ] &&
+      [ "$(grep -c "^restart [0-9]* Count " "$status")" -eq "$n" ]; then
+      ok "server $r: $n pod(s) exited 137, each replaced as the Job says: $(grep '^restart' "$status" | cut -d' ' -f3,4 | paste -sd,)"
+    else
+      bad "server $r: expected $n kill(s) with exit 137, each followed by 'restart ... Count': $(tr '\n' ';' < "$status")"
+    fi
+    # What the replacement said about coming back (the binaries' words; shown, not checked).
+    log="$RUN/logs/$SERVER_PREFIX-$r.server.log"
+    echo "note: server $r's replacement (replication ${replication:-1}): $(grep -i -m3 -o 'rejoin.*\|replica.*\|snapshot.*\|roll.*back.*' "$log" 2> /dev/null | tr '\n' ';')"
+  done
+  if [ -z "$PLAIN_FNV" ]; then
+    echo "note: the plain run did not run or did not agree; weights not compared with it"
+  elif [ "$FNV" = "$PLAIN_FNV" ]; then
+    ok "the weights equal the uninterrupted run's (weights-fnv64=$FNV)"
+  else
+    bad "weights-fnv64=$FNV, but the uninterrupted run ended with $PLAIN_FNV"
+  fi
+  echo "training with $(echo "$SERVER_KILLS" | wc -w) server kill(s) took ${ELAPSED}s"
+}
+
 JOB_ID=$(awk '/name: DTRAIN_JOB_ID$/ {getline; gsub(/.*value: "|"/, ""); print; exit}' "$WORK/rendered.yaml")
 for scenario in ${DTRAIN_K8S_SCENARIOS:-plain restart}; do
-  case "$scenario" in
-    plain | restart) ;;
-    *) k8s_fail "DTRAIN_K8S_SCENARIOS: unknown scenario '$scenario' (plain, restart)" ;;
-  esac
   before=$failed
-  "scenario_$scenario"
+  "scenario_${scenario//-/_}"
   if [ "$failed" -gt "$before" ]; then dump_logs; else
     echo "---- $scenario: worker 0's log (last 3 lines)"
     tail -3 "$RUN/logs/$PREFIX-0.worker.log" | sed 's/^/  | /'

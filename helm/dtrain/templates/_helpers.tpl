@@ -133,6 +133,12 @@ how big the job is, which kvstore mode. Call with (dict "ctx" $ "role" "worker")
   value: {{ $v.kvStore | quote }}
 - name: DTRAIN_REGISTER_TIMEOUT
   value: {{ $v.train.registerTimeout | quote }}
+{{- if gt (int $v.replication) 1 }}
+# Copies of each key range, told to every role: workers push to every copy, and the
+# scheduler refuses a node that says another number. Unset: 1.
+- name: DTRAIN_REPLICATION
+  value: {{ $v.replication | quote }}
+{{- end }}
 # Recovery: one id for every pod of the release (another job's processes are refused), and
 # how long the others wait for a dead worker's replacement.
 - name: DTRAIN_JOB_ID
@@ -246,9 +252,11 @@ as they are; `helm template` and an install make a new one.
 {{- end }}
 
 {{/*
-Job-level settings. Call with (dict "ctx" $ "completions" N "restartable" true).
+Job-level settings. Call with (dict "ctx" $ "completions" N "restartable" true), and
+"maxFailedIndexes" M for a role that can go on without M of its indexes (default 0).
 
-Restartable roles (workers, the scheduler) have a pod whose process died replaced in place:
+Restartable roles (workers, the scheduler, servers whose shard outlives the pod) have a pod
+whose process died replaced in place:
 the same index, so the same rank, hostname and DNS name (docs/recovery.md). Kubernetes
 >= 1.29 (backoffLimitPerIndex beta, on by default; GA in 1.33; podFailurePolicy GA in 1.31):
 - a pod Kubernetes took away (preemption, drain, API eviction, taint eviction, node loss:
@@ -259,14 +267,20 @@ the same index, so the same rank, hostname and DNS name (docs/recovery.md). Kube
   `dtrain run` found no binary): the Job fails;
 - anything else, i.e. a process killed by a signal (137: SIGKILL or the OOM killer,
   139: SIGSEGV, 134: SIGABRT), counts against backoffLimitPerIndex;
-- one index out of restarts fails the Job (maxFailedIndexes 0: no rank can be left out).
+- one index out of restarts fails the Job (maxFailedIndexes 0: no rank can be left out),
+  which stops its other pods. Servers with replication R are the exception: any R-1 of
+  them may be gone for good and every key range still has a live copy, so their Job
+  fails only when R indexes have (maxFailedIndexes R-1) and the others serve on.
 backoffLimit (the Job's total) is the sum of the per-index limits, never the tighter one;
 it is also the limit that remains where a cluster drops the per-index fields.
 A replacement starts only once the failed pod is gone (podFailurePolicy implies
 podReplacementPolicy Failed): never two processes of one rank from Kubernetes.
 
-Servers: not restartable (a new server would hold none of its shard; Recovery II). The
-first failure of a server pod, disruptions included, fails its Job.
+Servers are restartable like this only where their shard outlives the pod
+(dtrain.serversRestartable). Otherwise the restart budget is 0 and there is no policy: a
+new server would start with none of its shard, which cannot help, so the first failure of
+a server pod, disruptions included, fails its Job at once (and the scheduler the job)
+rather than after a back-off spent on a restart that is bound to fail.
 */}}
 {{- define "dtrain.jobSpec" -}}
 {{- $v := .ctx.Values -}}
@@ -276,7 +290,7 @@ parallelism: {{ .completions }}
 {{- if .restartable }}
 {{- $n := int $v.recovery.maxRestarts }}
 backoffLimitPerIndex: {{ $n }}
-maxFailedIndexes: 0
+maxFailedIndexes: {{ .maxFailedIndexes | default 0 }}
 backoffLimit: {{ mul $n .completions }}
 podFailurePolicy:
   rules:
@@ -297,4 +311,48 @@ ttlSecondsAfterFinished: {{ $v.job.ttlSecondsAfterFinished }}
 {{- if not (kindIs "invalid" $v.job.activeDeadlineSeconds) }}
 activeDeadlineSeconds: {{ $v.job.activeDeadlineSeconds }}
 {{- end }}
+{{- end }}
+
+{{/*
+"true" when a server pod that fails is replaced in place (empty otherwise): its shard
+survives it, on a live copy (replication >= 2: the replacement copies its ranges back) or
+in snapshots on a volume that outlives the pod (the job rolls back to them). emptyDir
+snapshots die with the pod: alone they do not make servers restartable.
+*/}}
+{{- define "dtrain.serversRestartable" -}}
+{{- $v := .Values -}}
+{{- if or (gt (int $v.replication) 1) (and (gt (int $v.snapshotEvery) 0) (ne $v.server.snapshotVolume "emptyDir")) -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+Snapshots (snapshotEvery > 0): the server's volume, where it is mounted, and the directory
+(DTRAIN_SNAPSHOT_DIR), one per job id so that another install's files are never in the way.
+*/}}
+{{- define "dtrain.snapshotMountPath" -}}
+{{- if eq .Values.server.snapshotVolume "checkpoints" -}}
+{{- .Values.persistence.checkpoints.mountPath -}}
+{{- else -}}
+{{- .Values.persistence.snapshots.mountPath -}}
+{{- end -}}
+{{- end }}
+
+{{- define "dtrain.snapshotDir" -}}
+{{- $base := trimSuffix "/" (include "dtrain.snapshotMountPath" .) -}}
+{{- if eq .Values.server.snapshotVolume "checkpoints" -}}
+{{- printf "%s/snapshots/%s" $base (include "dtrain.jobId" .) -}}
+{{- else -}}
+{{- printf "%s/%s" $base (include "dtrain.jobId" .) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Checks across values, which values.schema.json cannot express. Included by server.yaml.
+*/}}
+{{- define "dtrain.checkValues" -}}
+{{- $v := .Values -}}
+{{- if gt (int $v.replication) (int $v.servers) -}}
+{{- fail (printf "replication (%d) must not exceed servers (%d): each copy of a key range lives on another server" (int $v.replication) (int $v.servers)) -}}
+{{- end -}}
 {{- end }}

@@ -4,6 +4,7 @@
 //   node validate.mjs RENDERED.json [--workers N] [--servers S] [--gpus G]
 //                     [--namespace NS] [--existing-claims a,b]
 //                     [--max-restarts R] [--rejoin-timeout T] [--job-id ID]
+//                     [--replication R] [--snapshot-every N] [--snapshot-volume pvc|emptyDir]
 //
 // Prints one line per problem and exits 1 if there is any; 0 and a summary otherwise.
 import { readFileSync } from "node:fs";
@@ -39,6 +40,9 @@ function parseArgs(argv) {
     else if (a === "--max-restarts") opts.maxRestarts = Number(next());
     else if (a === "--rejoin-timeout") opts.rejoinTimeout = next();
     else if (a === "--job-id") opts.jobId = next();
+    else if (a === "--replication") opts.replication = Number(next());
+    else if (a === "--snapshot-every") opts.snapshotEvery = Number(next());
+    else if (a === "--snapshot-volume") opts.snapshotVolume = next();
     else if (!opts.file) opts.file = a;
     else throw new Error(`unexpected argument ${a}`);
   }
@@ -126,15 +130,36 @@ function checkJobApiRules(w) {
   });
 }
 
+// Where a server's snapshots go (DTRAIN_SNAPSHOT_EVERY > 0): the volume holding
+// DTRAIN_SNAPSHOT_DIR, or null. Returns {every, dir, mount, volume} or null when off.
+function serverSnapshots(w) {
+  const t = w.spec.template.spec, c = t.containers[0];
+  const every = Number(envValue(c, "DTRAIN_SNAPSHOT_EVERY") ?? 0);
+  if (!(every > 0)) return null;
+  const dir = envValue(c, "DTRAIN_SNAPSHOT_DIR") ?? "";
+  const mount = (c.volumeMounts ?? [])
+    .filter((m) => dir === m.mountPath || dir.startsWith(`${m.mountPath.replace(/\/$/, "")}/`))
+    .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+  const volume = mount && (t.volumes ?? []).find((v) => v.name === mount.name);
+  return { every, dir, mount, volume };
+}
+
+// Servers are restarted in place only where their shard outlives the pod: replication >= 2
+// (a live copy) or snapshots on a claim (an emptyDir dies with the pod).
+function serversRestartable(w, replication) {
+  const snap = serverSnapshots(w);
+  return replication > 1 || Boolean(snap?.volume?.persistentVolumeClaim);
+}
+
 // Recovery (docs/recovery.md, the chart's README "What survives what"): workers and the
 // scheduler are replaced in place when killed, not when they exit with a status of their
-// own; servers never.
-function checkRecovery(w, role, opts) {
+// own; servers too where their shard survives them (serversRestartable), else never.
+function checkRecovery(w, role, opts, replication) {
   const spec = w.spec, main = w.spec.template.spec.containers[0].name;
   const act = (exit, cond) => podFailureAction(w, main, exit, cond);
-  if (role === "server") {
+  if (role === "server" && !serversRestartable(w, replication)) {
     if (spec.backoffLimitPerIndex !== undefined || spec.backoffLimit !== 0) {
-      problem(id(w), "servers are not recoverable: backoffLimit 0, no backoffLimitPerIndex");
+      problem(id(w), "servers whose shard dies with them are not restartable: backoffLimit 0, no backoffLimitPerIndex");
     }
     if (act(137, ["DisruptionTarget"]) === "Ignore" || act(137) === "Ignore") problem(id(w), "a server's failure must fail its Job");
     return;
@@ -142,7 +167,11 @@ function checkRecovery(w, role, opts) {
   const n = spec.backoffLimitPerIndex;
   if (n === undefined) return problem(id(w), `${role}: no backoffLimitPerIndex (restarts in place)`);
   if (opts.maxRestarts !== undefined && n !== opts.maxRestarts) problem(id(w), `backoffLimitPerIndex ${n}, expected ${opts.maxRestarts}`);
-  if (spec.maxFailedIndexes !== 0) problem(id(w), "maxFailedIndexes must be 0: a rank out of restarts fails the job");
+  // Any R-1 servers may be gone for good: every key range keeps a live copy.
+  const maxFailed = role === "server" ? replication - 1 : 0;
+  if (spec.maxFailedIndexes !== maxFailed) {
+    problem(id(w), `maxFailedIndexes ${spec.maxFailedIndexes}, expected ${maxFailed}: ${role === "server" ? `replication ${replication} survives ${maxFailed} servers lost` : "a rank out of restarts fails the job"}`);
+  }
   if (spec.backoffLimit !== n * spec.completions) problem(id(w), `backoffLimit ${spec.backoffLimit}, expected ${n} x ${spec.completions}`);
   const want = [
     [137, [], "Count", "a process killed (SIGKILL, OOM) is restarted"],
@@ -156,6 +185,27 @@ function checkRecovery(w, role, opts) {
     const got = act(exit, cond);
     if (got !== action) problem(id(w), `exit ${exit}${cond.length ? ` with ${cond}` : ""}: ${got}, expected ${action} (${why})`);
   }
+}
+
+// Snapshots: only servers write them, into a writable volume (the root is read-only; /tmp
+// is the pod's own), one directory per job id.
+function checkSnapshots(server, worker, opts, jobIds) {
+  const snap = serverSnapshots(server);
+  if (envValue(worker.spec.template.spec.containers[0], "DTRAIN_SNAPSHOT_EVERY") !== undefined) problem(id(worker), "only servers take DTRAIN_SNAPSHOT_EVERY");
+  const every = snap?.every ?? 0;
+  if (opts.snapshotEvery !== undefined && every !== opts.snapshotEvery) problem(id(server), `DTRAIN_SNAPSHOT_EVERY=${every}, expected ${opts.snapshotEvery}`);
+  if (!snap) {
+    if (envValue(server.spec.template.spec.containers[0], "DTRAIN_SNAPSHOT_DIR") !== undefined) problem(id(server), "DTRAIN_SNAPSHOT_DIR without snapshots");
+    return;
+  }
+  const where = `${id(server)} DTRAIN_SNAPSHOT_DIR=${snap.dir}`;
+  if (!snap.mount || !snap.volume) return problem(where, "is on no volume of the pod (the root filesystem is read-only)");
+  if (snap.mount.mountPath === "/tmp") problem(where, "is in /tmp");
+  if (snap.mount.readOnly) problem(where, `volume ${snap.volume.name} is mounted read-only`);
+  const [jobId] = jobIds;
+  if (!snap.dir.split("/").includes(jobId)) problem(where, `no directory of its own for job ${jobId}`);
+  const kind = snap.volume.persistentVolumeClaim ? "pvc" : snap.volume.emptyDir ? "emptyDir" : "other";
+  if (opts.snapshotVolume !== undefined && kind !== opts.snapshotVolume) problem(where, `on a ${kind} volume, expected ${opts.snapshotVolume}`);
 }
 
 function podTemplate(o) {
@@ -274,7 +324,17 @@ function main() {
     const schedPort = st.spec.containers[0].ports.find((p) => p.name === "grpc")?.containerPort;
     const hostname = `${sched.metadata.name}-0`; // a Job's index 0 or a StatefulSet's ordinal 0: a replacement keeps it
     const release = sched.metadata.labels?.["app.kubernetes.io/instance"];
-    const jobIds = new Set(), rejoin = new Set();
+    const jobIds = new Set(), rejoin = new Set(), replications = new Set();
+    for (const w of [sched, server, worker]) {
+      replications.add(Number(envValue(w.spec.template.spec.containers[0], "DTRAIN_REPLICATION") ?? 1));
+    }
+    // Every process is told the same replication (unset: 1); the scheduler refuses others.
+    const [R] = replications;
+    if (replications.size !== 1 || !(R >= 1 && R <= S)) {
+      problem("chart", `DTRAIN_REPLICATION must be one value in 1..${S} for every process (unset: 1), got ${[...replications].join(", ")}`);
+    } else if (opts.replication !== undefined && R !== opts.replication) {
+      problem("chart", `DTRAIN_REPLICATION=${R}, expected ${opts.replication}`);
+    }
     const sub = sched.kind === "Job" ? st.spec.subdomain : sched.spec.serviceName;
     const addrRe = new RegExp(`^${hostname}\\.${sub}\\.${opts.namespace}\\.svc\\.[a-z0-9.-]+:${schedPort}$`);
     for (const w of [sched, server, worker]) {
@@ -286,7 +346,7 @@ function main() {
       if (envValue(c, "DTRAIN_ROLE") !== component(w)) problem(where, "DTRAIN_ROLE does not name its role");
       jobIds.add(envValue(c, "DTRAIN_JOB_ID"));
       rejoin.add(envValue(c, "DTRAIN_REJOIN_TIMEOUT"));
-      if (w.kind === "Job") checkRecovery(w, component(w), opts);
+      if (w.kind === "Job") checkRecovery(w, component(w), opts, R);
       if (w !== sched) {
         const rank = envOf(c).DTRAIN_RANK?.valueFrom?.fieldRef?.fieldPath;
         const ordinal = w.kind === "Job" ? INDEX_ANNOTATION : "metadata.labels['apps.kubernetes.io/pod-index']";
@@ -308,6 +368,7 @@ function main() {
     } else if (Buffer.byteLength(jobId) > 64) {
       problem("chart", `DTRAIN_JOB_ID=${jobId} is over 64 bytes`);
     }
+    checkSnapshots(server, worker, opts, jobIds);
     const [rt] = rejoin;
     if (rejoin.size !== 1 || rt === undefined || (opts.rejoinTimeout !== undefined && rt !== opts.rejoinTimeout)) {
       problem("chart", `DTRAIN_REJOIN_TIMEOUT must be the same in every pod${opts.rejoinTimeout !== undefined ? ` (${opts.rejoinTimeout})` : ""}, got ${[...rejoin].join(", ")}`);
