@@ -11,7 +11,7 @@ namespace {
 
 constexpr char kBearer[] = "Bearer ";
 
-bool SameToken(std::string_view a, const std::string& b) {
+bool SameToken(absl::string_view a, const std::string& b) {
   // Constant time over the length, so a wrong token's timing tells nothing of the right one.
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
@@ -39,9 +39,9 @@ absl::Status CallAuth::Check(const grpc::ServerContext& ctx) const {
   }
   const auto& md = ctx.client_metadata();
   for (auto it = md.find("authorization"); it != md.end() && it->first == "authorization"; ++it) {
-    const std::string_view value(it->second.data(), it->second.size());
+    const absl::string_view value(it->second.data(), it->second.size());
     if (!absl::StartsWith(value, kBearer)) continue;
-    const std::string_view token = value.substr(sizeof(kBearer) - 1);
+    const absl::string_view token = value.substr(sizeof(kBearer) - 1);
     for (const std::string& t : tokens_) {
       if (SameToken(token, t)) return absl::OkStatus();
     }
