@@ -124,6 +124,30 @@ TEST(TlsTest, BadTlsFlagsAreStartupErrorsNamingTheFile) {
   }
 }
 
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST(TlsTest, PlaintextBeyondLoopbackWarnsOnceAtStart) {
+  const std::string warning = "plaintext gRPC on 0.0.0.0 (beyond loopback)";
+  // The scheduler gives up on registration after a second either way; only the listen address differs.
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{}, std::vector<std::string>{"--insecure"}}) {
+    std::vector<std::string> argv = {Bin("dtrain-scheduler"), "--host", "0.0.0.0", "--port", "0",
+                                     "--register-timeout", "1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto [code, out] = RunToEnd(argv, absl::Seconds(20));
+    EXPECT_EQ(code, 1) << out;
+    EXPECT_EQ(Count(out, warning), 1u) << out;
+  }
+  auto [code, out] = RunToEnd({Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", "0", "--register-timeout",
+                               "1"},
+                              absl::Seconds(20));
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_EQ(out.find("plaintext gRPC"), std::string::npos) << "loopback only: no warning\n" << out;
+}
+
 TEST(TlsTest, CertsWritesPrivateKeysAndReusesItsCa) {
   const std::string dir = MakeTempDir() + "/certs";
   MakeCerts(dir, "j", 2, 1);
