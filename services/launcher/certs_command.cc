@@ -51,8 +51,8 @@ absl::Status Parse(const std::vector<std::string>& args, CertsFlags* f, bool* he
   flags.AddInt("num-servers", &f->num_servers, "certificates server-0 .. server-(S-1) (-s); and scheduler-0");
   flags.AddString("names", &f->names, "further certificates by name, comma-separated (e.g. infer,client)");
   flags.AddString("san", &f->sans,
-                  "host names or IP addresses added to every certificate, comma-separated (for tools that check "
-                  "them; dtrain checks only the CA)");
+                  "host names or IP addresses added to every certificate, comma-separated, besides localhost and "
+                  "127.0.0.1 (for tools that check them; dtrain checks only the CA)");
   flags.AddInt("days", &f->days, "validity of the CA and the certificates");
   std::vector<std::string> expanded;
   for (const std::string& a : args) {
@@ -113,7 +113,10 @@ absl::Status MakeCerts(const CertsFlags& f) {
   for (int i = 0; i < f.num_servers; ++i) leaves.emplace_back(absl::StrCat("server-", i), tls::LeafName("server", i, f.job));
   for (int i = 0; i < f.num_workers; ++i) leaves.emplace_back(absl::StrCat("worker-", i), tls::LeafName("worker", i, f.job));
   for (const std::string& n : CommaList(f.names)) leaves.emplace_back(n, absl::StrCat(n, ".", f.job));
-  const std::vector<std::string> sans = CommaList(f.sans);
+  // Loopback names always: a job tried on one machine then dials names its certificates
+  // carry, and gRPC's server does not log a name mismatch per connection.
+  std::vector<std::string> sans = {"localhost", "127.0.0.1"};
+  for (const std::string& san : CommaList(f.sans)) sans.push_back(san);
   for (const auto& [stem, name] : leaves) {
     absl::StatusOr<tls::KeyAndCert> kc = ca->Issue(name, sans, validity);
     if (!kc.ok()) return kc.status();
