@@ -77,6 +77,16 @@ TEST(TlsTest, SchedulerAdmitsOnlyCertificatesFromItsCa) {
   const grpc::Status wrong_root = CallScheduler(address, ChannelCredentialsFor(TlsFrom(dir + "/other", dir + "/other", "client")));
   ExpectRefused(wrong_root, "client trusting another CA", "the scheduler");
 
+  // `dtrain status` speaks TLS with the operator's certificate, and fails without one.
+  auto [status_code, status_out] =
+      RunToEnd({Bin("dtrain"), "status", "--scheduler", address, "--tls-ca", job + "/ca.crt", "--tls-cert",
+                job + "/client.crt", "--tls-key", job + "/client.key"},
+               absl::Seconds(30));
+  EXPECT_EQ(status_code, 0) << status_out;
+  auto [plain_code, plain_out] =
+      RunToEnd({Bin("dtrain"), "status", "--scheduler", address, "--timeout", "2"}, absl::Seconds(30));
+  EXPECT_NE(plain_code, 0) << plain_out;
+
   // Unharmed: it still answers its own.
   EXPECT_TRUE(scheduler.running()) << scheduler.output();
   EXPECT_TRUE(CallScheduler(address, ChannelCredentialsFor(TlsFrom(job, job, "client"))).ok());
