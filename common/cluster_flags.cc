@@ -47,6 +47,7 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
                       : "seconds a dead worker may take to come back (restarted with its rank) before this one "
                         "fails; 0: fail at once naming it",
                   {"DTRAIN_REJOIN_TIMEOUT"});
+  AddTlsFlags(flags, &out->tls);
 }
 
 absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env) {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/flags.h"
+#include "common/tls/tls_flags.h"
 
 namespace dtrain {
 
@@ -35,6 +36,9 @@ struct ClusterFlags {
   // DTRAIN_REJOIN_TIMEOUT; 0: a dead worker fails this one at once. Servers accept it
   // (one setting for every role) but do not wait on a dead worker with it yet.
   double rejoin_timeout_s = 0;
+  // --tls-cert/--tls-key/--tls-ca/--insecure (DTRAIN_TLS_*); main applies them with
+  // ApplyTlsFlags, knowing whether it listens.
+  TlsFlags tls;
 };
 
 // The longest --job-id accepted: what the parameter servers keep (kv::kMaxJobIdBytes).

@@ -37,9 +37,9 @@ absl::Status SyncDirectory(const std::string& dir, const std::string& path) {
 
 }  // namespace
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes, unsigned mode) {
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) {
     const int err = errno;
     return absl::ErrnoToStatus(err, absl::StrCat("cannot write ", path, ": creating ", tmp));

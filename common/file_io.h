@@ -16,7 +16,9 @@ namespace dtrain {
 // rename is atomic; named with the pid so two writers never share one), fsyncs it,
 // renames it over `path` and fsyncs the directory. On failure the temp file is removed
 // and the error names `path` and the step that failed.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+// `mode`: the file's permissions from its creation on (0600 for private keys: never
+// readable by others, not even between create and chmod).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes, unsigned mode = 0644);
 
 // Reads `path` whole. RESOURCE_EXHAUSTED once it passes `max_bytes` (checked while
 // reading, so a huge or endless file is never held), otherwise the errno's status

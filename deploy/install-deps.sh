@@ -9,6 +9,7 @@ PKGS=(
   libtorch-dev prometheus-cpp-dev libgtest-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist
   python3-torch   # the reference for benchmarks (/usr/bin/python3)
+  libssl-dev openssl   # TLS: certificates (dtrain certs, launch --tls) and deploy/make-certs.sh
   libcairo2-dev fonts-dejavu-core   # `dtrain predict`: PNG in/out, the grid picture and its captions
   clang libclang-rt-14-dev   # tests/fuzz: libFuzzer and the sanitizers (a clang build of its own)
   prometheus gnuplot-nox   # tests/integration/metrics (a real Prometheus), `dtrain plot`

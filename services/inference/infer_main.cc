@@ -27,6 +27,7 @@
 #include "common/net_address.h"
 #include "common/port_file.h"
 #include "common/shutdown_signal.h"
+#include "common/tls/tls_flags.h"
 #include "services/inference/inference_metrics.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
@@ -56,6 +57,8 @@ struct InferFlags {
   int64_t intra_op_threads = 1;
   double wait_for_model_s = 0;
   metrics::MetricsFlags metrics;
+  TlsFlags tls;
+  std::string auth_token_file;
 };
 
 absl::Status CheckFlags(const InferFlags& f) {
@@ -100,6 +103,11 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   flags.AddDouble("wait-for-model", &f->wait_for_model_s,
                   "seconds to wait for a first checkpoint (NOT_SERVING meanwhile) before giving up");
   metrics::AddMetricsFlags(flags, &f->metrics);
+  AddTlsFlags(flags, &f->tls);
+  flags.AddString("auth-token-file", &f->auth_token_file,
+                  "bearer tokens accepted on Predict and ModelInfo, one a line (with --tls-ca, a client certificate "
+                  "from that CA is accepted too); the health service stays open",
+                  {"DTRAIN_AUTH_TOKEN_FILE"});
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
   if (*help) {
@@ -108,6 +116,7 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   }
   if (s.ok()) s = CheckFlags(*f);
   if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
+  if (s.ok()) s = ApplyTlsFlags(f->tls, TlsUse::kInferenceServer, f->host);
   return s;
 }
 
@@ -191,6 +200,16 @@ int Run(int argc, char** argv) {
   options.max_batch = f.max_batch;
   options.forward_slots = f.threads > 0 ? static_cast<int>(f.threads) : cores;
   options.metrics = metrics->families.get();
+  absl::StatusOr<CallAuth> auth = CallAuth::Create(f.auth_token_file, /*client_certs=*/!f.tls.ca.empty());
+  if (!auth.ok()) {
+    DTRAIN_LOG(ERROR) << auth.status().message();
+    return 2;
+  }
+  if (!f.auth_token_file.empty() && !TransportIsTls() && !IsLoopbackHost(f.host)) {
+    DTRAIN_LOG(WARNING) << "bearer tokens over plaintext on " << f.host
+                        << ": anyone on the path can read and reuse them; add --tls-cert and --tls-key";
+  }
+  options.auth = *std::move(auth);
   InferenceService service(holder, options);
 
   int port = 0;

@@ -2,7 +2,9 @@
 
 #include <chrono>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
 
@@ -47,6 +49,18 @@ absl::Status StillWanted(grpc::ServerContext& ctx, absl::Time deadline, const ch
   return absl::OkStatus();
 }
 
+// "a/b/model-0001.params" -> "a/b/" (with the slash; "" when there is none).
+std::string DirectoryOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
+}
+
+std::string WithoutDirectory(const std::string& path, const std::string& dir) {
+  if (!dir.empty() && absl::StartsWith(path, dir)) return path.substr(dir.size());
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
 }  // namespace
 
 InferenceService::InferenceService(std::shared_ptr<ModelHolder> holder,
@@ -66,7 +80,8 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> InferenceService::Current() c
   std::shared_ptr<const LoadedModel> model = holder_->Get();
   if (model == nullptr) {
     return absl::UnavailableError(absl::StrCat("no model loaded yet: waiting for a checkpoint ",
-                                               options_.prefix, "-NNNN.params"));
+                                               WithoutDirectory(options_.prefix, DirectoryOf(options_.prefix)),
+                                               "-NNNN.params"));
   }
   return model;
 }
@@ -74,7 +89,8 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> InferenceService::Current() c
 grpc::Status InferenceService::Predict(grpc::ServerContext* ctx, const v1::PredictRequest* req,
                                        v1::PredictResponse* resp) {
   const absl::Time start = absl::Now();
-  grpc::Status status = Serve(ctx, req, resp);
+  absl::Status auth = options_.auth.Check(*ctx);
+  grpc::Status status = auth.ok() ? Serve(ctx, req, resp) : ToGrpc(auth);
   if (options_.metrics != nullptr) {
     options_.metrics->RequestDone(static_cast<absl::StatusCode>(status.error_code()), absl::Now() - start);
   }
@@ -119,9 +135,10 @@ grpc::Status InferenceService::Serve(grpc::ServerContext* ctx, const v1::Predict
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelInfo(grpc::ServerContext* /*ctx*/,
+grpc::Status InferenceService::ModelInfo(grpc::ServerContext* ctx,
                                          const v1::ModelInfoRequest* /*req*/,
                                          v1::ModelInfoResponse* resp) {
+  if (absl::Status auth = options_.auth.Check(*ctx); !auth.ok()) return ToGrpc(auth);
   InFlight counted(&in_flight_);
   absl::StatusOr<std::shared_ptr<const LoadedModel>> model = Current();
   if (!model.ok()) return ToGrpc(model.status());
@@ -131,11 +148,14 @@ grpc::Status InferenceService::ModelInfo(grpc::ServerContext* /*ctx*/,
   for (const std::string& name : meta.class_names) resp->add_class_names(name);
   for (int64_t d : meta.input_shape) resp->add_input_shape(d);
   resp->set_epoch(meta.epoch);
-  resp->set_params_path(meta.params_path);
+  // File names, not the server's paths: a caller learns nothing of its file system.
+  const std::string dir = DirectoryOf(meta.prefix);
+  resp->set_params_path(WithoutDirectory(meta.params_path, dir));
   resp->set_loaded_unix_ms(absl::ToUnixMillis(meta.loaded_at));
   resp->set_max_batch(static_cast<int32_t>(options_.max_batch));
-  resp->set_model_prefix(meta.prefix);
-  resp->set_reload_error(holder_->reload_error());
+  resp->set_model_prefix(WithoutDirectory(meta.prefix, dir));
+  resp->set_reload_error(dir.empty() ? holder_->reload_error()
+                                     : absl::StrReplaceAll(holder_->reload_error(), {{dir, ""}}));
   return grpc::Status::OK;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "services/inference/inference_metrics.h"
 #include "dtrain/v1/inference.grpc.pb.h"
+#include "services/inference/call_auth.h"
 #include "services/inference/forward_slots.h"
 #include "services/inference/model_holder.h"
 
@@ -25,6 +26,7 @@ struct InferenceServiceOptions {
   int64_t max_batch = 1024;
   int forward_slots = 1;  // forwards running at once
   inference::InferenceMetrics* metrics = nullptr;  // null: metrics off
+  CallAuth auth;  // who may call Predict and ModelInfo (default: anyone)
 };
 
 class InferenceService final : public v1::Inference::Service {

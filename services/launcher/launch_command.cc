@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -20,6 +21,7 @@
 #include "common/flags.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
+#include "services/launcher/launch_tls.h"
 #include "services/launcher/metrics_targets.h"
 #include "services/launcher/restart_policy.h"
 #include "services/launcher/supervisor.h"
@@ -52,6 +54,7 @@ struct LaunchFlags {
   std::string restart_on = "failure";
   double restart_backoff_s = 1;
   RestartPolicy restart;  // from the three above
+  bool tls = false;
   std::vector<std::string> worker_args;
 };
 
@@ -93,6 +96,9 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                   "signal, e.g. SIGKILL by the OOM killer)");
   flags.AddDouble("restart-backoff", &f->restart_backoff_s,
                   "seconds before a child's first restart, doubled for each further one (at most 30)");
+  flags.AddBool("tls", &f->tls,
+                "mutual TLS between every process of the job, with a throwaway CA and a certificate per process "
+                "made for this run (removed at exit)");
   flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
   std::vector<std::string> own;
   bool passthrough = false;
@@ -280,9 +286,23 @@ int Launch(const LaunchFlags& f) {
     return 1;
   }
   MetricsTargets metrics(f.metrics_base_port, tmp.path(), dist, servers, static_cast<int>(f.num_workers));
-  auto with_metrics = [&metrics](std::vector<std::pair<std::string, std::string>> e, const std::string& role,
-                                 int rank) {
+  std::optional<LaunchTls> tls;
+  if (f.tls) {
+    absl::StatusOr<LaunchTls> made = LaunchTls::Create(tmp.path(), "local", servers, static_cast<int>(f.num_workers));
+    if (!made.ok()) {
+      sup.Message(absl::StrCat("--tls: cannot make the job's certificates: ", made.status().message()));
+      return 1;
+    }
+    tls = *std::move(made);
+    sup.Message("mutual TLS on every connection (a throwaway CA for this run)");
+  }
+  // Each child's own environment: its metrics port file and its certificate.
+  auto with_metrics = [&metrics, &tls](std::vector<std::pair<std::string, std::string>> e, const std::string& role,
+                                       int rank) {
     for (auto& kv : metrics.EnvFor(role, rank)) e.push_back(std::move(kv));
+    if (tls.has_value()) {
+      for (auto& kv : tls->EnvFor(role, rank)) e.push_back(std::move(kv));
+    }
     return e;
   };
   if (dist) {

@@ -21,6 +21,7 @@ struct Command {
 const std::vector<Command>& Commands() {
   static const std::vector<Command> commands = {
       {"launch", "start a scheduler, servers and workers on this machine", LaunchCommand},
+      {"certs", "make a CA and per-process certificates for a job with mutual TLS", CertsCommand},
       {"predict", "classify images with a dtrain-infer server", PredictCommand},
       {"run", "run the role named by DTRAIN_ROLE or DMLC_ROLE", RunCommand},
       {"status", "show a running job's nodes: role, rank, state, step, speed", StatusCommand},

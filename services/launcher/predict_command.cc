@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/flags.h"
+#include "common/tls/tls_flags.h"
 #include "services/launcher/commands.h"
 #include "services/predict/predict_job.h"
 
@@ -28,12 +29,19 @@ int PredictCommand(const std::vector<std::string>& args) {
   flags.AddInt("top-k", &o.top_k, "classes printed per image");
   flags.AddDouble("timeout", &o.timeout_s, "seconds each Predict call may take");
   flags.AddDouble("wait", &o.wait_s, "seconds to wait for the server to have a model");
+  flags.AddString("auth-token-file", &o.auth_token_file,
+                  "send the first token in this file as a bearer token (a server with --auth-token-file)",
+                  {"DTRAIN_AUTH_TOKEN_FILE"});
+  TlsFlags tls;
+  AddTlsFlags(flags, &tls);
   absl::Status s = flags.Parse(args, &o.pngs);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return 0;
   }
   if (s.ok()) s = predict::CheckOptions(o);
+  // TLS: --tls-ca checks the server; --tls-cert/--tls-key present a client certificate.
+  if (s.ok()) s = ApplyTlsFlags(tls, TlsUse::kClient, /*listen_host=*/"");
   if (!s.ok()) {
     std::fprintf(stderr, "dtrain predict: %s\n", std::string(s.message()).c_str());
     return 2;

@@ -12,6 +12,7 @@
 #include "common/flags.h"
 #include "common/net_address.h"
 #include "common/scheduler_client.h"
+#include "common/tls/tls_flags.h"
 #include "services/launcher/commands.h"
 #include "services/launcher/status_table.h"
 
@@ -36,6 +37,8 @@ absl::Status ParseStatusFlags(const std::vector<std::string>& args, StatusFlags*
   flags.AddDouble("interval", &f->interval_s, "seconds between refreshes with --watch");
   flags.AddInt("count", &f->count, "with --watch: stop after this many tables (0: never)");
   flags.AddDouble("timeout", &f->timeout_s, "seconds to wait for the scheduler's answer");
+  TlsFlags tls;
+  AddTlsFlags(flags, &tls);  // a --tls job's scheduler wants a certificate from its CA
   absl::Status s = flags.Parse(args);
   *help = flags.help_requested();
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
@@ -49,7 +52,7 @@ absl::Status ParseStatusFlags(const std::vector<std::string>& args, StatusFlags*
   if (!(f->interval_s > 0)) return absl::InvalidArgumentError("--interval must be > 0");
   if (!(f->timeout_s > 0)) return absl::InvalidArgumentError("--timeout must be > 0");
   if (f->count < 0) return absl::InvalidArgumentError("--count must be >= 0");
-  return absl::OkStatus();
+  return ApplyTlsFlags(tls, TlsUse::kClusterNode, /*listen_host=*/"");
 }
 
 }  // namespace

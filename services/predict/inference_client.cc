@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -10,13 +11,18 @@
 
 namespace dtrain::predict {
 
-InferenceClient::InferenceClient(const std::string& address)
-    : address_(address), stub_(v1::Inference::NewStub(MakeChannel(address))) {}
+InferenceClient::InferenceClient(const std::string& address, std::string bearer_token)
+    : address_(address), bearer_token_(std::move(bearer_token)), stub_(v1::Inference::NewStub(MakeChannel(address))) {}
+
+void InferenceClient::Prepare(grpc::ClientContext& ctx) const {
+  if (!bearer_token_.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", bearer_token_));
+}
 
 absl::StatusOr<v1::ModelInfoResponse> InferenceClient::WaitForModel(absl::Duration wait) {
   const absl::Time give_up = absl::Now() + wait;
   for (;;) {
     grpc::ClientContext ctx;
+    Prepare(ctx);
     // Short calls, so a server that is up but slow to load is asked again soon.
     const absl::Duration left = std::max(give_up - absl::Now(), absl::ZeroDuration());
     ctx.set_deadline(DeadlineAfter(std::clamp(left, absl::Seconds(1), absl::Seconds(5))));
@@ -43,6 +49,7 @@ absl::StatusOr<v1::PredictResponse> InferenceClient::Predict(const std::vector<u
   req.set_data(pixels.data(), pixels.size());
   req.set_top_k(top_k);
   grpc::ClientContext ctx;
+  Prepare(ctx);
   ctx.set_deadline(DeadlineAfter(timeout));
   v1::PredictResponse resp;
   absl::Status s = FromGrpc(stub_->Predict(&ctx, req, &resp));

@@ -15,7 +15,9 @@ namespace dtrain::predict {
 
 class InferenceClient {
  public:
-  explicit InferenceClient(const std::string& address);
+  // `bearer_token`: sent as "authorization: Bearer TOKEN" on every call (empty: none;
+  // a client certificate, if the process has one, goes in the TLS handshake).
+  explicit InferenceClient(const std::string& address, std::string bearer_token = "");
 
   // ModelInfo, retried while the server is unreachable or has no model, until `wait`
   // has passed; then the last error, naming the address.
@@ -27,7 +29,11 @@ class InferenceClient {
                                               absl::Duration timeout);
 
  private:
+  // Fresh per call: a ClientContext is single-use.
+  void Prepare(grpc::ClientContext& ctx) const;
+
   std::string address_;
+  std::string bearer_token_;
   std::unique_ptr<v1::Inference::Stub> stub_;
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "common/tls/token_file.h"
 #include "services/predict/grid_render.h"
 #include "services/predict/gray_image.h"
 #include "services/predict/inference_client.h"
@@ -123,7 +124,13 @@ absl::Status CheckOptions(const PredictOptions& o) {
 
 absl::Status RunPredict(const PredictOptions& o, std::FILE* out) {
   DTRAIN_RETURN_IF_ERROR(CheckOptions(o));
-  InferenceClient client(o.server);
+  std::string token;
+  if (!o.auth_token_file.empty()) {
+    absl::StatusOr<std::vector<std::string>> tokens = ReadTokenFile(o.auth_token_file, "--auth-token-file");
+    if (!tokens.ok()) return tokens.status();
+    token = tokens->front();
+  }
+  InferenceClient client(o.server, std::move(token));
   DTRAIN_ASSIGN_OR_RETURN(v1::ModelInfoResponse info, client.WaitForModel(absl::Seconds(o.wait_s)));
   if (info.input_shape_size() != 3 || info.input_shape(0) != 1) {
     return absl::FailedPreconditionError(

@@ -28,6 +28,7 @@ struct PredictOptions {
   int64_t top_k = 1;             // classes shown per image
   double timeout_s = 30;         // per Predict call
   double wait_s = 30;            // for the server to have a model
+  std::string auth_token_file;   // its first token is sent as a bearer token (optional)
 };
 
 // INVALID_ARGUMENT for inconsistent options (both or neither of images / PNGs, labels

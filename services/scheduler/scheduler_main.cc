@@ -25,6 +25,7 @@
 #include "common/net_address.h"
 #include "common/port_file.h"
 #include "common/shutdown_signal.h"
+#include "common/tls/tls_flags.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/scheduler/scheduler_metrics.h"
@@ -50,6 +51,7 @@ struct Flags {
   std::string job_id;
   double rejoin_timeout_s = 0;
   metrics::MetricsFlags metrics;
+  TlsFlags tls;
 };
 
 absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
@@ -77,6 +79,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
                   "0: a death fails waits at once",
                   {"DTRAIN_REJOIN_TIMEOUT"});
   metrics::AddMetricsFlags(flags, &f->metrics);
+  AddTlsFlags(flags, &f->tls);
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
@@ -90,7 +93,8 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
         "--register-timeout and --heartbeat-timeout must be positive, --exit-grace and --rejoin-timeout not "
         "negative");
   }
-  return metrics::CheckMetricsFlags(f->metrics);
+  if (absl::Status m = metrics::CheckMetricsFlags(f->metrics); !m.ok()) return m;
+  return ApplyTlsFlags(f->tls, TlsUse::kClusterNode, f->host);
 }
 
 // Ticks the service until a signal, until the job is over and every node left

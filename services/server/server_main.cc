@@ -24,6 +24,7 @@
 #include "common/net_address.h"
 #include "common/port_file.h"
 #include "common/shutdown_signal.h"
+#include "common/tls/tls_flags.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/server/server_metrics.h"
@@ -103,6 +104,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   if (s.ok()) s = FinishClusterFlags(&f->cluster, /*need_scheduler=*/!f->standalone);
   if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
   if (s.ok()) s = CheckLimitFlags(f);
+  if (s.ok()) s = ApplyTlsFlags(f->cluster.tls, TlsUse::kClusterNode, f->cluster.bind_host);
   if (s.ok() && !(f->sync_timeout_s > 0)) {
     s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f->sync_timeout_s));
   }

@@ -11,6 +11,7 @@
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
 #include "common/log.h"
+#include "common/tls/tls_flags.h"
 #include "common/status_macros.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
@@ -79,6 +80,8 @@ int Run(int argc, char** argv) {
   if (s.ok()) s = FinishTrainFlags(&options);
   if (s.ok()) s = FinishClusterFlags(&cluster_flags, IsDistributed(options.mode));
   if (s.ok()) s = metrics::CheckMetricsFlags(metrics_flags);
+  // A worker serves no gRPC: nothing to warn about when plaintext.
+  if (s.ok()) s = ApplyTlsFlags(cluster_flags.tls, TlsUse::kClusterNode, /*listen_host=*/"");
   if (!s.ok()) {
     std::fprintf(stderr, "dtrain-worker: %s\n", std::string(s.message()).c_str());
     return 2;

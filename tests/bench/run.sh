@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrain benchmarks, each printed as a ratio to a reference measured in the same run.
-#   bash tests/bench/run.sh [throughput|transport|metrics|infer|all]   (default: all)
+#   bash tests/bench/run.sh [throughput|transport|metrics|infer|tls|all]   (default: all)
 # Needs a build (deploy/build.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -98,11 +98,43 @@ infer() {
   rm -rf "$dir"
 }
 
+# One `dtrain launch -n 2 -s 1` lenet run with the launch flags given; prints the sum of
+# the workers' training speeds.
+launch_sps() {
+  local log; log=$(mktemp)
+  "$BIN/dtrain" launch -n 2 -s 1 --kv-store dist_sync "$@" -- --network lenet --batch-size 64 \
+      --num-epochs "$EPOCHS" --disp-batches 100000 >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.1f", s}'
+  rm -f "$log"
+}
+
+tls() {
+  echo "== TLS transport: push+pull of a 64 MB model, 1 worker <-> 1 server, mutual TLS vs plaintext (same run)"
+  "$BIN/tls_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 5 --trials 5
+  local rounds="${ROUNDS:-3}"
+  echo "== TLS training throughput: the throughput run with and without --tls, alternating, x$rounds (epochs=$EPOCHS)"
+  local results=""
+  for r in $(seq 1 "$rounds"); do
+    local off on
+    if [ $((r % 2)) -eq 1 ]; then off=$(launch_sps); on=$(launch_sps --tls); else on=$(launch_sps --tls); off=$(launch_sps); fi
+    echo "round $r: plaintext $off samples/s, --tls $on samples/s"
+    results="$results $off $on"
+  done
+  /usr/bin/python3 - $results <<'PY'
+import statistics, sys
+v = [float(x) for x in sys.argv[1:]]
+pairs = [(v[i], v[i + 1]) for i in range(0, len(v), 2)]
+ratio = statistics.median(on / off for off, on in pairs)
+print("training throughput --tls/plaintext: median %.4f (target >= 0.95)" % ratio)
+PY
+}
+
 case "$what" in
   throughput) throughput ;;
   transport) transport ;;
   metrics) metrics ;;
   infer) infer ;;
-  all) transport; throughput; metrics; infer ;;
-  *) echo "usage: $0 [throughput|transport|metrics|infer|all]" >&2; exit 2 ;;
+  tls) tls ;;
+  all) transport; throughput; metrics; infer; tls ;;
+  *) echo "usage: $0 [throughput|transport|metrics|infer|tls|all]" >&2; exit 2 ;;
 esac
