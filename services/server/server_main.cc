@@ -27,6 +27,8 @@
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/server/server_metrics.h"
+#include "services/server/snapshot_metrics.h"
+#include "services/server/snapshot_writer.h"
 #include "common/scheduler_client.h"
 #include "services/server/ps_service.h"
 #include "services/server/store_metrics.h"
@@ -46,6 +48,9 @@ struct ServerFlags {
   int64_t max_stream_pending = StreamOptions().max_pending_requests;
   int64_t max_stream_queued_bytes = StreamOptions().max_queued_bytes;
   bool allow_non_finite = false;
+  // Shard snapshots (issue 11): every N steps into this directory; 0: none.
+  int64_t snapshot_every = 0;
+  std::string snapshot_dir;
 };
 
 // The hardening flags: every count and size a client sends is capped. The variables
@@ -94,6 +99,14 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
   flags.AddBool("standalone", &f->standalone, "serve without a scheduler (tests, benchmarks)");
   AddLimitFlags(flags, f);
+  flags.AddInt("snapshot-every", &f->snapshot_every,
+               "dist_sync: write this server's shard to --snapshot-dir every N steps (the newest two are kept) so "
+               "that the job can roll back to it if the shard is lost; 0: off",
+               {"DTRAIN_SNAPSHOT_EVERY"});
+  flags.AddString("snapshot-dir", &f->snapshot_dir,
+                  "where --snapshot-every writes server-<rank>-step-<S>.snapshot (dtrain launch: beside the model "
+                  "prefix)",
+                  {"DTRAIN_SNAPSHOT_DIR"});
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
   if (*help) {
@@ -103,6 +116,12 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   if (s.ok()) s = FinishClusterFlags(&f->cluster, /*need_scheduler=*/!f->standalone);
   if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
   if (s.ok()) s = CheckLimitFlags(f);
+  if (s.ok() && f->snapshot_every < 0) {
+    s = absl::InvalidArgumentError(absl::StrCat("--snapshot-every must be >= 0, got ", f->snapshot_every));
+  }
+  if (s.ok() && f->snapshot_every > 0 && f->snapshot_dir.empty()) {
+    s = absl::InvalidArgumentError("--snapshot-every needs --snapshot-dir (dtrain launch sets it beside the model prefix)");
+  }
   if (s.ok() && !(f->sync_timeout_s > 0)) {
     s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f->sync_timeout_s));
   }
@@ -170,6 +189,14 @@ int Run(int argc, char** argv) {
   kv::ShardStore store;
   store.SetObserver(store_metrics.get());
   store.SetLimits(f.limits);
+  // Before the service starts: the store must be configured with the snapshot hook.
+  std::unique_ptr<SnapshotMetrics> snapshot_metrics;
+  std::unique_ptr<SnapshotWriter> snapshots;
+  if (f.snapshot_every > 0) {
+    if (metrics->registry != nullptr) snapshot_metrics = std::make_unique<SnapshotMetrics>(*metrics->registry);
+    snapshots = std::make_unique<SnapshotWriter>(SnapshotOptions{f.snapshot_dir, f.snapshot_every, 2}, &store,
+                                                 snapshot_metrics.get());
+  }
   // Workers of another job are refused (docs/recovery.md); without --job-id the store
   // takes the scheduler's once registered.
   if (absl::Status js = store.SetJobId(f.cluster.job_id); !js.ok()) {
@@ -216,6 +243,10 @@ int Run(int argc, char** argv) {
   }
   SetLogIdentity("server", rank);
   if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
+  if (snapshots != nullptr) {
+    snapshots->SetRank(rank);
+    DTRAIN_LOG(INFO) << "snapshots every " << f.snapshot_every << " steps in " << f.snapshot_dir;
+  }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)
                    << (f.standalone ? " (standalone)" : "") << "; other nodes reach it at " << address << " ("
                    << f.cluster.host_origin << ")"
