@@ -28,6 +28,7 @@
 #include "common/metrics/registry.h"
 #include "services/server/server_metrics.h"
 #include "services/server/snapshot_metrics.h"
+#include "services/server/snapshot_rollback.h"
 #include "services/server/snapshot_writer.h"
 #include "common/scheduler_client.h"
 #include "services/server/ps_service.h"
@@ -131,7 +132,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
 // Registers `address` with the scheduler and starts the heartbeat, which turns the
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
-                            ShutdownSignal& stop) {
+                            ShutdownSignal& stop, SnapshotRollback* rollback) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
   absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
@@ -147,6 +148,9 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
     DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
                         << " is dead; sync steps waiting for it will time out";
   };
+  if (rollback != nullptr) {
+    hooks.on_rollback = [rollback](const v1::RollbackOrder& order) { rollback->OnOrder(order); };
+  }
   // As long as the job waits for a replaced worker, it waits for a restarted scheduler.
   hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.rejoin_timeout_s));
   scheduler.StartHeartbeat(absl::Seconds(cluster.heartbeat_interval_s), std::move(hooks));
@@ -224,11 +228,20 @@ int Run(int argc, char** argv) {
     }
   }
 
+  // Declared before the client, whose heartbeat thread calls it until destroyed.
+  std::unique_ptr<SnapshotRollback> rollback;  // with a scheduler and --snapshot-every
   std::unique_ptr<SchedulerClient> scheduler;
   int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
   if (!f.standalone) {
     scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
-    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop);
+    if (snapshots != nullptr) {
+      SchedulerClient* client = scheduler.get();
+      rollback = std::make_unique<SnapshotRollback>(
+          f.snapshot_dir, &store, snapshots.get(),
+          [client](const v1::SnapshotReport& report) { client->SetSnapshotReport(report); });
+      snapshots->SetOnWritten([r = rollback.get()] { r->Report(); });
+    }
+    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get());
     if (!given.ok()) {
       DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
                         << " failed: " << given.status().message();
@@ -245,6 +258,7 @@ int Run(int argc, char** argv) {
   if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
   if (snapshots != nullptr) {
     snapshots->SetRank(rank);
+    if (rollback != nullptr) rollback->Start(rank);
     DTRAIN_LOG(INFO) << "snapshots every " << f.snapshot_every << " steps in " << f.snapshot_dir;
   }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)
@@ -253,6 +267,8 @@ int Run(int argc, char** argv) {
                    << (store.job_id().empty() ? std::string() : absl::StrCat("; job '", store.job_id(), "'"));
 
   Shutdown(stop.Wait(), store, *server, scheduler.get());
+  // No pushes come any more: stop the writer (whose callbacks reach the client) first.
+  snapshots.reset();
   // A job that failed (or a scheduler that vanished) must not look like a success
   // to whoever runs us (Kubernetes, a launcher).
   if (scheduler != nullptr && scheduler->job_failed()) {

@@ -45,8 +45,24 @@ std::vector<int64_t> SnapshotWriter::complete_steps() const {
 }
 
 void SnapshotWriter::ForgetAfter(int64_t step) {
+  std::vector<int64_t> drop;
+  int rank;
+  {
+    absl::MutexLock lock(&mu_);
+    pending_.erase(pending_.upper_bound(step), pending_.end());
+    auto later = std::upper_bound(kept_.begin(), kept_.end(), step);
+    drop.assign(later, kept_.end());
+    kept_.erase(later, kept_.end());
+    rank = rank_;
+  }
+  for (int64_t s : drop) {
+    if (absl::Status rs = kv::RemoveShardSnapshot(options_.dir, rank, s); !rs.ok()) DTRAIN_LOG(WARNING) << rs.message();
+  }
+}
+
+void SnapshotWriter::SetOnWritten(std::function<void()> on_written) {
   absl::MutexLock lock(&mu_);
-  pending_.erase(pending_.upper_bound(step), pending_.end());
+  on_written_ = std::move(on_written);
 }
 
 bool SnapshotWriter::WaitIdle(absl::Time deadline) {
@@ -131,8 +147,10 @@ void SnapshotWriter::Write(int rank, int64_t step, std::vector<kv::KeyState> key
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (metrics_ != nullptr) metrics_->Written(seconds, bytes);
   std::vector<int64_t> drop;
+  std::function<void()> on_written;
   {
     absl::MutexLock lock(&mu_);
+    on_written = on_written_;
     kept_.push_back(step);
     std::sort(kept_.begin(), kept_.end());
     kept_.erase(std::unique(kept_.begin(), kept_.end()), kept_.end());
@@ -149,6 +167,7 @@ void SnapshotWriter::Write(int rank, int64_t step, std::vector<kv::KeyState> key
   DTRAIN_LOG(INFO) << "snapshot of step " << step << ": " << snap.keys.size() << " keys, " << bytes
                    << " bytes in " << absl::StrFormat("%.1f", seconds * 1000) << " ms -> "
                    << kv::ShardSnapshotPath(options_.dir, rank, step);
+  if (on_written) on_written();
 }
 
 }  // namespace dtrain::server

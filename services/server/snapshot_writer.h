@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -47,8 +48,11 @@ class SnapshotWriter {
   // roll back to.
   std::vector<int64_t> complete_steps() const;
 
-  // Forgets snapshots in progress after `step` (a rollback to it abandons them).
+  // A rollback to `step` abandons the later steps: forgets snapshots in progress after
+  // it and removes kept ones after it (they belong to the abandoned timeline).
   void ForgetAfter(int64_t step);
+  // Called (from the writer's thread) after each snapshot written.
+  void SetOnWritten(std::function<void()> on_written);
 
   // Blocks until no complete step waits to be written, or `deadline` (tests).
   bool WaitIdle(absl::Time deadline);
@@ -70,6 +74,7 @@ class SnapshotWriter {
   uint64_t checked_ ABSL_GUARDED_BY(mu_) = 0;  // `added_` when the thread last looked
   std::map<int64_t, std::vector<kv::KeyState>> pending_ ABSL_GUARDED_BY(mu_);
   std::vector<int64_t> kept_ ABSL_GUARDED_BY(mu_);  // ascending
+  std::function<void()> on_written_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

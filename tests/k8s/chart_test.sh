@@ -73,6 +73,7 @@ render_ok "recovery.maxRestarts=5,workers=4" "--max-restarts 5 --workers 4" --se
 render_ok "recovery.rejoinTimeout=0" "--rejoin-timeout 0" --set recovery.rejoinTimeout=0
 render_ok "recovery.rejoinTimeout=90.5" "--rejoin-timeout 90.5" --set recovery.rejoinTimeout=90.5
 render_ok "recovery.jobId=run-7" "--job-id run-7" --set recovery.jobId=run-7
+render_ok "recovery.snapshotEvery=100" "--snapshot-every 100 --max-restarts 3" --set recovery.snapshotEvery=100
 # What the rendering says, field by field (validate.mjs checks the same by meaning).
 job_of() { # RENDERED.json COMPONENT: that component's Job as JSON
   node -e 'const [f, c] = process.argv.slice(1);
@@ -101,6 +102,12 @@ expect_json scheduler "$sc" s.podFailurePolicy \
 expect_json scheduler "$sc" 's.template.spec.subdomain + " " + s.template.spec.containers[0].name' '"dtrain-scheduler scheduler"'
 sv=$(job_of "$WORK/recovery defaults.json" server)
 expect_json server "$sv" '[s.backoffLimit, s.backoffLimitPerIndex ?? null, s.podFailurePolicy ?? null]' '[0,null,null]'
+sv=$(job_of "$WORK/recovery.snapshotEvery=100.json" server)
+expect_json "server with snapshots" "$sv" '[s.backoffLimitPerIndex, s.backoffLimit]' '[3,6]'
+expect_json "server with snapshots" "$sv" \
+  's.template.spec.containers[0].env.filter((e) => e.name.startsWith("DTRAIN_SNAPSHOT")).map((e) => e.value)' \
+  '["100","/checkpoints/fmnist-lenet-snapshots"]'
+render_refused recovery.snapshotEvery=-1 "snapshotEvery: Must be greater than or equal to 0" --set recovery.snapshotEvery=-1
 w=$(job_of "$WORK/recovery.maxRestarts=0.json" worker)
 expect_json "maxRestarts=0 worker" "$w" '[s.backoffLimitPerIndex, s.backoffLimit]' '[0,0]'
 w=$(job_of "$WORK/recovery.maxRestarts=5,workers=4.json" worker)

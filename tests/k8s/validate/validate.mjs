@@ -39,6 +39,7 @@ function parseArgs(argv) {
     else if (a === "--max-restarts") opts.maxRestarts = Number(next());
     else if (a === "--rejoin-timeout") opts.rejoinTimeout = next();
     else if (a === "--job-id") opts.jobId = next();
+    else if (a === "--snapshot-every") opts.snapshotEvery = Number(next());
     else if (!opts.file) opts.file = a;
     else throw new Error(`unexpected argument ${a}`);
   }
@@ -128,11 +129,20 @@ function checkJobApiRules(w) {
 
 // Recovery (docs/recovery.md, the chart's README "What survives what"): workers and the
 // scheduler are replaced in place when killed, not when they exit with a status of their
-// own; servers never.
+// own; servers only with snapshots (recovery.snapshotEvery: the job rolls back to them).
 function checkRecovery(w, role, opts) {
   const spec = w.spec, main = w.spec.template.spec.containers[0].name;
   const act = (exit, cond) => podFailureAction(w, main, exit, cond);
-  if (role === "server") {
+  if (role === "server" && opts.snapshotEvery > 0) {
+    const c = w.spec.template.spec.containers[0];
+    if (envValue(c, "DTRAIN_SNAPSHOT_EVERY") !== String(opts.snapshotEvery)) {
+      problem(id(w), `DTRAIN_SNAPSHOT_EVERY=${envValue(c, "DTRAIN_SNAPSHOT_EVERY")}, expected ${opts.snapshotEvery}`);
+    }
+    const dir = envValue(c, "DTRAIN_SNAPSHOT_DIR") || "";
+    const mounted = (c.volumeMounts || []).some((m) => dir.startsWith(m.mountPath + "/") && m.name === "checkpoints");
+    if (!mounted) problem(id(w), `DTRAIN_SNAPSHOT_DIR=${dir} is not on the checkpoints claim: a restarted server would not find its snapshots`);
+  }
+  if (role === "server" && !(opts.snapshotEvery > 0)) {
     if (spec.backoffLimitPerIndex !== undefined || spec.backoffLimit !== 0) {
       problem(id(w), "servers are not recoverable: backoffLimit 0, no backoffLimitPerIndex");
     }
