@@ -161,7 +161,7 @@ class SchedulerClient::Heartbeat {
       v1::HeartbeatRequest request;
       request.set_role(client_->role_);
       request.set_rank(client_->rank_);
-      request.set_step(client_->step_.load());
+      request.set_step(client_->step_source_ ? client_->step_source_() : client_->step_.load());
       request.set_samples_per_sec(client_->samples_per_sec_.load());
       request.set_job_id(client_->job_id_);
       request.set_incarnation(client_->incarnation_);

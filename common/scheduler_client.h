@@ -79,6 +79,9 @@ class SchedulerClient {
   // Servers with snapshots (issue 11): sent on every heartbeat from now on; a change
   // is sent at once. Thread-safe.
   void SetSnapshotReport(const v1::SnapshotReport& report);
+  // Where the heartbeats' step comes from, read at each one (servers: their shard's
+  // step); call before StartHeartbeat. Unset: SetProgress's.
+  void SetStepSource(std::function<int64_t()> step) { step_source_ = std::move(step); }
 
   // Re-entered after UNAVAILABLE / NOT_FOUND (a scheduler restart: rounds are
   // counted per name, so a re-entered round completes once everyone re-entered)
@@ -140,6 +143,7 @@ class SchedulerClient {
   std::atomic<bool> resuming_{false};
   absl::Mutex report_mu_;
   std::optional<v1::SnapshotReport> snapshot_report_ ABSL_GUARDED_BY(report_mu_);
+  std::function<int64_t()> step_source_;
   std::atomic<bool> job_failed_{false};
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -632,6 +632,14 @@ void ShardStore::SetSnapshotHook(int64_t every, SnapshotSink sink) {
   impl_->snapshot_sink = std::move(sink);
 }
 
+int64_t ShardStore::Step() const {
+  std::vector<KeyVersion> versions;
+  if (!Versions({}, -1, &versions).ok() || versions.empty()) return 0;
+  int64_t step = versions[0].version;
+  for (const KeyVersion& v : versions) step = std::min(step, v.version);
+  return step;
+}
+
 bool ShardStore::GetConfig(StoreConfig* out) const {
   absl::ReaderMutexLock lock(&impl_->mu);
   if (impl_->setup == nullptr) return false;

@@ -155,6 +155,9 @@ class ShardStore {
   // version reaches a multiple of `every` (> 0) hands a copy of its state to `sink`.
   // Set before the first Configure, which fixes it.
   void SetSnapshotHook(int64_t every, SnapshotSink sink);
+  // The least version over the keys held (in sync mode the step the shard is at);
+  // 0 with no keys.
+  int64_t Step() const;
   // What Configure set; false before it.
   bool GetConfig(StoreConfig* out) const;
   // Rollback to a snapshot of step `step`: every key's weights, optimizer state and

@@ -238,10 +238,10 @@ void SchedulerService::AddRollback(const NodeKey& self, uint64_t incarnation, co
   if (rollback == nullptr) return;
   if (self.role == v1::ROLE_SERVER) {
     if (!request.has_snapshots()) return;  // a server without --snapshot-every takes no part
+    // Where the job got to: servers report their shard's step on every heartbeat,
+    // workers theirs every few seconds.
     int64_t job_step = 0;
-    for (const v1::NodeInfo& n : membership_->Nodes()) {
-      if (n.role() == v1::ROLE_WORKER) job_step = std::max(job_step, n.last_step());
-    }
+    for (const v1::NodeInfo& n : membership_->Nodes()) job_step = std::max(job_step, n.last_step());
     const int64_t before = rollback->rollbacks();
     std::optional<v1::RollbackOrder> order =
         rollback->OnServerHeartbeat(self.rank, incarnation, request.snapshots(), job_step, absl::Now());
@@ -267,7 +267,8 @@ void SchedulerService::AddRollback(const NodeKey& self, uint64_t incarnation, co
   stream->told_enabled = true;
   stream->rollback_sent = ready->generation();
   *response->mutable_rollback() = *ready;
-  for (const v1::NodeInfo& server : membership_->View().servers()) *response->mutable_rollback()->add_servers() = server;
+  const v1::ClusterView view = membership_->View();
+  for (const v1::NodeInfo& server : view.servers()) *response->mutable_rollback()->add_servers() = server;
   *send = true;
 }
 

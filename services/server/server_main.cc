@@ -241,6 +241,8 @@ int Run(int argc, char** argv) {
           [client](const v1::SnapshotReport& report) { client->SetSnapshotReport(report); });
       snapshots->SetOnWritten([r = rollback.get()] { r->Report(); });
     }
+    // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
+    scheduler->SetStepSource([&store] { return store.Step(); });
     absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get());
     if (!given.ok()) {
       DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
