@@ -133,6 +133,12 @@ int64_t RollbackCoordinator::rollbacks() const {
   return rollbacks_;
 }
 
+std::vector<int64_t> RollbackCoordinator::SnapshotSteps(int rank) const {
+  absl::MutexLock lock(&mu_);
+  auto it = servers_.find(rank);
+  return it == servers_.end() ? std::vector<int64_t>() : it->second.steps;
+}
+
 std::string RollbackCoordinator::last_rollback() const {
   absl::MutexLock lock(&mu_);
   return order_ ? order_->reason() : "";

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -43,6 +44,8 @@ class RollbackCoordinator {
   std::string Failure() const;
   int64_t rollbacks() const;
   std::string last_rollback() const;  // the last order's reason
+  // The complete snapshot steps server `rank` reported last, newest first.
+  std::vector<int64_t> SnapshotSteps(int rank) const;
 
  private:
   struct Server {

@@ -222,7 +222,13 @@ grpc::Status SchedulerService::Leave(grpc::ServerContext* /*context*/, const v1:
 grpc::Status SchedulerService::GetStatus(grpc::ServerContext* /*context*/,
                                          const v1::GetStatusRequest* /*request*/,
                                          v1::GetStatusResponse* response) {
-  for (const v1::NodeInfo& node : membership_->Nodes()) *response->add_nodes() = node;
+  for (const v1::NodeInfo& node : membership_->Nodes()) {
+    v1::NodeInfo* out = response->add_nodes();
+    *out = node;
+    if (options_.rollback != nullptr && node.role() == v1::ROLE_SERVER) {
+      for (int64_t step : options_.rollback->SnapshotSteps(node.rank())) out->add_snapshot_steps(step);
+    }
+  }
   *response->mutable_cluster() = membership_->View();
   response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
   if (options_.rollback != nullptr) {

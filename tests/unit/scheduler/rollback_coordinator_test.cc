@@ -30,6 +30,7 @@ TEST(RollbackCoordinatorTest, AReplacedServerRollsTheJobBackToTheNewestCommonSte
   EXPECT_FALSE(c.OnServerHeartbeat(0, 1, Report({800, 750}), 790, kT0));
   EXPECT_FALSE(c.OnServerHeartbeat(1, 1, Report({800, 750}), 790, kT0));
   EXPECT_TRUE(c.Enabled());
+  EXPECT_EQ(c.SnapshotSteps(1), (std::vector<int64_t>{800, 750}));
   // Server 0 writes 850; server 1 dies before it and comes back listing what it has.
   EXPECT_FALSE(c.OnServerHeartbeat(0, 1, Report({850, 800}), 812, kT0));
   EXPECT_FALSE(c.OnServerHeartbeat(1, 2, Report({}, 0, /*listed=*/false), 812, kT0)) << "not listed yet";
