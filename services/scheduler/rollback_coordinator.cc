@@ -94,7 +94,7 @@ std::optional<v1::RollbackOrder> RollbackCoordinator::ForWorkers() const {
 
 bool RollbackCoordinator::Enabled() const {
   absl::MutexLock lock(&mu_);
-  if (static_cast<int>(servers_.size()) < num_servers_) return false;
+  if (num_servers_ == 0 || static_cast<int>(servers_.size()) < num_servers_) return false;
   for (const auto& [rank, s] : servers_) {
     if (!s.listed && s.incarnation <= 1) return false;  // a replacement still listing counts: it was enabled
   }
