@@ -145,6 +145,7 @@ class SchedulerClient::Heartbeat {
       for (const auto& node : response.rejoined()) {
         if (hooks_.on_rejoined) hooks_.on_rejoined(node);
       }
+      if (response.has_rollback() && hooks_.on_rollback) hooks_.on_rollback(response.rollback());
       if (response.shutdown()) ShutdownOnce(response.reason(), response.failed());
     }
     absl::MutexLock lock(&mu_);
@@ -160,11 +161,15 @@ class SchedulerClient::Heartbeat {
       v1::HeartbeatRequest request;
       request.set_role(client_->role_);
       request.set_rank(client_->rank_);
-      request.set_step(client_->step_.load());
+      request.set_step(client_->step_source_ ? client_->step_source_() : client_->step_.load());
       request.set_samples_per_sec(client_->samples_per_sec_.load());
       request.set_job_id(client_->job_id_);
       request.set_incarnation(client_->incarnation_);
       request.set_resuming(client_->resuming_.load());
+      {
+        absl::MutexLock lock(&client_->report_mu_);
+        if (client_->snapshot_report_) *request.mutable_snapshots() = *client_->snapshot_report_;
+      }
       if (!stream.Write(request)) return;
       if (!wrote && client_->channel_->GetState(false) == GRPC_CHANNEL_READY) {
         wrote = true;
@@ -379,6 +384,15 @@ void SchedulerClient::SetResuming(bool resuming) {
   if (resuming_.exchange(resuming) == resuming) return;
   DTRAIN_LOG(INFO) << (resuming ? "resuming: catching up with the job (the scheduler shows REJOINING)"
                                 : "caught up with the job (the scheduler shows ALIVE)");
+  if (heartbeat_ != nullptr) heartbeat_->Poke();
+}
+
+void SchedulerClient::SetSnapshotReport(const v1::SnapshotReport& report) {
+  {
+    absl::MutexLock lock(&report_mu_);
+    if (snapshot_report_ && snapshot_report_->SerializeAsString() == report.SerializeAsString()) return;
+    snapshot_report_ = report;
+  }
   if (heartbeat_ != nullptr) heartbeat_->Poke();
 }
 

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -49,6 +50,9 @@ class SchedulerClient {
     // Called when the scheduler reports a node back: a new process took its rank
     // (incarnation + 1), or a node declared dead resumed heartbeating.
     std::function<void(const v1::NodeInfo& node)> on_rejoined;
+    // Called with each answer that carries a rollback order (issue 11); the same
+    // order comes again until acted on: RollbackOrder.generation tells them apart.
+    std::function<void(const v1::RollbackOrder& order)> on_rollback;
     // How long a broken stream is retried before on_shutdown; matches the
     // scheduler's default --heartbeat-timeout, after which it has declared us dead.
     absl::Duration reconnect_for = absl::Seconds(10);
@@ -72,6 +76,12 @@ class SchedulerClient {
   // concurrently with StartHeartbeat.
   void SetResuming(bool resuming);
   bool resuming() const { return resuming_.load(); }
+  // Servers with snapshots (issue 11): sent on every heartbeat from now on; a change
+  // is sent at once. Thread-safe.
+  void SetSnapshotReport(const v1::SnapshotReport& report);
+  // Where the heartbeats' step comes from, read at each one (servers: their shard's
+  // step); call before StartHeartbeat. Unset: SetProgress's.
+  void SetStepSource(std::function<int64_t()> step) { step_source_ = std::move(step); }
 
   // Re-entered after UNAVAILABLE / NOT_FOUND (a scheduler restart: rounds are
   // counted per name, so a re-entered round completes once everyone re-entered)
@@ -131,6 +141,9 @@ class SchedulerClient {
   std::atomic<int64_t> step_{0};
   std::atomic<double> samples_per_sec_{0};
   std::atomic<bool> resuming_{false};
+  absl::Mutex report_mu_;
+  std::optional<v1::SnapshotReport> snapshot_report_ ABSL_GUARDED_BY(report_mu_);
+  std::function<int64_t()> step_source_;
   std::atomic<bool> job_failed_{false};
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -62,6 +62,9 @@ struct Setup {
   std::unique_ptr<WorkerFence> fence;
   // Keys keep their previous version's weights (sync with keep_previous_version).
   bool keep_previous = false;
+  // Server snapshots (sync only): every `snapshot_every` versions, a key's copy goes to the sink.
+  int64_t snapshot_every = 0;
+  SnapshotSink snapshot_sink;
 };
 
 // What versions of a key an exact pull can get: "the key holds version 7 and its
@@ -103,6 +106,8 @@ struct ShardStore::Impl {
   std::unique_ptr<const Setup> setup ABSL_GUARDED_BY(mu);  // null until Configure; then never changes
   std::map<uint64_t, std::unique_ptr<KeyEntry>> keys ABSL_GUARDED_BY(mu);  // never removed
   StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;  // what the next Configure uses
+  int64_t snapshot_every ABSL_GUARDED_BY(mu) = 0;          // likewise
+  SnapshotSink snapshot_sink ABSL_GUARDED_BY(mu);
   StoreLimits limits ABSL_GUARDED_BY(mu);
   std::string job_id ABSL_GUARDED_BY(mu);  // SetJobId before Configure: the fence starts with it
   int64_t bytes_held ABSL_GUARDED_BY(mu) = 0;  // weights + optimizer state of every key
@@ -245,6 +250,13 @@ struct ShardStore::Impl {
     return dropped;
   }
 
+  // A key just reached a snapshot step: its copy goes out while the lock still holds
+  // that version (the next merge cannot start before we return).
+  static void MaybeSnapshot(const Setup& s, uint64_t key, const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    if (s.snapshot_every <= 0 || k.version % s.snapshot_every != 0) return;
+    s.snapshot_sink({key, k.shape, k.version, k.values, k.state});
+  }
+
   void ResetPending(KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     std::fill(k.has_pending.begin(), k.has_pending.end(), false);
     k.pending_count = 0;
@@ -295,6 +307,10 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   for (int w = 0; w < config.num_workers; ++w) setup->last_heard[w].store(0);
   setup->fence = std::make_unique<WorkerFence>(config.num_workers);
   setup->keep_previous = config.mode == MergeMode::kSync && config.keep_previous_version;
+  if (config.mode == MergeMode::kSync && impl_->snapshot_sink) {
+    setup->snapshot_every = impl_->snapshot_every;
+    setup->snapshot_sink = impl_->snapshot_sink;
+  }
   if (absl::Status s = setup->fence->SetJobId(impl_->job_id); !s.ok()) return s;
   impl_->setup = std::move(setup);
   return absl::OkStatus();
@@ -379,6 +395,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
       setup->observer->OnAsyncPushApplied(k->version - k->last_pull_version[worker_rank]);
     }
     impl_->Apply(*setup, *k, grad);
+    Impl::MaybeSnapshot(*setup, key, *k);
     impl_->FireReady(*setup, key, *k);
     return absl::OkStatus();
   }
@@ -389,6 +406,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   }
   if (*action == PushAction::kMergeStep) {
     impl_->MergeStep(*setup, *k, worker_rank, grad);
+    Impl::MaybeSnapshot(*setup, key, *k);
     impl_->FireReady(*setup, key, *k);
     return absl::OkStatus();
   }
@@ -606,6 +624,76 @@ void ShardStore::NoteHeardFrom(int worker_rank) {
 void ShardStore::SetObserver(StoreObserver* observer) {
   absl::MutexLock lock(&impl_->mu);
   impl_->observer = observer;
+}
+
+void ShardStore::SetSnapshotHook(int64_t every, SnapshotSink sink) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->snapshot_every = every;
+  impl_->snapshot_sink = std::move(sink);
+}
+
+int64_t ShardStore::Step() const {
+  std::vector<KeyVersion> versions;
+  if (!Versions({}, -1, &versions).ok() || versions.empty()) return 0;
+  int64_t step = versions[0].version;
+  for (const KeyVersion& v : versions) step = std::min(step, v.version);
+  return step;
+}
+
+bool ShardStore::GetConfig(StoreConfig* out) const {
+  absl::ReaderMutexLock lock(&impl_->mu);
+  if (impl_->setup == nullptr) return false;
+  *out = impl_->setup->config;
+  return true;
+}
+
+absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step) {
+  std::vector<std::pair<const KeyState*, KeyEntry*>> found;
+  const Setup* setup = nullptr;
+  {
+    absl::ReaderMutexLock lock(&impl_->mu);
+    setup = impl_->setup.get();
+    if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
+    if (keys.size() != impl_->keys.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("restoring step ", step, ": the snapshot has ", keys.size(),
+                                                     " keys, this server holds ", impl_->keys.size()));
+    }
+    // Everything is checked before anything changes: a rollback is all or nothing.
+    const int64_t slots = setup->optimizer->StateSlots();
+    for (const KeyState& ks : keys) {
+      auto it = impl_->keys.find(ks.key);
+      if (it == impl_->keys.end()) {
+        return absl::NotFoundError(absl::StrCat("restoring step ", step, ": key ", ks.key, " is not held here"));
+      }
+      const KeyEntry& k = *it->second;
+      if (ks.version != step || static_cast<int64_t>(ks.values.size()) != k.numel ||
+          static_cast<int64_t>(ks.optimizer_state.size()) != slots * k.numel) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "restoring step ", step, ": key ", ks.key, " is at version ", ks.version, " with ", ks.values.size(),
+            " values and ", ks.optimizer_state.size(), " state floats; the key has ", k.numel, " elements and ",
+            slots * k.numel, " state floats"));
+      }
+      found.emplace_back(&ks, it->second.get());
+    }
+  }
+  const std::string why = absl::StrCat("rolled back to step ", step);
+  for (auto& [ks, k] : found) {
+    absl::MutexLock lock(&k->mu);
+    std::copy(ks->values.begin(), ks->values.end(), k->values.begin());
+    std::copy(ks->optimizer_state.begin(), ks->optimizer_state.end(), k->state.begin());
+    k->version = step;
+    k->previous_version = -1;  // the previous weights are those of the abandoned timeline
+    std::fill(k->last_push_step.begin(), k->last_push_step.end(), -1);
+    std::fill(k->last_pull_version.begin(), k->last_pull_version.end(), -1);
+    for (ParkedPull& p : k->parked) {
+      p.done(absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")")), k->version, nullptr, 0);
+    }
+    impl_->CountParked(setup, -static_cast<int64_t>(k->parked.size()));
+    k->parked.clear();
+    impl_->ResetPending(*k);
+  }
+  DTRAIN_LOG(WARNING) << why << ": " << found.size() << " keys restored";
+  return absl::OkStatus();
 }
 
 void ShardStore::SetLimits(const StoreLimits& limits) {

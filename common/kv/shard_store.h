@@ -50,6 +50,11 @@ class StoreObserver {
 // pull), or at exactly that version (a worker redoing a step).
 enum class PullMode { kAtLeast, kExact };
 
+// Server snapshots (issue 11): gets a copy of one key's state each time its version
+// reaches a multiple of the snapshot interval. Called with the key's lock held: keep
+// it short, do not call back into the store.
+using SnapshotSink = std::function<void(KeyState state)>;
+
 class ShardStore {
  public:
   using Clock = std::function<absl::Time()>;
@@ -145,6 +150,23 @@ class ShardStore {
   // Set before the first Configure, which fixes it; `observer` (null: none) must
   // outlive the store.
   void SetObserver(StoreObserver* observer);
+
+  // Server snapshots (issue 11, docs/recovery.md): in a sync store, each key whose
+  // version reaches a multiple of `every` (> 0) hands a copy of its state to `sink`.
+  // Set before the first Configure, which fixes it.
+  void SetSnapshotHook(int64_t every, SnapshotSink sink);
+  // The least version over the keys held (in sync mode the step the shard is at);
+  // 0 with no keys.
+  int64_t Step() const;
+  // What Configure set; false before it.
+  bool GetConfig(StoreConfig* out) const;
+  // Rollback to a snapshot of step `step`: every key's weights, optimizer state and
+  // version become `keys`' (which must name exactly the keys held, each at version
+  // `step` with the key's element count and state size; else INVALID_ARGUMENT or
+  // NOT_FOUND, and nothing changes). Pushes pending for the abandoned step are
+  // forgotten and parked pulls fail ABORTED "rolled back to step S"; per-worker push
+  // records restart, so the steps from `step` on are taken again.
+  absl::Status Restore(const std::vector<KeyState>& keys, int64_t step);
 
   int64_t num_keys() const;
   // Pulls parked now, over all keys.

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <fstream>
@@ -55,8 +56,22 @@ struct LaunchFlags {
   double restart_backoff_s = 1;
   RestartPolicy restart;  // from the three above
   bool tls = false;
+  // Server snapshots (issue 11): every N steps into snapshot_dir (default: beside the
+  // workers' --model-prefix, PREFIX-snapshots/).
+  int64_t snapshot_every = 0;
+  std::string snapshot_dir;
   std::vector<std::string> worker_args;
 };
+
+// The value of --model-prefix among the worker flags ("" when absent).
+std::string ModelPrefixOf(const std::vector<std::string>& args) {
+  std::string prefix;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--model-prefix" && i + 1 < args.size()) prefix = args[i + 1];
+    if (absl::StartsWith(args[i], "--model-prefix=")) prefix = args[i].substr(std::strlen("--model-prefix="));
+  }
+  return prefix;
+}
 
 // launch.py spells the sizes -n and -s; our flag parser knows only --long ones.
 std::string ExpandShortFlag(const std::string& a) {
@@ -89,7 +104,8 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                   "write the endpoints as a Prometheus file_sd target list here (turns metrics on)");
   flags.AddInt("max-restarts", &f->max_restarts,
                "restart a failed worker or scheduler up to N times each, with its rank and port (torchrun's "
-               "name); 0: a failure ends the job. A failed server always ends it. The others wait up to "
+               "name); 0: a failure ends the job. A failed server ends it unless --snapshot-every is set (then it is "
+               "restarted and the job rolls back to the snapshots). The others wait up to "
                "DTRAIN_REJOIN_TIMEOUT seconds (default 60 with restarts) for the replacement");
   flags.AddString("restart-on", &f->restart_on,
                   "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
@@ -99,6 +115,11 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
   flags.AddBool("tls", &f->tls,
                 "mutual TLS between every process of the job, with a throwaway CA and a certificate per process "
                 "made for this run (removed at exit)");
+  flags.AddInt("snapshot-every", &f->snapshot_every,
+               "servers write their shard every N steps (dist_sync; the newest two kept); a server that dies is "
+               "restarted (--max-restarts) and the job rolls back to the newest step every server has; 0: off");
+  flags.AddString("snapshot-dir", &f->snapshot_dir,
+                  "where the servers' snapshots go; default: PREFIX-snapshots beside the workers' --model-prefix");
   flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
   std::vector<std::string> own;
   bool passthrough = false;
@@ -143,6 +164,17 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
     return absl::InvalidArgumentError("--restart-backoff must be in 0..3600 seconds");
   }
   f->restart = RestartPolicy{static_cast<int>(f->max_restarts), *on, absl::Seconds(f->restart_backoff_s)};
+  if (f->snapshot_every < 0) return absl::InvalidArgumentError("--snapshot-every must be >= 0");
+  if (f->snapshot_every > 0 && f->snapshot_dir.empty()) {
+    // Servers do not know the model prefix: the directory is computed here.
+    const std::string prefix = ModelPrefixOf(f->worker_args);
+    if (prefix.empty()) {
+      return absl::InvalidArgumentError(
+          "--snapshot-every needs --snapshot-dir, or a --model-prefix among the worker flags (the snapshots go "
+          "beside it)");
+    }
+    f->snapshot_dir = prefix + "-snapshots";
+  }
   if (f->bin_dir.empty()) f->bin_dir = SelfDir();
   return absl::OkStatus();
 }
@@ -240,6 +272,34 @@ void AnnounceMetrics(Supervisor& sup, MetricsTargets& metrics, const std::string
   }
 }
 
+// With snapshots a dead server is restarted, and the workers reconnect to the address
+// they know it by: its restart asks for the port it got (as the scheduler's does).
+// Waits (bounded) for each server's port file.
+bool PinServerPorts(Supervisor& sup, const std::string& tmp, std::vector<ChildSpec> specs) {
+  const absl::Time deadline = absl::Now() + kSchedulerStartTimeout;
+  for (int i = 0; i < static_cast<int>(specs.size()); ++i) {
+    const std::string port_file = absl::StrCat(tmp, "/server-", i, ".port");
+    int port = 0;
+    while (g_signal == 0 && (port = ReadPort(port_file)) == 0) {
+      if (absl::Now() > deadline) {
+        sup.Message(absl::StrCat("server ", i, " did not report its port within ",
+                                 absl::FormatDuration(kSchedulerStartTimeout)));
+        return false;
+      }
+      if (const Child* c = sup.Find(ChildKind::kServer, i); c != nullptr && c->exited()) {
+        sup.Message(absl::StrCat("server ", i, " ", c->DescribeExit(), " before it was ready"));
+        return false;
+      }
+      sup.Pump(absl::Milliseconds(50));
+    }
+    if (port == 0) return false;
+    specs[i].args.push_back("--port");
+    specs[i].args.push_back(std::to_string(port));
+    (void)sup.SetRestartSpec(ChildKind::kServer, i, std::move(specs[i]));
+  }
+  return true;
+}
+
 int Launch(const LaunchFlags& f) {
   const bool dist = absl::StartsWith(f.kv_store, "dist");
   for (const char* bin : {"dtrain-scheduler", "dtrain-server", "dtrain-worker"}) {
@@ -263,6 +323,7 @@ int Launch(const LaunchFlags& f) {
   options.finish_grace = absl::Seconds(f.finish_grace_s);
   options.pending_signal = [] { return static_cast<int>(g_signal); };
   options.restart = f.restart;
+  options.restart_servers = f.snapshot_every > 0;
   Supervisor sup(options);
   const int servers = dist ? static_cast<int>(f.num_servers) : 0;
   std::vector<std::pair<std::string, std::string>> env = {
@@ -321,20 +382,31 @@ int Launch(const LaunchFlags& f) {
     env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
     env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   }
+  std::vector<ChildSpec> server_specs;
   auto start = [&](ChildKind kind, const std::string& role, int rank, std::vector<std::string> args) {
     auto child_env = with_metrics(env, role, rank);
     child_env.emplace_back("DTRAIN_RANK", std::to_string(rank));
     ChildSpec spec{absl::StrCat(role, " ", rank), absl::StrCat(f.bin_dir, "/dtrain-", role), std::move(args),
                    std::move(child_env)};
+    if (kind == ChildKind::kServer) server_specs.push_back(spec);
     absl::Status s = sup.Start(kind, spec);
     if (!s.ok()) sup.Message(absl::StrCat("cannot start ", spec.name, ": ", s.message()));
     return s.ok();
   };
   for (int i = 0; i < servers; ++i) {
-    if (!start(ChildKind::kServer, "server", i, {})) {
+    std::vector<std::string> args;
+    if (f.snapshot_every > 0) {
+      args = {"--snapshot-every", std::to_string(f.snapshot_every), "--snapshot-dir", f.snapshot_dir, "--port-file",
+              absl::StrCat(tmp.path(), "/server-", i, ".port")};
+    }
+    if (!start(ChildKind::kServer, "server", i, args)) {
       sup.StopAll();
       return 1;
     }
+  }
+  if (f.snapshot_every > 0 && !PinServerPorts(sup, tmp.path(), server_specs)) {
+    sup.StopAll();
+    return g_signal != 0 ? 128 + g_signal : 1;
   }
   for (int i = 0; i < f.num_workers; ++i) {
     std::vector<std::string> args = {"--kv-store", f.kv_store};

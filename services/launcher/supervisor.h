@@ -28,6 +28,10 @@ struct SupervisorOptions {
   std::function<int()> pending_signal;
   // Applies once AllowRestarts was called; max_restarts 0: never.
   RestartPolicy restart;
+  // Servers are restarted too (with --snapshot-every: the job rolls back to their
+  // snapshots, issue 11). Without snapshots a new server would hold nothing, so a
+  // server's failure ends the job.
+  bool restart_servers = false;
 };
 
 // Each child's environment carries how often it was restarted: 0 for the first

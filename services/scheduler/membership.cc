@@ -519,6 +519,13 @@ bool Membership::JobOver(std::string* reason) const {
   return true;
 }
 
+void Membership::FailJob(const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (!failure_.empty()) return;
+  failure_ = why;
+  changed_.SignalAll();
+}
+
 std::string Membership::Failure() const {
   absl::MutexLock lock(&mu_);
   return FailureLocked();

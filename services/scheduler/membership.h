@@ -167,6 +167,8 @@ class Membership {
   std::string Failure() const;
   // Every registered node has left or died.
   bool AllGone() const;
+  // Fails the job with `why` (the first reason stays), e.g. a rollback that cannot be done.
+  void FailJob(const std::string& why);
 
   // "registration: 1 of 2 workers, 2 of 2 servers after 30 s; missing worker rank 1".
   std::string RegistrationText() const;

@@ -198,6 +198,10 @@ int Run(int argc, char** argv) {
   SchedulerServiceOptions so;
   so.register_timeout = absl::Seconds(f.register_timeout_s);
   so.metrics = metrics->families.get();
+  // Servers with --snapshot-every report their snapshots; a lost shard rolls the job
+  // back (issue 11). The servers get as long to reload as a worker to rejoin.
+  RollbackCoordinator rollback(mo.num_servers, std::max(absl::Seconds(60), mo.rejoin_timeout));
+  so.rollback = &rollback;
   SchedulerService service(&membership, &barriers, so);
 
   int bound_port = 0;

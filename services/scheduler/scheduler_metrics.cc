@@ -36,6 +36,10 @@ SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
   fastest_step_ = &AddGauge(r, "dtrain_scheduler_fastest_worker_step",
                             "Highest step reported by a worker still in the job.");
   lag_ = &AddGauge(r, "dtrain_scheduler_worker_lag_steps", "Fastest worker's step minus the slowest one's.");
+  rollbacks_ = &AddCounter(r, "dtrain_scheduler_rollbacks_total",
+                           "Rollbacks of the whole job to the servers' snapshots (a shard was lost).");
+  steps_lost_ = &AddCounter(r, "dtrain_scheduler_rollback_steps_lost_total",
+                            "Steps recomputed because of rollbacks (the job's step minus the snapshot's).");
 }
 
 void SchedulerMetrics::SetNodeCount(const std::string& node_role, const std::string& state, int64_t count) {
@@ -65,6 +69,11 @@ void SchedulerMetrics::SetWorkerSteps(int64_t slowest_step, int slowest_rank, in
   slowest_rank_->Set(slowest_rank);
   fastest_step_->Set(static_cast<double>(fastest_step));
   lag_->Set(static_cast<double>(fastest_step - slowest_step));
+}
+
+void SchedulerMetrics::RolledBack(int64_t steps_lost) {
+  rollbacks_->Increment();
+  steps_lost_->Increment(static_cast<double>(steps_lost));
 }
 
 }  // namespace dtrain::scheduler

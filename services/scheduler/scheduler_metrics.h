@@ -32,6 +32,8 @@ class SchedulerMetrics {
   void BarrierWaited(const std::string& group, double seconds, bool ok);
   // Over the workers still in the job (by their last reported step).
   void SetWorkerSteps(int64_t slowest_step, int slowest_rank, int64_t fastest_step);
+  // The job rolled back to the servers' snapshots, losing `steps_lost` steps (issue 11).
+  void RolledBack(int64_t steps_lost);
 
  private:
   std::map<std::pair<std::string, std::string>, prometheus::Gauge*> nodes_;
@@ -43,6 +45,8 @@ class SchedulerMetrics {
   prometheus::Gauge* slowest_rank_;
   prometheus::Gauge* fastest_step_;
   prometheus::Gauge* lag_;
+  prometheus::Counter* rollbacks_;
+  prometheus::Counter* steps_lost_;
 };
 
 }  // namespace dtrain::scheduler

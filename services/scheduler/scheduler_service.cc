@@ -94,6 +94,7 @@ grpc::Status SchedulerService::Heartbeat(
   uint64_t incarnation = 0;
   size_t death_cursor = 0;
   size_t rejoin_cursor = 0;
+  RollbackStream rollback_stream;
   bool told_shutdown = false;
   bool opened = false;
   absl::Status fenced;  // how the stream ends when this process is not the rank's any more
@@ -105,6 +106,9 @@ grpc::Status SchedulerService::Heartbeat(
       opened = true;
       // Only comebacks from now on: older ones are this stream's own past.
       membership_->RejoinsSince(&rejoin_cursor);
+      if (options_.rollback != nullptr) {
+        if (auto done = options_.rollback->ForWorkers()) rollback_stream.rollback_sent = done->generation();
+      }
     }
     v1::HeartbeatResponse response;
     bool send = false;
@@ -147,6 +151,7 @@ grpc::Status SchedulerService::Heartbeat(
       *response.add_rejoined() = back;
       send = true;
     }
+    if (s.ok()) AddRollback(self, incarnation, request, &rollback_stream, &response, &send);
     response.set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
     if (send && !stream->Write(response)) break;
     // A fenced process hears why (above), then the stream ends with the status.
@@ -217,10 +222,60 @@ grpc::Status SchedulerService::Leave(grpc::ServerContext* /*context*/, const v1:
 grpc::Status SchedulerService::GetStatus(grpc::ServerContext* /*context*/,
                                          const v1::GetStatusRequest* /*request*/,
                                          v1::GetStatusResponse* response) {
-  for (const v1::NodeInfo& node : membership_->Nodes()) *response->add_nodes() = node;
+  for (const v1::NodeInfo& node : membership_->Nodes()) {
+    v1::NodeInfo* out = response->add_nodes();
+    *out = node;
+    if (options_.rollback != nullptr && node.role() == v1::ROLE_SERVER) {
+      for (int64_t step : options_.rollback->SnapshotSteps(node.rank())) out->add_snapshot_steps(step);
+    }
+  }
   *response->mutable_cluster() = membership_->View();
   response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
+  if (options_.rollback != nullptr) {
+    response->set_rollbacks(options_.rollback->rollbacks());
+    response->set_last_rollback(options_.rollback->last_rollback());
+  }
   return grpc::Status::OK;
+}
+
+void SchedulerService::AddRollback(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
+                                   RollbackStream* stream, v1::HeartbeatResponse* response, bool* send) {
+  RollbackCoordinator* rollback = options_.rollback;
+  if (rollback == nullptr) return;
+  if (self.role == v1::ROLE_SERVER) {
+    if (!request.has_snapshots()) return;  // a server without --snapshot-every takes no part
+    // Where the job got to: servers report their shard's step on every heartbeat,
+    // workers theirs every few seconds.
+    int64_t job_step = 0;
+    for (const v1::NodeInfo& n : membership_->Nodes()) job_step = std::max(job_step, n.last_step());
+    const int64_t before = rollback->rollbacks();
+    std::optional<v1::RollbackOrder> order =
+        rollback->OnServerHeartbeat(self.rank, incarnation, request.snapshots(), job_step, absl::Now());
+    if (order) {
+      *response->mutable_rollback() = *order;
+      *send = true;
+      if (rollback->rollbacks() > before && options_.metrics != nullptr) {
+        options_.metrics->RolledBack(std::max<int64_t>(0, job_step - order->step()));
+      }
+    }
+    return;
+  }
+  std::optional<v1::RollbackOrder> ready = rollback->ForWorkers();
+  if (!ready || ready->generation() <= stream->rollback_sent) {
+    if (!stream->told_enabled && rollback->Enabled()) {
+      // Generation 0: no order, but a server's death will be rolled back: wait for it.
+      response->mutable_rollback()->set_generation(0);
+      *send = true;
+      stream->told_enabled = true;
+    }
+    return;
+  }
+  stream->told_enabled = true;
+  stream->rollback_sent = ready->generation();
+  *response->mutable_rollback() = *ready;
+  const v1::ClusterView view = membership_->View();
+  for (const v1::NodeInfo& server : view.servers()) *response->mutable_rollback()->add_servers() = server;
+  *send = true;
 }
 
 void SchedulerService::Tick() {
@@ -231,6 +286,11 @@ void SchedulerService::Tick() {
                            "its rank";
   }
   for (const v1::NodeInfo& node : membership_->SweepSilent()) OnDeath(node, "heartbeats stopped");
+  if (options_.rollback != nullptr) {
+    options_.rollback->Check(absl::Now());
+    // No snapshot in common, or servers that did not reload: the job cannot go on.
+    if (const std::string why = options_.rollback->Failure(); !why.empty()) membership_->FailJob(why);
+  }
   // A dead worker that did not come back in time: the job failed, and barriers
   // that still wait for it fail now.
   for (const v1::NodeInfo& node : membership_->ExpireRejoinWaits()) {

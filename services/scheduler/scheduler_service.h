@@ -14,6 +14,7 @@
 #include "dtrain/v1/scheduler.grpc.pb.h"
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
+#include "services/scheduler/rollback_coordinator.h"
 
 namespace dtrain::scheduler {
 
@@ -24,6 +25,8 @@ struct SchedulerServiceOptions {
   absl::Duration waiting_log_interval = absl::Seconds(10);
   // Nodes, deaths, barrier waits and worker lag (null: none); must outlive the service.
   scheduler::SchedulerMetrics* metrics = nullptr;
+  // Rollback to the servers' snapshots (issue 11; null: none); must outlive the service.
+  RollbackCoordinator* rollback = nullptr;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {
@@ -51,6 +54,15 @@ class SchedulerService final : public v1::Scheduler::Service {
 
  private:
   void OnDeath(const v1::NodeInfo& node, const std::string& why);
+  // Issue 11: a server's snapshot report in, a rollback order out (servers at once,
+  // workers once every server reloaded; a worker's stream gets each order once and
+  // none that was complete before the stream opened).
+  struct RollbackStream {
+    uint64_t rollback_sent = 0;  // the newest order this stream was given
+    bool told_enabled = false;   // told (generation 0) that servers snapshot
+  };
+  void AddRollback(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
+                   RollbackStream* stream, v1::HeartbeatResponse* response, bool* send);
 
   Membership* const membership_;
   BarrierSet* const barriers_;

@@ -28,6 +28,9 @@
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/server/server_metrics.h"
+#include "services/server/snapshot_metrics.h"
+#include "services/server/snapshot_rollback.h"
+#include "services/server/snapshot_writer.h"
 #include "common/scheduler_client.h"
 #include "services/server/ps_service.h"
 #include "services/server/store_metrics.h"
@@ -47,6 +50,9 @@ struct ServerFlags {
   int64_t max_stream_pending = StreamOptions().max_pending_requests;
   int64_t max_stream_queued_bytes = StreamOptions().max_queued_bytes;
   bool allow_non_finite = false;
+  // Shard snapshots (issue 11): every N steps into this directory; 0: none.
+  int64_t snapshot_every = 0;
+  std::string snapshot_dir;
 };
 
 // The hardening flags: every count and size a client sends is capped. The variables
@@ -95,6 +101,14 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
   flags.AddBool("standalone", &f->standalone, "serve without a scheduler (tests, benchmarks)");
   AddLimitFlags(flags, f);
+  flags.AddInt("snapshot-every", &f->snapshot_every,
+               "dist_sync: write this server's shard to --snapshot-dir every N steps (the newest two are kept) so "
+               "that the job can roll back to it if the shard is lost; 0: off",
+               {"DTRAIN_SNAPSHOT_EVERY"});
+  flags.AddString("snapshot-dir", &f->snapshot_dir,
+                  "where --snapshot-every writes server-<rank>-step-<S>.snapshot (dtrain launch: beside the model "
+                  "prefix)",
+                  {"DTRAIN_SNAPSHOT_DIR"});
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
   if (*help) {
@@ -105,6 +119,12 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
   if (s.ok()) s = CheckLimitFlags(f);
   if (s.ok()) s = ApplyTlsFlags(f->cluster.tls, TlsUse::kClusterNode, f->cluster.bind_host);
+  if (s.ok() && f->snapshot_every < 0) {
+    s = absl::InvalidArgumentError(absl::StrCat("--snapshot-every must be >= 0, got ", f->snapshot_every));
+  }
+  if (s.ok() && f->snapshot_every > 0 && f->snapshot_dir.empty()) {
+    s = absl::InvalidArgumentError("--snapshot-every needs --snapshot-dir (dtrain launch sets it beside the model prefix)");
+  }
   if (s.ok() && !(f->sync_timeout_s > 0)) {
     s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f->sync_timeout_s));
   }
@@ -114,7 +134,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
 // Registers `address` with the scheduler and starts the heartbeat, which turns the
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
-                            ShutdownSignal& stop) {
+                            ShutdownSignal& stop, SnapshotRollback* rollback) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
   absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
@@ -130,6 +150,9 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
     DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
                         << " is dead; sync steps waiting for it will time out";
   };
+  if (rollback != nullptr) {
+    hooks.on_rollback = [rollback](const v1::RollbackOrder& order) { rollback->OnOrder(order); };
+  }
   // As long as the job waits for a replaced worker, it waits for a restarted scheduler.
   hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.rejoin_timeout_s));
   scheduler.StartHeartbeat(absl::Seconds(cluster.heartbeat_interval_s), std::move(hooks));
@@ -172,6 +195,14 @@ int Run(int argc, char** argv) {
   kv::ShardStore store;
   store.SetObserver(store_metrics.get());
   store.SetLimits(f.limits);
+  // Before the service starts: the store must be configured with the snapshot hook.
+  std::unique_ptr<SnapshotMetrics> snapshot_metrics;
+  std::unique_ptr<SnapshotWriter> snapshots;
+  if (f.snapshot_every > 0) {
+    if (metrics->registry != nullptr) snapshot_metrics = std::make_unique<SnapshotMetrics>(*metrics->registry);
+    snapshots = std::make_unique<SnapshotWriter>(SnapshotOptions{f.snapshot_dir, f.snapshot_every, 2}, &store,
+                                                 snapshot_metrics.get());
+  }
   // Workers of another job are refused (docs/recovery.md); without --job-id the store
   // takes the scheduler's once registered.
   if (absl::Status js = store.SetJobId(f.cluster.job_id); !js.ok()) {
@@ -199,11 +230,22 @@ int Run(int argc, char** argv) {
     }
   }
 
+  // Declared before the client, whose heartbeat thread calls it until destroyed.
+  std::unique_ptr<SnapshotRollback> rollback;  // with a scheduler and --snapshot-every
   std::unique_ptr<SchedulerClient> scheduler;
   int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
   if (!f.standalone) {
     scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
-    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop);
+    if (snapshots != nullptr) {
+      SchedulerClient* client = scheduler.get();
+      rollback = std::make_unique<SnapshotRollback>(
+          f.snapshot_dir, &store, snapshots.get(),
+          [client](const v1::SnapshotReport& report) { client->SetSnapshotReport(report); });
+      snapshots->SetOnWritten([r = rollback.get()] { r->Report(); });
+    }
+    // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
+    scheduler->SetStepSource([&store] { return store.Step(); });
+    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get());
     if (!given.ok()) {
       DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
                         << " failed: " << given.status().message();
@@ -218,12 +260,19 @@ int Run(int argc, char** argv) {
   }
   SetLogIdentity("server", rank);
   if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
+  if (snapshots != nullptr) {
+    snapshots->SetRank(rank);
+    if (rollback != nullptr) rollback->Start(rank);
+    DTRAIN_LOG(INFO) << "snapshots every " << f.snapshot_every << " steps in " << f.snapshot_dir;
+  }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)
                    << (f.standalone ? " (standalone)" : "") << "; other nodes reach it at " << address << " ("
                    << f.cluster.host_origin << ")"
                    << (store.job_id().empty() ? std::string() : absl::StrCat("; job '", store.job_id(), "'"));
 
   Shutdown(stop.Wait(), store, *server, scheduler.get());
+  // No pushes come any more: stop the writer (whose callbacks reach the client) first.
+  snapshots.reset();
   // A job that failed (or a scheduler that vanished) must not look like a success
   // to whoever runs us (Kubernetes, a launcher).
   if (scheduler != nullptr && scheduler->job_failed()) {

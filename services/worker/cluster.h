@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,15 @@ namespace dtrain::worker {
 struct ServerEndpoint {
   int rank = 0;
   std::string address;  // host:port
+};
+
+// The scheduler's order to go back to the servers' snapshot of `step` (issue 11):
+// every server has reloaded it; this worker pulls exactly version `step` and resumes there.
+struct RollbackOrder {
+  uint64_t generation = 0;  // one more per rollback
+  int64_t step = 0;
+  std::string reason;       // "rolled back from step 812 to step 800: server 1 lost its shard"
+  std::vector<ServerEndpoint> servers;  // as registered now: a restarted one may have moved
 };
 
 // A worker the scheduler reports dead and not (yet) back.
@@ -69,6 +79,15 @@ class Cluster {
   // scheduler), nothing is sent and the servers do not fence.
   virtual uint64_t incarnation() const { return 0; }
   virtual std::string job_id() const { return ""; }
+
+  // Issue 11: a rollback the scheduler ordered and this worker has not carried out
+  // (RollbackDone with its generation). A step waiting on the servers notices it
+  // within a second (DistKVStore::AwaitSlice).
+  virtual std::optional<RollbackOrder> PendingRollback() const { return std::nullopt; }
+  virtual void RollbackDone(uint64_t /*generation*/) {}
+  // The scheduler said every server snapshots: a server lost mid-step is followed by
+  // a rollback order, so the step waits for it instead of failing.
+  virtual bool RollbackEnabled() const { return false; }
 };
 
 // A job of one worker and no servers (kvstore local, device).

@@ -28,6 +28,7 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
   hooks.on_shutdown = [self](const std::string& reason) { self->OnJobEnded(reason); };
   hooks.on_dead = [self](const v1::NodeInfo& node) { self->OnPeerDead(node); };
   hooks.on_rejoined = [self](const v1::NodeInfo& node) { self->OnPeerRejoined(node); };
+  hooks.on_rollback = [self](const v1::RollbackOrder& order) { self->OnRollback(order); };
   // A job that waits for replacements (--rejoin-timeout) waits as long for a restarted
   // scheduler: on Kubernetes its pod comes back no sooner than the 10 s back-off.
   hooks.reconnect_for = std::max(hooks.reconnect_for, o.rejoin_timeout);
@@ -66,6 +67,35 @@ void SchedulerCluster::OnPeerRejoined(const v1::NodeInfo& node) {
   DTRAIN_LOG(WARNING) << "worker " << node.rank() << " rejoined (incarnation " << node.incarnation() << ", "
                       << node.restarts() << " restart(s))";
   peers_.OnRejoined(node.rank());
+}
+
+void SchedulerCluster::OnRollback(const v1::RollbackOrder& order) {
+  absl::MutexLock lock(&mu_);
+  if (order.generation() == 0) {
+    // Every server snapshots: a server's death is followed by a rollback order.
+    rollback_enabled_ = true;
+    return;
+  }
+  if (order.generation() <= rollback_done_ || (rollback_ && rollback_->generation >= order.generation())) return;
+  DTRAIN_LOG(WARNING) << "the scheduler orders a rollback: " << order.reason();
+  rollback_ = RollbackOrder{order.generation(), order.step(), order.reason(), {}};
+  for (const auto& s : order.servers()) rollback_->servers.push_back({s.rank(), s.address()});
+}
+
+std::optional<RollbackOrder> SchedulerCluster::PendingRollback() const {
+  absl::MutexLock lock(&mu_);
+  if (!rollback_ || rollback_->generation <= rollback_done_) return std::nullopt;
+  return rollback_;
+}
+
+bool SchedulerCluster::RollbackEnabled() const {
+  absl::MutexLock lock(&mu_);
+  return rollback_enabled_ || rollback_.has_value();
+}
+
+void SchedulerCluster::RollbackDone(uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  rollback_done_ = std::max(rollback_done_, generation);
 }
 
 void SchedulerCluster::OnJobEnded(const std::string& reason) {

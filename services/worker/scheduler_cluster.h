@@ -51,6 +51,9 @@ class SchedulerCluster final : public Cluster {
   absl::StatusOr<bool> ExtendWaitForRejoin() override { return peers_.ExtendWait(absl::Now()); }
   uint64_t incarnation() const override { return scheduler_.incarnation(); }
   std::string job_id() const override { return scheduler_.job_id(); }
+  std::optional<RollbackOrder> PendingRollback() const override;
+  void RollbackDone(uint64_t generation) override;
+  bool RollbackEnabled() const override;
 
  private:
   SchedulerCluster(const std::string& scheduler, const JoinOptions& o)
@@ -58,6 +61,7 @@ class SchedulerCluster final : public Cluster {
   void OnJobEnded(const std::string& reason);
   void OnPeerDead(const v1::NodeInfo& node);
   void OnPeerRejoined(const v1::NodeInfo& node);
+  void OnRollback(const v1::RollbackOrder& order);
 
   int rank_ = -1;
   bool rejoined_ = false;
@@ -66,6 +70,9 @@ class SchedulerCluster final : public Cluster {
   std::vector<ServerEndpoint> servers_;
   mutable absl::Mutex mu_;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);
+  std::optional<RollbackOrder> rollback_ ABSL_GUARDED_BY(mu_);  // the newest order heard
+  uint64_t rollback_done_ ABSL_GUARDED_BY(mu_) = 0;
+  bool rollback_enabled_ ABSL_GUARDED_BY(mu_) = false;
   // Last: destroyed first, joining the heartbeat thread whose hooks use the members above.
   SchedulerClient scheduler_;
 };

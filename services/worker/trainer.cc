@@ -295,10 +295,25 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
 
   TrainResult result;
   TrainingMonitor monitor(cluster, kv, metrics, writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
+  int64_t start_batch = first_batch;  // of the next epoch to run (0 but after a resume or rollback)
   for (int64_t epoch = first_epoch; epoch < o.num_epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
-    DTRAIN_RETURN_IF_ERROR(RunEpoch(o, epoch, epoch == first_epoch ? first_batch : 0, rank, data, *net, kv, monitor));
+    const absl::Status ran = RunEpoch(o, epoch, start_batch, rank, data, *net, kv, monitor);
+    start_batch = 0;
+    if (IsRollback(ran)) {
+      // Issue 11: a server lost its shard and every server reloaded the snapshot of
+      // step t. The weights become exactly t's, and the data order goes back to t:
+      // the steps after it are recomputed on the same batches, bit for bit. An epoch
+      // checkpoint already written for an epoch redone is written again identically.
+      DTRAIN_ASSIGN_OR_RETURN(const int64_t t, kv.Rollback());
+      epoch = t / data.batches - 1;  // the loop's ++ makes it t's epoch
+      start_batch = t % data.batches;
+      DTRAIN_LOG(WARNING) << "resuming at epoch " << t / data.batches << " batch " << start_batch << " (step " << t
+                          << ") after the rollback";
+      continue;
+    }
+    DTRAIN_RETURN_IF_ERROR(ran);
     const double train_s = Seconds(epoch_start);
     const TrainingMonitor::Figures ep = monitor.Epoch();
     result.samples += ep.samples;

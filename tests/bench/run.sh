@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrain benchmarks, each printed as a ratio to a reference measured in the same run.
-#   bash tests/bench/run.sh [throughput|transport|metrics|infer|tls|all]   (default: all)
+#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|infer|tls|all]   (default: all)
 # Needs a build (deploy/build.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -82,6 +82,40 @@ print("CPU seconds of the job: median on/off = %.4f (%+.2f%%)" % (cpu, (cpu - 1)
 PY
 }
 
+# Server snapshots (issue 11): the throughput run (-n 2 -s 1, lenet) with and without
+# --snapshot-every "$SNAP_EVERY" (default 100), alternating, x$ROUNDS; the ratio of step
+# times (the inverse of the samples/s ratio) is the snapshot cost per step.
+snap_sps() {
+  local log; log=$(mktemp)
+  local dir; dir=$(mktemp -d /tmp/dtrain-bench-snap-XXXXXX)
+  local flags=()
+  [ "$1" = on ] && flags=(--snapshot-every "${SNAP_EVERY:-100}" --snapshot-dir "$dir")
+  "$BIN/dtrain" launch -n 2 -s 1 --kv-store dist_sync "${flags[@]}" -- --network lenet --batch-size 64 \
+      --num-epochs "$EPOCHS" --disp-batches 100000 >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  [ "$1" = off ] || grep -q 'snapshot of step' "$log" || { echo "no snapshot was written" >&2; exit 1; }
+  grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.1f\n", s}'
+  rm -rf "$log" "$dir"
+}
+
+snapshots() {
+  local rounds="${ROUNDS:-4}"
+  echo "== snapshot cost: the throughput run with --snapshot-every ${SNAP_EVERY:-100} and without, alternating, x$rounds (epochs=$EPOCHS)"
+  local results=""
+  for r in $(seq 1 "$rounds"); do
+    local off on
+    if [ $((r % 2)) -eq 1 ]; then off=$(snap_sps off); on=$(snap_sps on); else on=$(snap_sps on); off=$(snap_sps off); fi
+    echo "round $r: without ${off} samples/s, with ${on} samples/s"
+    results="$results $off $on"
+  done
+  /usr/bin/python3 - $results <<'PY'
+import statistics, sys
+v = [float(x) for x in sys.argv[1:]]
+pairs = [(v[i], v[i + 1]) for i in range(0, len(v), 2)]
+ratio = statistics.median(off / on for off, on in pairs)  # step time with / without
+print("step time with/without snapshots: median ratio %.4f (%+.2f%% per step)" % (ratio, (ratio - 1) * 100))
+PY
+}
+
 transport() {
   echo "== transport: push+pull of a 64 MB model, 1 worker <-> 1 server, vs plain TCP on loopback"
   "$BIN/transport_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 10 --trials 5
@@ -133,8 +167,9 @@ case "$what" in
   throughput) throughput ;;
   transport) transport ;;
   metrics) metrics ;;
+  snapshots) snapshots ;;
   infer) infer ;;
   tls) tls ;;
-  all) transport; throughput; metrics; infer; tls ;;
-  *) echo "usage: $0 [throughput|transport|metrics|infer|tls|all]" >&2; exit 2 ;;
+  all) transport; throughput; metrics; snapshots; infer; tls ;;
+  *) echo "usage: $0 [throughput|transport|metrics|snapshots|infer|tls|all]" >&2; exit 2 ;;
 esac

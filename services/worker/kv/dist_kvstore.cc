@@ -19,17 +19,7 @@ DistKVStore::~DistKVStore() = default;
 
 absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOptions& options, Cluster& cluster) {
   std::unique_ptr<DistKVStore> store(new DistKVStore(options, cluster));
-  for (const ServerEndpoint& server : cluster.servers()) {
-    DTRAIN_ASSIGN_OR_RETURN(auto client,
-                            PsClient::Connect(server.address, server.rank, cluster.rank(), options.connect_timeout));
-    // The server answers a stalled sync pull at sync_timeout naming the missing
-    // workers; our own wait lasts a little longer so that answer arrives first.
-    client->SetPullTimeout(options.sync_timeout);
-    // Every request then carries who we are, so the servers fence the incarnation this
-    // process replaced (and refuse us once we are replaced ourselves).
-    client->SetIdentity(cluster.job_id(), cluster.incarnation());
-    store->servers_.push_back(std::move(client));
-  }
+  DTRAIN_RETURN_IF_ERROR(store->Reconnect(cluster.servers()));
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
                    << " servers";
   return store;
@@ -55,6 +45,84 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
     servers_[slice.server]->Pull(slice.key, min_version, w, slice.length);
   }
   return WaitAllServers(absl::Now() + timeout + kClientGrace);
+}
+
+absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) {
+  if (!servers_.empty() && servers.size() != servers_.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the scheduler names ", servers.size(), " servers, this worker has ", servers_.size()));
+  }
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (const ServerEndpoint& server : servers) {
+    DTRAIN_ASSIGN_OR_RETURN(auto client, PsClient::Connect(server.address, server.rank, cluster_.rank(),
+                                                           options_.connect_timeout));
+    // The server answers a stalled sync pull at sync_timeout naming the missing
+    // workers; our own wait lasts a little longer so that answer arrives first.
+    client->SetPullTimeout(options_.sync_timeout);
+    // Every request then carries who we are, so the servers fence the incarnation this
+    // process replaced (and refuse us once we are replaced ourselves).
+    client->SetIdentity(cluster_.job_id(), cluster_.incarnation());
+    clients.push_back(std::move(client));
+  }
+  servers_ = std::move(clients);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> DistKVStore::Rollback() {
+  const std::optional<RollbackOrder> order = cluster_.PendingRollback();
+  if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
+  if (IsAsync(options_.mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(order->reason, ": dist_async cannot roll back (no common step)"));
+  }
+  const int64_t t = order->step;
+  // Every server reloaded step t before the scheduler told us. A restarted server is a
+  // new process: the old streams (to it, and those a live server failed) are done.
+  WaitAllServers(absl::Now()).IgnoreError();
+  std::vector<ServerEndpoint> servers = order->servers;
+  if (servers.empty()) {  // an order without addresses: the servers kept theirs
+    for (const auto& s : servers_) servers.push_back({static_cast<int>(servers.size()), s->address()});
+  }
+  DTRAIN_RETURN_IF_ERROR(Reconnect(servers));
+  std::vector<int64_t> pulled(placement_.slices.size(), -1);
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
+    servers_[slice.server]->PullExact(slice.key, t, params_[slice.param_index].weights + slice.offset, slice.length,
+                                      &pulled[i]);
+  }
+  DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + options_.sync_timeout + kClientGrace));
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    if (pulled[i] == t) continue;
+    return absl::FailedPreconditionError(absl::StrCat("rolling back to step ", t, ": key ", placement_.slices[i].key,
+                                                      " came back at version ", pulled[i]));
+  }
+  cluster_.RollbackDone(order->generation);
+  resume_step_ = t;
+  DTRAIN_LOG(WARNING) << order->reason << ": worker " << cluster_.rank() << " pulled the weights of step " << t
+                      << " and redoes the steps from there";
+  return t;
+}
+
+absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
+  // What a rollback looks like from here: the server's stream broke (it died), a
+  // parked pull was failed by a server that reloaded (ABORTED), or a push of a step
+  // the reloaded server is not at yet (FAILED_PRECONDITION).
+  const absl::StatusCode code = error.code();
+  const bool may_be_rollback = code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAborted ||
+                               code == absl::StatusCode::kCancelled || code == absl::StatusCode::kFailedPrecondition;
+  if (IsAsync(options_.mode) || !may_be_rollback || !cluster_.RollbackEnabled()) return error;
+  const absl::Time deadline = absl::Now() + options_.sync_timeout;
+  bool logged = false;
+  while (absl::Now() < deadline) {
+    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
+    if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
+    if (!logged) {
+      DTRAIN_LOG(WARNING) << error.message() << ": waiting up to " << absl::FormatDuration(options_.sync_timeout)
+                          << " for the scheduler to roll the job back to the servers' snapshots";
+      logged = true;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return error;
 }
 
 absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
@@ -172,6 +240,7 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
 
 absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>& grads) {
   DTRAIN_RETURN_IF_ERROR(cluster_.JobStatus());
+  if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
   if (grads.size() != params_.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
@@ -222,11 +291,13 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
     // the job stops the step within a second, not at the sync timeout.
     while (!server.WaitUntil(tickets_[i], std::min(deadline, absl::Now() + kJobCheckEvery))) {
       if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
+      if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
       if (absl::Now() >= deadline) break;
     }
     absl::Status st = server.Wait(tickets_[i], deadline);
     if (extended_since != absl::InfiniteFuture()) *rejoin_wait += absl::Now() - extended_since;
-    if (st.ok() || !absl::IsDeadlineExceeded(st)) return st;
+    if (st.ok()) return st;
+    if (!absl::IsDeadlineExceeded(st)) return AwaitRollback(st);
     // The step waited its full sync timeout. If that is because a worker died and may
     // still be replaced (--rejoin-timeout), wait again: the pushes are in, so only the
     // pull is asked again (the server dropped its parked one with its answer).

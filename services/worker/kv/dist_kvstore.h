@@ -41,6 +41,7 @@ class DistKVStore : public KVStore {
   KVStoreStats stats() const override;
   PushPullTiming last_timing() const override { return last_timing_; }
   int64_t resume_step() const override { return resume_step_; }
+  absl::StatusOr<int64_t> Rollback() override;
 
  private:
   DistKVStore(DistOptions options, Cluster& cluster);
@@ -60,6 +61,13 @@ class DistKVStore : public KVStore {
   // second and, past the sync timeout, waiting on while a dead worker may rejoin
   // (time spent so added to *rejoin_wait).
   absl::Status AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait);
+  // Issue 11: a server's stream broke (the server died) or its parked pull was failed
+  // by a rollback: waits (up to the sync timeout, checking the job every second) for
+  // the scheduler's rollback order and returns RollbackStatus; the job's end or the
+  // timeout return `error`.
+  absl::Status AwaitRollback(const absl::Status& error);
+  // Opens new streams to every server of `servers` (rank order).
+  absl::Status Reconnect(const std::vector<ServerEndpoint>& servers);
 
   DistOptions options_;
   Cluster& cluster_;

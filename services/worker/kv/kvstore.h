@@ -79,6 +79,18 @@ class KVStore {
   // the step to redo (the weights Init pulled are the ones that step starts from);
   // -1 for a fresh start, which begins at init.start_version.
   virtual int64_t resume_step() const { return -1; }
+
+  // Issue 11: after PushPull returned a status IsRollback() recognises, goes back to
+  // the servers' snapshot: the weights become exactly those of the order's step,
+  // which is returned (the caller resumes its data order there).
+  virtual absl::StatusOr<int64_t> Rollback() {
+    return absl::UnimplementedError("this kvstore has no rollback");
+  }
 };
+
+// The status a step returns when the scheduler ordered a rollback (ABORTED with the
+// order's reason, marked so that it is told apart from a failure).
+absl::Status RollbackStatus(const std::string& reason);
+bool IsRollback(const absl::Status& status);
 
 }  // namespace dtrain::worker

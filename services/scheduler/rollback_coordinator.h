@@ -1,0 +1,71 @@
+// Rollback to the servers' snapshots (issue 11, docs/recovery.md "Servers: snapshots
+// and rollback"). Knows nothing of gRPC.
+//
+// A server process replaced by a new incarnation lost its shard (with replication 1 no
+// other copy exists). Once every server has said which complete snapshots it holds
+// (SnapshotReport.listed), the coordinator picks S, the newest step every server has,
+// and orders a rollback: the servers reload S and acknowledge; once all did, the
+// workers are told to pull exactly version S and resume there. No step in common:
+// the job fails, saying so.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "dtrain/v1/scheduler.pb.h"
+
+namespace dtrain::scheduler {
+
+class RollbackCoordinator {
+ public:
+  // `deadline`: how long a rollback may wait for the servers to list and reload their
+  // snapshots before the job fails naming the ones missing.
+  RollbackCoordinator(int num_servers, absl::Duration deadline);
+
+  // A server's heartbeat. `job_step`: where the job is (the workers' furthest step),
+  // for the log line. Returns the order this server must carry out, if any.
+  std::optional<v1::RollbackOrder> OnServerHeartbeat(int rank, uint64_t incarnation,
+                                                     const v1::SnapshotReport& report, int64_t job_step,
+                                                     absl::Time now);
+  // The order for the workers: set once every server acknowledged it.
+  std::optional<v1::RollbackOrder> ForWorkers() const;
+  // Every server has reported its snapshots: a server's death can be rolled back.
+  bool Enabled() const;
+  // Fails a rollback waiting past its deadline (call every tick).
+  void Check(absl::Time now);
+  // Non-empty once the job cannot go on: no snapshot step in common, or the servers
+  // did not reload in time.
+  std::string Failure() const;
+  int64_t rollbacks() const;
+  std::string last_rollback() const;  // the last order's reason
+  // The complete snapshot steps server `rank` reported last, newest first.
+  std::vector<int64_t> SnapshotSteps(int rank) const;
+
+ private:
+  struct Server {
+    uint64_t incarnation = 0;
+    bool listed = false;
+    std::vector<int64_t> steps;  // newest first
+    uint64_t done = 0;           // generation acknowledged
+  };
+  void MaybeOrder(int64_t job_step, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int num_servers_;
+  const absl::Duration deadline_;
+  mutable absl::Mutex mu_;
+  std::map<int, Server> servers_ ABSL_GUARDED_BY(mu_);
+  std::map<int, int64_t> lost_ ABSL_GUARDED_BY(mu_);  // rank -> job step when its loss was seen
+  std::optional<v1::RollbackOrder> order_ ABSL_GUARDED_BY(mu_);  // the current (or last) order
+  absl::Time waiting_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // a loss or order not done
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string failure_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace dtrain::scheduler
