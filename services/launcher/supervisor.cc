@@ -87,7 +87,7 @@ void Supervisor::HandleExits() {
     e.exit_judged = true;
     if (e.stopped_by_us || e.child->succeeded() || stopping_ || !restarts_allowed_) continue;
     ChildExit exit;
-    exit.restartable_role = e.kind != ChildKind::kServer;
+    exit.restartable_role = e.kind != ChildKind::kServer || options_.restart_servers;
     exit.signal = e.child->term_signal();
     exit.status = e.child->exit_status();
     const RestartDecision d = DecideRestart(options_.restart, exit, e.restarts);

@@ -28,6 +28,8 @@ struct SupervisorOptions {
   std::function<int()> pending_signal;
   // Applies once AllowRestarts was called; max_restarts 0: never.
   RestartPolicy restart;
+  // Servers too are restarted (--replication > 1: their ranges have other copies).
+  bool restart_servers = false;
 };
 
 // Each child's environment carries how often it was restarted: 0 for the first

@@ -180,9 +180,11 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
       req.timeout_ms() > 0 ? absl::Milliseconds(req.timeout_ms()) : options_.sync_timeout;
   if (metrics != nullptr) metrics->PullRequested();
   // `metrics` outlives every stream and parked pull: the server is shut down before it.
+  // A replica the worker takes no weights from (replication) answers the version only.
+  const bool version_only = req.version_only();
   store_->Pull(req.worker_rank(), req.key(), min_version, absl::Now() + wait,
-               [box = box_, resp = std::move(resp), metrics](const absl::Status& s, int64_t version,
-                                                             const float* data, int64_t numel) mutable {
+               [box = box_, resp = std::move(resp), metrics, version_only](
+                   const absl::Status& s, int64_t version, const float* data, int64_t numel) mutable {
                  // Runs under the key's lock: copy the weights out and queue, nothing more.
                  SetStatus(s, &resp);
                  if (!s.ok()) {
@@ -190,8 +192,12 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
                    Send(box, resp);
                    return;
                  }
-                 if (metrics != nullptr) metrics->PullAnswered(numel * static_cast<int64_t>(sizeof(float)));
+                 if (metrics != nullptr) metrics->PullAnswered(version_only ? 0 : numel * static_cast<int64_t>(sizeof(float)));
                  resp.set_version(version);
+                 if (version_only) {
+                   Send(box, resp);
+                   return;
+                 }
                  Send(box, kv::EncodeWithPayload(resp, v1::PushPullResponse::kDataFieldNumber,
                                                  kv::CopyToSlice(data, numel)));
                },

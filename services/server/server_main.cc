@@ -115,6 +115,7 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
                             ShutdownSignal& stop) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
+  scheduler.set_replication(static_cast<int>(cluster.replication));
   absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
       v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
       static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));

@@ -2,6 +2,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/kv/replica_chain.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "services/worker/kv/resume_states.h"
@@ -30,8 +32,10 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
     client->SetIdentity(cluster.job_id(), cluster.incarnation());
     store->servers_.push_back(std::move(client));
   }
+  DTRAIN_RETURN_IF_ERROR(kv::CheckReplication(options.replication, static_cast<int>(store->servers_.size())));
+  store->dead_why_.assign(store->servers_.size(), "");
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
-                   << " servers";
+                   << " servers" << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "");
   return store;
 }
 
@@ -41,6 +45,10 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   std::vector<int64_t> sizes;
   for (const auto& p : params_) sizes.push_back(p.numel);
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
+  chains_.clear();
+  for (const auto& slice : placement_.slices) {
+    chains_.push_back(kv::ReplicaChain(slice.server, options_.replication, static_cast<int>(servers_.size())));
+  }
   const absl::Duration timeout = options_.sync_timeout;
   if (cluster_.rejoined()) return Rejoin(init);
 
@@ -50,18 +58,42 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   DTRAIN_RETURN_IF_ERROR(cluster_.Barrier("kvstore-init", timeout));
   // Everyone (rank 0 too, for uniformity) starts from the servers' weights.
   int64_t min_version = init.start_version;
-  for (const auto& slice : placement_.slices) {
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    servers_[slice.server]->Pull(slice.key, min_version, w, slice.length);
+    servers_[chains_[i].front()]->Pull(slice.key, min_version, w, slice.length);
   }
   return WaitAllServers(absl::Now() + timeout + kClientGrace);
 }
 
 absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
   Versions out;
-  for (auto& s : servers_) {
-    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeyVersion> got, s->GetVersions({}, options_.sync_timeout));
-    for (const kv::KeyVersion& v : got) out[v.key] = v;
+  std::vector<absl::flat_hash_map<uint64_t, int64_t>> held(servers_.size());
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    if (!Alive(static_cast<int>(s))) continue;
+    absl::StatusOr<std::vector<kv::KeyVersion>> got = servers_[s]->GetVersions({}, options_.sync_timeout);
+    if (!got.ok() && FailOver(static_cast<int>(s), got.status())) continue;
+    if (!got.ok()) return got.status();
+    for (const kv::KeyVersion& v : *got) {
+      held[s][v.key] = v.version;
+      // Replicas may stand one step apart (one merged the step, another waits for a
+      // push): the lower version is the step nobody finished.
+      auto it = out.find(v.key);
+      if (it == out.end() || v.version < it->second.version) out[v.key] = v;
+    }
+  }
+  if (options_.replication > 1) {
+    // A member that lacks a key another member holds was restarted empty: it is not a
+    // replica of that chain (it does not rejoin the chains yet, docs/recovery.md).
+    for (size_t i = 0; i < placement_.slices.size(); ++i) {
+      const uint64_t key = placement_.slices[i].key;
+      if (!out.contains(key)) continue;
+      for (int m : chains_[i]) {
+        if (Alive(m) && !held[m].contains(key)) {
+          MarkDead(m, absl::NotFoundError(absl::StrCat("restarted without key ", key, " of its chain")));
+        }
+      }
+    }
   }
   return out;
 }
@@ -127,18 +159,21 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
+    const int head = Head(i);
+    if (head < 0) return NoReplicaLeft(i);
     if (IsAsync(options_.mode)) {
-      servers_[slice.server]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
+      servers_[head]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
     } else {
-      servers_[slice.server]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
+      servers_[head]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
     }
   }
   DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
   for (size_t i = 0; i < placement_.slices.size() && !IsAsync(options_.mode); ++i) {
     if (pulled[i] == t) continue;
     const auto& slice = placement_.slices[i];
+    const int head = Head(i);
     return absl::FailedPreconditionError(absl::StrCat(
-        "rejoining at step ", t, ": server ", slice.server, " at ", servers_[slice.server]->address(),
+        "rejoining at step ", t, ": server ", head, " at ", servers_[head]->address(),
         " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
         " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
   }
@@ -152,7 +187,8 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
   DTRAIN_ASSIGN_OR_RETURN(ResumeIndex resume, IndexResumeStates(init.resume, optimizer_name_));
   std::vector<std::vector<kv::KeyState>> per_server(servers_.size());
-  for (const auto& slice : placement_.slices) {
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
     kv::KeyState k;
     k.key = slice.key;
     k.shape = {slice.length};
@@ -160,7 +196,9 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
     const float* w = params_[slice.param_index].weights + slice.offset;
     k.values.assign(w, w + slice.length);
     DTRAIN_RETURN_IF_ERROR(resume.Take(slice.key, &k.version, &k.optimizer_state));
-    per_server[slice.server].push_back(std::move(k));
+    // Every replica starts from the same state.
+    for (size_t m = 1; m < chains_[i].size(); ++m) per_server[chains_[i][m]].push_back(k);
+    per_server[chains_[i].front()].push_back(std::move(k));
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
@@ -177,11 +215,23 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
         absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
   }
   const absl::Time start = absl::Now();
-  tickets_.resize(placement_.slices.size());
+  sent_.resize(placement_.slices.size());
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
-    tickets_[i] = servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
-                                                   params_[slice.param_index].weights + slice.offset, slice.length);
+    const float* grad = grads[slice.param_index] + slice.offset;
+    sent_[i].clear();
+    const int head = Head(i);
+    if (head < 0) return NoReplicaLeft(i);
+    for (int m : chains_[i]) {
+      if (!Alive(m)) continue;
+      if (m == head) {
+        sent_[i].push_back({m, servers_[m]->PushPull(step, slice.key, grad,
+                                                     params_[slice.param_index].weights + slice.offset, slice.length),
+                            true});
+      } else {
+        sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, grad, slice.length), false});
+      }
+    }
   }
   const absl::Time submitted = absl::Now();
   // Every worker sends the keys in the same order and a sync key is answered once all
@@ -212,7 +262,28 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
 
 absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {
   const auto& slice = placement_.slices[i];
-  PsClient& server = *servers_[slice.server];
+  // sent_[i] may grow as we go: a failover asks the next replica for the weights.
+  for (size_t j = 0; j < sent_[i].size(); ++j) {
+    const absl::Status st = AwaitSent(i, j, step, rejoin_wait);
+    if (st.ok()) continue;
+    const Sent sent = sent_[i][j];
+    if (!FailOver(sent.server, st)) return st;
+    if (!sent.weights) continue;
+    const int next = Head(i);
+    if (next < 0) return NoReplicaLeft(i);
+    // The next replica got our push with everyone else's (pushes go to every live
+    // member at once); its answer so far is a version only, so ask it for the weights.
+    float* w = params_[slice.param_index].weights + slice.offset;
+    const int64_t version = IsAsync(options_.mode) ? 0 : step + 1;
+    sent_[i].push_back({next, servers_[next]->Pull(slice.key, version, w, slice.length), true});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait) {
+  const auto& slice = placement_.slices[i];
+  Sent& sent = sent_[i][j];
+  PsClient& server = *servers_[sent.server];
   // The server answers a stalled sync pull at sync_timeout naming the missing workers;
   // our own deadline is a little later so that its answer arrives first.
   absl::Time deadline = absl::Now() + options_.sync_timeout + kClientGrace;
@@ -220,11 +291,11 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
   for (;;) {
     // Short slices: a peer's death (with --rejoin-timeout 0) or the scheduler ending
     // the job stops the step within a second, not at the sync timeout.
-    while (!server.WaitUntil(tickets_[i], std::min(deadline, absl::Now() + kJobCheckEvery))) {
+    while (!server.WaitUntil(sent.ticket, std::min(deadline, absl::Now() + kJobCheckEvery))) {
       if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
       if (absl::Now() >= deadline) break;
     }
-    absl::Status st = server.Wait(tickets_[i], deadline);
+    absl::Status st = server.Wait(sent.ticket, deadline);
     if (extended_since != absl::InfiniteFuture()) *rejoin_wait += absl::Now() - extended_since;
     if (st.ok() || !absl::IsDeadlineExceeded(st)) return st;
     // The step waited its full sync timeout. If that is because a worker died and may
@@ -234,9 +305,41 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
     if (!extend || IsAsync(options_.mode)) return st;
     if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     extended_since = absl::Now();
-    tickets_[i] = server.Pull(slice.key, step + 1, params_[slice.param_index].weights + slice.offset, slice.length);
+    sent.ticket = sent.weights ? server.Pull(slice.key, step + 1, params_[slice.param_index].weights + slice.offset,
+                                             slice.length)
+                               : server.PullVersionOnly(slice.key, step + 1);
     deadline = absl::Now() + options_.sync_timeout + kClientGrace;
   }
+}
+
+int DistKVStore::Head(size_t i) const {
+  return kv::FirstAlive(chains_[i], [this](int r) { return Alive(r); });
+}
+
+bool DistKVStore::FailOver(int server, const absl::Status& st) {
+  // UNAVAILABLE: the stream broke or the server cannot be reached. Anything else (a
+  // fence, a refused push) is an answer, not a death.
+  if (options_.replication <= 1 || !absl::IsUnavailable(st)) return false;
+  MarkDead(server, st);
+  return true;
+}
+
+void DistKVStore::MarkDead(int server, const absl::Status& why) {
+  if (!Alive(server)) return;
+  dead_why_[server] = why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
+  int left = 0;
+  for (const std::string& w : dead_why_) left += w.empty() ? 1 : 0;
+  DTRAIN_LOG(WARNING) << "failover: server " << server << " at " << servers_[server]->address()
+                      << " left the replica chains (" << dead_why_[server] << "); " << left << " of "
+                      << servers_.size() << " servers serve the keys";
+}
+
+absl::Status DistKVStore::NoReplicaLeft(size_t i) const {
+  std::vector<std::string> gone;
+  for (int m : chains_[i]) gone.push_back(absl::StrCat("server ", m, " (", dead_why_[m], ")"));
+  return absl::FailedPreconditionError(absl::StrCat("key ", placement_.slices[i].key, ": every replica is gone: ",
+                                                    absl::StrJoin(gone, ", "), " (--replication ",
+                                                    options_.replication, ")"));
 }
 
 absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
@@ -251,11 +354,31 @@ absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
 absl::StatusOr<checkpoint::OptimizerStates> DistKVStore::SaveStates() {
   checkpoint::OptimizerStates out;
   out.optimizer = optimizer_name_;
-  for (auto& s : servers_) {
-    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeyState> snaps, s->GetState({}, options_.sync_timeout));
-    for (auto& k : snaps) out.keys.push_back(StateOnly(std::move(k)));
+  // Each key once, from the first live member of its chain; a member found gone on the
+  // way leaves the chains and the round starts over (bounded: one server less each time).
+  for (;;) {
+    std::vector<std::vector<uint64_t>> per_server(servers_.size());
+    for (size_t i = 0; i < placement_.slices.size(); ++i) {
+      const int head = Head(i);
+      if (head < 0) return NoReplicaLeft(i);
+      per_server[head].push_back(placement_.slices[i].key);
+    }
+    out.keys.clear();
+    bool again = false;
+    for (size_t s = 0; s < servers_.size() && !again; ++s) {
+      if (per_server[s].empty()) continue;
+      // Without replication every server holds only its own keys: ask for all of them.
+      const std::vector<uint64_t> keys = options_.replication > 1 ? per_server[s] : std::vector<uint64_t>{};
+      absl::StatusOr<std::vector<kv::KeyState>> snaps = servers_[s]->GetState(keys, options_.sync_timeout);
+      if (!snaps.ok() && FailOver(static_cast<int>(s), snaps.status())) {
+        again = true;
+        break;
+      }
+      if (!snaps.ok()) return snaps.status();
+      for (auto& k : *snaps) out.keys.push_back(StateOnly(std::move(k)));
+    }
+    if (!again) return out;
   }
-  return out;
 }
 
 KVStoreStats DistKVStore::stats() const {

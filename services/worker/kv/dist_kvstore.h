@@ -4,6 +4,15 @@
 // Keys are the placement's slices (common/kv/placement.h); each PushPull sends every
 // slice to its server on that server's stream, pipelined, then waits for all of them.
 // Pulled weights land directly in the parameters' buffers.
+//
+// Replication (DistOptions::replication R > 1, docs/recovery.md): each slice lives on
+// its chain of R servers (common/kv/replica_chain.h). The worker pushes to every live
+// member, takes the weights from the first and the version only from the others, and
+// ends the step once all of them answered: every replica merged the same pushes, in
+// rank order, so they hold bit-identical weights and none lags the step. A member whose
+// stream breaks (UNAVAILABLE) is dead for the rest of the run; if it was the one
+// giving the weights, the next live member, which has the step's push already, is
+// asked for them. That is the whole failover: nothing to resend, no routing to learn.
 #pragma once
 
 #include <memory>
@@ -25,6 +34,9 @@ struct DistOptions {
   absl::Duration connect_timeout = absl::Seconds(120);
   // How long one PushPull (and the init barrier) may wait for the other workers.
   absl::Duration sync_timeout = absl::Seconds(120);
+  // Copies of each key range (common/kv/replica_chain.h), 1..servers. 1: none, a dead
+  // server ends the job as before.
+  int replication = 1;
 };
 
 class DistKVStore : public KVStore {
@@ -61,6 +73,24 @@ class DistKVStore : public KVStore {
   // (time spent so added to *rejoin_wait).
   absl::Status AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait);
 
+  // One answer awaited for a slice, from one member of its chain.
+  struct Sent {
+    int server = 0;
+    PsClient::Ticket ticket = 0;
+    bool weights = false;  // this answer writes the slice's weights (else: version only)
+  };
+  // Waits for sent_[i][j] as AwaitSlice describes.
+  absl::Status AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait);
+  bool Alive(int server) const { return dead_why_[server].empty(); }
+  // The first live member of slice i's chain; -1 when none is left.
+  int Head(size_t i) const;
+  // Replication: `server` is out of every chain from now on (logged once, with why).
+  void MarkDead(int server, const absl::Status& why);
+  // FAILED_PRECONDITION naming slice i's key and why each member of its chain is gone.
+  absl::Status NoReplicaLeft(size_t i) const;
+  // `st` from server `server` means it is gone and a replica can take over.
+  bool FailOver(int server, const absl::Status& st);
+
   DistOptions options_;
   Cluster& cluster_;
   std::vector<std::unique_ptr<PsClient>> servers_;
@@ -69,7 +99,9 @@ class DistKVStore : public KVStore {
   std::string optimizer_name_;
   PushPullTiming last_timing_;
   int64_t resume_step_ = -1;
-  std::vector<PsClient::Ticket> tickets_;  // this step's, one per slice
+  std::vector<std::vector<int>> chains_;  // per slice: its replica chain, home first
+  std::vector<std::string> dead_why_;     // per server: why it left the chains; empty: alive
+  std::vector<std::vector<Sent>> sent_;   // this step's, per slice
   // A rejoined process until its first step is done (it heartbeats "resuming").
   bool resuming_ = false;
   absl::Time joined_;

@@ -311,6 +311,8 @@ struct PsClient::Impl {
         if (p.version != nullptr) *p.version = resp.version();
         bytes_pulled.fetch_add(want, std::memory_order_relaxed);
       }
+    } else if (p.version != nullptr) {
+      *p.version = resp.version();  // a version-only answer
     }
     p.done = true;
     p.status = st;
@@ -486,6 +488,25 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* gra
   req.set_dtype(v1::DTYPE_FLOAT32);
   req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
   return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel}, grad, numel);
+}
+
+PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
+                                               int64_t* version) {
+  v1::PushPullRequest req;
+  req.set_op(v1::OP_PUSH_PULL);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_step(step);
+  req.set_key(key);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
+  req.set_version_only(true);
+  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, nullptr, numel, version}, grad, numel);
+}
+
+PsClient::Ticket PsClient::PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version) {
+  v1::PushPullRequest req = impl_->PullRequest(key, min_version);
+  req.set_version_only(true);
+  return impl_->Submit(std::move(req), {v1::OP_PULL, key, nullptr, 0, version});
 }
 
 void PsClient::SetPullTimeout(absl::Duration timeout) {

@@ -67,6 +67,13 @@ class PsClient {
   Ticket PullExact(uint64_t key, int64_t version, float* out, int64_t numel, int64_t* version_out = nullptr);
   // Push, then pull the weights after this step's update (sync) or at once (async).
   Ticket PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel);
+  // Replication: as PushPull and Pull, but the server answers with the version only
+  // (PushPullRequest.version_only), written to *version when non-null. A worker asks
+  // every replica of a key but takes the weights from one; these answers confirm that
+  // the others reached the step too.
+  Ticket PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
+                             int64_t* version = nullptr);
+  Ticket PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version = nullptr);
 
   // Pulls and push-pulls sent after this carry it as timeout_ms: a sync pull parked
   // longer is answered DEADLINE_EXCEEDED by the server, naming the workers whose
