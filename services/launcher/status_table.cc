@@ -37,6 +37,46 @@ std::string LastColumn(const v1::NodeInfo& n, int64_t now_ms) {
   return text;
 }
 
+// Replication: each home server's chain, its first live member marked as the one
+// serving the weights. A member that died is out of the chain for the rest of the run
+// (workers do not take a restarted, empty server back; docs/recovery.md), so a
+// restarted one shows as such.
+std::string ChainsText(const v1::GetStatusResponse& status) {
+  const v1::ClusterView& c = status.cluster();
+  const int servers = c.num_servers();
+  const int r = c.replication();
+  if (r <= 1 || servers <= 0 || r > servers) return "";
+  std::vector<const v1::NodeInfo*> by_rank(servers, nullptr);
+  for (const auto& n : status.nodes()) {
+    if (n.role() == v1::ROLE_SERVER && n.rank() >= 0 && n.rank() < servers) by_rank[n.rank()] = &n;
+  }
+  auto serving = [&](int rank) {
+    const v1::NodeInfo* n = by_rank[rank];
+    return n != nullptr && n->state() != v1::NODE_STATE_DEAD && n->restarts() == 0;
+  };
+  std::string out = absl::StrFormat("key ranges (--replication %d): chain of each home server, * = serves the weights\n",
+                                    r);
+  for (int h = 0; h < servers; ++h) {
+    absl::StrAppendFormat(&out, "  range %d:", h);
+    bool head_seen = false;
+    for (int i = 0; i < r; ++i) {
+      const int m = (h + i) % servers;
+      std::string mark;
+      if (serving(m)) {
+        mark = head_seen ? "" : "*";
+        head_seen = true;
+      } else {
+        mark = by_rank[m] != nullptr && by_rank[m]->state() != v1::NODE_STATE_DEAD ? " (restarted, out of the chain)"
+                                                                                    : " (dead)";
+      }
+      absl::StrAppendFormat(&out, " server %d%s", m, mark);
+    }
+    if (!head_seen) absl::StrAppend(&out, "  NO LIVE REPLICA");
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string FormatStatus(const v1::GetStatusResponse& status, const std::string& scheduler) {
@@ -72,6 +112,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const std::string&
     absl::StrAppendFormat(&out, "workers: steps %d..%d (lag %d), %.1f samples/s in all\n", lo, hi, hi - lo,
                           total_speed);
   }
+  absl::StrAppend(&out, ChainsText(status));
   return out;
 }
 

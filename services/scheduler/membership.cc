@@ -467,6 +467,7 @@ v1::ClusterView Membership::View() const {
   view.set_num_servers(options_.num_servers);
   view.set_kv_store(options_.kv_store);
   view.set_job_id(job_id_);
+  view.set_replication(options_.replication);
   // std::map orders by (role, rank): servers come out sorted.
   for (const auto& [key, node] : nodes_) {
     if (key.role == v1::ROLE_SERVER) *view.add_servers() = node.info;

@@ -112,7 +112,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
 // Registers `address` with the scheduler and starts the heartbeat, which turns the
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
-                            ShutdownSignal& stop) {
+                            ShutdownSignal& stop, ReplicaCatchUp* catch_up) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
   scheduler.set_replication(static_cast<int>(cluster.replication));
@@ -129,6 +129,12 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
     DTRAIN_LOG(WARNING) << v1::Role_Name(node.role()) << " " << node.rank() << " at " << node.address()
                         << " is dead; sync steps waiting for it will time out";
   };
+  if (catch_up != nullptr) {
+    // A restarted chain member starts empty: we copy it our keys of its chains.
+    hooks.on_rejoined = [catch_up](const v1::NodeInfo& node) {
+      if (node.role() == v1::ROLE_SERVER) catch_up->ServerRestarted(node.rank(), node.address());
+    };
+  }
   // As long as the job waits for a replaced worker, it waits for a restarted scheduler.
   hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.rejoin_timeout_s));
   scheduler.StartHeartbeat(absl::Seconds(cluster.heartbeat_interval_s), std::move(hooks));
@@ -184,6 +190,13 @@ int Run(int argc, char** argv) {
   options.allow_non_finite = f.allow_non_finite;
   options.max_pending_requests = f.max_stream_pending;
   options.max_queued_bytes = f.max_stream_queued_bytes;
+  // Replication: the scheduler names restarted servers (our rank is not known yet, and
+  // it never names ourselves).
+  std::unique_ptr<ReplicaCatchUp> catch_up;
+  if (f.cluster.replication > 1 && !f.standalone) {
+    catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1);
+    options.catch_up = catch_up.get();
+  }
   PsService service(&store, options);
 
   int port = 0;
@@ -202,7 +215,7 @@ int Run(int argc, char** argv) {
   int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
   if (!f.standalone) {
     scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
-    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop);
+    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, catch_up.get());
     if (!given.ok()) {
       DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
                         << " failed: " << given.status().message();

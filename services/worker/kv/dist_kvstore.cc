@@ -1,5 +1,7 @@
 #include "services/worker/kv/dist_kvstore.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -46,8 +48,13 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   for (const auto& p : params_) sizes.push_back(p.numel);
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
   chains_.clear();
-  for (const auto& slice : placement_.slices) {
+  in_chain_.clear();
+  slice_of_.clear();
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
     chains_.push_back(kv::ReplicaChain(slice.server, options_.replication, static_cast<int>(servers_.size())));
+    in_chain_.emplace_back(chains_.back().size(), true);
+    slice_of_[slice.key] = i;
   }
   const absl::Duration timeout = options_.sync_timeout;
   if (cluster_.rejoined()) return Rejoin(init);
@@ -89,9 +96,7 @@ absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
       const uint64_t key = placement_.slices[i].key;
       if (!out.contains(key)) continue;
       for (int m : chains_[i]) {
-        if (Alive(m) && !held[m].contains(key)) {
-          MarkDead(m, absl::NotFoundError(absl::StrCat("restarted without key ", key, " of its chain")));
-        }
+        if (InChain(i, m) && !held[m].contains(key)) LeaveChain(i, m);
       }
     }
   }
@@ -187,6 +192,7 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
   DTRAIN_ASSIGN_OR_RETURN(ResumeIndex resume, IndexResumeStates(init.resume, optimizer_name_));
   std::vector<std::vector<kv::KeyState>> per_server(servers_.size());
+  std::vector<std::vector<std::vector<int>>> chains(servers_.size());  // parallel to per_server
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     kv::KeyState k;
@@ -199,11 +205,14 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
     // Every replica starts from the same state.
     for (size_t m = 1; m < chains_[i].size(); ++m) per_server[chains_[i][m]].push_back(k);
     per_server[chains_[i].front()].push_back(std::move(k));
+    if (options_.replication > 1) {
+      for (int m : chains_[i]) chains[m].push_back(chains_[i]);
+    }
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
     DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout));
-    DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout));
+    DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
 }
@@ -223,7 +232,7 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
     const int head = Head(i);
     if (head < 0) return NoReplicaLeft(i);
     for (int m : chains_[i]) {
-      if (!Alive(m)) continue;
+      if (!InChain(i, m)) continue;
       if (m == head) {
         sent_[i].push_back({m, servers_[m]->PushPull(step, slice.key, grad,
                                                      params_[slice.param_index].weights + slice.offset, slice.length),
@@ -250,6 +259,7 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
   last_timing_.wait = absl::ToDoubleSeconds(first_answer - submitted);
   last_timing_.pull = absl::ToDoubleSeconds(end - first_answer);
   last_timing_.rejoin_wait = absl::ToDoubleSeconds(rejoin_wait);
+  if (first.ok() && options_.replication > 1) ApplyJoinNotices();
   if (first.ok() && resuming_) {
     // The redone step is in: this rank has caught up with the job.
     resuming_ = false;
@@ -312,8 +322,55 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
   }
 }
 
+bool DistKVStore::InChain(size_t i, int server) const {
+  if (!Alive(server)) return false;
+  for (size_t p = 0; p < chains_[i].size(); ++p) {
+    if (chains_[i][p] == server) return in_chain_[i][p];
+  }
+  return false;
+}
+
 int DistKVStore::Head(size_t i) const {
-  return kv::FirstAlive(chains_[i], [this](int r) { return Alive(r); });
+  return kv::FirstAlive(chains_[i], [this, i](int r) { return InChain(i, r); });
+}
+
+void DistKVStore::LeaveChain(size_t i, int server) {
+  for (size_t p = 0; p < chains_[i].size(); ++p) {
+    if (chains_[i][p] == server) in_chain_[i][p] = false;
+  }
+}
+
+void DistKVStore::ApplyJoinNotices() {
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    for (const PsClient::JoinNotice& n : servers_[s]->TakeJoinNotices()) {
+      auto it = slice_of_.find(n.key);
+      if (it == slice_of_.end() || n.server < 0 || n.server >= static_cast<int>(servers_.size())) continue;
+      const size_t i = it->second;
+      const std::vector<int>& chain = chains_[i];
+      if (std::find(chain.begin(), chain.end(), n.server) == chain.end() || InChain(i, n.server)) continue;
+      if (!Alive(n.server)) {
+        // The restarted process listens elsewhere (a new port): connect to it.
+        absl::StatusOr<std::unique_ptr<PsClient>> client =
+            PsClient::Connect(n.address, n.server, cluster_.rank(), options_.connect_timeout);
+        if (!client.ok()) {
+          DTRAIN_LOG(WARNING) << "server " << n.server << " is back at " << n.address
+                              << " but cannot be reached: " << client.status().message();
+          continue;
+        }
+        (*client)->SetPullTimeout(options_.sync_timeout);
+        (*client)->SetIdentity(cluster_.job_id(), cluster_.incarnation());
+        servers_[n.server] = std::move(*client);
+        dead_why_[n.server].clear();
+        DTRAIN_LOG(WARNING) << "server " << n.server << " restarted at " << n.address
+                            << "; it rejoins the replica chains as its keys are copied to it";
+      }
+      for (size_t p = 0; p < chain.size(); ++p) {
+        if (chain[p] == n.server) in_chain_[i][p] = true;
+      }
+      DTRAIN_LOG(INFO) << "server " << n.server << " is back in the chain of key " << n.key << " from version "
+                       << n.version;
+    }
+  }
 }
 
 bool DistKVStore::FailOver(int server, const absl::Status& st) {
@@ -327,6 +384,7 @@ bool DistKVStore::FailOver(int server, const absl::Status& st) {
 void DistKVStore::MarkDead(int server, const absl::Status& why) {
   if (!Alive(server)) return;
   dead_why_[server] = why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
+  for (size_t i = 0; i < chains_.size(); ++i) LeaveChain(i, server);
   int left = 0;
   for (const std::string& w : dead_why_) left += w.empty() ? 1 : 0;
   DTRAIN_LOG(WARNING) << "failover: server " << server << " at " << servers_[server]->address()

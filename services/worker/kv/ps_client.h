@@ -36,8 +36,21 @@ class PsClient {
   // `mode`: one of the dist_* modes.
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                          absl::Duration timeout);
-  // Sends keys in requests of at most a few MB each.
-  absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout);
+  // Sends keys in requests of at most a few MB each. `chains` (empty, or one per key):
+  // each key's replica chain, which its servers keep to bring a restarted member back.
+  absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,
+                        const std::vector<std::vector<int>>& chains = {});
+
+  // Replication: a server of a key's chain that restarted and now holds the key from
+  // `version` on (a PushPull answer said so; replica_catch_up.h on the server).
+  struct JoinNotice {
+    uint64_t key = 0;
+    int64_t version = 0;
+    int server = 0;
+    std::string address;
+  };
+  // The notices received since the last call.
+  std::vector<JoinNotice> TakeJoinNotices();
   absl::StatusOr<std::vector<kv::KeyState>> GetState(const std::vector<uint64_t>& keys, absl::Duration timeout);
 
   // Recovery (docs/recovery.md): the job id and this process's incarnation of its rank

@@ -55,13 +55,23 @@ std::vector<std::string> Argv(const std::string& prefix, int replication, bool r
 
 std::string BatchLine(int epoch, int batch) { return absl::StrCat("Epoch[", epoch, "] Batch [", batch, "]"); }
 
+// The same job without replication and without failures; once per process.
+std::string Reference() {
+  static const std::string* ref = [] {
+    auto [code, out] = RunToEnd(Argv(MakeTempDir() + "/ref", 1, false), kRunTimeout);
+    const std::vector<std::string> w = FinalWeights(out);
+    if (code != 0 || w.size() != 2 || w[0] != w[1]) {
+      ADD_FAILURE() << "the uninterrupted reference run failed (exit " << code << "):\n" << out;
+      return new std::string();
+    }
+    return new std::string(w[0]);
+  }();
+  return *ref;
+}
+
 TEST(ServerFailoverChaosTest, ServerKilledMidStepEndsBitIdentical) {
-  // The reference: the same job without replication and without failures.
-  auto [ref_code, ref_out] = RunToEnd(Argv(MakeTempDir() + "/ref", 1, false), kRunTimeout);
-  ASSERT_EQ(ref_code, 0) << ref_out;
-  const std::vector<std::string> ref = FinalWeights(ref_out);
-  ASSERT_EQ(ref.size(), 2u) << ref_out;
-  ASSERT_EQ(ref[0], ref[1]) << ref_out;
+  const std::vector<std::string> ref = {Reference()};
+  ASSERT_FALSE(ref[0].empty());
 
   std::mt19937_64 rng(Seed() * 1000003 + 101);
   auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -100,6 +110,60 @@ TEST(ServerFailoverChaosTest, ServerKilledMidStepEndsBitIdentical) {
   EXPECT_EQ(got[1], ref[0]) << out;
   EXPECT_NE(out.find(absl::StrCat("restarting server ", victim, " (1 of 3): killed by signal 9")), std::string::npos)
       << out;
+}
+
+// The restarted server gets its keys copied while training goes on and rejoins their
+// chains; then the other member of its home range is killed, so that range lives on the
+// newcomer alone: the run still ends bit-identical, which it could not if the copy (or
+// the step the newcomer joined at) were off by anything.
+TEST(ServerFailoverChaosTest, RestartedServerRejoinsThenItsPartnerIsKilled) {
+  const std::string ref = Reference();
+  ASSERT_FALSE(ref.empty());
+  std::mt19937_64 rng(Seed() * 1000003 + 202);
+  auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int first = uniform(0, 2);
+  const int partner = (first + 1) % 3;  // the chain of `first`'s range is [first, partner]
+  const int batch = uniform(1, 5);
+
+  Subprocess job(Argv(MakeTempDir() + "/m", 2, true));
+  size_t at = WaitForLine(job, "[worker 0]", BatchLine(0, batch), kLineTimeout);
+  ASSERT_NE(at, std::string::npos) << job.output();
+  absl::SleepFor(absl::Milliseconds(uniform(0, 30)));
+  pid_t pid = FindLaunchedChild(job.pid(), "server", first);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  const absl::Time killed = absl::Now();
+  std::cout << "seed " << Seed() << ": SIGKILL to server " << first << " after \"" << BatchLine(0, batch) << "\""
+            << std::endl;
+  // The partner copied every key of the range to the restarted server...
+  at = WaitForLine(job, absl::StrCat("[server ", partner, "]"),
+                   absl::StrCat("server ", first, " holds every key of ours in its chains again"), kLineTimeout, at);
+  ASSERT_NE(at, std::string::npos) << job.output();
+  std::cout << absl::StrFormat("rejoin time: %.2f s (kill to the restarted server holding its range)",
+                               absl::ToDoubleSeconds(absl::Now() - killed))
+            << std::endl;
+  // ... and both workers went through a step since, so they push to it.
+  for (int w = 0; w < 2; ++w) {
+    const std::string who = absl::StrCat("[worker ", w, "]");
+    size_t seen = at;
+    for (int k = 0; k < 2; ++k) {
+      seen = WaitForLine(job, who, "] Batch [", kLineTimeout, seen);
+      ASSERT_NE(seen, std::string::npos) << job.output();
+    }
+  }
+  pid = FindLaunchedChild(job.pid(), "server", partner);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  std::cout << "seed " << Seed() << ": SIGKILL to server " << partner << " (the range's other replica)" << std::endl;
+
+  const int code = job.Wait(kRunTimeout);
+  const std::string& out = job.output();
+  ASSERT_EQ(code, 0) << out;
+  const std::vector<std::string> got = FinalWeights(out);
+  ASSERT_EQ(got.size(), 2u) << out;
+  EXPECT_EQ(got[0], ref) << out;
+  EXPECT_EQ(got[1], ref) << out;
+  EXPECT_NE(out.find(absl::StrCat("is back in the chain of key")), std::string::npos) << out;
 }
 
 }  // namespace
