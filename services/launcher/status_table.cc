@@ -38,9 +38,9 @@ std::string LastColumn(const v1::NodeInfo& n, int64_t now_ms) {
 }
 
 // Replication: each home server's chain, its first live member marked as the one
-// serving the weights. A member that died is out of the chain for the rest of the run
-// (workers do not take a restarted, empty server back; docs/recovery.md), so a
-// restarted one shows as such.
+// serving the weights. A restarted member is back in a key's chain only once a partner
+// copied it the key (docs/recovery.md), which the scheduler does not see: it is marked
+// as restarted and starred only when no other member is alive.
 std::string ChainsText(const v1::GetStatusResponse& status) {
   const v1::ClusterView& c = status.cluster();
   const int servers = c.num_servers();
@@ -50,28 +50,33 @@ std::string ChainsText(const v1::GetStatusResponse& status) {
   for (const auto& n : status.nodes()) {
     if (n.role() == v1::ROLE_SERVER && n.rank() >= 0 && n.rank() < servers) by_rank[n.rank()] = &n;
   }
-  auto serving = [&](int rank) {
+  auto alive = [&](int rank) {
     const v1::NodeInfo* n = by_rank[rank];
-    return n != nullptr && n->state() != v1::NODE_STATE_DEAD && n->restarts() == 0;
+    return n != nullptr && n->state() != v1::NODE_STATE_DEAD && n->state() != v1::NODE_STATE_FINISHED;
   };
+  auto restarted = [&](int rank) { return by_rank[rank] != nullptr && by_rank[rank]->restarts() > 0; };
   std::string out = absl::StrFormat("key ranges (--replication %d): chain of each home server, * = serves the weights\n",
                                     r);
   for (int h = 0; h < servers; ++h) {
     absl::StrAppendFormat(&out, "  range %d:", h);
-    bool head_seen = false;
+    int head = -1;
+    for (int i = 0; i < r && head < 0; ++i) {
+      if (alive((h + i) % servers) && !restarted((h + i) % servers)) head = (h + i) % servers;
+    }
+    for (int i = 0; i < r && head < 0; ++i) {
+      if (alive((h + i) % servers)) head = (h + i) % servers;
+    }
     for (int i = 0; i < r; ++i) {
       const int m = (h + i) % servers;
-      std::string mark;
-      if (serving(m)) {
-        mark = head_seen ? "" : "*";
-        head_seen = true;
-      } else {
-        mark = by_rank[m] != nullptr && by_rank[m]->state() != v1::NODE_STATE_DEAD ? " (restarted, out of the chain)"
-                                                                                    : " (dead)";
+      std::string mark = m == head ? "*" : "";
+      if (!alive(m)) {
+        mark += " (dead)";
+      } else if (restarted(m)) {
+        mark += " (restarted)";
       }
       absl::StrAppendFormat(&out, " server %d%s", m, mark);
     }
-    if (!head_seen) absl::StrAppend(&out, "  NO LIVE REPLICA");
+    if (head < 0) absl::StrAppend(&out, "  NO LIVE REPLICA");
     absl::StrAppend(&out, "\n");
   }
   return out;

@@ -20,6 +20,7 @@ namespace dtrain::launcher {
 // With --replication R > 1, a section follows with each home server's chain:
 //  key ranges (--replication 2): chain of each home server, * = serves the weights
 //    range 0: server 0 (dead) server 1*
+//    range 1: server 1* server 2 (restarted)
 // Times are measured on the scheduler's clock (status.now_unix_ms), else this machine's.
 std::string FormatStatus(const v1::GetStatusResponse& status, const std::string& scheduler);
 

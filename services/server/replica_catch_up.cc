@@ -161,8 +161,9 @@ absl::Status ReplicaCatchUp::CopyTo(const JoinedServer& to, const kv::KeyState& 
   }
   if (!configured) {
     grpc::ClientContext ctx;
+    // No wait_for_ready: the newcomer listens before it registers, so an unreachable
+    // one is gone again and the held answers should not wait for it.
     ctx.set_deadline(DeadlineAfter(kCopyTimeout));
-    ctx.set_wait_for_ready(true);
     v1::ConfigureResponse resp;
     if (absl::Status s = FromGrpc(stub->Configure(&ctx, configure, &resp)); !s.ok()) return s;
     absl::MutexLock lock(&mu_);

@@ -71,7 +71,8 @@ TEST(StatusTableTest, OlderSchedulersAnswerStillPrints) {
 }
 
 // Replication: each home server's chain, the member serving the weights starred; a
-// dead member and a restarted (empty) one are out of the chain.
+// dead member marked, a restarted one (back once its keys are copied) starred only
+// when nobody else in the chain is alive.
 TEST(StatusTableTest, ShowsEachRangesChainAndWhoServesIt) {
   v1::GetStatusResponse s = Job();
   s.mutable_cluster()->set_num_servers(3);
@@ -85,8 +86,8 @@ TEST(StatusTableTest, ShowsEachRangesChainAndWhoServesIt) {
   EXPECT_TRUE(absl::StrContains(text,
                                 "key ranges (--replication 2): chain of each home server, * = serves the weights\n"
                                 "  range 0: server 0* server 1 (dead)\n"
-                                "  range 1: server 1 (dead) server 2 (restarted, out of the chain)  NO LIVE REPLICA\n"
-                                "  range 2: server 2 (restarted, out of the chain) server 0*\n"))
+                                "  range 1: server 1 (dead) server 2* (restarted)\n"
+                                "  range 2: server 2 (restarted) server 0*\n"))
       << text;
   s.mutable_cluster()->set_replication(1);
   EXPECT_FALSE(absl::StrContains(FormatStatus(s, "127.0.0.1:9091"), "key ranges")) << text;
