@@ -35,6 +35,8 @@ void ReplicaCatchUp::NoteConfigure(const v1::ConfigureRequest& req) {
   absl::MutexLock lock(&mu_);
   configure_ = req;
   have_configure_ = true;
+  // dist_async has no step at which a copy holds still (every push moves the key).
+  sync_.store(req.kv_store() != "dist_async", std::memory_order_release);
 }
 
 void ReplicaCatchUp::NoteChain(uint64_t key, const std::vector<int>& chain) {
@@ -59,7 +61,8 @@ void ReplicaCatchUp::ServerRestarted(int rank, const std::string& address) {
 }
 
 bool ReplicaCatchUp::Hold(uint64_t key, int64_t version, Release release) {
-  if (!replicated_.load(std::memory_order_acquire)) return false;  // --replication 1
+  // --replication 1, or dist_async.
+  if (!replicated_.load(std::memory_order_acquire) || !sync_.load(std::memory_order_acquire)) return false;
   absl::MutexLock lock(&mu_);
   auto it = gates_.find(key);
   if (it == gates_.end()) return false;

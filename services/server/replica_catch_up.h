@@ -79,6 +79,7 @@ class ReplicaCatchUp {
   // Newcomers not yet holding every key of ours their chain includes (fast path: 0).
   std::atomic<int> pending_{0};
   std::atomic<bool> replicated_{false};  // some key has a chain (else Hold returns at once)
+  std::atomic<bool> sync_{false};        // configured dist_sync (catch-up needs steps)
   absl::Mutex mu_;
   std::map<uint64_t, Gate> gates_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::string> newcomers_ ABSL_GUARDED_BY(mu_);      // rank -> address

@@ -4,7 +4,6 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/kv/replica_chain.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -35,7 +34,6 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
     store->servers_.push_back(std::move(client));
   }
   DTRAIN_RETURN_IF_ERROR(kv::CheckReplication(options.replication, static_cast<int>(store->servers_.size())));
-  store->dead_why_.assign(store->servers_.size(), "");
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
                    << " servers" << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "");
   return store;
@@ -47,15 +45,13 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   std::vector<int64_t> sizes;
   for (const auto& p : params_) sizes.push_back(p.numel);
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
-  chains_.clear();
-  in_chain_.clear();
+  std::vector<int> homes;
   slice_of_.clear();
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
-    const auto& slice = placement_.slices[i];
-    chains_.push_back(kv::ReplicaChain(slice.server, options_.replication, static_cast<int>(servers_.size())));
-    in_chain_.emplace_back(chains_.back().size(), true);
-    slice_of_[slice.key] = i;
+    homes.push_back(placement_.slices[i].server);
+    slice_of_[placement_.slices[i].key] = i;
   }
+  routing_ = std::make_unique<ReplicaRouting>(homes, options_.replication, static_cast<int>(servers_.size()));
   const absl::Duration timeout = options_.sync_timeout;
   if (cluster_.rejoined()) return Rejoin(init);
 
@@ -68,7 +64,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    servers_[chains_[i].front()]->Pull(slice.key, min_version, w, slice.length);
+    servers_[routing_->chain(i).front()]->Pull(slice.key, min_version, w, slice.length);
   }
   return WaitAllServers(absl::Now() + timeout + kClientGrace);
 }
@@ -77,7 +73,7 @@ absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
   Versions out;
   std::vector<absl::flat_hash_map<uint64_t, int64_t>> held(servers_.size());
   for (size_t s = 0; s < servers_.size(); ++s) {
-    if (!Alive(static_cast<int>(s))) continue;
+    if (!routing_->Alive(static_cast<int>(s))) continue;
     absl::StatusOr<std::vector<kv::KeyVersion>> got = servers_[s]->GetVersions({}, options_.sync_timeout);
     if (!got.ok() && FailOver(static_cast<int>(s), got.status())) continue;
     if (!got.ok()) return got.status();
@@ -90,13 +86,13 @@ absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
     }
   }
   if (options_.replication > 1) {
-    // A member that lacks a key another member holds was restarted empty: it is not a
-    // replica of that chain (it does not rejoin the chains yet, docs/recovery.md).
+    // A member that lacks a key another member holds was restarted empty: it is not in
+    // that key's chain until a partner copied the key to it (docs/recovery.md).
     for (size_t i = 0; i < placement_.slices.size(); ++i) {
       const uint64_t key = placement_.slices[i].key;
       if (!out.contains(key)) continue;
-      for (int m : chains_[i]) {
-        if (InChain(i, m) && !held[m].contains(key)) LeaveChain(i, m);
+      for (int m : routing_->chain(i)) {
+        if (routing_->InChain(i, m) && !held[m].contains(key)) routing_->LeaveChain(i, m);
       }
     }
   }
@@ -164,7 +160,7 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    const int head = Head(i);
+    const int head = routing_->Head(i);
     if (head < 0) return NoReplicaLeft(i);
     if (IsAsync(options_.mode)) {
       servers_[head]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
@@ -176,7 +172,7 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   for (size_t i = 0; i < placement_.slices.size() && !IsAsync(options_.mode); ++i) {
     if (pulled[i] == t) continue;
     const auto& slice = placement_.slices[i];
-    const int head = Head(i);
+    const int head = routing_->Head(i);
     return absl::FailedPreconditionError(absl::StrCat(
         "rejoining at step ", t, ": server ", head, " at ", servers_[head]->address(),
         " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
@@ -203,10 +199,11 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
     k.values.assign(w, w + slice.length);
     DTRAIN_RETURN_IF_ERROR(resume.Take(slice.key, &k.version, &k.optimizer_state));
     // Every replica starts from the same state.
-    for (size_t m = 1; m < chains_[i].size(); ++m) per_server[chains_[i][m]].push_back(k);
-    per_server[chains_[i].front()].push_back(std::move(k));
+    const std::vector<int>& chain = routing_->chain(i);
+    for (size_t m = 1; m < chain.size(); ++m) per_server[chain[m]].push_back(k);
+    per_server[chain.front()].push_back(std::move(k));
     if (options_.replication > 1) {
-      for (int m : chains_[i]) chains[m].push_back(chains_[i]);
+      for (int m : chain) chains[m].push_back(chain);
     }
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
@@ -229,10 +226,10 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
     const auto& slice = placement_.slices[i];
     const float* grad = grads[slice.param_index] + slice.offset;
     sent_[i].clear();
-    const int head = Head(i);
+    const int head = routing_->Head(i);
     if (head < 0) return NoReplicaLeft(i);
-    for (int m : chains_[i]) {
-      if (!InChain(i, m)) continue;
+    for (int m : routing_->chain(i)) {
+      if (!routing_->InChain(i, m)) continue;
       if (m == head) {
         sent_[i].push_back({m, servers_[m]->PushPull(step, slice.key, grad,
                                                      params_[slice.param_index].weights + slice.offset, slice.length),
@@ -247,6 +244,7 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
   // pushes of it are in, so the first key's answer marks the end of waiting for the
   // others; the rest is mostly the weights' transfer.
   absl::Duration rejoin_wait;
+  replica_lag_ = absl::ZeroDuration();
   absl::Status first = AwaitSlice(0, step, &rejoin_wait);
   const absl::Time first_answer = absl::Now();
   for (size_t i = 1; i < placement_.slices.size() && first.ok(); ++i) first = AwaitSlice(i, step, &rejoin_wait);
@@ -259,6 +257,7 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
   last_timing_.wait = absl::ToDoubleSeconds(first_answer - submitted);
   last_timing_.pull = absl::ToDoubleSeconds(end - first_answer);
   last_timing_.rejoin_wait = absl::ToDoubleSeconds(rejoin_wait);
+  last_timing_.replica_lag = options_.replication > 1 ? absl::ToDoubleSeconds(replica_lag_) : -1;
   if (first.ok() && options_.replication > 1) ApplyJoinNotices();
   if (first.ok() && resuming_) {
     // The redone step is in: this rank has caught up with the job.
@@ -273,19 +272,25 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
 absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {
   const auto& slice = placement_.slices[i];
   // sent_[i] may grow as we go: a failover asks the next replica for the weights.
+  absl::Time weights_in = absl::InfiniteFuture();
   for (size_t j = 0; j < sent_[i].size(); ++j) {
     const absl::Status st = AwaitSent(i, j, step, rejoin_wait);
+    if (st.ok() && sent_[i][j].weights) weights_in = absl::Now();
     if (st.ok()) continue;
     const Sent sent = sent_[i][j];
     if (!FailOver(sent.server, st)) return st;
     if (!sent.weights) continue;
-    const int next = Head(i);
+    const int next = routing_->Head(i);
     if (next < 0) return NoReplicaLeft(i);
     // The next replica got our push with everyone else's (pushes go to every live
     // member at once); its answer so far is a version only, so ask it for the weights.
     float* w = params_[slice.param_index].weights + slice.offset;
     const int64_t version = IsAsync(options_.mode) ? 0 : step + 1;
     sent_[i].push_back({next, servers_[next]->Pull(slice.key, version, w, slice.length), true});
+  }
+  // The weights come first in sent_[i]; what the backups' answers added after them.
+  if (sent_[i].size() > 1 && weights_in != absl::InfiniteFuture()) {
+    replica_lag_ = std::max(replica_lag_, absl::Now() - weights_in);
   }
   return absl::OkStatus();
 }
@@ -322,33 +327,15 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
   }
 }
 
-bool DistKVStore::InChain(size_t i, int server) const {
-  if (!Alive(server)) return false;
-  for (size_t p = 0; p < chains_[i].size(); ++p) {
-    if (chains_[i][p] == server) return in_chain_[i][p];
-  }
-  return false;
-}
-
-int DistKVStore::Head(size_t i) const {
-  return kv::FirstAlive(chains_[i], [this, i](int r) { return InChain(i, r); });
-}
-
-void DistKVStore::LeaveChain(size_t i, int server) {
-  for (size_t p = 0; p < chains_[i].size(); ++p) {
-    if (chains_[i][p] == server) in_chain_[i][p] = false;
-  }
-}
-
 void DistKVStore::ApplyJoinNotices() {
   for (size_t s = 0; s < servers_.size(); ++s) {
     for (const PsClient::JoinNotice& n : servers_[s]->TakeJoinNotices()) {
       auto it = slice_of_.find(n.key);
       if (it == slice_of_.end() || n.server < 0 || n.server >= static_cast<int>(servers_.size())) continue;
       const size_t i = it->second;
-      const std::vector<int>& chain = chains_[i];
-      if (std::find(chain.begin(), chain.end(), n.server) == chain.end() || InChain(i, n.server)) continue;
-      if (!Alive(n.server)) {
+      const std::vector<int>& chain = routing_->chain(i);
+      if (std::find(chain.begin(), chain.end(), n.server) == chain.end() || routing_->InChain(i, n.server)) continue;
+      if (!routing_->Alive(n.server)) {
         // The restarted process listens elsewhere (a new port): connect to it.
         absl::StatusOr<std::unique_ptr<PsClient>> client =
             PsClient::Connect(n.address, n.server, cluster_.rank(), options_.connect_timeout);
@@ -360,13 +347,10 @@ void DistKVStore::ApplyJoinNotices() {
         (*client)->SetPullTimeout(options_.sync_timeout);
         (*client)->SetIdentity(cluster_.job_id(), cluster_.incarnation());
         servers_[n.server] = std::move(*client);
-        dead_why_[n.server].clear();
         DTRAIN_LOG(WARNING) << "server " << n.server << " restarted at " << n.address
                             << "; it rejoins the replica chains as its keys are copied to it";
       }
-      for (size_t p = 0; p < chain.size(); ++p) {
-        if (chain[p] == n.server) in_chain_[i][p] = true;
-      }
+      routing_->Join(i, n.server);
       DTRAIN_LOG(INFO) << "server " << n.server << " is back in the chain of key " << n.key << " from version "
                        << n.version;
     }
@@ -382,22 +366,12 @@ bool DistKVStore::FailOver(int server, const absl::Status& st) {
 }
 
 void DistKVStore::MarkDead(int server, const absl::Status& why) {
-  if (!Alive(server)) return;
-  dead_why_[server] = why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
-  for (size_t i = 0; i < chains_.size(); ++i) LeaveChain(i, server);
-  int left = 0;
-  for (const std::string& w : dead_why_) left += w.empty() ? 1 : 0;
+  const std::string text =
+      why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
+  if (!routing_->MarkDead(server, text)) return;
   DTRAIN_LOG(WARNING) << "failover: server " << server << " at " << servers_[server]->address()
-                      << " left the replica chains (" << dead_why_[server] << "); " << left << " of "
+                      << " left the replica chains (" << text << "); " << routing_->live_servers() << " of "
                       << servers_.size() << " servers serve the keys";
-}
-
-absl::Status DistKVStore::NoReplicaLeft(size_t i) const {
-  std::vector<std::string> gone;
-  for (int m : chains_[i]) gone.push_back(absl::StrCat("server ", m, " (", dead_why_[m], ")"));
-  return absl::FailedPreconditionError(absl::StrCat("key ", placement_.slices[i].key, ": every replica is gone: ",
-                                                    absl::StrJoin(gone, ", "), " (--replication ",
-                                                    options_.replication, ")"));
 }
 
 absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
@@ -417,7 +391,7 @@ absl::StatusOr<checkpoint::OptimizerStates> DistKVStore::SaveStates() {
   for (;;) {
     std::vector<std::vector<uint64_t>> per_server(servers_.size());
     for (size_t i = 0; i < placement_.slices.size(); ++i) {
-      const int head = Head(i);
+      const int head = routing_->Head(i);
       if (head < 0) return NoReplicaLeft(i);
       per_server[head].push_back(placement_.slices[i].key);
     }

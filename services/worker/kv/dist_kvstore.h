@@ -25,6 +25,7 @@
 #include "services/worker/cluster.h"
 #include "services/worker/kv/kvstore.h"
 #include "services/worker/kv/ps_client.h"
+#include "services/worker/kv/replica_routing.h"
 
 namespace dtrain::worker {
 
@@ -81,21 +82,13 @@ class DistKVStore : public KVStore {
   };
   // Waits for sent_[i][j] as AwaitSlice describes.
   absl::Status AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait);
-  bool Alive(int server) const { return dead_why_[server].empty(); }
-  // Member `server` of slice i's chain takes part in its steps.
-  bool InChain(size_t i, int server) const;
-  // The first member of slice i's chain that takes part; -1 when none is left.
-  int Head(size_t i) const;
   // Replication: `server` is out of every chain (logged once, with why) until a join
   // notice brings it back into a key's chain.
   void MarkDead(int server, const absl::Status& why);
-  // Slice i's chain goes on without `server` (it lacks the key: restarted empty).
-  void LeaveChain(size_t i, int server);
   // After a step: restarted members that the servers brought back into keys' chains
   // (PsClient::TakeJoinNotices) take part from the next step; a dead one is reconnected.
   void ApplyJoinNotices();
-  // FAILED_PRECONDITION naming slice i's key and why each member of its chain is gone.
-  absl::Status NoReplicaLeft(size_t i) const;
+  absl::Status NoReplicaLeft(size_t i) const { return routing_->NoReplicaLeft(i, placement_.slices[i].key); }
   // `st` from server `server` means it is gone and a replica can take over.
   bool FailOver(int server, const absl::Status& st);
 
@@ -107,11 +100,10 @@ class DistKVStore : public KVStore {
   std::string optimizer_name_;
   PushPullTiming last_timing_;
   int64_t resume_step_ = -1;
-  std::vector<std::vector<int>> chains_;  // per slice: its replica chain, home first
-  std::vector<std::string> dead_why_;     // per server: why it left the chains; empty: alive
-  std::vector<std::vector<bool>> in_chain_;  // per slice, per chain position: takes part
+  std::unique_ptr<ReplicaRouting> routing_;  // from Init: each slice's chain and who takes part
   absl::flat_hash_map<uint64_t, size_t> slice_of_;  // key -> slice index
   std::vector<std::vector<Sent>> sent_;   // this step's, per slice
+  absl::Duration replica_lag_;            // this step's, PushPullTiming::replica_lag
   // A rejoined process until its first step is done (it heartbeats "resuming").
   bool resuming_ = false;
   absl::Time joined_;
