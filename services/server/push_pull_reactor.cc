@@ -1,7 +1,5 @@
 #include "services/server/push_pull_reactor.h"
 
-#include "services/server/replica_catch_up.h"
-
 #include <atomic>
 #include <cmath>
 #include <utility>
@@ -11,6 +9,7 @@
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "common/kv/finite_check.h"
+#include "services/server/replica_catch_up.h"
 
 namespace dtrain::server {
 namespace {
