@@ -185,6 +185,52 @@ TEST(ServerFailoverChaosTest, RestartedServerRejoinsThenItsPartnerIsKilled) {
   EXPECT_NE(out.find(absl::StrCat("is back in the chain of key")), std::string::npos) << out;
 }
 
+// The restarted server is killed again while its partners copy it their keys (the
+// analogue of "killed while it forwards": answers are held for the copy). Whatever the
+// copy's fate, the job goes on at the partners, the second replacement is copied in,
+// and the run ends bit-identical.
+TEST(ServerFailoverChaosTest, RestartedServerKilledAgainWhileBeingCopiedTo) {
+  const std::string ref = Reference();
+  ASSERT_FALSE(ref.empty());
+  std::mt19937_64 rng(Seed() * 1000003 + 404);
+  auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int victim = uniform(0, 2);
+  const int partner = (victim + 1) % 3;
+  const int batch = uniform(1, 5);
+
+  Subprocess job(Argv(MakeTempDir() + "/m", 2, true));
+  size_t at = WaitForLine(job, "[worker 0]", BatchLine(0, batch), kLineTimeout);
+  ASSERT_NE(at, std::string::npos) << job.output();
+  pid_t pid = FindLaunchedChild(job.pid(), "server", victim);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  // The partner hears of the replacement and copies at the keys' next version.
+  at = WaitForLine(job, absl::StrCat("[server ", partner, "]"), absl::StrCat("server ", victim, " restarted at "),
+                   kLineTimeout, at);
+  ASSERT_NE(at, std::string::npos) << job.output();
+  const int delay_ms = uniform(0, 40);
+  absl::SleepFor(absl::Milliseconds(delay_ms));
+  pid = FindLaunchedChild(job.pid(), "server", victim);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  std::cout << "seed " << Seed() << ": SIGKILL to server " << victim << " after \"" << BatchLine(0, batch)
+            << "\", and to its replacement " << delay_ms << " ms after its partner started copying" << std::endl;
+  // The second replacement gets the range.
+  ASSERT_NE(WaitForLine(job, absl::StrCat("[server ", partner, "]"),
+                        absl::StrCat("server ", victim, " holds every key of ours in its chains again"), kLineTimeout,
+                        at),
+            std::string::npos)
+      << job.output();
+  const int code = job.Wait(kRunTimeout);
+  const std::string& out = job.output();
+  ASSERT_EQ(code, 0) << out;
+  const std::vector<std::string> got = FinalWeights(out);
+  ASSERT_EQ(got.size(), 2u) << out;
+  EXPECT_EQ(got[0], ref) << out;
+  EXPECT_EQ(got[1], ref) << out;
+  EXPECT_NE(out.find(absl::StrCat("restarting server ", victim, " (2 of 3)")), std::string::npos) << out;
+}
+
 // Worker recovery (issue 10) still holds with replication: a worker killed mid-step
 // rejoins, reads versions from every replica and redoes its step on all of them.
 TEST(ServerFailoverChaosTest, WorkerKilledMidStepWithReplication) {
