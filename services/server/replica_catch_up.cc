@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
@@ -20,8 +21,8 @@ bool InChain(const std::vector<int>& chain, int rank) {
 }
 }  // namespace
 
-ReplicaCatchUp::ReplicaCatchUp(kv::ShardStore* store, int my_rank)
-    : store_(store), my_rank_(my_rank), thread_([this] { Loop(); }) {}
+ReplicaCatchUp::ReplicaCatchUp(kv::ShardStore* store, int my_rank, ServerMetrics* metrics)
+    : store_(store), my_rank_(my_rank), metrics_(metrics), thread_([this] { Loop(); }) {}
 
 ReplicaCatchUp::~ReplicaCatchUp() {
   {
@@ -77,7 +78,7 @@ bool ReplicaCatchUp::Hold(uint64_t key, int64_t version, Release release) {
   if (version <= gate.answered) return false;
   gate.answered = version;
   if (pending_.load(std::memory_order_relaxed) == 0) return false;
-  Job job{key, version, {}};
+  Job job{key, version, {}, absl::Now()};
   for (const auto& [rank, address] : newcomers_) {
     if (InChain(gate.chain, rank) && copied_[rank].count(key) == 0) job.to.push_back({rank, address});
   }
@@ -147,6 +148,13 @@ void ReplicaCatchUp::Run(const Job& job) {
         newcomers_.erase(it);
         pending_.fetch_sub(1);
       }
+    }
+  }
+  if (metrics_ != nullptr) {
+    const double held_seconds = absl::ToDoubleSeconds(absl::Now() - job.held_since);
+    for (const JoinedServer& to : job.to) {
+      const bool ok = std::any_of(joined.begin(), joined.end(), [&](const JoinedServer& j) { return j.rank == to.rank; });
+      metrics_->CatchUpCopy(held_seconds, ok);
     }
   }
   for (Release& r : held) r(joined);

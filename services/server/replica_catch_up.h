@@ -29,6 +29,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/kv/shard_store.h"
+#include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.pb.h"
 
 namespace dtrain::server {
@@ -40,8 +41,8 @@ struct JoinedServer {
 
 class ReplicaCatchUp {
  public:
-  // `store` must outlive this. Starts the copying thread.
-  ReplicaCatchUp(kv::ShardStore* store, int my_rank);
+  // `store` (and `metrics`, null: none) must outlive this. Starts the copying thread.
+  ReplicaCatchUp(kv::ShardStore* store, int my_rank, ServerMetrics* metrics = nullptr);
   ~ReplicaCatchUp();  // stops the thread; held answers are released without a join
 
   // From Configure: what a newcomer is configured with before its first key.
@@ -68,6 +69,7 @@ class ReplicaCatchUp {
     uint64_t key;
     int64_t version;
     std::vector<JoinedServer> to;
+    absl::Time held_since;
   };
   void Loop();
   void Run(const Job& job);
@@ -76,6 +78,7 @@ class ReplicaCatchUp {
 
   kv::ShardStore* store_;
   const int my_rank_;
+  ServerMetrics* metrics_;
   // Newcomers not yet holding every key of ours their chain includes (fast path: 0).
   std::atomic<int> pending_{0};
   std::atomic<bool> replicated_{false};  // some key has a chain (else Hold returns at once)

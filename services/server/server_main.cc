@@ -194,7 +194,7 @@ int Run(int argc, char** argv) {
   // it never names ourselves).
   std::unique_ptr<ReplicaCatchUp> catch_up;
   if (f.cluster.replication > 1 && !f.standalone) {
-    catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1);
+    catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1, metrics->families.get());
     options.catch_up = catch_up.get();
   }
   PsService service(&store, options);
