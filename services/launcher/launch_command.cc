@@ -338,7 +338,8 @@ int Launch(const LaunchFlags& f) {
   // Everything started: a failure from now on is one a restart may cure.
   sup.AllowRestarts();
   if (f.restart.max_restarts > 0) {
-    sup.Message(absl::StrCat("restarting a failed worker or scheduler up to ", f.restart.max_restarts,
+    sup.Message(absl::StrCat("restarting a failed worker", f.replication > 1 ? ", server" : "", " or scheduler up to ",
+                             f.restart.max_restarts,
                              f.restart.max_restarts == 1 ? " time" : " times", " each (--restart-on ",
                              RestartOnName(f.restart.on), ")"));
   }
