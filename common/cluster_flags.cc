@@ -16,6 +16,10 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
                {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
   flags.AddInt("num-servers", &out->num_servers, "parameter servers in the job",
                {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
+  flags.AddInt("replication", &out->replication,
+               "copies of each key range, on that many servers (1: none); a dead server's ranges are "
+               "served by the next copy",
+               {"DTRAIN_REPLICATION"});
   std::vector<std::string> rank_env = {"DTRAIN_RANK"};
   if (role == ClusterRole::kWorker) rank_env.push_back("DMLC_WORKER_ID");
   if (role == ClusterRole::kServer) rank_env.push_back("DMLC_SERVER_ID");
@@ -90,6 +94,11 @@ absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const 
   }
   if (flags->num_servers < 0) {
     return absl::InvalidArgumentError(absl::StrCat("--num-servers must not be negative, got ", flags->num_servers));
+  }
+  // Each replica of a key range lives on another server (common/kv/replica_chain.h).
+  if (flags->replication < 1 || (flags->num_servers > 0 && flags->replication > flags->num_servers)) {
+    return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..--num-servers (",
+                                                   flags->num_servers, "), got ", flags->replication));
   }
   if (flags->rank < -1) {
     return absl::InvalidArgumentError(absl::StrCat("--rank must be -1 (assign) or a rank, got ", flags->rank));

@@ -22,6 +22,8 @@ struct ClusterFlags {
   std::string scheduler;  // host:port; DTRAIN_SCHEDULER_ADDR or DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT
   int64_t num_workers = 1;  // DTRAIN_NUM_WORKERS, DMLC_NUM_WORKER
   int64_t num_servers = 1;  // DTRAIN_NUM_SERVERS, DMLC_NUM_SERVER
+  // Replicas per key range, 1..num_servers (docs/recovery.md); DTRAIN_REPLICATION.
+  int64_t replication = 1;
   int64_t rank = -1;        // DTRAIN_RANK, DMLC_WORKER_ID / DMLC_SERVER_ID; -1: the scheduler assigns
   std::string host;         // address others reach me at; DTRAIN_NODE_HOST, DMLC_NODE_HOST
   std::string interface;    // take `host` from this network interface; DTRAIN_INTERFACE, DMLC_INTERFACE

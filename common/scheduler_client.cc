@@ -270,6 +270,7 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
   request.set_pid(static_cast<int32_t>(::getpid()));
   request.set_num_workers(num_workers_);
   request.set_num_servers(num_servers_);
+  request.set_replication(replication_);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
   const absl::Time start = absl::Now();
@@ -338,6 +339,7 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   request.set_pid(static_cast<int32_t>(::getpid()));
   request.set_num_workers(num_workers);
   request.set_num_servers(num_servers);
+  request.set_replication(replication_);
   request.set_job_id(job_id_);
   bool told = false;
   RegisterResult r;

@@ -101,6 +101,9 @@ class SchedulerClient {
   // empty: whatever job the scheduler runs, learnt from Register).
   void set_job_id(const std::string& job_id) { job_id_ = job_id; }
   const std::string& job_id() const { return job_id_; }
+  // Replicas per key range (--replication), sent with Register so that the scheduler
+  // refuses a node configured otherwise; 0 (the default): not said.
+  void set_replication(int replication) { replication_ = replication; }
   // From Register: this process's incarnation of its rank, sent with every request
   // so that a newer process of the same rank fences this one off.
   uint64_t incarnation() const { return incarnation_; }
@@ -127,6 +130,7 @@ class SchedulerClient {
   v1::Role role_ = v1::ROLE_UNSPECIFIED;
   int rank_ = -1;
   std::string job_id_;
+  int replication_ = 0;
   uint64_t incarnation_ = 0;
   bool rejoined_ = false;
   // What Register sent, for registering again.

@@ -44,6 +44,7 @@ constexpr int kRejoinTimeoutWithRestarts = 60;
 struct LaunchFlags {
   int64_t num_workers = 0;
   int64_t num_servers = -1;  // -1: as many as workers, like launch.py
+  int64_t replication = 1;
   std::string kv_store = "dist_sync";
   std::string bin_dir;
   int64_t scheduler_port = 0;
@@ -92,6 +93,9 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                 "With --kv-store local or device, runs one worker process alone.");
   flags.AddInt("num-workers", &f->num_workers, "workers to start (-n)");
   flags.AddInt("num-servers", &f->num_servers, "parameter servers to start (-s); default: as many as workers");
+  flags.AddInt("replication", &f->replication,
+               "copies of each key range on that many servers (1..S; 1: none). With 2 or more a dead server's "
+               "ranges are served by the next copy, and --max-restarts restarts servers too");
   flags.AddString("kv-store", &f->kv_store, "kvstore mode passed to the workers (dist_sync, dist_async, local...)");
   flags.AddString("bin-dir", &f->bin_dir, "where dtrain-scheduler/-server/-worker are; default: next to dtrain");
   flags.AddInt("scheduler-port", &f->scheduler_port, "the scheduler's port; 0: any free one");
@@ -104,8 +108,8 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                   "write the endpoints as a Prometheus file_sd target list here (turns metrics on)");
   flags.AddInt("max-restarts", &f->max_restarts,
                "restart a failed worker or scheduler up to N times each, with its rank and port (torchrun's "
-               "name); 0: a failure ends the job. A failed server ends it unless --snapshot-every is set (then it is "
-               "restarted and the job rolls back to the snapshots). The others wait up to "
+               "name); 0: a failure ends the job. A failed server ends it unless --replication > 1 (its ranges live "
+               "on) or --snapshot-every is set (the job rolls back to the snapshots). The others wait up to "
                "DTRAIN_REJOIN_TIMEOUT seconds (default 60 with restarts) for the replacement");
   flags.AddString("restart-on", &f->restart_on,
                   "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
@@ -147,6 +151,10 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
   if (f->num_servers < 0) f->num_servers = f->num_workers;
   if (dist && f->num_servers < 1) {
     return absl::InvalidArgumentError("a dist kv-store needs at least one server (-s)");
+  }
+  if (f->replication < 1 || (dist && f->replication > f->num_servers) || (!dist && f->replication != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..", dist ? f->num_servers : 1,
+                                                   " (each copy lives on another server), got ", f->replication));
   }
   if (f->scheduler_port < 0 || f->scheduler_port > 65535) {
     return absl::InvalidArgumentError("--scheduler-port must be in 0..65535");
@@ -323,12 +331,15 @@ int Launch(const LaunchFlags& f) {
   options.finish_grace = absl::Seconds(f.finish_grace_s);
   options.pending_signal = [] { return static_cast<int>(g_signal); };
   options.restart = f.restart;
-  options.restart_servers = f.snapshot_every > 0;
+  // A replicated server's ranges live on (its replacement starts empty beside them);
+  // with snapshots the job rolls back. Otherwise a new server would hold nothing.
+  options.restart_servers = f.replication > 1 || f.snapshot_every > 0;
   Supervisor sup(options);
   const int servers = dist ? static_cast<int>(f.num_servers) : 0;
   std::vector<std::pair<std::string, std::string>> env = {
       {"DTRAIN_NUM_WORKERS", std::to_string(f.num_workers)},
       {"DTRAIN_NUM_SERVERS", std::to_string(servers)},
+      {"DTRAIN_REPLICATION", std::to_string(f.replication)},
       {"DTRAIN_NODE_HOST", kLoopback},
       // One machine: the servers listen on loopback only, as the scheduler does, rather
       // than on every interface of a machine that may have public ones.
@@ -419,7 +430,8 @@ int Launch(const LaunchFlags& f) {
   // Everything started: a failure from now on is one a restart may cure.
   sup.AllowRestarts();
   if (f.restart.max_restarts > 0) {
-    sup.Message(absl::StrCat("restarting a failed worker or scheduler up to ", f.restart.max_restarts,
+    sup.Message(absl::StrCat("restarting a failed worker", f.replication > 1 ? ", server" : "", " or scheduler up to ",
+                             f.restart.max_restarts,
                              f.restart.max_restarts == 1 ? " time" : " times", " each (--restart-on ",
                              RestartOnName(f.restart.on), ")"));
   }

@@ -37,6 +37,51 @@ std::string LastColumn(const v1::NodeInfo& n, int64_t now_ms) {
   return text;
 }
 
+// Replication: each home server's chain, its first live member marked as the one
+// serving the weights. A restarted member is back in a key's chain only once a partner
+// copied it the key (docs/recovery.md), which the scheduler does not see: it is marked
+// as restarted and starred only when no other member is alive.
+std::string ChainsText(const v1::GetStatusResponse& status) {
+  const v1::ClusterView& c = status.cluster();
+  const int servers = c.num_servers();
+  const int r = c.replication();
+  if (r <= 1 || servers <= 0 || r > servers) return "";
+  std::vector<const v1::NodeInfo*> by_rank(servers, nullptr);
+  for (const auto& n : status.nodes()) {
+    if (n.role() == v1::ROLE_SERVER && n.rank() >= 0 && n.rank() < servers) by_rank[n.rank()] = &n;
+  }
+  auto alive = [&](int rank) {
+    const v1::NodeInfo* n = by_rank[rank];
+    return n != nullptr && n->state() != v1::NODE_STATE_DEAD && n->state() != v1::NODE_STATE_FINISHED;
+  };
+  auto restarted = [&](int rank) { return by_rank[rank] != nullptr && by_rank[rank]->restarts() > 0; };
+  std::string out = absl::StrFormat("key ranges (--replication %d): chain of each home server, * = serves the weights\n",
+                                    r);
+  for (int h = 0; h < servers; ++h) {
+    absl::StrAppendFormat(&out, "  range %d:", h);
+    int head = -1;
+    for (int i = 0; i < r && head < 0; ++i) {
+      if (alive((h + i) % servers) && !restarted((h + i) % servers)) head = (h + i) % servers;
+    }
+    for (int i = 0; i < r && head < 0; ++i) {
+      if (alive((h + i) % servers)) head = (h + i) % servers;
+    }
+    for (int i = 0; i < r; ++i) {
+      const int m = (h + i) % servers;
+      std::string mark = m == head ? "*" : "";
+      if (!alive(m)) {
+        mark += " (dead)";
+      } else if (restarted(m)) {
+        mark += " (restarted)";
+      }
+      absl::StrAppendFormat(&out, " server %d%s", m, mark);
+    }
+    if (head < 0) absl::StrAppend(&out, "  NO LIVE REPLICA");
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string FormatStatus(const v1::GetStatusResponse& status, const std::string& scheduler) {
@@ -72,6 +117,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const std::string&
     absl::StrAppendFormat(&out, "workers: steps %d..%d (lag %d), %.1f samples/s in all\n", lo, hi, hi - lo,
                           total_speed);
   }
+  absl::StrAppend(&out, ChainsText(status));
   return out;
 }
 

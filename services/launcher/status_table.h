@@ -17,6 +17,10 @@ namespace dtrain::launcher {
 //  workers: steps 812..812 (lag 0), 1203.5 samples/s in all
 // INC is the process's incarnation of its rank, RESTARTS how many new processes took
 // the rank after the job started (docs/recovery.md); a REJOINING rank is catching up.
+// With --replication R > 1, a section follows with each home server's chain:
+//  key ranges (--replication 2): chain of each home server, * = serves the weights
+//    range 0: server 0 (dead) server 1*
+//    range 1: server 1* server 2 (restarted)
 // Times are measured on the scheduler's clock (status.now_unix_ms), else this machine's.
 std::string FormatStatus(const v1::GetStatusResponse& status, const std::string& scheduler);
 

@@ -28,9 +28,9 @@ struct SupervisorOptions {
   std::function<int()> pending_signal;
   // Applies once AllowRestarts was called; max_restarts 0: never.
   RestartPolicy restart;
-  // Servers are restarted too (with --snapshot-every: the job rolls back to their
-  // snapshots, issue 11). Without snapshots a new server would hold nothing, so a
-  // server's failure ends the job.
+  // Servers are restarted too: with --replication > 1 their ranges have other copies,
+  // with --snapshot-every the job rolls back to their snapshots (issue 11). Otherwise a
+  // new server would hold nothing, so a server's failure ends the job.
   bool restart_servers = false;
 };
 

@@ -108,6 +108,11 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
         "%s was started for %d workers and %d servers, but the job has %d workers and %d servers", what,
         request.num_workers(), request.num_servers(), options_.num_workers, options_.num_servers));
   }
+  if (request.replication() > 0 && request.replication() != options_.replication) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s was started with --replication %d, but the job has --replication %d", what, request.replication(),
+        options_.replication));
+  }
   const int expected = Expected(role);
   const uint64_t held = request.incarnation();
   if (held > 0 && request.requested_rank() < 0) {
@@ -462,6 +467,7 @@ v1::ClusterView Membership::View() const {
   view.set_num_servers(options_.num_servers);
   view.set_kv_store(options_.kv_store);
   view.set_job_id(job_id_);
+  view.set_replication(options_.replication);
   // std::map orders by (role, rank): servers come out sorted.
   for (const auto& [key, node] : nodes_) {
     if (key.role == v1::ROLE_SERVER) *view.add_servers() = node.info;

@@ -44,6 +44,8 @@ std::string NodeName(const NodeKey& key);
 struct MembershipOptions {
   int num_workers = 1;
   int num_servers = 1;
+  // Replicas per key range (--replication); a node registering another is refused.
+  int replication = 1;
   std::string kv_store = "dist_sync";
   // A node that sent nothing for this long is DEAD.
   absl::Duration heartbeat_timeout = absl::Seconds(10);

@@ -44,6 +44,7 @@ struct Flags {
   std::string port_file;
   int64_t num_workers = 1;
   int64_t num_servers = 1;
+  int64_t replication = 1;
   std::string kv_store = "dist_sync";
   double register_timeout_s = 120;
   double heartbeat_timeout_s = 10;
@@ -63,6 +64,9 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   flags.AddInt("num-workers", &f->num_workers, "workers in the job", {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
   flags.AddInt("num-servers", &f->num_servers, "parameter servers in the job",
                {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
+  flags.AddInt("replication", &f->replication,
+               "copies of each key range (1..--num-servers); nodes started with another value are refused",
+               {"DTRAIN_REPLICATION"});
   flags.AddString("kv-store", &f->kv_store, "kvstore mode, told to every node", {"DTRAIN_KV_STORE"});
   flags.AddDouble("register-timeout", &f->register_timeout_s,
                   "seconds Register waits for everyone; the scheduler exits 1 if the job is not complete this long "
@@ -87,6 +91,10 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   if (f->port < 0 || f->port > 65535) return absl::InvalidArgumentError("--port must be in 0..65535");
   if (f->num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
   if (f->num_servers < 0) return absl::InvalidArgumentError("--num-servers must not be negative");
+  if (f->replication < 1 || (f->num_servers > 0 && f->replication > f->num_servers)) {
+    return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..--num-servers (", f->num_servers,
+                                                   "), got ", f->replication));
+  }
   if (!(f->register_timeout_s > 0) || !(f->heartbeat_timeout_s > 0) || !(f->exit_grace_s >= 0) ||
       !(f->rejoin_timeout_s >= 0)) {
     return absl::InvalidArgumentError(
@@ -188,6 +196,7 @@ int Run(int argc, char** argv) {
   MembershipOptions mo;
   mo.num_workers = static_cast<int>(f.num_workers);
   mo.num_servers = static_cast<int>(f.num_servers);
+  mo.replication = static_cast<int>(f.replication);
   mo.kv_store = f.kv_store;
   mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
   mo.job_id = f.job_id;
@@ -201,7 +210,10 @@ int Run(int argc, char** argv) {
   // Servers with --snapshot-every report their snapshots; a lost shard rolls the job
   // back (issue 11). The servers get as long to reload as a worker to rejoin.
   RollbackCoordinator rollback(mo.num_servers, std::max(absl::Seconds(60), mo.rejoin_timeout));
-  so.rollback = &rollback;
+  // With replicas a restarted server copies its ranges back from a live one: no
+  // rollback. (A range that loses every replica fails the job; rolling back then is
+  // not done yet, docs/recovery.md.)
+  so.rollback = f.replication > 1 ? nullptr : &rollback;
   SchedulerService service(&membership, &barriers, so);
 
   int bound_port = 0;

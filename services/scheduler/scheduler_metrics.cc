@@ -35,6 +35,8 @@ SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
   slowest_rank_ = &AddGauge(r, "dtrain_scheduler_slowest_worker_rank", "Rank of the worker at the lowest step.");
   fastest_step_ = &AddGauge(r, "dtrain_scheduler_fastest_worker_step",
                             "Highest step reported by a worker still in the job.");
+  failovers_ = &AddCounter(r, "dtrain_scheduler_failovers_total",
+                           "Server deaths whose key ranges went on at another replica (--replication > 1).", {});
   lag_ = &AddGauge(r, "dtrain_scheduler_worker_lag_steps", "Fastest worker's step minus the slowest one's.");
   rollbacks_ = &AddCounter(r, "dtrain_scheduler_rollbacks_total",
                            "Rollbacks of the whole job to the servers' snapshots (a shard was lost).");
@@ -56,6 +58,8 @@ void SchedulerMetrics::NodeDied(const std::string& node_role) {
   auto it = deaths_.find(node_role);
   if (it != deaths_.end()) it->second->Increment();
 }
+
+void SchedulerMetrics::ServerFailedOver() { failovers_->Increment(); }
 
 void SchedulerMetrics::BarrierWaited(const std::string& group, double seconds, bool ok) {
   auto wait = barrier_wait_.find(group);

@@ -29,6 +29,9 @@ class SchedulerMetrics {
   void NodeDied(const std::string& node_role);
   // A new process took a rank after the job started (dtrain_scheduler_rejoins_total).
   void NodeRejoined(const std::string& node_role);
+  // A server died while its ranges have other replicas (--replication > 1): the
+  // workers go on with the next one (dtrain_scheduler_failovers_total).
+  void ServerFailedOver();
   void BarrierWaited(const std::string& group, double seconds, bool ok);
   // Over the workers still in the job (by their last reported step).
   void SetWorkerSteps(int64_t slowest_step, int slowest_rank, int64_t fastest_step);
@@ -47,6 +50,7 @@ class SchedulerMetrics {
   prometheus::Gauge* lag_;
   prometheus::Counter* rollbacks_;
   prometheus::Counter* steps_lost_;
+  prometheus::Counter* failovers_;
 };
 
 }  // namespace dtrain::scheduler

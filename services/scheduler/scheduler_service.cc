@@ -320,6 +320,14 @@ void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why)
     barriers_->NodeDied(key, why);
   }
   if (options_.metrics != nullptr) options_.metrics->NodeDied(RoleName(key.role));
+  const int replication = membership_->View().replication();
+  if (key.role == v1::ROLE_SERVER && replication > 1) {
+    // The workers route around it themselves (services/worker/kv/dist_kvstore.h); the
+    // scheduler only counts it and says so.
+    DTRAIN_LOG(WARNING) << "failover: " << NodeName(key) << "'s key ranges go on at their next replica (--replication "
+                        << replication << ")";
+    if (options_.metrics != nullptr) options_.metrics->ServerFailedOver();
+  }
 }
 
 void SchedulerService::Close(const absl::Status& why) {

@@ -186,6 +186,8 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
     if (s.ok()) {
       DTRAIN_LOG(INFO) << "configured: " << req->kv_store() << ", " << config.num_workers << " workers, optimizer "
                        << config.optimizer.name << " lr " << config.optimizer.learning_rate;
+      // A restarted chain member is configured the same way before it gets a key.
+      if (options_.catch_up != nullptr) options_.catch_up->NoteConfigure(*req);
     }
   }
   if (!s.ok()) DTRAIN_LOG(WARNING) << "Configure refused: " << s.message();
@@ -209,9 +211,16 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
     if (s.ok()) s = FloatsFromBytes(k.optimizer_state(), "optimizer_state", k.key(), &state);
     if (s.ok() && !options_.allow_non_finite) s = CheckFiniteInit(values, "values", k.key());
     if (s.ok() && !options_.allow_non_finite) s = CheckFiniteInit(state, "optimizer_state", k.key());
+    if (s.ok() && k.chain_size() > kMaxChainLength) {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("key ", k.key(), ": a chain of ", k.chain_size(), " servers, at most ", kMaxChainLength));
+    }
     if (s.ok()) {
       const std::vector<int64_t> shape(k.shape().begin(), k.shape().end());
       s = store_->InitKey(k.key(), shape, values.data(), static_cast<int64_t>(values.size()), k.version(), state);
+    }
+    if (s.ok() && options_.catch_up != nullptr) {
+      options_.catch_up->NoteChain(k.key(), std::vector<int>(k.chain().begin(), k.chain().end()));
     }
     if (!s.ok()) break;
   }
@@ -228,6 +237,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull
   stream.max_pending_requests = options_.max_pending_requests;
   stream.max_queued_bytes = options_.max_queued_bytes;
   stream.metrics = options_.metrics;
+  stream.catch_up = options_.catch_up;
   return new PushPullReactor(store_, stream);
 }
 

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
 #include "services/server/push_pull_reactor.h"
+#include "services/server/replica_catch_up.h"
 #include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
@@ -35,6 +36,8 @@ struct PsServiceOptions {
   // What one PushPull stream may hold before it stops reading (StreamOptions).
   int64_t max_pending_requests = StreamOptions().max_pending_requests;
   int64_t max_queued_bytes = StreamOptions().max_queued_bytes;
+  // Replication: brings restarted chain members back (null: none); must outlive the service.
+  ReplicaCatchUp* catch_up = nullptr;
 };
 
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.

@@ -9,6 +9,7 @@
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "common/kv/finite_check.h"
+#include "services/server/replica_catch_up.h"
 
 namespace dtrain::server {
 namespace {
@@ -180,9 +181,11 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
       req.timeout_ms() > 0 ? absl::Milliseconds(req.timeout_ms()) : options_.sync_timeout;
   if (metrics != nullptr) metrics->PullRequested();
   // `metrics` outlives every stream and parked pull: the server is shut down before it.
+  // A replica the worker takes no weights from (replication) answers the version only.
+  const bool version_only = req.version_only();
   store_->Pull(req.worker_rank(), req.key(), min_version, absl::Now() + wait,
-               [box = box_, resp = std::move(resp), metrics](const absl::Status& s, int64_t version,
-                                                             const float* data, int64_t numel) mutable {
+               [box = box_, resp = std::move(resp), metrics, version_only, catch_up = options_.catch_up,
+                key = req.key()](const absl::Status& s, int64_t version, const float* data, int64_t numel) mutable {
                  // Runs under the key's lock: copy the weights out and queue, nothing more.
                  SetStatus(s, &resp);
                  if (!s.ok()) {
@@ -190,10 +193,33 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
                    Send(box, resp);
                    return;
                  }
-                 if (metrics != nullptr) metrics->PullAnswered(numel * static_cast<int64_t>(sizeof(float)));
+                 if (metrics != nullptr) {
+                   metrics->PullAnswered(version_only ? 0 : numel * static_cast<int64_t>(sizeof(float)));
+                 }
                  resp.set_version(version);
-                 Send(box, kv::EncodeWithPayload(resp, v1::PushPullResponse::kDataFieldNumber,
-                                                 kv::CopyToSlice(data, numel)));
+                 grpc::Slice weights;
+                 if (!version_only) weights = kv::CopyToSlice(data, numel);
+                 auto answer = [box, version_only](const v1::PushPullResponse& r, grpc::Slice w) {
+                   if (version_only) {
+                     Send(box, r);
+                   } else {
+                     Send(box, kv::EncodeWithPayload(r, v1::PushPullResponse::kDataFieldNumber, std::move(w)));
+                   }
+                 };
+                 // Replication: a restarted chain member may have to get the key first
+                 // (replica_catch_up.h); the answer then says so.
+                 if (catch_up != nullptr &&
+                     catch_up->Hold(key, version, [answer, resp, weights](const std::vector<JoinedServer>& joined) {
+                       v1::PushPullResponse r = resp;
+                       for (const JoinedServer& j : joined) {
+                         r.add_joined_servers(j.rank);
+                         r.add_joined_addresses(j.address);
+                       }
+                       answer(r, weights);
+                     })) {
+                   return;
+                 }
+                 answer(resp, std::move(weights));
                },
                owner_, req.exact_version() ? kv::PullMode::kExact : kv::PullMode::kAtLeast);
 }

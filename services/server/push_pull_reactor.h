@@ -23,6 +23,11 @@
 namespace dtrain::server {
 
 // What one PushPull stream may hold and accept (dtrain-server's flags set them).
+class ReplicaCatchUp;
+
+// The longest replica chain a request may name (KeyInit.chain, joined servers).
+inline constexpr int kMaxChainLength = 64;
+
 struct StreamOptions {
   // How long a sync pull waits when the request does not say (timeout_ms 0).
   absl::Duration sync_timeout = absl::Seconds(120);
@@ -36,6 +41,9 @@ struct StreamOptions {
   // memory. A worker has one request per key of a step in flight.
   int64_t max_pending_requests = 65536;
   int64_t max_queued_bytes = int64_t{256} << 20;
+  // Replication: may hold an answer until a restarted chain member holds the key
+  // (replica_catch_up.h). Null: never.
+  ReplicaCatchUp* catch_up = nullptr;
   // Request counts and bytes (null: none); must outlive every stream.
   server::ServerMetrics* metrics = nullptr;
 };

@@ -134,9 +134,11 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
 // Registers `address` with the scheduler and starts the heartbeat, which turns the
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
-                            ShutdownSignal& stop, SnapshotRollback* rollback) {
+                            ShutdownSignal& stop, SnapshotRollback* rollback,
+                            ReplicaCatchUp* catch_up) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
+  scheduler.set_replication(static_cast<int>(cluster.replication));
   absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
       v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
       static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));
@@ -152,6 +154,12 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
   };
   if (rollback != nullptr) {
     hooks.on_rollback = [rollback](const v1::RollbackOrder& order) { rollback->OnOrder(order); };
+  }
+  if (catch_up != nullptr) {
+    // A restarted chain member starts empty: we copy it our keys of its chains.
+    hooks.on_rejoined = [catch_up](const v1::NodeInfo& node) {
+      if (node.role() == v1::ROLE_SERVER) catch_up->ServerRestarted(node.rank(), node.address());
+    };
   }
   // As long as the job waits for a replaced worker, it waits for a restarted scheduler.
   hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.rejoin_timeout_s));
@@ -216,6 +224,13 @@ int Run(int argc, char** argv) {
   options.allow_non_finite = f.allow_non_finite;
   options.max_pending_requests = f.max_stream_pending;
   options.max_queued_bytes = f.max_stream_queued_bytes;
+  // Replication: the scheduler names restarted servers (our rank is not known yet, and
+  // it never names ourselves).
+  std::unique_ptr<ReplicaCatchUp> catch_up;
+  if (f.cluster.replication > 1 && !f.standalone) {
+    catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1, metrics->families.get());
+    options.catch_up = catch_up.get();
+  }
   PsService service(&store, options);
 
   int port = 0;
@@ -245,7 +260,7 @@ int Run(int argc, char** argv) {
     }
     // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
     scheduler->SetStepSource([&store] { return store.Step(); });
-    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get());
+    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get(), catch_up.get());
     if (!given.ok()) {
       DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
                         << " failed: " << given.status().message();

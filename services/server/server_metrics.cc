@@ -30,6 +30,20 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
                              "Async mode: updates applied to a key between a worker's pull and its next push "
                              "(0: the gradient was computed on the current weights).",
                              {0, 1, 2, 4, 8, 16, 32, 64, 128});
+  catch_up_hold_ = &AddHistogram(r, "dtrain_server_catch_up_hold_seconds",
+                                 "Replication: seconds a key's answers were held while its state was copied to a "
+                                 "restarted chain member (the copy's round trip).",
+                                 metrics::internal::SecondsBuckets());
+  catch_up_ok_ = &AddCounter(r, "dtrain_server_catch_up_copies_total",
+                             "Replication: keys copied to a restarted chain member.");
+  catch_up_failed_ = &AddCounter(r, "dtrain_server_catch_up_failures_total",
+                                 "Replication: copies to a restarted chain member that failed (retried at the "
+                                 "key's next version).");
+}
+
+void ServerMetrics::CatchUpCopy(double held_seconds, bool ok) {
+  catch_up_hold_->Observe(held_seconds);
+  (ok ? catch_up_ok_ : catch_up_failed_)->Increment();
 }
 
 void ServerMetrics::PushReceived(int64_t bytes) {

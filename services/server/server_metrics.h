@@ -33,6 +33,9 @@ class ServerMetrics {
   void WorkerSeen();
   // Pulls parked (delta > 0) or no longer parked.
   void ParkedPulls(int64_t delta);
+  // Replication: one key copied (`ok`) or not to a restarted chain member while its
+  // version's answers were held for `held_seconds` (replica_catch_up.h).
+  void CatchUpCopy(double held_seconds, bool ok);
 
  private:
   prometheus::Counter* push_requests_;
@@ -45,6 +48,9 @@ class ServerMetrics {
   prometheus::Gauge* parked_pulls_;
   prometheus::Histogram* sync_wait_;
   prometheus::Histogram* staleness_;
+  prometheus::Histogram* catch_up_hold_;
+  prometheus::Counter* catch_up_ok_;
+  prometheus::Counter* catch_up_failed_;
 };
 
 }  // namespace dtrain::server

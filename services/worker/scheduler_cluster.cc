@@ -11,6 +11,7 @@ namespace dtrain::worker {
 absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const JoinOptions& o) {
   std::unique_ptr<SchedulerCluster> c(new SchedulerCluster(o.scheduler, o));
   c->scheduler_.set_job_id(o.job_id);
+  c->scheduler_.set_replication(o.replication);
   DTRAIN_ASSIGN_OR_RETURN(v1::RegisterResponse reg,
                           c->scheduler_.Register(v1::ROLE_WORKER, o.host, o.requested_rank, o.num_workers,
                                                  o.num_servers, o.register_timeout));

@@ -42,6 +42,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options
   j.scheduler = flags.scheduler;
   j.num_workers = static_cast<int>(flags.num_workers);
   j.num_servers = static_cast<int>(flags.num_servers);
+  j.replication = static_cast<int>(flags.replication);
   j.requested_rank = static_cast<int>(flags.rank);
   j.host = flags.host;
   DTRAIN_LOG(INFO) << "this worker's address is " << flags.host << " (" << flags.host_origin << ")";
@@ -59,6 +60,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   DistOptions d;
   d.mode = options.mode;
   d.connect_timeout = absl::Seconds(flags.register_timeout_s);
+  d.replication = static_cast<int>(flags.replication);
   d.sync_timeout = absl::Seconds(options.sync_timeout_s);
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DistKVStore> kv, DistKVStore::Connect(d, cluster));
   return std::unique_ptr<KVStore>(std::move(kv));

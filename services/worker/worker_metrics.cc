@@ -17,6 +17,10 @@ WorkerMetrics::WorkerMetrics(metrics::MetricsRegistry& registry) {
   rejoin_wait_ = &AddCounter(r, "dtrain_worker_rejoin_wait_seconds_total",
                             "Seconds this worker's steps waited past the sync timeout for a dead worker "
                             "to be replaced (--rejoin-timeout).");
+  replica_lag_ = &AddHistogram(r, "dtrain_worker_replica_lag_seconds",
+                               "Replication (--replication > 1): per step, the longest a key's backup replicas "
+                               "answered after its weights were in.",
+                               metrics::internal::SecondsBuckets());
   epoch_ = &AddGauge(r, "dtrain_worker_epoch", "The epoch being trained (0-based, as in the logs).");
   train_loss_ = &AddGauge(r, "dtrain_worker_train_loss",
                           "Mean training cross-entropy over the current epoch so far.");
@@ -43,6 +47,7 @@ void WorkerMetrics::StepDone(int64_t samples, const StepPhases& phases) {
   wait_->Observe(phases.wait);
   pull_->Observe(phases.pull);
   if (phases.rejoin_wait > 0) rejoin_wait_->Increment(phases.rejoin_wait);
+  if (phases.replica_lag >= 0) replica_lag_->Observe(phases.replica_lag);
 }
 
 void WorkerMetrics::AddBytes(int64_t pushed, int64_t pulled) {

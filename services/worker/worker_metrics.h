@@ -22,6 +22,7 @@ struct StepPhases {
   double wait = 0;     // until the first answer: in sync mode, waiting for the other workers
   double pull = 0;     // from the first answer until every key's weights are in
   double rejoin_wait = 0;  // part of wait + pull spent on a dead worker that could be replaced
+  double replica_lag = -1;  // --replication > 1: backups' answers after the weights (< 0: none)
 };
 
 class WorkerMetrics {
@@ -42,6 +43,7 @@ class WorkerMetrics {
   prometheus::Counter* pushed_bytes_;
   prometheus::Counter* pulled_bytes_;
   prometheus::Counter* rejoin_wait_;
+  prometheus::Histogram* replica_lag_;
   prometheus::Gauge* epoch_;
   prometheus::Gauge* train_loss_;
   prometheus::Gauge* train_accuracy_;

@@ -1,11 +1,50 @@
 #!/usr/bin/env bash
 # dtrain benchmarks, each printed as a ratio to a reference measured in the same run.
-#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|infer|tls|all]   (default: all)
+#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|replication|infer|tls|all]   (default: all)
 # Needs a build (deploy/build.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="${BIN:-build/bin}"
 REF="${REF:-../shared/bench/torch_fmnist.py}"
+
+# One `dtrain launch -n 2 -s 3` lenet run with --replication $1; prints the workers'
+# mean step time in ms (batch 64 over their summed samples/s).
+replicated_step_ms() {
+  local log; log=$(mktemp)
+  "$BIN/dtrain" launch -n 2 -s 3 --replication "$1" --kv-store dist_sync -- --network lenet --batch-size 64 \
+      --num-epochs "$EPOCHS" --num-examples "${EXAMPLES:-20000}" --disp-batches 100000 >"$log" 2>&1 \
+      || { cat "$log" >&2; exit 1; }
+  grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.3f", 64 * 2 * 1000 / s}'
+  rm -f "$log"
+}
+
+# Step time with --replication 2 vs 1 (alternating rounds, median ratio) and the
+# recovery time from a server's SIGKILL to the next completed step (the failover
+# CTest's figure, over SEEDS seeds).
+replication() {
+  local rounds="${ROUNDS:-4}"
+  echo "== replication: dtrain launch -n 2 -s 3 lenet, --replication 2 vs 1, alternating, x$rounds (epochs=$EPOCHS)"
+  local results=""
+  for r in $(seq 1 "$rounds"); do
+    local one two
+    if [ $((r % 2)) -eq 1 ]; then one=$(replicated_step_ms 1); two=$(replicated_step_ms 2); else two=$(replicated_step_ms 2); one=$(replicated_step_ms 1); fi
+    echo "round $r: step time replication 1: $one ms, replication 2: $two ms"
+    results="$results $one $two"
+  done
+  /usr/bin/python3 - $results <<'PY'
+import statistics, sys
+v = [float(x) for x in sys.argv[1:]]
+pairs = [v[i:i + 2] for i in range(0, len(v), 2)]
+ratio = statistics.median(b / a for a, b in pairs)
+print("step time: replication 1 mean %.2f ms, replication 2 mean %.2f ms; median ratio 2/1 = %.3f (target <= 1.15)"
+      % (statistics.mean(p[0] for p in pairs), statistics.mean(p[1] for p in pairs), ratio))
+PY
+  echo "== failover recovery: SIGKILL of a server to the next completed step (seeds 1..${SEEDS:-3})"
+  for seed in $(seq 1 "${SEEDS:-3}"); do
+    DTRAIN_CHAOS_SEED=$seed "$BIN/recovery_server_failover_test" | grep -E "SIGKILL|recovery time|FAILED" || true
+  done
+}
+
 what="${1:-all}"
 EPOCHS="${EPOCHS:-1}"
 
@@ -170,6 +209,7 @@ case "$what" in
   snapshots) snapshots ;;
   infer) infer ;;
   tls) tls ;;
-  all) transport; throughput; metrics; snapshots; infer; tls ;;
-  *) echo "usage: $0 [throughput|transport|metrics|snapshots|infer|tls|all]" >&2; exit 2 ;;
+  replication) replication ;;
+  all) transport; throughput; metrics; snapshots; replication; infer; tls ;;
+  *) echo "usage: $0 [throughput|transport|metrics|snapshots|replication|infer|tls|all]" >&2; exit 2 ;;
 esac

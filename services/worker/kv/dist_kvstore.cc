@@ -1,7 +1,10 @@
 #include "services/worker/kv/dist_kvstore.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "common/kv/replica_chain.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "services/worker/kv/resume_states.h"
@@ -20,8 +23,9 @@ DistKVStore::~DistKVStore() = default;
 absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOptions& options, Cluster& cluster) {
   std::unique_ptr<DistKVStore> store(new DistKVStore(options, cluster));
   DTRAIN_RETURN_IF_ERROR(store->Reconnect(cluster.servers()));
+  DTRAIN_RETURN_IF_ERROR(kv::CheckReplication(options.replication, static_cast<int>(store->servers_.size())));
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
-                   << " servers";
+                   << " servers" << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "");
   return store;
 }
 
@@ -31,6 +35,13 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   std::vector<int64_t> sizes;
   for (const auto& p : params_) sizes.push_back(p.numel);
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
+  std::vector<int> homes;
+  slice_of_.clear();
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    homes.push_back(placement_.slices[i].server);
+    slice_of_[placement_.slices[i].key] = i;
+  }
+  routing_ = std::make_unique<ReplicaRouting>(homes, options_.replication, static_cast<int>(servers_.size()));
   const absl::Duration timeout = options_.sync_timeout;
   if (cluster_.rejoined()) return Rejoin(init);
 
@@ -40,9 +51,10 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   DTRAIN_RETURN_IF_ERROR(cluster_.Barrier("kvstore-init", timeout));
   // Everyone (rank 0 too, for uniformity) starts from the servers' weights.
   int64_t min_version = init.start_version;
-  for (const auto& slice : placement_.slices) {
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    servers_[slice.server]->Pull(slice.key, min_version, w, slice.length);
+    servers_[routing_->chain(i).front()]->Pull(slice.key, min_version, w, slice.length);
   }
   return WaitAllServers(absl::Now() + timeout + kClientGrace);
 }
@@ -127,9 +139,30 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
 
 absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
   Versions out;
-  for (auto& s : servers_) {
-    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeyVersion> got, s->GetVersions({}, options_.sync_timeout));
-    for (const kv::KeyVersion& v : got) out[v.key] = v;
+  std::vector<absl::flat_hash_map<uint64_t, int64_t>> held(servers_.size());
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    if (!routing_->Alive(static_cast<int>(s))) continue;
+    absl::StatusOr<std::vector<kv::KeyVersion>> got = servers_[s]->GetVersions({}, options_.sync_timeout);
+    if (!got.ok() && FailOver(static_cast<int>(s), got.status())) continue;
+    if (!got.ok()) return got.status();
+    for (const kv::KeyVersion& v : *got) {
+      held[s][v.key] = v.version;
+      // Replicas may stand one step apart (one merged the step, another waits for a
+      // push): the lower version is the step nobody finished.
+      auto it = out.find(v.key);
+      if (it == out.end() || v.version < it->second.version) out[v.key] = v;
+    }
+  }
+  if (options_.replication > 1) {
+    // A member that lacks a key another member holds was restarted empty: it is not in
+    // that key's chain until a partner copied the key to it (docs/recovery.md).
+    for (size_t i = 0; i < placement_.slices.size(); ++i) {
+      const uint64_t key = placement_.slices[i].key;
+      if (!out.contains(key)) continue;
+      for (int m : routing_->chain(i)) {
+        if (routing_->InChain(i, m) && !held[m].contains(key)) routing_->LeaveChain(i, m);
+      }
+    }
   }
   return out;
 }
@@ -195,18 +228,21 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
+    const int head = routing_->Head(i);
+    if (head < 0) return NoReplicaLeft(i);
     if (IsAsync(options_.mode)) {
-      servers_[slice.server]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
+      servers_[head]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
     } else {
-      servers_[slice.server]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
+      servers_[head]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
     }
   }
   DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
   for (size_t i = 0; i < placement_.slices.size() && !IsAsync(options_.mode); ++i) {
     if (pulled[i] == t) continue;
     const auto& slice = placement_.slices[i];
+    const int head = routing_->Head(i);
     return absl::FailedPreconditionError(absl::StrCat(
-        "rejoining at step ", t, ": server ", slice.server, " at ", servers_[slice.server]->address(),
+        "rejoining at step ", t, ": server ", head, " at ", servers_[head]->address(),
         " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
         " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
   }
@@ -220,7 +256,9 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
   DTRAIN_ASSIGN_OR_RETURN(ResumeIndex resume, IndexResumeStates(init.resume, optimizer_name_));
   std::vector<std::vector<kv::KeyState>> per_server(servers_.size());
-  for (const auto& slice : placement_.slices) {
+  std::vector<std::vector<std::vector<int>>> chains(servers_.size());  // parallel to per_server
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
     kv::KeyState k;
     k.key = slice.key;
     k.shape = {slice.length};
@@ -228,12 +266,18 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
     const float* w = params_[slice.param_index].weights + slice.offset;
     k.values.assign(w, w + slice.length);
     DTRAIN_RETURN_IF_ERROR(resume.Take(slice.key, &k.version, &k.optimizer_state));
-    per_server[slice.server].push_back(std::move(k));
+    // Every replica starts from the same state.
+    const std::vector<int>& chain = routing_->chain(i);
+    for (size_t m = 1; m < chain.size(); ++m) per_server[chain[m]].push_back(k);
+    per_server[chain.front()].push_back(std::move(k));
+    if (options_.replication > 1) {
+      for (int m : chain) chains[m].push_back(chain);
+    }
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
     DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout));
-    DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout));
+    DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
 }
@@ -246,17 +290,30 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
         absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
   }
   const absl::Time start = absl::Now();
-  tickets_.resize(placement_.slices.size());
+  sent_.resize(placement_.slices.size());
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
-    tickets_[i] = servers_[slice.server]->PushPull(step, slice.key, grads[slice.param_index] + slice.offset,
-                                                   params_[slice.param_index].weights + slice.offset, slice.length);
+    const float* grad = grads[slice.param_index] + slice.offset;
+    sent_[i].clear();
+    const int head = routing_->Head(i);
+    if (head < 0) return NoReplicaLeft(i);
+    for (int m : routing_->chain(i)) {
+      if (!routing_->InChain(i, m)) continue;
+      if (m == head) {
+        sent_[i].push_back({m, servers_[m]->PushPull(step, slice.key, grad,
+                                                     params_[slice.param_index].weights + slice.offset, slice.length),
+                            true});
+      } else {
+        sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, grad, slice.length), false});
+      }
+    }
   }
   const absl::Time submitted = absl::Now();
   // Every worker sends the keys in the same order and a sync key is answered once all
   // pushes of it are in, so the first key's answer marks the end of waiting for the
   // others; the rest is mostly the weights' transfer.
   absl::Duration rejoin_wait;
+  replica_lag_ = absl::ZeroDuration();
   absl::Status first = AwaitSlice(0, step, &rejoin_wait);
   const absl::Time first_answer = absl::Now();
   for (size_t i = 1; i < placement_.slices.size() && first.ok(); ++i) first = AwaitSlice(i, step, &rejoin_wait);
@@ -269,6 +326,8 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
   last_timing_.wait = absl::ToDoubleSeconds(first_answer - submitted);
   last_timing_.pull = absl::ToDoubleSeconds(end - first_answer);
   last_timing_.rejoin_wait = absl::ToDoubleSeconds(rejoin_wait);
+  last_timing_.replica_lag = options_.replication > 1 ? absl::ToDoubleSeconds(replica_lag_) : -1;
+  if (first.ok() && options_.replication > 1) ApplyJoinNotices();
   if (first.ok() && resuming_) {
     // The redone step is in: this rank has caught up with the job.
     resuming_ = false;
@@ -281,7 +340,34 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
 
 absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {
   const auto& slice = placement_.slices[i];
-  PsClient& server = *servers_[slice.server];
+  // sent_[i] may grow as we go: a failover asks the next replica for the weights.
+  absl::Time weights_in = absl::InfiniteFuture();
+  for (size_t j = 0; j < sent_[i].size(); ++j) {
+    const absl::Status st = AwaitSent(i, j, step, rejoin_wait);
+    if (st.ok() && sent_[i][j].weights) weights_in = absl::Now();
+    if (st.ok()) continue;
+    const Sent sent = sent_[i][j];
+    if (!FailOver(sent.server, st)) return st;
+    if (!sent.weights) continue;
+    const int next = routing_->Head(i);
+    if (next < 0) return NoReplicaLeft(i);
+    // The next replica got our push with everyone else's (pushes go to every live
+    // member at once); its answer so far is a version only, so ask it for the weights.
+    float* w = params_[slice.param_index].weights + slice.offset;
+    const int64_t version = IsAsync(options_.mode) ? 0 : step + 1;
+    sent_[i].push_back({next, servers_[next]->Pull(slice.key, version, w, slice.length), true});
+  }
+  // The weights come first in sent_[i]; what the backups' answers added after them.
+  if (sent_[i].size() > 1 && weights_in != absl::InfiniteFuture()) {
+    replica_lag_ = std::max(replica_lag_, absl::Now() - weights_in);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait) {
+  const auto& slice = placement_.slices[i];
+  Sent& sent = sent_[i][j];
+  PsClient& server = *servers_[sent.server];
   // The server answers a stalled sync pull at sync_timeout naming the missing workers;
   // our own deadline is a little later so that its answer arrives first.
   absl::Time deadline = absl::Now() + options_.sync_timeout + kClientGrace;
@@ -289,15 +375,20 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
   for (;;) {
     // Short slices: a peer's death (with --rejoin-timeout 0) or the scheduler ending
     // the job stops the step within a second, not at the sync timeout.
-    while (!server.WaitUntil(tickets_[i], std::min(deadline, absl::Now() + kJobCheckEvery))) {
+    while (!server.WaitUntil(sent.ticket, std::min(deadline, absl::Now() + kJobCheckEvery))) {
       if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
       if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
       if (absl::Now() >= deadline) break;
     }
-    absl::Status st = server.Wait(tickets_[i], deadline);
+    absl::Status st = server.Wait(sent.ticket, deadline);
     if (extended_since != absl::InfiniteFuture()) *rejoin_wait += absl::Now() - extended_since;
     if (st.ok()) return st;
-    if (!absl::IsDeadlineExceeded(st)) return AwaitRollback(st);
+    if (!absl::IsDeadlineExceeded(st)) {
+      // With replicas a broken stream is a failover (AwaitSlice asks the next member),
+      // not a lost shard to roll back from.
+      if (options_.replication > 1 && absl::IsUnavailable(st)) return st;
+      return AwaitRollback(st);
+    }
     // The step waited its full sync timeout. If that is because a worker died and may
     // still be replaced (--rejoin-timeout), wait again: the pushes are in, so only the
     // pull is asked again (the server dropped its parked one with its answer).
@@ -305,9 +396,58 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
     if (!extend || IsAsync(options_.mode)) return st;
     if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     extended_since = absl::Now();
-    tickets_[i] = server.Pull(slice.key, step + 1, params_[slice.param_index].weights + slice.offset, slice.length);
+    sent.ticket = sent.weights ? server.Pull(slice.key, step + 1, params_[slice.param_index].weights + slice.offset,
+                                             slice.length)
+                               : server.PullVersionOnly(slice.key, step + 1);
     deadline = absl::Now() + options_.sync_timeout + kClientGrace;
   }
+}
+
+void DistKVStore::ApplyJoinNotices() {
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    for (const PsClient::JoinNotice& n : servers_[s]->TakeJoinNotices()) {
+      auto it = slice_of_.find(n.key);
+      if (it == slice_of_.end() || n.server < 0 || n.server >= static_cast<int>(servers_.size())) continue;
+      const size_t i = it->second;
+      const std::vector<int>& chain = routing_->chain(i);
+      if (std::find(chain.begin(), chain.end(), n.server) == chain.end() || routing_->InChain(i, n.server)) continue;
+      if (!routing_->Alive(n.server)) {
+        // The restarted process listens elsewhere (a new port): connect to it.
+        absl::StatusOr<std::unique_ptr<PsClient>> client =
+            PsClient::Connect(n.address, n.server, cluster_.rank(), options_.connect_timeout);
+        if (!client.ok()) {
+          DTRAIN_LOG(WARNING) << "server " << n.server << " is back at " << n.address
+                              << " but cannot be reached: " << client.status().message();
+          continue;
+        }
+        (*client)->SetPullTimeout(options_.sync_timeout);
+        (*client)->SetIdentity(cluster_.job_id(), cluster_.incarnation());
+        servers_[n.server] = std::move(*client);
+        DTRAIN_LOG(WARNING) << "server " << n.server << " restarted at " << n.address
+                            << "; it rejoins the replica chains as its keys are copied to it";
+      }
+      routing_->Join(i, n.server);
+      DTRAIN_LOG(INFO) << "server " << n.server << " is back in the chain of key " << n.key << " from version "
+                       << n.version;
+    }
+  }
+}
+
+bool DistKVStore::FailOver(int server, const absl::Status& st) {
+  // UNAVAILABLE: the stream broke or the server cannot be reached. Anything else (a
+  // fence, a refused push) is an answer, not a death.
+  if (options_.replication <= 1 || !absl::IsUnavailable(st)) return false;
+  MarkDead(server, st);
+  return true;
+}
+
+void DistKVStore::MarkDead(int server, const absl::Status& why) {
+  const std::string text =
+      why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
+  if (!routing_->MarkDead(server, text)) return;
+  DTRAIN_LOG(WARNING) << "failover: server " << server << " at " << servers_[server]->address()
+                      << " left the replica chains (" << text << "); " << routing_->live_servers() << " of "
+                      << servers_.size() << " servers serve the keys";
 }
 
 absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
@@ -322,11 +462,31 @@ absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
 absl::StatusOr<checkpoint::OptimizerStates> DistKVStore::SaveStates() {
   checkpoint::OptimizerStates out;
   out.optimizer = optimizer_name_;
-  for (auto& s : servers_) {
-    DTRAIN_ASSIGN_OR_RETURN(std::vector<kv::KeyState> snaps, s->GetState({}, options_.sync_timeout));
-    for (auto& k : snaps) out.keys.push_back(StateOnly(std::move(k)));
+  // Each key once, from the first live member of its chain; a member found gone on the
+  // way leaves the chains and the round starts over (bounded: one server less each time).
+  for (;;) {
+    std::vector<std::vector<uint64_t>> per_server(servers_.size());
+    for (size_t i = 0; i < placement_.slices.size(); ++i) {
+      const int head = routing_->Head(i);
+      if (head < 0) return NoReplicaLeft(i);
+      per_server[head].push_back(placement_.slices[i].key);
+    }
+    out.keys.clear();
+    bool again = false;
+    for (size_t s = 0; s < servers_.size() && !again; ++s) {
+      if (per_server[s].empty()) continue;
+      // Without replication every server holds only its own keys: ask for all of them.
+      const std::vector<uint64_t> keys = options_.replication > 1 ? per_server[s] : std::vector<uint64_t>{};
+      absl::StatusOr<std::vector<kv::KeyState>> snaps = servers_[s]->GetState(keys, options_.sync_timeout);
+      if (!snaps.ok() && FailOver(static_cast<int>(s), snaps.status())) {
+        again = true;
+        break;
+      }
+      if (!snaps.ok()) return snaps.status();
+      for (auto& k : *snaps) out.keys.push_back(StateOnly(std::move(k)));
+    }
+    if (!again) return out;
   }
-  return out;
 }
 
 KVStoreStats DistKVStore::stats() const {

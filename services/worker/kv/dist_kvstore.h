@@ -4,6 +4,15 @@
 // Keys are the placement's slices (common/kv/placement.h); each PushPull sends every
 // slice to its server on that server's stream, pipelined, then waits for all of them.
 // Pulled weights land directly in the parameters' buffers.
+//
+// Replication (DistOptions::replication R > 1, docs/recovery.md): each slice lives on
+// its chain of R servers (common/kv/replica_chain.h). The worker pushes to every live
+// member, takes the weights from the first and the version only from the others, and
+// ends the step once all of them answered: every replica merged the same pushes, in
+// rank order, so they hold bit-identical weights and none lags the step. A member whose
+// stream breaks (UNAVAILABLE) is dead for the rest of the run; if it was the one
+// giving the weights, the next live member, which has the step's push already, is
+// asked for them. That is the whole failover: nothing to resend, no routing to learn.
 #pragma once
 
 #include <memory>
@@ -16,6 +25,7 @@
 #include "services/worker/cluster.h"
 #include "services/worker/kv/kvstore.h"
 #include "services/worker/kv/ps_client.h"
+#include "services/worker/kv/replica_routing.h"
 
 namespace dtrain::worker {
 
@@ -25,6 +35,9 @@ struct DistOptions {
   absl::Duration connect_timeout = absl::Seconds(120);
   // How long one PushPull (and the init barrier) may wait for the other workers.
   absl::Duration sync_timeout = absl::Seconds(120);
+  // Copies of each key range (common/kv/replica_chain.h), 1..servers. 1: none, a dead
+  // server ends the job as before.
+  int replication = 1;
 };
 
 class DistKVStore : public KVStore {
@@ -69,6 +82,24 @@ class DistKVStore : public KVStore {
   // Opens new streams to every server of `servers` (rank order).
   absl::Status Reconnect(const std::vector<ServerEndpoint>& servers);
 
+  // One answer awaited for a slice, from one member of its chain.
+  struct Sent {
+    int server = 0;
+    PsClient::Ticket ticket = 0;
+    bool weights = false;  // this answer writes the slice's weights (else: version only)
+  };
+  // Waits for sent_[i][j] as AwaitSlice describes.
+  absl::Status AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait);
+  // Replication: `server` is out of every chain (logged once, with why) until a join
+  // notice brings it back into a key's chain.
+  void MarkDead(int server, const absl::Status& why);
+  // After a step: restarted members that the servers brought back into keys' chains
+  // (PsClient::TakeJoinNotices) take part from the next step; a dead one is reconnected.
+  void ApplyJoinNotices();
+  absl::Status NoReplicaLeft(size_t i) const { return routing_->NoReplicaLeft(i, placement_.slices[i].key); }
+  // `st` from server `server` means it is gone and a replica can take over.
+  bool FailOver(int server, const absl::Status& st);
+
   DistOptions options_;
   Cluster& cluster_;
   std::vector<std::unique_ptr<PsClient>> servers_;
@@ -77,7 +108,10 @@ class DistKVStore : public KVStore {
   std::string optimizer_name_;
   PushPullTiming last_timing_;
   int64_t resume_step_ = -1;
-  std::vector<PsClient::Ticket> tickets_;  // this step's, one per slice
+  std::unique_ptr<ReplicaRouting> routing_;  // from Init: each slice's chain and who takes part
+  absl::flat_hash_map<uint64_t, size_t> slice_of_;  // key -> slice index
+  std::vector<std::vector<Sent>> sent_;   // this step's, per slice
+  absl::Duration replica_lag_;            // this step's, PushPullTiming::replica_lag
   // A rejoined process until its first step is done (it heartbeats "resuming").
   bool resuming_ = false;
   absl::Time joined_;

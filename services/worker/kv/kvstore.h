@@ -52,6 +52,9 @@ struct PushPullTiming {
   // Part of wait + pull spent past the sync timeout because a dead worker could still
   // be replaced (--rejoin-timeout).
   double rejoin_wait = 0;
+  // Replication lag: the longest a key's backups answered after its weights were in
+  // (< 0: no replication).
+  double replica_lag = -1;
 };
 
 class KVStore {

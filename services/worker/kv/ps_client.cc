@@ -121,6 +121,7 @@ struct PsClient::Impl {
   bool broken ABSL_GUARDED_BY(mu) = false;   // the stream ended: new tickets fail at once
   absl::Status broken_status ABSL_GUARDED_BY(mu);
   bool writer_exited ABSL_GUARDED_BY(mu) = false;
+  std::vector<JoinNotice> joins ABSL_GUARDED_BY(mu);  // TakeJoinNotices
 
   std::shared_ptr<LentBuffers> lent = std::make_shared<LentBuffers>();
 
@@ -266,6 +267,21 @@ struct PsClient::Impl {
     outbox.clear();
   }
 
+  // Replication: restarted chain members the answer says hold its key now. Sizes from
+  // the wire are checked, not trusted.
+  void NoteJoined(const v1::PushPullResponse& resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    constexpr int kMaxJoined = 64;
+    constexpr size_t kMaxAddressBytes = 512;
+    if (resp.joined_servers_size() != resp.joined_addresses_size() || resp.joined_servers_size() > kMaxJoined) {
+      DTRAIN_LOG(WARNING) << Who() << ": ignoring a malformed list of joined servers for key " << resp.key();
+      return;
+    }
+    for (int j = 0; j < resp.joined_servers_size(); ++j) {
+      if (resp.joined_addresses(j).size() > kMaxAddressBytes || joins.size() >= 4096) continue;
+      joins.push_back({resp.key(), resp.version(), resp.joined_servers(j), resp.joined_addresses(j)});
+    }
+  }
+
   // Decodes one response; pulled weights are copied from the received slices
   // straight into the ticket's buffer, without holding `mu` (Wait does not give up on,
   // and so free, a buffer while `copying` is set).
@@ -311,7 +327,10 @@ struct PsClient::Impl {
         if (p.version != nullptr) *p.version = resp.version();
         bytes_pulled.fetch_add(want, std::memory_order_relaxed);
       }
+    } else if (p.version != nullptr) {
+      *p.version = resp.version();  // a version-only answer
     }
+    if (st.ok() && resp.joined_servers_size() > 0) NoteJoined(resp);
     p.done = true;
     p.status = st;
   }
@@ -372,7 +391,8 @@ absl::Status PsClient::Configure(KVStoreMode mode, int num_workers, const kv::Op
   return impl_->Annotate(FromGrpc(impl_->stub->Configure(&ctx, req, &resp)), "Configure");
 }
 
-absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout) {
+absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,
+                                const std::vector<std::vector<int>>& chains) {
   const absl::Time deadline = absl::Now() + timeout;
   size_t i = 0;
   while (i < keys.size()) {
@@ -390,6 +410,9 @@ absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Dur
       ki->set_values(kv::FloatsToBytes(k.values.data(), static_cast<int64_t>(k.values.size())));
       ki->set_version(k.version);
       ki->set_optimizer_state(kv::FloatsToBytes(k.optimizer_state.data(), static_cast<int64_t>(k.optimizer_state.size())));
+      if (i < chains.size()) {
+        for (int r : chains[i]) ki->add_chain(r);
+      }
     }
     v1::InitKeysResponse resp;
     grpc::ClientContext ctx;
@@ -488,6 +511,25 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* gra
   return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel}, grad, numel);
 }
 
+PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
+                                               int64_t* version) {
+  v1::PushPullRequest req;
+  req.set_op(v1::OP_PUSH_PULL);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_step(step);
+  req.set_key(key);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
+  req.set_version_only(true);
+  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, nullptr, numel, version}, grad, numel);
+}
+
+PsClient::Ticket PsClient::PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version) {
+  v1::PushPullRequest req = impl_->PullRequest(key, min_version);
+  req.set_version_only(true);
+  return impl_->Submit(std::move(req), {v1::OP_PULL, key, nullptr, 0, version});
+}
+
 void PsClient::SetPullTimeout(absl::Duration timeout) {
   impl_->pull_timeout_ms.store(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)), std::memory_order_relaxed);
 }
@@ -544,6 +586,13 @@ absl::Status PsClient::WaitAll(absl::Time deadline) {
     if (first.ok() && !s.ok()) first = s;
   }
   return first;
+}
+
+std::vector<PsClient::JoinNotice> PsClient::TakeJoinNotices() {
+  absl::MutexLock lock(&impl_->mu);
+  std::vector<JoinNotice> out;
+  out.swap(impl_->joins);
+  return out;
 }
 
 const std::string& PsClient::address() const { return impl_->address; }

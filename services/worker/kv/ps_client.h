@@ -36,8 +36,21 @@ class PsClient {
   // `mode`: one of the dist_* modes.
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                          absl::Duration timeout);
-  // Sends keys in requests of at most a few MB each.
-  absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout);
+  // Sends keys in requests of at most a few MB each. `chains` (empty, or one per key):
+  // each key's replica chain, which its servers keep to bring a restarted member back.
+  absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,
+                        const std::vector<std::vector<int>>& chains = {});
+
+  // Replication: a server of a key's chain that restarted and now holds the key from
+  // `version` on (a PushPull answer said so; replica_catch_up.h on the server).
+  struct JoinNotice {
+    uint64_t key = 0;
+    int64_t version = 0;
+    int server = 0;
+    std::string address;
+  };
+  // The notices received since the last call.
+  std::vector<JoinNotice> TakeJoinNotices();
   absl::StatusOr<std::vector<kv::KeyState>> GetState(const std::vector<uint64_t>& keys, absl::Duration timeout);
 
   // Recovery (docs/recovery.md): the job id and this process's incarnation of its rank
@@ -67,6 +80,13 @@ class PsClient {
   Ticket PullExact(uint64_t key, int64_t version, float* out, int64_t numel, int64_t* version_out = nullptr);
   // Push, then pull the weights after this step's update (sync) or at once (async).
   Ticket PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel);
+  // Replication: as PushPull and Pull, but the server answers with the version only
+  // (PushPullRequest.version_only), written to *version when non-null. A worker asks
+  // every replica of a key but takes the weights from one; these answers confirm that
+  // the others reached the step too.
+  Ticket PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
+                             int64_t* version = nullptr);
+  Ticket PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version = nullptr);
 
   // Pulls and push-pulls sent after this carry it as timeout_ms: a sync pull parked
   // longer is answered DEADLINE_EXCEEDED by the server, naming the workers whose

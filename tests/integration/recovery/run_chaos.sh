@@ -1,6 +1,6 @@
 #!/bin/bash
 # The long chaos run (docs/recovery.md): every recovery scenario over many seeds, each
-# seed moving the kill moments. CI runs seed 1 only (ctest -R 'Chaos|AsyncRejoin|HandRestart').
+# seed moving the kill moments. CI runs seed 1 only (ctest -R 'Chaos|AsyncRejoin|HandRestart|ServerFailover').
 #   tests/integration/recovery/run_chaos.sh [FIRST_SEED] [LAST_SEED]   (default 1..20)
 # Needs a built tree (build/bin). Prints each scenario's recovery time; exits non-zero
 # on the first failing seed, naming it.
@@ -18,5 +18,10 @@ for seed in $(seq "$first" "$last"); do
     exit 1
   fi
   DTRAIN_CHAOS_SEED=$seed "$bin/recovery_async_test" | grep -E "accuracy|OK|FAILED" || { echo "chaos: async seed $seed failed" >&2; exit 1; }
+  # Servers (--replication 2): failover, rejoin, a worker killed beside replicas.
+  if ! DTRAIN_CHAOS_SEED=$seed "$bin/recovery_server_failover_test" | grep -E "recovery time|rejoin time|SIGKILL|OK|FAILED"; then
+    echo "chaos: server failover seed $seed failed" >&2
+    exit 1
+  fi
 done
 echo "chaos: seeds $first..$last passed"

@@ -96,6 +96,23 @@ TEST(ClusterFlagsTest, DmlcIdsAreTheRequestedRankOfTheirRole) {
 
 // Recovery: every role (servers too) takes the job id and the rejoin timeout, from
 // flags or DTRAIN_JOB_ID / DTRAIN_REJOIN_TIMEOUT.
+// --replication / DTRAIN_REPLICATION: 1 by default, at most --num-servers.
+TEST(ClusterFlagsTest, ReplicationIsBetweenOneAndTheServers) {
+  ClusterFlags plain;
+  ASSERT_TRUE(Parse({"--scheduler", "h:1", "--num-servers", "3"}, {}, &plain).ok());
+  EXPECT_EQ(plain.replication, 1);
+  ClusterFlags env;
+  ASSERT_TRUE(Parse({"--scheduler", "h:1", "--num-servers", "3"}, {{"DTRAIN_REPLICATION", "2"}}, &env).ok());
+  EXPECT_EQ(env.replication, 2);
+  ClusterFlags more;
+  absl::Status s = Parse({"--scheduler", "h:1", "--num-servers", "2", "--replication", "3"}, {}, &more);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--replication must be in 1..--num-servers (2), got 3"), absl::string_view::npos)
+      << s.message();
+  ClusterFlags zero;
+  EXPECT_FALSE(Parse({"--scheduler", "h:1", "--replication", "0"}, {}, &zero).ok());
+}
+
 TEST(ClusterFlagsTest, JobIdAndRejoinTimeoutForEveryRole) {
   for (ClusterRole role : {ClusterRole::kAny, ClusterRole::kServer, ClusterRole::kWorker}) {
     ClusterFlags from_env, from_flags, unset;

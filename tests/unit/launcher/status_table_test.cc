@@ -70,5 +70,28 @@ TEST(StatusTableTest, OlderSchedulersAnswerStillPrints) {
   EXPECT_TRUE(absl::StrContains(t, "DEAD         1        0        5       10.0  dead for 30 s\n")) << t;
 }
 
+// Replication: each home server's chain, the member serving the weights starred; a
+// dead member marked, a restarted one (back once its keys are copied) starred only
+// when nobody else in the chain is alive.
+TEST(StatusTableTest, ShowsEachRangesChainAndWhoServesIt) {
+  v1::GetStatusResponse s = Job();
+  s.mutable_cluster()->set_num_servers(3);
+  s.mutable_cluster()->set_replication(2);
+  s.set_now_unix_ms(100000);
+  *s.add_nodes() = Node(v1::ROLE_SERVER, 0, v1::NODE_STATE_ALIVE, 1, 0, 0, 0, 99600);
+  v1::NodeInfo dead = Node(v1::ROLE_SERVER, 1, v1::NODE_STATE_DEAD, 1, 0, 0, 0, 90000);
+  *s.add_nodes() = dead;
+  *s.add_nodes() = Node(v1::ROLE_SERVER, 2, v1::NODE_STATE_ALIVE, 2, 1, 0, 0, 99600);
+  const std::string text = FormatStatus(s, "127.0.0.1:9091");
+  EXPECT_TRUE(absl::StrContains(text,
+                                "key ranges (--replication 2): chain of each home server, * = serves the weights\n"
+                                "  range 0: server 0* server 1 (dead)\n"
+                                "  range 1: server 1 (dead) server 2* (restarted)\n"
+                                "  range 2: server 2 (restarted) server 0*\n"))
+      << text;
+  s.mutable_cluster()->set_replication(1);
+  EXPECT_FALSE(absl::StrContains(FormatStatus(s, "127.0.0.1:9091"), "key ranges")) << text;
+}
+
 }  // namespace
 }  // namespace dtrain::launcher

@@ -81,6 +81,28 @@ TEST_F(MembershipTest, RefusesConflictsAndBadRequests) {
   EXPECT_EQ(m.Register(Req(v1::ROLE_WORKER, -1)).status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+// Replication (docs/recovery.md): a node started with another --replication is
+// refused like a size mismatch; 0 (not said) passes; the view carries the job's.
+TEST_F(MembershipTest, RefusesAnotherReplicationAndTellsIt) {
+  MembershipOptions o;
+  o.num_workers = 1;
+  o.num_servers = 3;
+  o.replication = 2;
+  Membership m(o);
+  v1::RegisterRequest other = Req(v1::ROLE_SERVER, 0);
+  other.set_replication(1);
+  auto refused = m.Register(other);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("server was started with --replication 1, but the job has --replication 2"),
+            absl::string_view::npos)
+      << refused.status().message();
+  v1::RegisterRequest same = Req(v1::ROLE_SERVER, 0);
+  same.set_replication(2);
+  EXPECT_TRUE(m.Register(same).ok());
+  EXPECT_TRUE(m.Register(Req(v1::ROLE_SERVER, 1)).ok());  // not said
+  EXPECT_EQ(m.View().replication(), 2);
+}
+
 TEST_F(MembershipTest, DeadRankMayRegisterAgain) {
   Membership m = Make(2, 0);
   ASSERT_TRUE(m.Register(Req(v1::ROLE_WORKER, 0)).ok());
