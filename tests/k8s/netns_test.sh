@@ -23,8 +23,13 @@
 #            shard outlives the pod, so this needs the chart rendered with replication >= 2
 #            or snapshotEvery (it fails, saying so, otherwise), and binaries that have them
 #            (issue 11):
-#     DTRAIN_K8S_SET=replication=2 DTRAIN_K8S_SCENARIOS="plain server-restart" \
+#     DTRAIN_K8S_SET="replication=2,train.numEpochs=3,train.numExamples=30000" \
+#       DTRAIN_K8S_DEADLINE_S=500 DTRAIN_K8S_SCENARIOS="plain server-restart" \
 #       bash tests/k8s/netns_test.sh . build
+#   The job must outlast the Job controller's 10 s back-off: with the default 6000
+#   examples it ends before the replacement starts, and the replacement, finding no
+#   scheduler, exits 1 and fails its Job although training succeeded (a known limit,
+#   docs/recovery.md). With the settings above both scenarios passed, the weights equal.
 #
 #   bash tests/k8s/netns_test.sh SRC_DIR BUILD_DIR      (as root; needs iproute2)
 #
