@@ -58,10 +58,7 @@ TEST(AsyncRejoinTest, KilledWorkerRejoinsAndAccuracyHolds) {
   const double ref = MeanFinalAccuracy(ref_out);
   ASSERT_GT(ref, 0.5) << ref_out;
 
-  const char* seed_text = std::getenv("DTRAIN_CHAOS_SEED");
-  uint64_t seed = 1;
-  if (seed_text != nullptr && !absl::SimpleAtoi(seed_text, &seed)) seed = 1;
-  std::mt19937_64 rng(seed * 1000003 + 8);
+  std::mt19937_64 rng(ChaosSeed() * 1000003 + 8);
   Subprocess job(argv(MakeTempDir() + "/m", true));
   const int batch = std::uniform_int_distribution<int>(5, 150)(rng);  // 156 steps per epoch
   ASSERT_NE(WaitForLine(job, "[worker 1]", absl::StrCat("Epoch[0] Batch [", batch, "]"), kLineTimeout), std::string::npos) << job.output();

@@ -7,13 +7,10 @@
 // The moments come from DTRAIN_CHAOS_SEED (default 1); tests/integration/recovery/
 // run_chaos.sh runs the suite over many seeds. Each scenario prints its recovery time
 // (kill to the replacement's first completed step) as "recovery time: 1.23 s".
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <random>
@@ -36,15 +33,8 @@ constexpr absl::Duration kLineTimeout = absl::Minutes(3);
 // 3000 examples over 2 workers at batch 64: 23 steps per epoch.
 constexpr int kBatches = 23;
 
-uint64_t Seed() {
-  const char* s = std::getenv("DTRAIN_CHAOS_SEED");
-  uint64_t seed = 1;
-  if (s != nullptr && !absl::SimpleAtoi(s, &seed)) seed = 1;
-  return seed;
-}
-
 // One generator per scenario, so that adding a scenario moves no other's moments.
-std::mt19937_64 Rng(int scenario) { return std::mt19937_64(Seed() * 1000003 + scenario); }
+std::mt19937_64 Rng(int scenario) { return std::mt19937_64(ChaosSeed() * 1000003 + scenario); }
 
 int Uniform(std::mt19937_64& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 
@@ -62,28 +52,9 @@ std::vector<std::string> Argv(const std::string& prefix, bool restarts, const st
   return argv;
 }
 
-// The uninterrupted run's final weights. Computed once per ctest run and shared by the
-// scenarios through $DTRAIN_TEST_SHARED_DIR (emptied by each run's setup), under a
-// lock; without it (the binary run by hand), once per scenario.
+// The uninterrupted run's final weights, shared by the scenarios (SharedReference).
 std::string Reference() {
-  const char* shared = std::getenv("DTRAIN_TEST_SHARED_DIR");
-  const std::string path = shared != nullptr ? std::string(shared) + "/chaos-reference" : MakeTempDir() + "/ref";
-  const int lock = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR, 0600);
-  if (lock >= 0) ::flock(lock, LOCK_EX);
-  std::string ref = ReadTextFile(path);
-  if (ref.empty()) {
-    auto [code, out] = RunToEnd(Argv(MakeTempDir() + "/ref", false), kRunTimeout);
-    const std::vector<std::string> w = FinalWeights(out);
-    if (code == 0 && w.size() == 2 && w[0] == w[1]) {
-      ref = w[0];
-      std::ofstream(path + ".tmp") << ref;
-      std::rename((path + ".tmp").c_str(), path.c_str());
-    } else {
-      ADD_FAILURE() << "the uninterrupted reference run failed (exit " << code << "):\n" << out;
-    }
-  }
-  if (lock >= 0) ::close(lock);
-  return ref;
+  return SharedReference("chaos-reference", Argv(MakeTempDir() + "/ref", false), 2, kRunTimeout);
 }
 
 // Starts the job with restarts, waits for `who`'s line containing `text`, sleeps a
@@ -103,7 +74,7 @@ struct Chaos {
     const pid_t pid = FindLaunchedChild(job.pid(), role, rank);
     EXPECT_GT(pid, 0) << "no " << role << " " << rank << " among the launcher's children";
     if (pid > 0) EXPECT_EQ(::kill(pid, sig), 0);
-    std::cout << "seed " << Seed() << ": signal " << sig << " to " << role << " " << rank << " " << delay
+    std::cout << "seed " << ChaosSeed() << ": signal " << sig << " to " << role << " " << rank << " " << delay
               << " ms after \"" << text << "\"" << std::endl;
     return absl::Now();
   }

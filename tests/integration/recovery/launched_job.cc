@@ -1,13 +1,20 @@
 #include "tests/integration/recovery/launched_job.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "absl/strings/match.h"
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "gtest/gtest.h"
 
 namespace dtrain::testing {
 
@@ -16,6 +23,42 @@ std::string ReadTextFile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+uint64_t ChaosSeed() {
+  const char* s = std::getenv("DTRAIN_CHAOS_SEED");
+  uint64_t seed = 1;
+  if (s != nullptr && !absl::SimpleAtoi(s, &seed)) seed = 1;
+  return seed;
+}
+
+std::string SharedReference(const std::string& name, const std::vector<std::string>& argv, int num_workers,
+                            absl::Duration timeout) {
+  static std::map<std::string, std::string>* cached = new std::map<std::string, std::string>();
+  if (auto it = cached->find(name); it != cached->end()) return it->second;
+  const char* shared = std::getenv("DTRAIN_TEST_SHARED_DIR");
+  const std::string path = shared != nullptr ? std::string(shared) + "/" + name : MakeTempDir() + "/" + name;
+  // The lock makes concurrent scenarios wait for the first one's run instead of each
+  // running its own.
+  const int lock = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (lock >= 0) ::flock(lock, LOCK_EX);
+  std::string ref = ReadTextFile(path);
+  if (ref.empty()) {
+    auto [code, out] = RunToEnd(argv, timeout);
+    const std::vector<std::string> w = FinalWeights(out);
+    bool agree = code == 0 && static_cast<int>(w.size()) == num_workers;
+    for (const std::string& x : w) agree = agree && x == w[0];
+    if (agree) {
+      ref = w[0];
+      std::ofstream(path + ".tmp") << ref;
+      std::rename((path + ".tmp").c_str(), path.c_str());
+    } else {
+      ADD_FAILURE() << "the uninterrupted reference run failed (exit " << code << "):\n" << out;
+    }
+  }
+  if (lock >= 0) ::close(lock);
+  if (!ref.empty()) (*cached)[name] = ref;
+  return ref;
 }
 
 pid_t FindLaunchedChild(pid_t launcher, const std::string& role, int rank) {

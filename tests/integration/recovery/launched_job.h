@@ -4,6 +4,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,17 @@ std::vector<std::string> FinalWeights(const std::string& output);
 
 // The process's text file `path` ("" when unreadable).
 std::string ReadTextFile(const std::string& path);
+
+// $DTRAIN_CHAOS_SEED (default 1, also when unreadable): moves the recovery tests' kill
+// moments; tests/integration/recovery/run_chaos.sh loops over it.
+uint64_t ChaosSeed();
+
+// The final weights of `argv`'s uninterrupted run (exit 0, `num_workers` workers
+// agreeing). Computed once per ctest run and shared by the scenarios through
+// $DTRAIN_TEST_SHARED_DIR/`name` (emptied by each run's setup), under a lock; without
+// the variable (a binary run by hand), once per process and name. "" after a test
+// failure carrying the run's output when the run failed.
+std::string SharedReference(const std::string& name, const std::vector<std::string>& argv, int num_workers,
+                            absl::Duration timeout);
 
 }  // namespace dtrain::testing

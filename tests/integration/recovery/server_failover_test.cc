@@ -7,14 +7,11 @@
 //
 // The moment comes from DTRAIN_CHAOS_SEED (default 1); run_chaos.sh loops over seeds.
 // Prints the recovery time (kill to the next completed step) as "recovery time: ...".
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <random>
 #include <string>
@@ -36,13 +33,6 @@ constexpr absl::Duration kLineTimeout = absl::Minutes(3);
 // 3000 examples over 2 workers at batch 64: 23 steps per epoch.
 constexpr int kBatches = 23;
 
-uint64_t Seed() {
-  const char* s = std::getenv("DTRAIN_CHAOS_SEED");
-  uint64_t seed = 1;
-  if (s != nullptr && !absl::SimpleAtoi(s, &seed)) seed = 1;
-  return seed;
-}
-
 std::vector<std::string> Argv(const std::string& prefix, int replication, bool restarts) {
   std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "3", "--kv-store", "dist_sync",
                                    "--replication", std::to_string(replication)};
@@ -60,39 +50,16 @@ std::vector<std::string> Argv(const std::string& prefix, int replication, bool r
 
 std::string BatchLine(int epoch, int batch) { return absl::StrCat("Epoch[", epoch, "] Batch [", batch, "]"); }
 
-// The same job without replication and without failures. Computed once per ctest run
-// and shared by the scenarios through $DTRAIN_TEST_SHARED_DIR (emptied by each run's
-// setup), under a lock, as chaos_test.cc does; without it, once per process.
+// The same job without replication and without failures (SharedReference).
 std::string Reference() {
-  static std::string cached;
-  if (!cached.empty()) return cached;
-  const char* shared = std::getenv("DTRAIN_TEST_SHARED_DIR");
-  const std::string path =
-      shared != nullptr ? std::string(shared) + "/server-failover-reference" : MakeTempDir() + "/ref";
-  const int lock = ::open((path + ".lock").c_str(), O_CREAT | O_RDWR, 0600);
-  if (lock >= 0) ::flock(lock, LOCK_EX);
-  std::string ref = ReadTextFile(path);
-  if (ref.empty()) {
-    auto [code, out] = RunToEnd(Argv(MakeTempDir() + "/ref", 1, false), kRunTimeout);
-    const std::vector<std::string> w = FinalWeights(out);
-    if (code == 0 && w.size() == 2 && w[0] == w[1]) {
-      ref = w[0];
-      std::ofstream(path + ".tmp") << ref;
-      std::rename((path + ".tmp").c_str(), path.c_str());
-    } else {
-      ADD_FAILURE() << "the uninterrupted reference run failed (exit " << code << "):\n" << out;
-    }
-  }
-  if (lock >= 0) ::close(lock);
-  cached = ref;
-  return ref;
+  return SharedReference("server-failover-reference", Argv(MakeTempDir() + "/ref", 1, false), 2, kRunTimeout);
 }
 
 TEST(ServerFailoverChaosTest, ServerKilledMidStepEndsBitIdentical) {
   const std::vector<std::string> ref = {Reference()};
   ASSERT_FALSE(ref[0].empty());
 
-  std::mt19937_64 rng(Seed() * 1000003 + 101);
+  std::mt19937_64 rng(ChaosSeed() * 1000003 + 101);
   auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int victim = uniform(0, 2);
   const int epoch = uniform(0, 1);
@@ -107,7 +74,7 @@ TEST(ServerFailoverChaosTest, ServerKilledMidStepEndsBitIdentical) {
   ASSERT_GT(pid, 0) << "no server " << victim << " among the launcher's children";
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   const absl::Time killed = absl::Now();
-  std::cout << "seed " << Seed() << ": SIGKILL to server " << victim << " " << delay_ms << " ms after \""
+  std::cout << "seed " << ChaosSeed() << ": SIGKILL to server " << victim << " " << delay_ms << " ms after \""
             << BatchLine(epoch, batch) << "\"" << std::endl;
 
   // Recovery: worker 0 notices (its stream to the server breaks) and completes a step.
@@ -138,7 +105,7 @@ TEST(ServerFailoverChaosTest, ServerKilledMidStepEndsBitIdentical) {
 TEST(ServerFailoverChaosTest, RestartedServerRejoinsThenItsPartnerIsKilled) {
   const std::string ref = Reference();
   ASSERT_FALSE(ref.empty());
-  std::mt19937_64 rng(Seed() * 1000003 + 202);
+  std::mt19937_64 rng(ChaosSeed() * 1000003 + 202);
   auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int first = uniform(0, 2);
   const int partner = (first + 1) % 3;  // the chain of `first`'s range is [first, partner]
@@ -152,7 +119,7 @@ TEST(ServerFailoverChaosTest, RestartedServerRejoinsThenItsPartnerIsKilled) {
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
   const absl::Time killed = absl::Now();
-  std::cout << "seed " << Seed() << ": SIGKILL to server " << first << " after \"" << BatchLine(0, batch) << "\""
+  std::cout << "seed " << ChaosSeed() << ": SIGKILL to server " << first << " after \"" << BatchLine(0, batch) << "\""
             << std::endl;
   // The partner copied every key of the range to the restarted server...
   at = WaitForLine(job, absl::StrCat("[server ", partner, "]"),
@@ -173,7 +140,7 @@ TEST(ServerFailoverChaosTest, RestartedServerRejoinsThenItsPartnerIsKilled) {
   pid = FindLaunchedChild(job.pid(), "server", partner);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  std::cout << "seed " << Seed() << ": SIGKILL to server " << partner << " (the range's other replica)" << std::endl;
+  std::cout << "seed " << ChaosSeed() << ": SIGKILL to server " << partner << " (the range's other replica)" << std::endl;
 
   const int code = job.Wait(kRunTimeout);
   const std::string& out = job.output();
@@ -192,7 +159,7 @@ TEST(ServerFailoverChaosTest, RestartedServerRejoinsThenItsPartnerIsKilled) {
 TEST(ServerFailoverChaosTest, RestartedServerKilledAgainWhileBeingCopiedTo) {
   const std::string ref = Reference();
   ASSERT_FALSE(ref.empty());
-  std::mt19937_64 rng(Seed() * 1000003 + 404);
+  std::mt19937_64 rng(ChaosSeed() * 1000003 + 404);
   auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int victim = uniform(0, 2);
   const int partner = (victim + 1) % 3;
@@ -213,7 +180,7 @@ TEST(ServerFailoverChaosTest, RestartedServerKilledAgainWhileBeingCopiedTo) {
   pid = FindLaunchedChild(job.pid(), "server", victim);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  std::cout << "seed " << Seed() << ": SIGKILL to server " << victim << " after \"" << BatchLine(0, batch)
+  std::cout << "seed " << ChaosSeed() << ": SIGKILL to server " << victim << " after \"" << BatchLine(0, batch)
             << "\", and to its replacement " << delay_ms << " ms after its partner started copying" << std::endl;
   // The second replacement gets the range.
   ASSERT_NE(WaitForLine(job, absl::StrCat("[server ", partner, "]"),
@@ -236,7 +203,7 @@ TEST(ServerFailoverChaosTest, RestartedServerKilledAgainWhileBeingCopiedTo) {
 TEST(ServerFailoverChaosTest, WorkerKilledMidStepWithReplication) {
   const std::string ref = Reference();
   ASSERT_FALSE(ref.empty());
-  std::mt19937_64 rng(Seed() * 1000003 + 303);
+  std::mt19937_64 rng(ChaosSeed() * 1000003 + 303);
   auto uniform = [&rng](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int epoch = uniform(0, 1);
   const int batch = uniform(1, kBatches - 2);
