@@ -121,19 +121,29 @@ print("CPU seconds of the job: median on/off = %.4f (%+.2f%%)" % (cpu, (cpu - 1)
 PY
 }
 
+# One `dtrain launch -n 2 -s 1` lenet run with the launch flags given; prints the sum of
+# the workers' training speeds.
+launch_sps() {
+  local log; log=$(mktemp)
+  "$BIN/dtrain" launch -n 2 -s 1 --kv-store dist_sync "$@" -- --network lenet --batch-size 64 \
+      --num-epochs "$EPOCHS" --disp-batches 100000 >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.1f", s}'
+  rm -f "$log"
+}
+
 # Server snapshots (issue 11): the throughput run (-n 2 -s 1, lenet) with and without
 # --snapshot-every "$SNAP_EVERY" (default 100), alternating, x$ROUNDS; the ratio of step
 # times (the inverse of the samples/s ratio) is the snapshot cost per step.
 snap_sps() {
-  local log; log=$(mktemp)
   local dir; dir=$(mktemp -d /tmp/dtrain-bench-snap-XXXXXX)
-  local flags=()
-  [ "$1" = on ] && flags=(--snapshot-every "${SNAP_EVERY:-100}" --snapshot-dir "$dir")
-  "$BIN/dtrain" launch -n 2 -s 1 --kv-store dist_sync "${flags[@]}" -- --network lenet --batch-size 64 \
-      --num-epochs "$EPOCHS" --disp-batches 100000 >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-  [ "$1" = off ] || grep -q 'snapshot of step' "$log" || { echo "no snapshot was written" >&2; exit 1; }
-  grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.1f\n", s}'
-  rm -rf "$log" "$dir"
+  if [ "$1" = on ]; then
+    launch_sps --snapshot-every "${SNAP_EVERY:-100}" --snapshot-dir "$dir"
+    compgen -G "$dir/server-*-step-*.snapshot" >/dev/null || { echo "no snapshot was written" >&2; exit 1; }
+  else
+    launch_sps
+  fi
+  echo
+  rm -rf "$dir"
 }
 
 snapshots() {
@@ -169,16 +179,6 @@ infer() {
   "$BIN/infer_bench" --infer-bin "$BIN/dtrain-infer" --model-prefix "$dir/m" --clients 8 --batches 1,64 \
       --seconds 3 --trials 3
   rm -rf "$dir"
-}
-
-# One `dtrain launch -n 2 -s 1` lenet run with the launch flags given; prints the sum of
-# the workers' training speeds.
-launch_sps() {
-  local log; log=$(mktemp)
-  "$BIN/dtrain" launch -n 2 -s 1 --kv-store dist_sync "$@" -- --network lenet --batch-size 64 \
-      --num-epochs "$EPOCHS" --disp-batches 100000 >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
-  grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.1f", s}'
-  rm -f "$log"
 }
 
 tls() {
