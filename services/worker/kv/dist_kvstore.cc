@@ -66,18 +66,22 @@ absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) 
   }
   std::vector<std::unique_ptr<PsClient>> clients;
   for (const ServerEndpoint& server : servers) {
-    DTRAIN_ASSIGN_OR_RETURN(auto client, PsClient::Connect(server.address, server.rank, cluster_.rank(),
-                                                           options_.connect_timeout));
-    // The server answers a stalled sync pull at sync_timeout naming the missing
-    // workers; our own wait lasts a little longer so that answer arrives first.
-    client->SetPullTimeout(options_.sync_timeout);
-    // Every request then carries who we are, so the servers fence the incarnation this
-    // process replaced (and refuse us once we are replaced ourselves).
-    client->SetIdentity(cluster_.job_id(), cluster_.incarnation());
+    DTRAIN_ASSIGN_OR_RETURN(auto client, ConnectServer(server.rank, server.address));
     clients.push_back(std::move(client));
   }
   servers_ = std::move(clients);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, const std::string& address) {
+  DTRAIN_ASSIGN_OR_RETURN(auto client, PsClient::Connect(address, rank, cluster_.rank(), options_.connect_timeout));
+  // The server answers a stalled sync pull at sync_timeout naming the missing
+  // workers; our own wait lasts a little longer so that answer arrives first.
+  client->SetPullTimeout(options_.sync_timeout);
+  // Every request then carries who we are, so the servers fence the incarnation this
+  // process replaced (and refuse us once we are replaced ourselves).
+  client->SetIdentity(cluster_.job_id(), cluster_.incarnation());
+  return client;
 }
 
 absl::StatusOr<int64_t> DistKVStore::Rollback() {
@@ -413,15 +417,12 @@ void DistKVStore::ApplyJoinNotices() {
       if (std::find(chain.begin(), chain.end(), n.server) == chain.end() || routing_->InChain(i, n.server)) continue;
       if (!routing_->Alive(n.server)) {
         // The restarted process listens elsewhere (a new port): connect to it.
-        absl::StatusOr<std::unique_ptr<PsClient>> client =
-            PsClient::Connect(n.address, n.server, cluster_.rank(), options_.connect_timeout);
+        absl::StatusOr<std::unique_ptr<PsClient>> client = ConnectServer(n.server, n.address);
         if (!client.ok()) {
           DTRAIN_LOG(WARNING) << "server " << n.server << " is back at " << n.address
                               << " but cannot be reached: " << client.status().message();
           continue;
         }
-        (*client)->SetPullTimeout(options_.sync_timeout);
-        (*client)->SetIdentity(cluster_.job_id(), cluster_.incarnation());
         servers_[n.server] = std::move(*client);
         DTRAIN_LOG(WARNING) << "server " << n.server << " restarted at " << n.address
                             << "; it rejoins the replica chains as its keys are copied to it";
