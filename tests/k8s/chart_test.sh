@@ -242,6 +242,184 @@ render_refused empty-dashboard "dtrain-dashboard.json.*missing or empty"
 render_ok "empty dashboard, disabled" "" --set metrics.grafanaDashboard.enabled=false
 cp "$WORK/dashboard.json" "$dash"
 
+echo "== TLS, NetworkPolicies, inference authentication (README.md, TLS and network policy)"
+# validate.mjs checks by meaning (security.mjs): every training pod has DTRAIN_TLS_CERT/KEY/CA
+# in a Secret volume mounted read-only, exec probes (`dtrain health`) instead of the
+# kubelet's plaintext gRPC probes, Certificates field by field, the token from a Secret,
+# and what the NetworkPolicies let in. The ci/ files were rendered above; with expectations:
+render_ok "tls from a Secret" "--tls existingSecret --tls-secret dtrain-tls --inference-tls-secret dtrain-infer-tls \
+  --token-secret dtrain-infer-token:token --network-policy on --metrics-namespace monitoring --inference-from any" \
+  -f "$CHART/ci/tls-secret-values.yaml"
+render_ok "tls from cert-manager" "--tls certManager --workers 3 --token-secret fmnist-tokens:tokens.txt \
+  --network-policy on --metrics-namespace monitoring --inference-from restricted" -f "$CHART/ci/tls-certmanager-values.yaml"
+CM=tls.enabled=true,tls.certManager.enabled=true,tls.certManager.issuerRef.name=dtrain-ca
+render_ok "tls cert-manager, namespace ml, 5 workers, 3 servers, replication" "--tls certManager --namespace ml --workers 5 --servers 3 --replication 2" \
+  -n ml --set "$CM,workers=5,servers=3,replication=2,clusterDomain=k8s.example"
+render_ok "tls cert-manager, no inference" "--tls certManager --network-policy off" --set "$CM,inference.enabled=false"
+render_ok "tls Secret, no inference" "--tls existingSecret --tls-secret my-tls" --set tls.enabled=true,tls.existingSecret=my-tls,inference.enabled=false
+render_ok "tls, metrics off, networkPolicy" "--tls certManager --network-policy on" --set "$CM,metrics.enabled=false,networkPolicy.enabled=true"
+render_ok "networkPolicy alone" "--tls off --network-policy on --metrics-namespace monitoring --inference-from any" --set networkPolicy.enabled=true
+# (Helm merges maps: `{}` would keep the default's matchLabels; null removes them.)
+printf 'networkPolicy:\n  enabled: true\n  metricsNamespaceSelector:\n    matchLabels: null\n  inferenceFrom:\n    - ipBlock: {cidr: 10.0.0.0/8}\n    - podSelector: {matchLabels: {app: web}}\n' > "$WORK/np-values.yaml"
+render_ok "networkPolicy: metrics from every namespace, inference from a CIDR" "--network-policy on --metrics-namespace anywhere --inference-from restricted" \
+  -f "$WORK/np-values.yaml"
+render_ok "inference token without TLS" "--tls off --token-secret t:token" --set inference.auth.tokenSecret.name=t
+render_ok "defaults: no TLS, no policies" "--tls off --network-policy off"
+
+doc_of() { # RENDERED.json KIND NAME: that object as JSON
+  node -e 'const [f, k, n] = process.argv.slice(1);
+    const o = JSON.parse(require("fs").readFileSync(f, "utf8")).map((d) => d.object)
+      .find((o) => o.kind === k && o.metadata.name === n);
+    console.log(JSON.stringify(o ?? null));' "$1" "$2" "$3"
+}
+f="$WORK/tls from cert-manager.json"
+c=$(doc_of "$f" Certificate dtrain-worker-tls)
+expect_json "cert-manager worker" "$c" '[s.spec.commonName, s.spec.secretName]' '["worker.dtrain","dtrain-worker-tls"]'
+expect_json "cert-manager worker" "$c" 's.spec.dnsNames' \
+  '["dtrain-worker-0.dtrain-worker.default.svc.cluster.local","dtrain-worker-1.dtrain-worker.default.svc.cluster.local","dtrain-worker-2.dtrain-worker.default.svc.cluster.local","localhost"]'
+expect_json "cert-manager worker" "$c" '[s.spec.ipAddresses, s.spec.usages, s.spec.privateKey]' \
+  '[["127.0.0.1"],["digital signature","server auth","client auth"],{"algorithm":"ECDSA","encoding":"PKCS8","rotationPolicy":"Always","size":256}]'
+expect_json "cert-manager worker" "$c" '[s.spec.issuerRef, s.spec.duration, s.spec.renewBefore]' \
+  '[{"group":"cert-manager.io","kind":"ClusterIssuer","name":"dtrain-ca"},"8760h","720h"]'
+c=$(doc_of "$f" Certificate dtrain-scheduler-tls)
+expect_json "cert-manager scheduler" "$c" '[s.spec.commonName, s.spec.dnsNames]' \
+  '["scheduler.dtrain",["dtrain-scheduler-0.dtrain-scheduler.default.svc.cluster.local","localhost"]]'
+c=$(doc_of "$f" Certificate dtrain-inference-tls)
+expect_json "cert-manager inference" "$c" '[s.spec.commonName, s.spec.dnsNames]' \
+  '["infer.dtrain",["dtrain-inference","dtrain-inference.default","dtrain-inference.default.svc","dtrain-inference.default.svc.cluster.local","fmnist.example.internal","localhost"]]'
+expect_eq "cert-manager: Certificates" "$(node -e 'console.log(JSON.stringify(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"))
+  .map((d) => d.object).filter((o) => o.kind === "Certificate").map((o) => o.metadata.name).sort()))' "$f")" \
+  '["dtrain-inference-tls","dtrain-scheduler-tls","dtrain-server-tls","dtrain-worker-tls"]'
+c=$(doc_of "$WORK/tls cert-manager, namespace ml, 5 workers, 3 servers, replication.json" Certificate dtrain-server-tls)
+expect_json "cert-manager servers in ml" "$c" 's.spec.dnsNames' \
+  '["dtrain-server-0.dtrain-server.ml.svc.k8s.example","dtrain-server-1.dtrain-server.ml.svc.k8s.example","dtrain-server-2.dtrain-server.ml.svc.k8s.example","localhost"]'
+tls_env='s.template.spec.containers[0].env.filter((e) => /^DTRAIN_TLS_/.test(e.name)).map((e) => `${e.name}=${e.value}`)'
+for comp in scheduler server worker; do
+  j=$(job_of "$f" $comp)
+  expect_json "cert-manager $comp" "$j" "$tls_env" \
+    '["DTRAIN_TLS_CERT=/etc/dtrain/tls/tls.crt","DTRAIN_TLS_KEY=/etc/dtrain/tls/tls.key","DTRAIN_TLS_CA=/etc/dtrain/tls/ca.crt"]'
+  expect_json "cert-manager $comp" "$j" '[s.template.spec.volumes.find((v) => v.name === "tls"), s.template.spec.containers[0].volumeMounts.find((m) => m.name === "tls")]' \
+    "[{\"name\":\"tls\",\"secret\":{\"defaultMode\":288,\"secretName\":\"dtrain-$comp-tls\"}},{\"mountPath\":\"/etc/dtrain/tls\",\"name\":\"tls\",\"readOnly\":true}]"
+  j=$(job_of "$WORK/tls from a Secret.json" $comp)
+  expect_json "Secret $comp" "$j" 's.template.spec.volumes.find((v) => v.name === "tls").secret.secretName' '"dtrain-tls"'
+  j=$(job_of "$WORK/recovery defaults.json" $comp)
+  expect_json "defaults $comp" "$j" "[$tls_env, s.template.spec.volumes.map((v) => v.name).includes(\"tls\")]" '[[],false]'
+done
+j=$(job_of "$f" scheduler)
+expect_json "cert-manager scheduler probes" "$j" '[s.template.spec.containers[0].readinessProbe, s.template.spec.containers[0].livenessProbe.exec]' \
+  '[{"exec":{"command":["dtrain","health","--addr=127.0.0.1:9091","--tls-ca=/etc/dtrain/tls/ca.crt","--tls-cert=/etc/dtrain/tls/tls.crt","--tls-key=/etc/dtrain/tls/tls.key","--timeout=4"]},"periodSeconds":5,"timeoutSeconds":5},{"command":["dtrain","health","--addr=127.0.0.1:9091","--tls-ca=/etc/dtrain/tls/ca.crt","--tls-cert=/etc/dtrain/tls/tls.crt","--tls-key=/etc/dtrain/tls/tls.key","--timeout=4"]}]'
+inf_of() { doc_of "$1" Deployment dtrain-inference; }
+i=$(inf_of "$f")
+expect_json "cert-manager inference" "$i" 's.spec.template.spec.containers[0].readinessProbe.exec.command.slice(0, 4)' \
+  '["dtrain","health","--addr=127.0.0.1:50051","--service=dtrain.v1.Inference"]'
+expect_json "cert-manager inference" "$i" '[s.spec.template.spec.containers[0].args.at(-1), s.spec.template.spec.volumes.at(-1)]' \
+  '["--auth-token-file=/etc/dtrain/auth/tokens.txt",{"name":"auth-token","secret":{"defaultMode":288,"items":[{"key":"tokens.txt","path":"tokens.txt"}],"secretName":"fmnist-tokens"}}]'
+expect_json "cert-manager inference" "$i" 's.spec.template.spec.volumes.find((v) => v.name === "tls").secret.secretName' '"dtrain-inference-tls"'
+i=$(inf_of "$WORK/tls from a Secret.json")
+expect_json "Secret inference" "$i" 's.spec.template.spec.volumes.find((v) => v.name === "tls").secret.secretName' '"dtrain-infer-tls"'
+i=$(inf_of "$WORK/inference token without TLS.json")
+expect_json "token without TLS" "$i" '[s.spec.template.spec.containers[0].readinessProbe.grpc, s.spec.template.spec.containers[0].args.at(-1)]' \
+  '[{"port":50051,"service":"dtrain.v1.Inference"},"--auth-token-file=/etc/dtrain/auth/token"]'
+# The training policy: gRPC ports from the release's training pods, metrics from "monitoring".
+p=$(doc_of "$WORK/tls from a Secret.json" NetworkPolicy dtrain-training)
+expect_json "NetworkPolicy training" "$p" 's.spec.ingress.map((r) => r.ports.map((p) => p.port))' '[[9091,9092],[9100]]'
+expect_json "NetworkPolicy training" "$p" '[s.spec.ingress[0].from, s.spec.ingress[1].from]' \
+  '[[{"podSelector":{"matchExpressions":[{"key":"app.kubernetes.io/component","operator":"In","values":["scheduler","server","worker"]}],"matchLabels":{"app.kubernetes.io/instance":"dtrain","app.kubernetes.io/name":"dtrain"}}}],[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"monitoring"}}}]]'
+p=$(doc_of "$WORK/tls from cert-manager.json" NetworkPolicy dtrain-inference)
+expect_json "NetworkPolicy inference" "$p" 's.spec.ingress[0]' '{"from":[{"namespaceSelector":{"matchLabels":{"team":"web"}}}],"ports":[{"port":50051,"protocol":"TCP"}]}'
+p=$(doc_of "$WORK/tls, metrics off, networkPolicy.json" NetworkPolicy dtrain-training)
+expect_json "NetworkPolicy, metrics off" "$p" 's.spec.ingress.length' '1'
+"$RENDER" -o json --set "$CM,recovery.jobId=run-7" dtrain "$CHART" > "$WORK/cn.json"
+expect_json "cert-manager, recovery.jobId=run-7" "$(doc_of "$WORK/cn.json" Certificate dtrain-scheduler-tls)" 's.spec.commonName' '"scheduler.run-7"'
+
+# The checks catch what they are for: each broken rendering below must be refused by validate.mjs.
+mutant() { # NAME PATTERN RENDERED.json JS-OVER-docs
+  local name=$1 pattern=$2 src=$3 js=$4
+  node -e 'const fs = require("fs"); const d = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+    const docs = d.map((x) => x.object);
+    const kind = (k, n) => docs.find((o) => o.kind === k && (!n || o.metadata.name === n));
+    const main = (n) => kind("Job", n).spec.template.spec.containers[0];
+    eval(process.argv[2]); fs.writeFileSync(process.argv[3], JSON.stringify(d));' "$src" "$js" "$WORK/mutant.json"
+  if node "$VALIDATE" "$WORK/mutant.json" > "$WORK/mutant.out" 2>&1; then
+    bad "validate.mjs accepts $name"
+  elif grep -q -- "$pattern" "$WORK/mutant.out"; then
+    ok "validate.mjs refuses $name: $(grep -m1 -- "$pattern" "$WORK/mutant.out" | sed 's/^ *FAIL //')"
+  else
+    bad "validate.mjs refuses $name, but not naming '$pattern': $(cat "$WORK/mutant.out")"
+  fi
+}
+f="$WORK/tls from cert-manager.json"
+s="$WORK/tls from a Secret.json"
+mutant "a worker without DTRAIN_TLS_CA" "DTRAIN_TLS_CA missing" "$f" \
+  'const c = main("dtrain-worker"); c.env = c.env.filter((e) => e.name !== "DTRAIN_TLS_CA")'
+mutant "a scheduler without TLS" "all or nothing" "$f" \
+  'const c = main("dtrain-scheduler"); c.env = c.env.filter((e) => !/^DTRAIN_TLS_/.test(e.name))'
+mutant "the TLS Secret mounted writable" "mounted read-only" "$f" \
+  'main("dtrain-server").volumeMounts.find((m) => m.name === "tls").readOnly = false'
+mutant "the TLS files in an emptyDir" "not a Secret" "$f" \
+  'kind("Job", "dtrain-worker").spec.template.spec.volumes.find((v) => v.name === "tls").secret = undefined;
+   kind("Job", "dtrain-worker").spec.template.spec.volumes.find((v) => v.name === "tls").emptyDir = {}'
+mutant "a world-readable key" "world-readable" "$f" \
+  'kind("Job", "dtrain-worker").spec.template.spec.volumes.find((v) => v.name === "tls").secret.defaultMode = 420'
+mutant "a native gRPC probe with TLS" "cannot speak TLS" "$f" \
+  'main("dtrain-server").readinessProbe = {grpc: {port: 9092}}'
+mutant "a probe without the client certificate" "tls-cert" "$f" \
+  'const p = main("dtrain-scheduler").livenessProbe.exec; p.command = p.command.filter((a) => !a.startsWith("--tls-cert"))'
+mutant "a worker certificate naming a server" "identity server, expected worker" "$f" \
+  'kind("Certificate", "dtrain-worker-tls").spec.commonName = "server.dtrain"'
+mutant "a Certificate without the pods' names" "lacks the pod DNS name" "$f" \
+  'kind("Certificate", "dtrain-worker-tls").spec.dnsNames.splice(1, 1)'
+mutant "a Certificate field cert-manager has not" "is no field" "$f" \
+  'kind("Certificate", "dtrain-server-tls").spec.keyAlgorithm = "ecdsa"'
+mutant "a Certificate without an issuer" "issuerRef.name is required" "$f" \
+  'kind("Certificate", "dtrain-server-tls").spec.issuerRef = {}'
+mutant "an RSA key" "ECDSA P-256" "$f" \
+  'kind("Certificate", "dtrain-server-tls").spec.privateKey = {algorithm: "RSA", size: 2048}'
+mutant "a common name over 64 characters" "at most 64" "$f" \
+  'kind("Certificate", "dtrain-server-tls").spec.commonName = "server." + "x".repeat(60)'
+mutant "inference with the training Secret" "may join the job" "$s" \
+  'kind("Deployment").spec.template.spec.volumes.find((v) => v.name === "tls").secret.secretName = "dtrain-tls"'
+mutant "the token file outside a Secret" "in no Secret volume" "$s" \
+  'const c = kind("Deployment").spec.template.spec.containers[0]; c.args = c.args.map((a) => a.replace("/etc/dtrain/auth/", "/tmp/"))'
+mutant "training ports open to another namespace" "only this release's pods" "$f" \
+  'kind("NetworkPolicy", "dtrain-training").spec.ingress[0].from.push({namespaceSelector: {}})'
+mutant "training ports open to anyone" "open to anyone" "$f" \
+  'delete kind("NetworkPolicy", "dtrain-training").spec.ingress[0].from'
+mutant "training ports open to inference" "admits the release's inference pods" "$f" \
+  'kind("NetworkPolicy", "dtrain-training").spec.ingress[0].from[0].podSelector.matchExpressions[0].values.push("inference")'
+mutant "servers unreachable for workers" "does not admit the worker pods" "$f" \
+  'kind("NetworkPolicy", "dtrain-training").spec.ingress[0].from[0].podSelector.matchExpressions[0].values.pop()'
+mutant "no metrics rule" "metrics port 9100 admits nobody" "$f" \
+  'kind("NetworkPolicy", "dtrain-training").spec.ingress.pop()'
+mutant "inference unselected" "selected by no NetworkPolicy" "$f" \
+  'kind("NetworkPolicy", "dtrain-inference").spec.podSelector.matchLabels["app.kubernetes.io/component"] = "nothing"'
+
+echo "== TLS values refused, naming the value"
+render_refused "tls.enabled alone" "tls.enabled needs a source of certificates" --set tls.enabled=true
+render_refused "tls from both sources" "tls.existingSecret and tls.certManager.enabled are exclusive" \
+  --set "$CM,tls.existingSecret=dtrain-tls"
+render_refused "cert-manager without an issuer" "tls.certManager.enabled needs tls.certManager.issuerRef.name" \
+  --set tls.enabled=true,tls.certManager.enabled=true
+render_refused "Secret without inferenceSecret" "tls.existingSecret with inference.enabled needs tls.inferenceSecret" \
+  --set tls.enabled=true,tls.existingSecret=dtrain-tls
+render_refused "existingSecret with tls off" "tls.existingSecret is set but tls.enabled is false" --set tls.existingSecret=dtrain-tls
+render_refused "inferenceSecret with tls off" "tls.inferenceSecret is set but tls.enabled is false" --set tls.inferenceSecret=x
+render_refused "cert-manager with tls off" "tls.certManager.enabled is set but tls.enabled is false" \
+  --set tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca
+render_refused "a common name over 64 characters" "over X.509's 64; set a shorter recovery.jobId" \
+  --set "$CM,recovery.jobId=$(printf 'j%.0s' $(seq 60))"
+render_refused "Secret name in capitals" "tls.existingSecret" --set tls.enabled=true,tls.existingSecret=MyTLS,inference.enabled=false
+render_refused "duration not a duration" "tls.certManager.duration" --set "$CM,tls.certManager.duration=90d"
+render_refused "issuer kind" "tls.certManager.issuerRef.kind" --set "$CM,tls.certManager.issuerRef.kind=issuer"
+render_refused "unknown tls key" "Additional property secret is not allowed" --set tls.secret=x
+render_refused "token key empty" "inference.auth.tokenSecret.key" --set inference.auth.tokenSecret.name=t,inference.auth.tokenSecret.key=
+render_refused "metricsNamespaceSelector key" "Additional property matchLabel is not allowed" \
+  --set networkPolicy.metricsNamespaceSelector.matchLabel.x=y
+printf 'networkPolicy:\n  inferenceFrom:\n    - {}\n' > "$WORK/np-bad.yaml"
+render_refused "an empty inferenceFrom peer" "networkPolicy.inferenceFrom" -f "$WORK/np-bad.yaml"
+printf 'networkPolicy:\n  inferenceFrom:\n    - cidr: 10.0.0.0/8\n' > "$WORK/np-bad.yaml"
+render_refused "a peer that is no NetworkPolicyPeer" "Additional property cidr is not allowed" -f "$WORK/np-bad.yaml"
+
 echo "== NOTES.txt"
 notes="$WORK/defaults.notes"
 for want in "logs -f --prefix" "app.kubernetes.io/component=worker" "port-forward svc/dtrain-inference" \

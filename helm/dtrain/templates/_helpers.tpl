@@ -348,11 +348,124 @@ Snapshots (snapshotEvery > 0): the server's volume, where it is mounted, and the
 {{- end }}
 
 {{/*
+TLS (tls.enabled; README.md "TLS and network policy"). Every TLS pod mounts one Secret
+read-only at dtrain.tlsDir, with keys ca.crt, tls.crt and tls.key: its role's Secret from
+cert-manager (<fullname>-<component>-tls), else tls.existingSecret for the training pods and
+tls.inferenceSecret for inference. Call with (dict "ctx" $ "component" "worker").
+*/}}
+{{- define "dtrain.tlsDir" -}}
+/etc/dtrain/tls
+{{- end }}
+
+{{- define "dtrain.tlsSecretName" -}}
+{{- $t := .ctx.Values.tls -}}
+{{- if $t.certManager.enabled -}}
+{{- printf "%s-tls" (include "dtrain.componentName" (dict "ctx" .ctx "component" .component)) -}}
+{{- else if eq .component "inference" -}}
+{{- $t.inferenceSecret -}}
+{{- else -}}
+{{- $t.existingSecret -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The files' paths, told to the process through the environment every dtrain program reads
+(common/tls/tls_flags.h): DTRAIN_TLS_CERT, DTRAIN_TLS_KEY, DTRAIN_TLS_CA.
+*/}}
+{{- define "dtrain.tlsEnv" -}}
+{{- $d := include "dtrain.tlsDir" . -}}
+# Mutual TLS: this pod's certificate and key, and the job's CA (the Secret mounted at {{ $d }}).
+- name: DTRAIN_TLS_CERT
+  value: {{ printf "%s/tls.crt" $d | quote }}
+- name: DTRAIN_TLS_KEY
+  value: {{ printf "%s/tls.key" $d | quote }}
+- name: DTRAIN_TLS_CA
+  value: {{ printf "%s/ca.crt" $d | quote }}
+{{- end }}
+
+{{- define "dtrain.tlsVolumeMount" -}}
+- name: tls
+  mountPath: {{ include "dtrain.tlsDir" . }}
+  readOnly: true
+{{- end }}
+
+{{/*
+Group-readable (the pods' fsGroup owns the files), as the key is the process's only secret.
+*/}}
+{{- define "dtrain.tlsVolume" -}}
+- name: tls
+  secret:
+    secretName: {{ include "dtrain.tlsSecretName" . }}
+    defaultMode: 0440
+{{- end }}
+
+{{/*
+The kubelet's native gRPC probe cannot speak TLS (and a cluster server wants a client
+certificate in the handshake): with TLS on, the probe is `dtrain health`, the same
+grpc.health.v1 Check, run in the container with its own certificate over loopback.
+Call with (dict "ctx" $ "port" N "service" "dtrain.v1.Inference").
+*/}}
+{{- define "dtrain.tlsHealthProbe" -}}
+{{- $d := include "dtrain.tlsDir" .ctx -}}
+# The kubelet's gRPC probe is plaintext: the same Check by `dtrain health`, over TLS.
+exec:
+  command:
+    - dtrain
+    - health
+    - --addr=127.0.0.1:{{ .port }}
+    {{- with .service }}
+    - --service={{ . }}
+    {{- end }}
+    - --tls-ca={{ $d }}/ca.crt
+    - --tls-cert={{ $d }}/tls.crt
+    - --tls-key={{ $d }}/tls.key
+    - --timeout=4
+timeoutSeconds: 5
+{{- end }}
+
+{{/*
+The job name in the certificates' common names (<role>.<job>): recovery.jobId, else the
+release name (not the made job id, which changes with every install).
+*/}}
+{{- define "dtrain.tlsJob" -}}
+{{- .Values.recovery.jobId | default .Release.Name -}}
+{{- end }}
+
+{{/*
 Checks across values, which values.schema.json cannot express. Included by server.yaml.
 */}}
 {{- define "dtrain.checkValues" -}}
 {{- $v := .Values -}}
 {{- if gt (int $v.replication) (int $v.servers) -}}
 {{- fail (printf "replication (%d) must not exceed servers (%d): each copy of a key range lives on another server" (int $v.replication) (int $v.servers)) -}}
+{{- end -}}
+{{- $t := $v.tls -}}
+{{- $cm := $t.certManager -}}
+{{- if $t.enabled -}}
+{{- if and $t.existingSecret $cm.enabled -}}
+{{- fail "tls.existingSecret and tls.certManager.enabled are exclusive: the certificates come from a Secret you made or from cert-manager, not both" -}}
+{{- end -}}
+{{- if not (or $t.existingSecret $cm.enabled) -}}
+{{- fail "tls.enabled needs a source of certificates: tls.existingSecret (a Secret with ca.crt, tls.crt, tls.key) or tls.certManager.enabled=true with tls.certManager.issuerRef.name" -}}
+{{- end -}}
+{{- if and $t.existingSecret $v.inference.enabled (not $t.inferenceSecret) -}}
+{{- fail "tls.existingSecret with inference.enabled needs tls.inferenceSecret (the inference server's ca.crt, tls.crt, tls.key, e.g. from dtrain certs --names node,infer): the training Secret's certificate may join the job and is not given to inference" -}}
+{{- end -}}
+{{- if and $cm.enabled (not $cm.issuerRef.name) -}}
+{{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name: the Issuer or ClusterIssuer that signs the certificates" -}}
+{{- end -}}
+{{- $cn := printf "scheduler.%s" (include "dtrain.tlsJob" .) -}}
+{{- if and $cm.enabled (gt (len $cn) 64) -}}
+{{- fail (printf "tls.certManager: the common name %s is %d characters, over X.509's 64; set a shorter recovery.jobId (or release name)" $cn (len $cn)) -}}
+{{- end -}}
+{{- else -}}
+{{- range $k := list "existingSecret" "inferenceSecret" -}}
+{{- if index $t $k -}}
+{{- fail (printf "tls.%s is set but tls.enabled is false: set tls.enabled=true (or remove tls.%s)" $k $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if $cm.enabled -}}
+{{- fail "tls.certManager.enabled is set but tls.enabled is false: set tls.enabled=true (or tls.certManager.enabled=false)" -}}
+{{- end -}}
 {{- end -}}
 {{- end }}

@@ -5,13 +5,18 @@
 //                     [--namespace NS] [--existing-claims a,b]
 //                     [--max-restarts R] [--rejoin-timeout T] [--job-id ID]
 //                     [--replication R] [--snapshot-every N] [--snapshot-volume pvc|emptyDir]
+//                     [--tls off|existingSecret|certManager] [--tls-secret NAME] [--inference-tls-secret NAME]
+//                     [--token-secret NAME:KEY] [--network-policy on|off] [--metrics-namespace NS]
+//                     [--inference-from any|restricted]
 //
 // Prints one line per problem and exits 1 if there is any; 0 and a summary otherwise.
 import { readFileSync } from "node:fs";
 import * as core from "kubernetes-models/v1";
 import * as apps from "kubernetes-models/apps/v1";
 import * as batch from "kubernetes-models/batch/v1";
+import * as networking from "kubernetes-models/networking.k8s.io/v1";
 import * as monitoring from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
+import { checkCertificate, checkTls, checkNetworkPolicies } from "./security.mjs";
 
 const MODELS = {
   "v1/Service": core.Service,
@@ -21,6 +26,7 @@ const MODELS = {
   "apps/v1/Deployment": apps.Deployment,
   "apps/v1/StatefulSet": apps.StatefulSet,
   "batch/v1/Job": batch.Job,
+  "networking.k8s.io/v1/NetworkPolicy": networking.NetworkPolicy,
   "monitoring.coreos.com/v1/PodMonitor": monitoring.PodMonitor,
   "monitoring.coreos.com/v1/ServiceMonitor": monitoring.ServiceMonitor,
 };
@@ -43,6 +49,13 @@ function parseArgs(argv) {
     else if (a === "--replication") opts.replication = Number(next());
     else if (a === "--snapshot-every") opts.snapshotEvery = Number(next());
     else if (a === "--snapshot-volume") opts.snapshotVolume = next();
+    else if (a === "--tls") opts.tls = next();
+    else if (a === "--tls-secret") opts.tlsSecret = next();
+    else if (a === "--inference-tls-secret") opts.inferenceTlsSecret = next();
+    else if (a === "--token-secret") opts.tokenSecret = next();
+    else if (a === "--network-policy") opts.networkPolicy = next();
+    else if (a === "--metrics-namespace") opts.metricsNamespace = next();
+    else if (a === "--inference-from") opts.inferenceFrom = next();
     else if (!opts.file) opts.file = a;
     else throw new Error(`unexpected argument ${a}`);
   }
@@ -59,6 +72,8 @@ const envOf = (c) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e]));
 const envValue = (c, name) => envOf(c)[name]?.value;
 
 function validateSchema(o) {
+  // cert-manager's CRDs are not in kubernetes-models: its fields are checked by hand.
+  if (`${o.apiVersion}/${o.kind}` === "cert-manager.io/v1/Certificate") return checkCertificate(o, problem);
   const Model = MODELS[`${o.apiVersion}/${o.kind}`];
   if (!Model) return problem(id(o), `no schema for ${o.apiVersion} ${o.kind}`);
   try {
@@ -312,6 +327,9 @@ function main() {
 
   // The training roles: every process is told the scheduler's stable name and the counts.
   const sched = role("scheduler"), server = role("server"), worker = role("worker");
+  // TLS and NetworkPolicies (security.mjs): returns whether the training pods speak TLS.
+  const tlsOn = checkTls(docs, { sched, server, worker, infer: role("inference") }, opts, problem);
+  checkNetworkPolicies(docs, workloads, opts, problem);
   if (!sched || !server || !worker) {
     problem("chart", "scheduler, server and worker workloads must all be rendered");
   } else {
@@ -352,7 +370,7 @@ function main() {
         const ordinal = w.kind === "Job" ? INDEX_ANNOTATION : "metadata.labels['apps.kubernetes.io/pod-index']";
         if (rank !== ordinal) problem(where, "DTRAIN_RANK must come from the pod's index");
       }
-      if (w !== worker) {
+      if (w !== worker && !tlsOn) {
         const grpcPort = c.ports.find((p) => p.name === "grpc")?.containerPort;
         for (const kind of ["readinessProbe", "livenessProbe"]) {
           if (c[kind]?.grpc?.port !== grpcPort) problem(where, `${kind} must be a native gRPC probe on port ${grpcPort}`);
@@ -377,7 +395,7 @@ function main() {
   const infer = role("inference");
   if (infer) {
     const c = infer.spec.template.spec.containers[0];
-    if (!c.readinessProbe?.grpc) problem(id(infer), "inference readiness must be a gRPC probe");
+    if (!tlsOn && !c.readinessProbe?.grpc) problem(id(infer), "inference readiness must be a gRPC probe");
     if (!(c.volumeMounts ?? []).some((m) => m.readOnly && worker?.spec.template.spec.containers[0].volumeMounts.some((wm) => wm.mountPath === m.mountPath))) {
       problem(id(infer), "inference must mount the workers' checkpoint volume read-only");
     }
