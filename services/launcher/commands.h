@@ -31,6 +31,10 @@ int PlotCommand(const std::vector<std::string>& args);
 // per process for a hand-launched job with mutual TLS.
 int CertsCommand(const std::vector<std::string>& args);
 
+// dtrain health --addr HOST:PORT [--service NAME] [--tls-ca ...]: grpc.health.v1 Check
+// through the job's credentials (an exec probe where the kubelet's cannot speak TLS).
+int HealthCommand(const std::vector<std::string>& args);
+
 // The directory of the running executable, where the build puts its siblings.
 std::string SelfDir();
 
