@@ -1,5 +1,8 @@
 #include "common/credentials.h"
 
+#include <map>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -9,6 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/auth/node_token.h"
 
 namespace dtrain {
 namespace {
@@ -23,6 +27,24 @@ TransportSecurity Current() {
   absl::MutexLock lock(&g_mu);
   return g_security == nullptr ? TransportSecurity{} : *g_security;
 }
+
+absl::Mutex g_token_mu;
+std::string* g_token ABSL_GUARDED_BY(g_token_mu) = nullptr;
+
+// Adds the node token to each call, read when the call starts, so channels opened
+// before registration carry it too.
+class NodeTokenPlugin final : public grpc::MetadataCredentialsPlugin {
+ public:
+  bool IsBlocking() const override { return false; }
+  const char* GetType() const override { return "dtrain-node-token"; }
+  grpc::Status GetMetadata(grpc::string_ref /*service_url*/, grpc::string_ref /*method_name*/,
+                           const grpc::AuthContext& /*channel_auth_context*/,
+                           std::multimap<grpc::string, grpc::string>* metadata) override {
+    absl::MutexLock lock(&g_token_mu);
+    if (g_token != nullptr && !g_token->empty()) metadata->emplace(auth::kTokenMetadataKey, *g_token);
+    return grpc::Status::OK;
+  }
+};
 
 std::shared_ptr<StaticDataCertificateProvider> Provider(const TransportSecurity& s) {
   std::vector<IdentityKeyCertPair> identity;
@@ -39,6 +61,14 @@ void SetTransportSecurity(TransportSecurity security) {
 }
 
 bool TransportIsTls() { return Current().tls; }
+
+TransportSecurity CurrentTransportSecurity() { return Current(); }
+
+void SetNodeToken(std::string token) {
+  absl::MutexLock lock(&g_token_mu);
+  delete g_token;
+  g_token = new std::string(std::move(token));
+}
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const TransportSecurity& s) {
   if (!s.tls) return grpc::InsecureServerCredentials();
@@ -73,6 +103,11 @@ std::shared_ptr<grpc::ChannelCredentials> ChannelCredentialsFor(const TransportS
 
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials() { return ServerCredentialsFor(Current()); }
 
-std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() { return ChannelCredentialsFor(Current()); }
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() {
+  const TransportSecurity s = Current();
+  if (!s.tls) return ChannelCredentialsFor(s);
+  return grpc::CompositeChannelCredentials(
+      ChannelCredentialsFor(s), grpc::MetadataCredentialsFromPlugin(std::make_unique<NodeTokenPlugin>()));
+}
 
 }  // namespace dtrain

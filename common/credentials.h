@@ -9,8 +9,8 @@
 // peer's chains to that CA. The dialled host name is not checked: nodes dial
 // addresses chosen at run time (127.0.0.1, a pod IP, whatever --interface gave), so a
 // certificate cannot name them in advance. Trust is "signed by this job's CA"; the
-// identity a certificate carries (CN/SAN "worker-1.JOB") is for the later step that
-// binds it to a rank (docs/security.md).
+// identity a certificate carries (CN/SAN "worker-1.JOB") is checked by the services
+// themselves (common/auth/peer_identity.h, docs/security.md).
 #pragma once
 
 #include <memory>
@@ -49,10 +49,21 @@ void SetTransportSecurity(TransportSecurity security);
 // Whether SetTransportSecurity chose TLS.
 bool TransportIsTls();
 
+// What SetTransportSecurity was given (the scheduler derives its token key from its
+// private key: common/auth/node_token.h).
+TransportSecurity CurrentTransportSecurity();
+
+// The token the scheduler issued this process when it registered (common/auth/
+// node_token.h). From then on every call on a TLS channel made by ChannelCredentials()
+// carries it, channels made before included; "" stops it. Plaintext channels never
+// carry it (it would travel in clear).
+void SetNodeToken(std::string token);
+
 // For grpc::ServerBuilder::AddListeningPort.
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials();
 
-// For grpc::CreateCustomChannel (see MakeChannel in grpc_util.h).
+// For grpc::CreateCustomChannel (see MakeChannel in grpc_util.h). With TLS, its calls
+// carry the node token (SetNodeToken).
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials();
 
 // Explicit variants, for tests and tools that need credentials other than the

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/credentials.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "common/status_macros.h"
@@ -253,6 +254,8 @@ SchedulerClient::RegisterResult SchedulerClient::RegisterOnce(const v1::Register
     }
     return FromGrpc(s);
   }
+  // From now on every call of this process carries it (TLS channels only).
+  if (!response.token().empty()) SetNodeToken(response.token());
   return response;
 }
 

@@ -366,7 +366,8 @@ int Launch(const LaunchFlags& f) {
       return 1;
     }
     tls = *std::move(made);
-    sup.Message("mutual TLS on every connection (a throwaway CA for this run)");
+    sup.Message(absl::StrCat("mutual TLS on every connection (a throwaway CA for this run); an operator "
+                             "certificate for dtrain status while it runs: ", tls->dir(), "/operator.{crt,key}"));
   }
   // Each child's own environment: its metrics port file and its certificate.
   auto with_metrics = [&metrics, &tls](std::vector<std::pair<std::string, std::string>> e, const std::string& role,

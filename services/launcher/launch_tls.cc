@@ -39,6 +39,11 @@ absl::StatusOr<LaunchTls> LaunchTls::Create(const std::string& parent, const std
   for (int i = 0; i < workers; ++i) {
     if (absl::Status s = issue("worker", i); !s.ok()) return s;
   }
+  // For `dtrain status` (and dtrain-server GetState) while the run lasts: an operator
+  // reads the job's state but can never join it (common/auth/peer_identity.h).
+  absl::StatusOr<tls::KeyAndCert> op = ca->Issue(absl::StrCat("operator.", job), {"localhost", "127.0.0.1"}, kValidity);
+  if (!op.ok()) return op.status();
+  if (absl::Status s = tls::WriteKeyAndCert(dir, "operator", *op).status(); !s.ok()) return s;
   return LaunchTls(dir);
 }
 

@@ -16,7 +16,8 @@ namespace dtrain::launcher {
 
 class LaunchTls {
  public:
-  // Writes DIR/tls/{ca.crt, scheduler-0.*, server-I.*, worker-I.*}. Names "ROLE-RANK.JOB".
+  // Writes DIR/tls/{ca.crt, scheduler-0.*, server-I.*, worker-I.*, operator.*}. Names
+  // "ROLE-RANK.JOB" (each process may act only as its own rank) and "operator.JOB".
   static absl::StatusOr<LaunchTls> Create(const std::string& dir, const std::string& job, int servers, int workers);
 
   // DTRAIN_TLS_CA, DTRAIN_TLS_CERT, DTRAIN_TLS_KEY for that child.

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/auth/node_token.h"
 #include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
@@ -214,6 +215,9 @@ int Run(int argc, char** argv) {
   // rollback. (A range that loses every replica fails the job; rolling back then is
   // not done yet, docs/recovery.md.)
   so.rollback = f.replication > 1 ? nullptr : &rollback;
+  // With TLS the nodes' tokens are bound to this scheduler's key pair: a restarted
+  // scheduler with the same certificate accepts the tokens it issued before.
+  if (TransportIsTls()) so.token_key = auth::DeriveTokenKey(CurrentTransportSecurity().key_pem);
   SchedulerService service(&membership, &barriers, so);
 
   int bound_port = 0;

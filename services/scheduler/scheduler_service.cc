@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/auth/node_auth.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "services/scheduler/node_metrics.h"
@@ -36,8 +37,19 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
                                         v1::RegisterResponse* response) {
   const std::string who = absl::StrCat(RoleName(request->role()), " (pid ", request->pid(), " on ",
                                        request->hostname(), ")");
+  v1::RegisterRequest admitted_request = *request;
+  if (!options_.token_key.empty()) {
+    // A certificate names what its holder may be: a worker-1 certificate registers as
+    // worker 1 (asked for or not), a "worker" one as any worker (peer_identity.h).
+    const auth::Caller caller = auth::IdentifyCaller(*context, options_.token_key);
+    int rank_to_request = request->requested_rank();
+    absl::Status s =
+        auth::MayRegisterAs(caller.identity, RoleName(request->role()), request->requested_rank(), &rank_to_request);
+    if (!s.ok()) return ToGrpc(auth::Refused(caller, s));
+    admitted_request.set_requested_rank(rank_to_request);
+  }
   uint64_t ticket = 0;
-  absl::StatusOr<int> rank = membership_->Register(*request, &ticket);
+  absl::StatusOr<int> rank = membership_->Register(admitted_request, &ticket);
   if (!rank.ok()) {
     DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << rank.status().message();
     return ToGrpc(rank.status());
@@ -81,13 +93,27 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
   response->set_rank(*final_rank);
   response->set_incarnation(admitted->node.incarnation());
   response->set_rejoined(admitted->rejoined);
+  if (!options_.token_key.empty()) {
+    response->set_token(auth::MintToken(
+        options_.token_key, {RoleName(request->role()), *final_rank, admitted->node.incarnation()}));
+    // Servers check workers' tokens themselves (no call to the scheduler per stream).
+    if (request->role() == v1::ROLE_SERVER) response->set_token_key(options_.token_key);
+  }
   *response->mutable_cluster() = membership_->View();
   response->set_job_id(response->cluster().job_id());
   return grpc::Status::OK;
 }
 
+absl::Status SchedulerService::CheckToken(const grpc::ServerContext& context, const NodeKey& self,
+                                          uint64_t incarnation, const std::string& what) const {
+  if (options_.token_key.empty()) return absl::OkStatus();
+  const auth::Caller caller = auth::IdentifyCaller(context, options_.token_key);
+  absl::Status s = auth::RequireNode(caller, RoleName(self.role), self.rank, incarnation, what);
+  return s.ok() ? s : auth::Refused(caller, s);
+}
+
 grpc::Status SchedulerService::Heartbeat(
-    grpc::ServerContext* /*context*/,
+    grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
   v1::HeartbeatRequest request;
   NodeKey self;
@@ -103,6 +129,11 @@ grpc::Status SchedulerService::Heartbeat(
     if (!opened) {
       self = KeyOf(request.role(), request.rank());
       incarnation = request.incarnation();  // 0 (an older client): the current one
+      // A heartbeat in another node's name would keep a dead node "alive" or, broken
+      // off, get a live one declared dead: the stream is its sender's only.
+      if (absl::Status denied = CheckToken(*context, self, incarnation, "heartbeat"); !denied.ok()) {
+        return ToGrpc(denied);
+      }
       opened = true;
       // Only comebacks from now on: older ones are this stream's own past.
       membership_->RejoinsSince(&rejoin_cursor);
@@ -185,6 +216,7 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
   const absl::Time deadline =
       std::min(ReplyBy(*context), absl::Now() + absl::Milliseconds(request->timeout_ms()));
   const NodeKey self = KeyOf(request->role(), request->rank());
+  if (absl::Status s = CheckToken(*context, self, request->incarnation(), "barrier"); !s.ok()) return ToGrpc(s);
   if (absl::Status s = membership_->CheckCaller(self, request->job_id(), request->incarnation()); !s.ok()) {
     DTRAIN_LOG(WARNING) << "refused barrier '" << request->name() << "' from " << NodeName(self) << ": "
                         << s.message();
@@ -201,9 +233,10 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
   return ToGrpc(s);
 }
 
-grpc::Status SchedulerService::Leave(grpc::ServerContext* /*context*/, const v1::LeaveRequest* request,
+grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
                                      v1::LeaveResponse* /*response*/) {
   const NodeKey self = KeyOf(request->role(), request->rank());
+  if (absl::Status s = CheckToken(*context, self, request->incarnation(), "Leave"); !s.ok()) return ToGrpc(s);
   if (absl::Status s = membership_->CheckCaller(self, request->job_id(), request->incarnation()); !s.ok()) {
     DTRAIN_LOG(WARNING) << "refused Leave from " << NodeName(self) << ": " << s.message();
     return ToGrpc(s);
@@ -219,9 +252,24 @@ grpc::Status SchedulerService::Leave(grpc::ServerContext* /*context*/, const v1:
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::GetStatus(grpc::ServerContext* /*context*/,
+grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context,
                                          const v1::GetStatusRequest* /*request*/,
                                          v1::GetStatusResponse* response) {
+  if (!options_.token_key.empty()) {
+    // Who runs where, and every server's address: for the job's nodes and operators.
+    const auth::Caller caller = auth::IdentifyCaller(*context, options_.token_key);
+    absl::Status s = auth::RequireReader(caller, "GetStatus");
+    if (s.ok() && caller.token) {
+      // A token of a process that has been replaced opens nothing.
+      std::optional<v1::NodeInfo> holder = membership_->Find(KeyOf(
+          caller.token->role == "server" ? v1::ROLE_SERVER : v1::ROLE_WORKER, caller.token->rank));
+      if (!holder || holder->incarnation() != caller.token->incarnation) {
+        s = absl::PermissionDeniedError(absl::StrCat("GetStatus refused: the token of ", auth::Describe(*caller.token),
+                                                     " is not of the rank's current process"));
+      }
+    }
+    if (!s.ok()) return ToGrpc(auth::Refused(caller, s));
+  }
   for (const v1::NodeInfo& node : membership_->Nodes()) {
     v1::NodeInfo* out = response->add_nodes();
     *out = node;

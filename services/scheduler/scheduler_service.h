@@ -27,6 +27,10 @@ struct SchedulerServiceOptions {
   scheduler::SchedulerMetrics* metrics = nullptr;
   // Rollback to the servers' snapshots (issue 11; null: none); must outlive the service.
   RollbackCoordinator* rollback = nullptr;
+  // With TLS: the job's token key (common/auth/node_token.h). Registration is then
+  // admitted by certificate name, each node gets a token for its rank and incarnation,
+  // and every later call must carry it. Empty (plaintext): nothing is checked.
+  std::string token_key;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {
@@ -54,6 +58,10 @@ class SchedulerService final : public v1::Scheduler::Service {
 
  private:
   void OnDeath(const v1::NodeInfo& node, const std::string& why);
+  // With a token key: that the call carries the token of this node's current
+  // incarnation (logged and returned when not). OK without one.
+  absl::Status CheckToken(const grpc::ServerContext& context, const NodeKey& self, uint64_t incarnation,
+                          const std::string& what) const;
   // Issue 11: a server's snapshot report in, a rollback order out (servers at once,
   // workers once every server reloaded; a worker's stream gets each order once and
   // none that was complete before the stream opened).

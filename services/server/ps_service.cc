@@ -27,7 +27,13 @@ absl::Status FloatsFromBytes(const std::string& bytes, const char* what, uint64_
 // the shard is never copied whole.
 class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
  public:
-  GetStateReactor(kv::ShardStore* store, const v1::GetStateRequest& req) : store_(store) {
+  // `allowed`: NodeChecks::ForState's answer; a refusal is the stream's only answer.
+  GetStateReactor(kv::ShardStore* store, const v1::GetStateRequest& req, const absl::Status& allowed)
+      : store_(store) {
+    if (!allowed.ok()) {
+      Finish(ToGrpc(allowed));
+      return;
+    }
     const std::vector<uint64_t> held = store_->Keys();
     if (req.keys().empty()) {
       keys_ = held;
@@ -149,7 +155,10 @@ kv::OptimizerOptions OptimizerFromProto(const v1::OptimizerConfig& p) {
 }
 
 PsService::PsService(kv::ShardStore* store, PsServiceOptions options)
-    : store_(store), options_(options), timer_([this] { TimerLoop(); }) {}
+    : store_(store),
+      options_(options),
+      checks_(options.node_tokens, options.token_key_wait, store),
+      timer_([this] { TimerLoop(); }) {}
 
 PsService::~PsService() {
   {
@@ -171,7 +180,8 @@ void PsService::TimerLoop() {
 grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx, const v1::ConfigureRequest* req,
                                                v1::ConfigureResponse* /*resp*/) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status s = CheckConfigureSizes(*req);
+  absl::Status s = checks_.ForSetup(*ctx, "Configure");
+  if (s.ok()) s = CheckConfigureSizes(*req);
   absl::StatusOr<kv::MergeMode> mode = s.ok() ? ParseKvStore(req->kv_store()) : s;
   s = mode.status();
   if (s.ok()) {
@@ -198,10 +208,11 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
 grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, const v1::InitKeysRequest* req,
                                               v1::InitKeysResponse* /*resp*/) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status s;
+  absl::Status s = checks_.ForSetup(*ctx, "InitKeys");
   std::vector<float> values;
   std::vector<float> state;
   for (const v1::KeyInit& k : req->keys()) {
+    if (!s.ok()) break;
     if (k.dtype() != v1::DTYPE_FLOAT32) {
       s = absl::InvalidArgumentError(
           absl::StrCat("key ", k.key(), ": dtype must be DTYPE_FLOAT32, got ", v1::DType_Name(k.dtype())));
@@ -229,8 +240,15 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
 }
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull(
-    grpc::CallbackServerContext* /*ctx*/) {
+    grpc::CallbackServerContext* ctx) {
   StreamOptions stream;
+  // With TLS the stream speaks for the worker whose token opened it, and no other.
+  absl::StatusOr<std::optional<auth::TokenClaims>> worker = checks_.ForStream(*ctx);
+  if (worker.ok()) {
+    stream.bound_worker = *worker;
+  } else {
+    stream.refused = worker.status();
+  }
   stream.sync_timeout = options_.sync_timeout;
   stream.request_limits = options_.request_limits;
   stream.allow_non_finite = options_.allow_non_finite;
@@ -241,9 +259,9 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull
   return new PushPullReactor(store_, stream);
 }
 
-grpc::ServerWriteReactor<v1::KeyState>* PsService::GetState(grpc::CallbackServerContext* /*ctx*/,
+grpc::ServerWriteReactor<v1::KeyState>* PsService::GetState(grpc::CallbackServerContext* ctx,
                                                             const v1::GetStateRequest* req) {
-  return new GetStateReactor(store_, *req);
+  return new GetStateReactor(store_, *req, checks_.ForState(*ctx));
 }
 
 }  // namespace dtrain::server
@@ -257,9 +275,9 @@ grpc::ServerUnaryReactor* PsService::GetVersions(grpc::CallbackServerContext* ct
                                                  const v1::GetVersionsRequest* req,
                                                  v1::GetVersionsResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::Status s;
+  absl::Status s = checks_.ForVersions(*ctx, req->worker_rank(), req->incarnation());
   const int64_t held = store_->num_keys();
-  if (req->keys_size() > held) {
+  if (s.ok() && req->keys_size() > held) {
     s = absl::InvalidArgumentError(
         absl::StrCat("GetVersions asks for ", req->keys_size(), " keys but this server holds ", held));
   }

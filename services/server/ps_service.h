@@ -10,7 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/auth/node_auth.h"
 #include "common/kv/shard_store.h"
+#include "services/server/node_checks.h"
 #include "services/server/push_pull_reactor.h"
 #include "services/server/replica_catch_up.h"
 #include "services/server/request_checks.h"
@@ -38,6 +40,15 @@ struct PsServiceOptions {
   int64_t max_queued_bytes = StreamOptions().max_queued_bytes;
   // Replication: brings restarted chain members back (null: none); must outlive the service.
   ReplicaCatchUp* catch_up = nullptr;
+  // With TLS (docs/security.md): the key of the job's node tokens, set once the server
+  // registered. Every call must then carry a token: PushPull and GetVersions a worker's
+  // for the rank and incarnation it speaks for, Configure and InitKeys worker 0's or a
+  // server's (replica catch-up), GetState a worker's or an operator certificate. Null:
+  // nothing is checked (plaintext, or a standalone server). Must outlive the service.
+  const auth::TokenKeyring* node_tokens = nullptr;
+  // How long a call may wait for that key (a worker may hear of this server a moment
+  // before the server hears back from the scheduler).
+  absl::Duration token_key_wait = absl::Seconds(10);
 };
 
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.
@@ -68,6 +79,7 @@ class PsService final : public PsServiceBase {
 
   kv::ShardStore* store_;
   PsServiceOptions options_;
+  NodeChecks checks_;
   absl::Mutex timer_mu_;
   bool stopping_ ABSL_GUARDED_BY(timer_mu_) = false;
   std::thread timer_;

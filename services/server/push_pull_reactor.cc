@@ -9,6 +9,7 @@
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "common/kv/finite_check.h"
+#include "services/server/node_checks.h"
 #include "services/server/replica_catch_up.h"
 
 namespace dtrain::server {
@@ -146,6 +147,9 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   resp.set_request_id(req.request_id());
   resp.set_key(req.key());
   server::ServerMetrics* const metrics = metrics_;
+  // A stream refused at its start (no token, another's) answers that before anything
+  // else: its requests are not looked at.
+  if (!options_.refused.ok() && !Admit(req, resp)) return;
   if (absl::Status s = ValidatePushPullRequest(req, payload_bytes, options_.request_limits); !s.ok()) {
     if (metrics != nullptr) metrics->RequestFailed();
     SetStatus(s, &resp);
@@ -225,10 +229,16 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
 }
 
 bool PushPullReactor::Admit(const v1::PushPullRequest& req, v1::PushPullResponse& resp) {
-  const absl::Status s = store_->AdmitWorker(req.worker_rank(), req.job_id(), req.incarnation());
+  absl::Status s = options_.refused;
+  if (s.ok() && options_.bound_worker) {
+    s = NodeChecks::SameWorker(*options_.bound_worker, req.worker_rank(), req.incarnation());
+    if (!s.ok()) DTRAIN_LOG(WARNING) << s.message();
+  }
+  if (s.ok()) s = store_->AdmitWorker(req.worker_rank(), req.job_id(), req.incarnation());
   if (s.ok()) return true;
   if (metrics_ != nullptr) metrics_->RequestFailed();
-  if (s.code() == absl::StatusCode::kFailedPrecondition) {
+  if (s.code() == absl::StatusCode::kFailedPrecondition || s.code() == absl::StatusCode::kPermissionDenied ||
+      s.code() == absl::StatusCode::kUnauthenticated) {
     // A fenced process or another job's: nothing it sends later can be accepted.
     DTRAIN_LOG(WARNING) << "PushPull stream refused: " << s.message();
     absl::MutexLock lock(&box_->mu);

@@ -9,13 +9,16 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/shard_store.h"
+#include "common/auth/node_token.h"
 #include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
@@ -46,6 +49,12 @@ struct StreamOptions {
   ReplicaCatchUp* catch_up = nullptr;
   // Request counts and bytes (null: none); must outlive every stream.
   server::ServerMetrics* metrics = nullptr;
+  // With TLS (node_checks.h): the worker whose token opened the stream; every request
+  // must speak for its rank and incarnation. Nullopt: not checked.
+  std::optional<auth::TokenClaims> bound_worker;
+  // Not OK: the stream was refused when it opened (no or a bad token); its first
+  // request is answered with this and the stream ends with it.
+  absl::Status refused;
 };
 
 // The stream carries raw buffers (common/kv/tensor_codec.h) so tensors are copied

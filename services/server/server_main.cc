@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
+#include "common/auth/node_token.h"
 #include "common/cluster_flags.h"
 #include "common/credentials.h"
 #include "common/flags.h"
@@ -135,7 +136,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
                             ShutdownSignal& stop, SnapshotRollback* rollback,
-                            ReplicaCatchUp* catch_up) {
+                            ReplicaCatchUp* catch_up, auth::TokenKeyring* node_tokens) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
   scheduler.set_replication(static_cast<int>(cluster.replication));
@@ -143,6 +144,14 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
       v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
       static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));
   if (!reg.ok()) return reg.status();
+  if (node_tokens != nullptr) {
+    if (reg->token_key().empty()) {
+      return absl::FailedPreconditionError(
+          "the scheduler issued no token key: it runs without TLS while this server has it (--tls-* on every "
+          "process, or --insecure on every one)");
+    }
+    node_tokens->Set(reg->token_key());
+  }
   stop.set_exit_on_signal(false);
   SchedulerClient::HeartbeatHooks hooks;
   hooks.on_shutdown = [&stop](const std::string& reason) {
@@ -231,6 +240,12 @@ int Run(int argc, char** argv) {
     catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1, metrics->families.get());
     options.catch_up = catch_up.get();
   }
+  // With TLS every call must carry a node token, checked with the key the scheduler
+  // gives at registration (common/auth/node_token.h). A standalone server has no
+  // scheduler to issue tokens: mutual TLS alone admits any certificate of the CA.
+  auth::TokenKeyring node_tokens;
+  const bool check_tokens = TransportIsTls() && !f.standalone;
+  if (check_tokens) options.node_tokens = &node_tokens;
   PsService service(&store, options);
 
   int port = 0;
@@ -260,7 +275,8 @@ int Run(int argc, char** argv) {
     }
     // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
     scheduler->SetStepSource([&store] { return store.Step(); });
-    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get(), catch_up.get());
+    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get(), catch_up.get(),
+                                        check_tokens ? &node_tokens : nullptr);
     if (!given.ok()) {
       DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
                         << " failed: " << given.status().message();

@@ -27,7 +27,7 @@ std::shared_ptr<grpc::Channel> Dial(const std::string& address, const std::share
 
 void MakeCerts(const std::string& dir, const std::string& job, int workers, int servers) {
   auto [code, out] = RunToEnd({Bin("dtrain"), "certs", "--dir", dir, "--job", job, "-n", std::to_string(workers), "-s",
-                               std::to_string(servers), "--names", "client"},
+                               std::to_string(servers), "--names", "client,operator"},
                               absl::Seconds(30));
   ASSERT_EQ(code, 0) << out;
 }

@@ -10,7 +10,7 @@
 
 namespace dtrain::testing {
 
-// `dtrain certs --dir DIR --job JOB -n W -s S --names client`; fails the test if it does not exit 0.
+// `dtrain certs --dir DIR --job JOB -n W -s S --names client,operator`; fails the test if it does not exit 0.
 void MakeCerts(const std::string& dir, const std::string& job, int workers, int servers);
 
 // TLS credentials from DIR/ca.crt and DIR/STEM.{crt,key} (no certificate when `stem` is empty).
