@@ -1,0 +1,62 @@
+#include "common/kv/compression/gradient_codec.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/kv/compression/fp16_codec.h"
+#include "common/kv/compression/one_bit_codec.h"
+#include "common/kv/compression/two_bit_codec.h"
+
+namespace dtrain::kv {
+
+absl::StatusOr<CompressionType> ParseCompressionType(absl::string_view name) {
+  if (name == "none") return CompressionType::kNone;
+  if (name == "2bit") return CompressionType::kTwoBit;
+  if (name == "1bit") return CompressionType::kOneBit;
+  if (name == "fp16") return CompressionType::kFp16;
+  return absl::InvalidArgumentError(absl::StrCat("unknown gradient compression \"", name,
+                                                 "\" (want none, 2bit, 1bit or fp16)"));
+}
+
+const char* CompressionTypeName(CompressionType type) {
+  switch (type) {
+    case CompressionType::kTwoBit: return "2bit";
+    case CompressionType::kOneBit: return "1bit";
+    case CompressionType::kFp16: return "fp16";
+    default: return "none";
+  }
+}
+
+absl::Status ValidateSpec(const CompressionSpec& spec) {
+  switch (spec.type) {
+    case CompressionType::kNone:
+    case CompressionType::kOneBit:
+    case CompressionType::kFp16:
+      return absl::OkStatus();
+    case CompressionType::kTwoBit:
+      if (!std::isfinite(spec.threshold) || spec.threshold <= 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("2bit compression threshold ", spec.threshold, " must be finite and > 0"));
+      }
+      return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown gradient compression ", static_cast<int>(spec.type)));
+}
+
+std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec) {
+  switch (spec.type) {
+    case CompressionType::kTwoBit: return std::make_unique<TwoBitCodec>(spec.threshold);
+    case CompressionType::kOneBit: return std::make_unique<OneBitCodec>();
+    case CompressionType::kFp16: return std::make_unique<Fp16Codec>();
+    default: return nullptr;
+  }
+}
+
+absl::Status CheckPackedBytes(const GradientCodec& codec, int64_t packed_bytes, int64_t numel) {
+  const int64_t want = codec.PackedBytes(numel);
+  if (packed_bytes == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(CompressionTypeName(codec.type()), " data has ", packed_bytes,
+                                                 " bytes, want ", want, " for ", numel, " values"));
+}
+
+}  // namespace dtrain::kv

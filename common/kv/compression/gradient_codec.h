@@ -1,0 +1,80 @@
+// Gradient compression on the push (issue 13), with MXNet's names and semantics
+// (kvstore.set_gradient_compression({'type': '2bit', 'threshold': 0.5})): the worker
+// packs each key's gradient before it goes on the wire and keeps, per key, the part
+// that packing lost (the residual), adding it to the next gradient (error feedback).
+// The server unpacks every push to floats and merges exactly as for an uncompressed
+// one, so in dist_sync every worker still pulls bit-identical weights.
+//
+// Nothing from the wire is trusted for a size: PackedBytes computes the exact packed
+// size from the element count, which the server takes from the key it holds, and
+// Decode refuses any other length.
+//
+// Pull compression (weights or deltas on the way back) is not done here; see
+// docs/architecture.md, "Gradient compression", for where it plugs in.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace dtrain::kv {
+
+// The codecs, numbered as parameter_server.proto's Compression enum.
+enum class CompressionType : int {
+  kNone = 0,
+  kTwoBit = 1,  // "2bit": +-threshold or 0, 16 values per 32-bit word
+  kOneBit = 2,  // "1bit": sign times a per-message scale, 32 values per word
+  kFp16 = 3,    // "fp16": IEEE half, round to nearest even
+};
+
+// MXNet's default --gc-threshold.
+inline constexpr float kDefaultTwoBitThreshold = 0.5f;
+
+struct CompressionSpec {
+  CompressionType type = CompressionType::kNone;
+  // 2bit only: the quantum; finite and > 0. The others ignore it (and send 0).
+  float threshold = kDefaultTwoBitThreshold;
+};
+
+// "none", "2bit", "1bit", "fp16" (--gc-type); INVALID_ARGUMENT naming the choices.
+absl::StatusOr<CompressionType> ParseCompressionType(absl::string_view name);
+// The --gc-type name of `type` ("none" for anything unknown).
+const char* CompressionTypeName(CompressionType type);
+// INVALID_ARGUMENT when the spec cannot be used: an unknown type, or a 2bit threshold
+// that is not finite and > 0.
+absl::Status ValidateSpec(const CompressionSpec& spec);
+
+// One codec. Implementations are stateless (the residual belongs to the caller, one per
+// key) and may be shared between threads.
+class GradientCodec {
+ public:
+  virtual ~GradientCodec() = default;
+
+  virtual CompressionType type() const = 0;
+
+  // The exact size of the packed form of `numel` values (numel >= 0).
+  virtual int64_t PackedBytes(int64_t numel) const = 0;
+
+  // Packs grad + residual (numel floats each) into `out` (PackedBytes(numel) bytes)
+  // and sets residual := (grad + residual) - Decode(out): what was not sent is sent
+  // with a later gradient. `grad` and `residual` may not alias `out`.
+  virtual void Encode(const float* grad, float* residual, int64_t numel, char* out) const = 0;
+
+  // Unpacks `packed` (packed_bytes bytes) into `out` (numel floats). INVALID_ARGUMENT
+  // "N bytes, want M for K values" when packed_bytes != PackedBytes(numel); nothing
+  // is written then. Any bytes of the right length decode (to finite values or not:
+  // the caller checks finiteness, as for an uncompressed push).
+  virtual absl::Status Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const = 0;
+};
+
+// The codec for `spec` (which ValidateSpec accepts); null for kNone.
+std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec);
+
+// Shared by the codecs: the length check of Decode.
+absl::Status CheckPackedBytes(const GradientCodec& codec, int64_t packed_bytes, int64_t numel);
+
+}  // namespace dtrain::kv

@@ -1,0 +1,42 @@
+#include "common/kv/compression/one_bit_codec.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace dtrain::kv {
+
+void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char* out) const {
+  auto* bytes = reinterpret_cast<uint8_t*>(out);
+  std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
+  // residual := grad + residual first, then the scale over it (in double: the sum of
+  // millions of floats would lose the small ones).
+  double sum = 0;
+  for (int64_t i = 0; i < numel; ++i) {
+    residual[i] += grad[i];
+    sum += std::fabs(static_cast<double>(residual[i]));
+  }
+  const float scale = numel > 0 ? static_cast<float>(sum / static_cast<double>(numel)) : 0.0f;
+  std::memcpy(bytes, &scale, sizeof(scale));
+  uint8_t* bits = bytes + sizeof(scale);
+  for (int64_t i = 0; i < numel; ++i) {
+    if (residual[i] >= 0) {
+      bits[i >> 3] |= static_cast<uint8_t>(0x80u >> (i & 7));
+      residual[i] -= scale;
+    } else {
+      residual[i] += scale;
+    }
+  }
+}
+
+absl::Status OneBitCodec::Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const {
+  if (absl::Status s = CheckPackedBytes(*this, packed_bytes, numel); !s.ok()) return s;
+  float scale;
+  std::memcpy(&scale, packed, sizeof(scale));
+  const auto* bits = reinterpret_cast<const uint8_t*>(packed) + sizeof(scale);
+  for (int64_t i = 0; i < numel; ++i) {
+    out[i] = (bits[i >> 3] & (0x80u >> (i & 7))) != 0 ? scale : -scale;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dtrain::kv

@@ -1,0 +1,24 @@
+// "1bit": the sign of each value of grad + residual times one scale per message, the
+// mean of |grad + residual| (so the message carries as much magnitude as it stands
+// for); the difference stays in the residual (error feedback, as in 1-bit SGD and
+// EF-signSGD).
+//
+// Layout: the scale (float32, little-endian), then one bit per value, eight per byte,
+// the first value in a byte's high bit; 1 = +scale, 0 = -scale. The bits are padded
+// with zeros to a whole 32-bit word.
+#pragma once
+
+#include "common/kv/compression/gradient_codec.h"
+
+namespace dtrain::kv {
+
+class OneBitCodec final : public GradientCodec {
+ public:
+  CompressionType type() const override { return CompressionType::kOneBit; }
+  // 4 bytes of scale, then 4 bytes per 32 values (rounded up).
+  int64_t PackedBytes(int64_t numel) const override { return 4 + (numel + 31) / 32 * 4; }
+  void Encode(const float* grad, float* residual, int64_t numel, char* out) const override;
+  absl::Status Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const override;
+};
+
+}  // namespace dtrain::kv

@@ -1,0 +1,31 @@
+// "2bit" (MXNet's two-bit quantisation): each value of grad + residual that reaches
+// +threshold is sent as +threshold, each that reaches -threshold as -threshold, every
+// other as 0; what was not sent stays in the residual. At most one quantum per value
+// and step, as in MXNet: a value far past the threshold drains over several steps.
+//
+// Layout (MXNet's): 16 values per 32-bit word, four per byte, the first value of a
+// byte in its two high bits; 0b11 = +threshold, 0b10 = -threshold, 0b00 (or 0b01) = 0.
+// A partial last word is zero-padded.
+#pragma once
+
+#include "common/kv/compression/gradient_codec.h"
+
+namespace dtrain::kv {
+
+class TwoBitCodec final : public GradientCodec {
+ public:
+  explicit TwoBitCodec(float threshold) : threshold_(threshold) {}
+
+  CompressionType type() const override { return CompressionType::kTwoBit; }
+  // 4 bytes per 16 values (rounded up).
+  int64_t PackedBytes(int64_t numel) const override { return (numel + 15) / 16 * 4; }
+  void Encode(const float* grad, float* residual, int64_t numel, char* out) const override;
+  absl::Status Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const override;
+
+  float threshold() const { return threshold_; }
+
+ private:
+  const float threshold_;
+};
+
+}  // namespace dtrain::kv

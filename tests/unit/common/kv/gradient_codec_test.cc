@@ -1,0 +1,254 @@
+// The gradient codecs (common/kv/compression) against closed form: 2-bit values and
+// residuals on hand-made vectors, the 1-bit scale, fp16 rounding (subnormals,
+// overflow), the exact packed sizes, and error feedback over many steps.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/kv/compression/fp16_codec.h"
+#include "common/kv/compression/gradient_codec.h"
+#include "common/kv/compression/one_bit_codec.h"
+#include "common/kv/compression/two_bit_codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dtrain::kv {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+// Encodes `grad` with `residual`, returns the decoded values.
+std::vector<float> RoundTrip(const GradientCodec& codec, const std::vector<float>& grad, std::vector<float>& residual,
+                             std::string* packed_out = nullptr) {
+  std::string packed(static_cast<size_t>(codec.PackedBytes(static_cast<int64_t>(grad.size()))), '\xff');
+  codec.Encode(grad.data(), residual.data(), static_cast<int64_t>(grad.size()), packed.data());
+  std::vector<float> out(grad.size(), -999.0f);
+  const absl::Status s =
+      codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), out.data(), static_cast<int64_t>(out.size()));
+  EXPECT_TRUE(s.ok()) << s;
+  if (packed_out != nullptr) *packed_out = packed;
+  return out;
+}
+
+TEST(GradientCodecTest, ParsesMxnetNamesAndChecksTheThreshold) {
+  EXPECT_EQ(*ParseCompressionType("2bit"), CompressionType::kTwoBit);
+  EXPECT_EQ(*ParseCompressionType("1bit"), CompressionType::kOneBit);
+  EXPECT_EQ(*ParseCompressionType("fp16"), CompressionType::kFp16);
+  EXPECT_EQ(*ParseCompressionType("none"), CompressionType::kNone);
+  EXPECT_THAT(std::string(ParseCompressionType("3bit").status().message()), HasSubstr("none, 2bit, 1bit or fp16"));
+  EXPECT_TRUE(ValidateSpec({CompressionType::kTwoBit, 0.5f}).ok());
+  EXPECT_FALSE(ValidateSpec({CompressionType::kTwoBit, 0.0f}).ok());
+  EXPECT_FALSE(ValidateSpec({CompressionType::kTwoBit, -1.0f}).ok());
+  EXPECT_FALSE(ValidateSpec({CompressionType::kTwoBit, std::numeric_limits<float>::infinity()}).ok());
+  EXPECT_FALSE(ValidateSpec({CompressionType::kTwoBit, std::nanf("")}).ok());
+  EXPECT_FALSE(ValidateSpec({static_cast<CompressionType>(7), 0.5f}).ok());
+  EXPECT_EQ(MakeCodec({CompressionType::kNone, 0.5f}), nullptr);
+}
+
+TEST(GradientCodecTest, PackedSizesFollowFromTheElementCountAlone) {
+  TwoBitCodec two(0.5f);
+  OneBitCodec one;
+  Fp16Codec half;
+  EXPECT_EQ(two.PackedBytes(0), 0);
+  EXPECT_EQ(two.PackedBytes(1), 4);
+  EXPECT_EQ(two.PackedBytes(16), 4);
+  EXPECT_EQ(two.PackedBytes(17), 8);
+  EXPECT_EQ(two.PackedBytes(1000000), 250000);  // 16 values per float: 1/16 of the bytes
+  EXPECT_EQ(one.PackedBytes(0), 4);
+  EXPECT_EQ(one.PackedBytes(32), 8);
+  EXPECT_EQ(one.PackedBytes(33), 12);
+  EXPECT_EQ(half.PackedBytes(7), 14);
+  // Any other length is refused, naming both, and nothing is written.
+  std::vector<float> out(17, 3.0f);
+  std::string packed(4, '\0');
+  const absl::Status s = two.Decode(packed.data(), 4, out.data(), 17);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("4 bytes, want 8 for 17 values"));
+  EXPECT_THAT(out, ::testing::Each(3.0f));
+  EXPECT_FALSE(one.Decode(packed.data(), 4, out.data(), 1).ok());
+  EXPECT_FALSE(half.Decode(packed.data(), 4, out.data(), 1).ok());
+}
+
+TEST(TwoBitCodecTest, ValuesAndResidualsOnAHandMadeVector) {
+  TwoBitCodec codec(0.5f);
+  const std::vector<float> grad = {0.7f, -0.7f, 0.2f, -0.2f, 0.5f, -0.5f, 1.75f, 0.0f, 0.49f};
+  std::vector<float> residual(grad.size(), 0.0f);
+  std::string packed;
+  const std::vector<float> got = RoundTrip(codec, grad, residual, &packed);
+  EXPECT_THAT(got, ElementsAre(0.5f, -0.5f, 0.0f, 0.0f, 0.5f, -0.5f, 0.5f, 0.0f, 0.0f));
+  // Residual = (grad + 0) - sent; a value far past the threshold keeps the rest.
+  EXPECT_THAT(residual, ElementsAre(0.7f - 0.5f, -0.7f + 0.5f, 0.2f, -0.2f, 0.0f, 0.0f, 1.25f, 0.0f, 0.49f));
+  // MXNet's bits: per byte, the first value in the two high bits, 11 = +, 10 = -.
+  ASSERT_EQ(packed.size(), 4u);
+  EXPECT_EQ(static_cast<uint8_t>(packed[0]), 0xc0 | 0x20);         // +, -, 0, 0
+  EXPECT_EQ(static_cast<uint8_t>(packed[1]), 0xc0 | 0x20 | 0x0c);  // +, -, +, 0
+  EXPECT_EQ(static_cast<uint8_t>(packed[2]), 0x00);                // 0 (0.49) and padding
+  EXPECT_EQ(static_cast<uint8_t>(packed[3]), 0x00);
+
+  // The next step adds the residual: 0.2 + 0.2 = 0.4 stays, 0.49 + 0.01 = 0.5 goes,
+  // 1.25 + 0 goes again (one quantum per step).
+  const std::vector<float> grad2 = {0.0f, 0.0f, 0.2f, -0.3f, 0.0f, 0.0f, 0.0f, 0.0f, 0.01f};
+  const std::vector<float> got2 = RoundTrip(codec, grad2, residual);
+  EXPECT_THAT(got2, ElementsAre(0.0f, 0.0f, 0.0f, -0.5f, 0.0f, 0.0f, 0.5f, 0.0f, 0.5f));
+  EXPECT_FLOAT_EQ(residual[2], 0.4f);
+  EXPECT_FLOAT_EQ(residual[3], 0.0f);
+  EXPECT_FLOAT_EQ(residual[6], 0.75f);
+  EXPECT_NEAR(residual[8], 0.0f, 1e-7);
+}
+
+TEST(TwoBitCodecTest, DecodesEveryBitPatternAndAnotherThreshold) {
+  TwoBitCodec codec(0.25f);
+  // 00 and 01 are zero (MXNet's dequantize reads only 11 and 10).
+  const std::string packed = {static_cast<char>(0xc0 | 0x20 | 0x04 | 0x00), 0, 0, 0};
+  std::vector<float> out(4);
+  ASSERT_TRUE(codec.Decode(packed.data(), 4, out.data(), 4).ok());
+  EXPECT_THAT(out, ElementsAre(0.25f, -0.25f, 0.0f, 0.0f));
+}
+
+TEST(OneBitCodecTest, SignTimesTheMeanMagnitude) {
+  OneBitCodec codec;
+  const std::vector<float> grad = {1.0f, -3.0f, 0.0f, 2.0f};
+  std::vector<float> residual = {0.0f, 0.0f, 0.0f, 0.0f};
+  std::string packed;
+  const std::vector<float> got = RoundTrip(codec, grad, residual, &packed);
+  // scale = mean |g| = 6 / 4 = 1.5; 0 counts as non-negative.
+  EXPECT_THAT(got, ElementsAre(1.5f, -1.5f, 1.5f, 1.5f));
+  EXPECT_THAT(residual, ElementsAre(-0.5f, -1.5f, -1.5f, 0.5f));
+  ASSERT_EQ(packed.size(), 8u);
+  float scale;
+  std::memcpy(&scale, packed.data(), 4);
+  EXPECT_EQ(scale, 1.5f);
+  EXPECT_EQ(static_cast<uint8_t>(packed[4]), 0x80 | 0x20 | 0x10);
+  // Next step: the scale is taken over grad + residual.
+  const std::vector<float> got2 = RoundTrip(codec, {0.5f, 1.5f, 1.5f, -0.5f}, residual);
+  // v = {0, 0, 0, 0}: scale 0, everything sent as +0.
+  EXPECT_THAT(got2, ElementsAre(0.0f, 0.0f, 0.0f, 0.0f));
+  EXPECT_THAT(residual, ElementsAre(0.0f, 0.0f, 0.0f, 0.0f));
+}
+
+TEST(Fp16CodecTest, ConversionMatchesIeeeHalf) {
+  EXPECT_EQ(FloatToHalf(0.0f), 0x0000);
+  EXPECT_EQ(FloatToHalf(-0.0f), 0x8000);
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalf(65519.0f), 0x7bff);  // below the midpoint to 2^16
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7c00);  // the midpoint, ties to even: Inf
+  EXPECT_EQ(FloatToHalf(1e10f), 0x7c00);
+  EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::infinity()), 0x7c00);
+  EXPECT_EQ(FloatToHalf(-std::numeric_limits<float>::infinity()), 0xfc00);
+  EXPECT_TRUE(std::isnan(HalfToFloat(FloatToHalf(std::nanf("")))));
+  // Ties to even: 1 + 2^-11 lies between 1 and 1 + 2^-10: goes to 1 (even).
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(FloatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // 1.5 ulp: up to even
+  EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);
+  // Subnormals: units of 2^-24.
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);                       // a tie: to even, 0
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -25)), 0x0001);                       // above the tie
+  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);                       // 1.5 units: tie to even
+  EXPECT_EQ(FloatToHalf(std::ldexp(1023.0f, -24)), 0x03ff);                    // largest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1023.5f, -24)), 0x0400);                    // rounds up to the smallest normal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);
+  EXPECT_EQ(FloatToHalf(-std::ldexp(5.0f, -24)), 0x8005);
+  EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::denorm_min()), 0x0000);
+  EXPECT_EQ(HalfToFloat(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(HalfToFloat(0x03ff), std::ldexp(1023.0f, -24));
+  EXPECT_EQ(HalfToFloat(0x7bff), 65504.0f);
+  EXPECT_EQ(HalfToFloat(0xfc00), -std::numeric_limits<float>::infinity());
+  // Every finite half survives half -> float -> half.
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0) continue;  // NaNs
+    ASSERT_EQ(FloatToHalf(HalfToFloat(static_cast<uint16_t>(h))), h) << std::hex << h;
+  }
+}
+
+TEST(Fp16CodecTest, ResidualKeepsWhatRoundingAndOverflowLost) {
+  Fp16Codec codec;
+  const float tiny = std::ldexp(1.0f, -26);  // a quarter of the smallest subnormal: rounds to 0
+  const std::vector<float> grad = {1.0f, 1.0f + std::ldexp(1.0f, -12), tiny, 1e5f, -7e4f, 0.1f};
+  std::vector<float> residual(grad.size(), 0.0f);
+  std::string packed;
+  const std::vector<float> got = RoundTrip(codec, grad, residual, &packed);
+  EXPECT_THAT(got, ElementsAre(1.0f, 1.0f, 0.0f, kHalfMax, -kHalfMax, HalfToFloat(FloatToHalf(0.1f))));
+  EXPECT_THAT(residual, ElementsAre(0.0f, std::ldexp(1.0f, -12), tiny, 1e5f - kHalfMax, -7e4f + kHalfMax,
+                                    0.1f - HalfToFloat(FloatToHalf(0.1f))));
+  EXPECT_EQ(static_cast<uint8_t>(packed[0]), 0x00);  // little-endian 0x3c00
+  EXPECT_EQ(static_cast<uint8_t>(packed[1]), 0x3c);
+  // Four steps of the tiny value add up to one subnormal unit, which then goes.
+  std::vector<float> r = {0.0f};
+  float sent = 0;
+  for (int i = 0; i < 4; ++i) sent += RoundTrip(codec, {tiny}, r)[0];
+  EXPECT_EQ(sent, std::ldexp(1.0f, -24));
+  EXPECT_EQ(r[0], 0.0f);
+  // Non-finite values are sent as such (the server refuses them) and leave no residual.
+  std::vector<float> r2 = {0.0f};
+  EXPECT_TRUE(std::isinf(RoundTrip(codec, {std::numeric_limits<float>::infinity()}, r2)[0]));
+  EXPECT_EQ(r2[0], 0.0f);
+}
+
+// Error feedback: what is not sent now is sent later. Over many steps the running sum
+// of decoded values equals the running sum of the inputs minus the residual, and the
+// residual stays within a quantum: the sums track each other within one quantum.
+class ErrorFeedbackTest : public ::testing::TestWithParam<CompressionType> {};
+
+TEST_P(ErrorFeedbackTest, RunningSumsTrackWithinOneQuantum) {
+  constexpr float kThreshold = 0.5f;
+  const std::unique_ptr<GradientCodec> codec = MakeCodec({GetParam(), kThreshold});
+  ASSERT_NE(codec, nullptr);
+  constexpr int kN = 1000, kSteps = 500;
+  std::mt19937 rng(7);
+  // Gradients within one quantum (as 2bit's guarantee needs), with a bias per element
+  // so that the sums drift far beyond a quantum.
+  std::uniform_real_distribution<float> noise(-0.3f, 0.3f);
+  std::uniform_real_distribution<float> bias_of(-0.2f, 0.2f);
+  std::vector<float> bias(kN);
+  for (float& b : bias) b = bias_of(rng);
+  std::vector<double> sum_in(kN, 0.0), sum_out(kN, 0.0);
+  std::vector<float> residual(kN, 0.0f), grad(kN), out(kN);
+  std::string packed(static_cast<size_t>(codec->PackedBytes(kN)), '\0');
+  double worst_early = 0, worst = 0;  // over the first and the second half of the steps
+  for (int t = 0; t < kSteps; ++t) {
+    for (int i = 0; i < kN; ++i) grad[i] = bias[i] + noise(rng);
+    codec->Encode(grad.data(), residual.data(), kN, packed.data());
+    ASSERT_TRUE(codec->Decode(packed.data(), static_cast<int64_t>(packed.size()), out.data(), kN).ok());
+    for (int i = 0; i < kN; ++i) {
+      sum_in[i] += grad[i];
+      sum_out[i] += out[i];
+      // The identity behind error feedback: sent so far = input so far - residual.
+      ASSERT_NEAR(sum_out[i] + residual[i], sum_in[i], 1e-3) << "element " << i << " step " << t;
+      double& w = t < kSteps / 2 ? worst_early : worst;
+      w = std::max(w, std::fabs(sum_out[i] - sum_in[i]));
+    }
+  }
+  switch (GetParam()) {
+    case CompressionType::kTwoBit:  // |g| <= T keeps |r| < T: within one quantum, always
+      EXPECT_LT(std::max(worst_early, worst), kThreshold);
+      break;
+    case CompressionType::kFp16:  // half an ulp of the values: far below any quantum
+      EXPECT_LT(std::max(worst_early, worst), 1e-3);
+      break;
+    default:
+      // 1bit sends one magnitude for all: an element whose drift exceeds the mean
+      // carries a residual until the mean catches up. It stays bounded (the second
+      // half of the run no worse than the first) at a few times max |g| (0.5).
+      EXPECT_LT(worst, 3.0);
+      EXPECT_LE(worst, worst_early * 1.25 + 0.05);
+  }
+  // Without feedback 2bit would have sent nothing for |g| < 0.5: the sums are far from 0.
+  double moved = 0;
+  for (int i = 0; i < kN; ++i) moved = std::max(moved, std::fabs(sum_out[i]));
+  EXPECT_GT(moved, 50.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Codecs, ErrorFeedbackTest,
+                         ::testing::Values(CompressionType::kTwoBit, CompressionType::kOneBit, CompressionType::kFp16),
+                         [](const auto& info) { return std::string(CompressionTypeName(info.param)) == "2bit" ? std::string("TwoBit") : std::string(CompressionTypeName(info.param)) == "1bit" ? std::string("OneBit") : std::string("Fp16"); });
+
+}  // namespace
+}  // namespace dtrain::kv
