@@ -440,6 +440,20 @@ notes_has replication=2 "$WORK/replication=2.notes" "(2 copies of each key range
   "Up to 1 server(s) may be lost"
 notes_has snapshotEvery=50 "$WORK/snapshotEvery=50.notes" "rolls back to the newest step every server has a snapshot of" \
   "go to /checkpoints/snapshots/run-7" "on the claim dtrain-checkpoints"
+notes_want() { # NAME FILE WANT...
+  local name=$1 file=$2 want
+  shift 2
+  for want in "$@"; do
+    if grep -qF -- "$want" "$file"; then ok "NOTES ($name) has '$want'"; else bad "NOTES ($name) lacks '$want'"; fi
+  done
+}
+notes_want "tls from cert-manager" "$WORK/tls from cert-manager.notes" "Transport: mutual TLS" "(ClusterIssuer dtrain-ca)" \
+  "get certificates -l app.kubernetes.io/instance=dtrain" "NetworkPolicies dtrain-training and dtrain-inference" \
+  "grpcurl -cacert ca.crt -H \"authorization: Bearer" "--tls-ca ca.crt --auth-token-file token"
+notes_want "tls from a Secret" "$WORK/tls from a Secret.notes" "Secret dtrain-tls (inference: dtrain-infer-tls)" \
+  "get secret dtrain-infer-tls -o jsonpath='{.data.ca\\.crt}'"
+notes_want "token without TLS" "$WORK/inference token without TLS.notes" "cross the network in clear"
+notes_want defaults "$WORK/defaults.notes" "Transport: plaintext (tls.enabled=false)"
 if grep -qF "A parameter server pod lost: the job fails" "$WORK/snapshotEvery=50 on an emptyDir.notes" &&
   grep -qF "on an emptyDir, which dies with the pod" "$WORK/snapshotEvery=50 on an emptyDir.notes"; then
   ok "NOTES (snapshots on an emptyDir): a server's loss still fails the job; the emptyDir dies with the pod"
