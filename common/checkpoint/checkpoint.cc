@@ -42,6 +42,8 @@ constexpr uint32_t kMaxRunRecordBytes = 64 * 1024;
 // the bytes actually left in the file.
 constexpr uint32_t kMaxNameLen = 4096;
 constexpr uint32_t kMaxDims = 8;
+// An mlp's hidden layers (models::kMaxHiddenLayers; the models check widths when they build).
+constexpr size_t kMaxHiddenLayers = 16;
 constexpr uint32_t kMaxOptimizerNameLen = 256;
 constexpr size_t kMaxSymbolBytes = 1 << 20;
 // Far above any model we train; only stops a wrong path (a disk image) being slurped.
@@ -64,6 +66,7 @@ std::string RunRecordJson(const RunRecord& r) {
   j["batch_size"] = r.batch_size;
   j["num_examples"] = r.num_examples;
   j["seed"] = r.seed;
+  if (!r.hidden.empty()) j["hidden"] = r.hidden;
   return j.dump();
 }
 
@@ -92,6 +95,19 @@ absl::StatusOr<RunRecord> ParseRunRecord(const ByteReader& r, const std::string&
       return r.Error(absl::StrCat("run record field \"", name, "\" is missing or not an integer"));
     }
     *field = j[name].get<int64_t>();
+  }
+  // Optional: records written before the mlp's widths were configurable have none.
+  if (j.contains("hidden")) {
+    const auto& h = j["hidden"];
+    if (!h.is_array() || h.size() > kMaxHiddenLayers) {
+      return r.Error("run record field \"hidden\" is not a list of at most 16 integers");
+    }
+    for (const auto& w : h) {
+      if (!w.is_number_integer() || w.get<int64_t>() < 1) {
+        return r.Error("run record field \"hidden\" holds a width that is not a positive integer");
+      }
+      rec.hidden.push_back(w.get<int64_t>());
+    }
   }
   return rec;
 }
@@ -149,6 +165,7 @@ absl::Status WriteSymbol(const std::string& prefix, const SymbolInfo& info) {
   j["input_shape"] = info.input_shape;
   j["class_names"] = info.class_names;
   if (!info.run_id.empty()) j["run_id"] = info.run_id;
+  if (!info.hidden.empty()) j["hidden"] = info.hidden;
   j["format"] = kSymbolFormat;
   return WriteFileAtomically(path, j.dump(2) + "\n");
 }
@@ -207,6 +224,16 @@ absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix) {
   if (j.contains("run_id")) {
     if (!j["run_id"].is_string()) return bad("run_id", "a string");
     info.run_id = j["run_id"].get<std::string>();
+  }
+  if (j.contains("hidden")) {
+    const char* hidden_want = "a list of 1 to 16 positive integers (the mlp's hidden widths)";
+    if (!j["hidden"].is_array() || j["hidden"].empty() || j["hidden"].size() > kMaxHiddenLayers) {
+      return bad("hidden", hidden_want);
+    }
+    for (const auto& w : j["hidden"]) {
+      if (!w.is_number_integer() || w.get<int64_t>() < 1) return bad("hidden", hidden_want);
+      info.hidden.push_back(w.get<int64_t>());
+    }
   }
   return info;
 }

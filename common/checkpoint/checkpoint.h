@@ -1,5 +1,5 @@
 // Checkpoint files, in MXNet's naming:
-//   PREFIX-symbol.json    network, classes, input shape (JSON, written once)
+//   PREFIX-symbol.json    network (and the mlp's hidden widths), classes, input shape (JSON, written once)
 //   PREFIX-0001.params    weights after epoch 1 (named float32 tensors)
 //   PREFIX-0001.states    optimizer state per key, from the servers (or local store)
 //
@@ -26,6 +26,9 @@ struct SymbolInfo {
   std::vector<int64_t> input_shape;  // without batch: {1, 28, 28}
   std::vector<std::string> class_names;
   std::string run_id;  // the run that wrote the set; empty in files from before run ids
+  // The mlp's hidden layer widths ("hidden": [2048, 2048]); empty for a network without
+  // them, and in files from before the field, whose mlp was MXNet's 128,64.
+  std::vector<int64_t> hidden;
 };
 
 // What a run was started with, as far as it decides what resuming it means: a resume
@@ -40,6 +43,9 @@ struct RunRecord {
   int64_t batch_size = 0;
   int64_t num_examples = 0;
   int64_t seed = 0;
+  // The mlp's hidden widths; empty for other networks and in records from before the
+  // field (whose mlp had the default widths).
+  std::vector<int64_t> hidden;
 };
 
 // 16 random hex digits.

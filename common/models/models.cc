@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace dtrain::models {
 namespace {
@@ -11,26 +12,31 @@ namespace {
 constexpr int kMaxClasses = 100000;
 constexpr int64_t kPixels = 28 * 28;
 
-// MXNet's get_mlp(): three fully connected layers.
+// MXNet's get_mlp(): fully connected layers with relu, then the output layer; the
+// hidden widths are MXNet's 128,64 unless the spec says otherwise (torch_fmnist.py's
+// --hidden). Layers are built, and so initialised, input side first: fc1, fc2, ...
 class Mlp : public Network {
  public:
-  explicit Mlp(int num_classes)
-      : fc1_(register_module("fc1", torch::nn::Linear(kPixels, 128))),
-        fc2_(register_module("fc2", torch::nn::Linear(128, 64))),
-        fc3_(register_module("fc3", torch::nn::Linear(64, num_classes))) {}
+  Mlp(const std::vector<int64_t>& hidden, int num_classes) {
+    int64_t in = kPixels;
+    for (size_t i = 0; i <= hidden.size(); ++i) {
+      const int64_t out = i < hidden.size() ? hidden[i] : num_classes;
+      layers_.push_back(register_module(absl::StrCat("fc", i + 1), torch::nn::Linear(in, out)));
+      in = out;
+    }
+  }
 
   torch::Tensor forward(torch::Tensor x) override {
     x = x.flatten(1);
-    x = torch::relu(fc1_->forward(x));
-    x = torch::relu(fc2_->forward(x));
-    return fc3_->forward(x);
+    for (size_t i = 0; i + 1 < layers_.size(); ++i) x = torch::relu(layers_[i]->forward(x));
+    return layers_.back()->forward(x);
   }
 
   const std::string& name() const override { return name_; }
 
  private:
   const std::string name_ = "mlp";
-  torch::nn::Linear fc1_, fc2_, fc3_;
+  std::vector<torch::nn::Linear> layers_;
 };
 
 // MXNet's get_lenet(): LeCun et al. 1998 with tanh activations and max pooling.
@@ -60,17 +66,21 @@ class LeNet : public Network {
 
 }  // namespace
 
-std::vector<std::string> KnownNetworks() { return {"mlp", "lenet"}; }
-
-absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const std::string& name, int num_classes) {
+absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const NetworkSpec& spec, int num_classes) {
   if (num_classes < 1 || num_classes > kMaxClasses) {
-    return absl::InvalidArgumentError(absl::StrCat("network ", name, ": num_classes ", num_classes,
+    return absl::InvalidArgumentError(absl::StrCat("network ", spec.name, ": num_classes ", num_classes,
                                                    " is not in [1, ", kMaxClasses, "]"));
   }
-  if (name == "mlp") return std::shared_ptr<Network>(std::make_shared<Mlp>(num_classes));
-  if (name == "lenet") return std::shared_ptr<Network>(std::make_shared<LeNet>(num_classes));
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown network \"", name, "\" (known: ", absl::StrJoin(KnownNetworks(), ", "), ")"));
+  DTRAIN_ASSIGN_OR_RETURN(const NetworkSpec resolved,
+                          ResolveNetworkSpec(spec.name, spec.hidden, kPixels, num_classes));
+  if (resolved.name == "mlp") {
+    return std::shared_ptr<Network>(std::make_shared<Mlp>(resolved.hidden, num_classes));
+  }
+  return std::shared_ptr<Network>(std::make_shared<LeNet>(num_classes));
+}
+
+absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const std::string& name, int num_classes) {
+  return CreateNetwork(NetworkSpec{name, {}}, num_classes);
 }
 
 }  // namespace dtrain::models

@@ -68,7 +68,8 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
   const std::string path = checkpoint::ParamsPath(prefix, epoch);
   DTRAIN_ASSIGN_OR_RETURN(std::vector<checkpoint::NamedTensor> tensors, checkpoint::ReadParams(path));
   DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> module,
-                          models::CreateNetwork(symbol.network, symbol.num_classes));
+                          models::CreateNetwork(models::NetworkSpec{symbol.network, symbol.hidden},
+                                                symbol.num_classes));
   std::vector<checkpoint::NamedTensor> expected;
   for (const auto& p : module->named_parameters()) {
     expected.push_back({p.key(), p.value().sizes().vec(), {}});

@@ -1,6 +1,9 @@
 #include "services/worker/train_options.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
@@ -8,6 +11,8 @@ namespace dtrain::worker {
 
 void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddString("network", &o->network, "the network: mlp or lenet");
+  f.AddString("hidden", &o->hidden,
+              "the mlp's hidden layer widths, e.g. 2048,2048 (empty: MXNet's 128,64; as torch_fmnist.py --hidden)");
   f.AddInt("num-epochs", &o->num_epochs, "epochs to train (counting the resumed ones)");
   f.AddInt("batch-size", &o->batch_size, "samples per batch, per worker");
   f.AddDouble("lr", &o->lr, "initial learning rate");
@@ -42,6 +47,19 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(o->kv_store);
   if (!mode.ok()) return bad("kv-store", std::string(mode.status().message()));
   o->mode = *mode;
+  std::vector<int64_t> hidden;
+  if (!o->hidden.empty()) {
+    absl::StatusOr<std::vector<int64_t>> parsed = models::ParseHiddenList(o->hidden);
+    if (!parsed.ok()) return bad("hidden", std::string(parsed.status().message()));
+    hidden = *std::move(parsed);
+  }
+  const std::vector<std::string> known = models::KnownNetworks();
+  if (std::find(known.begin(), known.end(), o->network) == known.end()) {
+    return bad("network", absl::StrCat("\"", o->network, "\" is not one of ", absl::StrJoin(known, ", ")));
+  }
+  absl::StatusOr<models::NetworkSpec> spec = models::ResolveNetworkSpec(o->network, hidden);
+  if (!spec.ok()) return bad("hidden", std::string(spec.status().message()));
+  o->network_spec = *std::move(spec);
   if (o->num_epochs < 1) return bad("num-epochs", "must be >= 1");
   if (o->batch_size < 1) return bad("batch-size", "must be >= 1");
   if (o->lr <= 0) return bad("lr", "must be > 0");

@@ -8,11 +8,13 @@
 #include "absl/status/status.h"
 #include "common/flags.h"
 #include "common/kvstore_mode.h"
+#include "common/models/network_spec.h"
 
 namespace dtrain::worker {
 
 struct TrainOptions {
   std::string network = "mlp";
+  std::string hidden;  // the mlp's hidden widths, "2048,2048"; empty: MXNet's 128,64
   int64_t num_epochs = 20;
   int64_t batch_size = 64;
   double lr = 0.05;
@@ -34,8 +36,9 @@ struct TrainOptions {
   int64_t threads = 0;  // 0: cores / workers on this host
   int64_t seed = 42;
   double sync_timeout_s = 120;
-  // Parsed from kv_store and lr_step_epochs.
+  // Parsed from kv_store, network + hidden and lr_step_epochs.
   KVStoreMode mode = KVStoreMode::kLocal;
+  models::NetworkSpec network_spec;  // hidden filled in: {128, 64} for the default mlp
   std::vector<int64_t> lr_step_epoch_list;
 };
 

@@ -186,7 +186,8 @@ absl::Status WriteSymbolFile(const TrainOptions& o, const std::vector<int64_t>& 
   const std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
   std::error_code ec;
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  checkpoint::SymbolInfo sym{o.network, kNumClasses, input_shape, ClassNamesFor(o.data_dir), run_id};
+  checkpoint::SymbolInfo sym{o.network, kNumClasses, input_shape, ClassNamesFor(o.data_dir), run_id,
+                             o.network_spec.hidden};
   return checkpoint::WriteSymbol(o.model_prefix, sym);
 }
 
@@ -251,7 +252,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   DTRAIN_ASSIGN_OR_RETURN(const Data data, LoadData(o, rank, cluster.num_workers()));
 
   torch::manual_seed(o.seed);
-  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net, models::CreateNetwork(o.network, kNumClasses));
+  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net, models::CreateNetwork(o.network_spec, kNumClasses));
 
   const bool writes_files = rank == 0 && !o.model_prefix.empty();
   // A rejoined worker 0 continues its predecessor's run: the checkpoints there are its own.

@@ -7,6 +7,7 @@
 #include "common/checkpoint/checkpoint_set.h"
 #include "common/log.h"
 #include "common/metrics/metrics_csv.h"
+#include "common/models/network_spec.h"
 #include "common/status_macros.h"
 
 namespace dtrain::worker {
@@ -40,6 +41,7 @@ checkpoint::RunRecord RunRecordFor(const TrainOptions& o, int num_workers, std::
   checkpoint::RunRecord r;
   r.run_id = std::move(run_id);
   r.network = o.network;
+  r.hidden = o.network_spec.hidden;
   r.kv_store = o.kv_store;
   r.num_workers = num_workers;
   r.batch_size = o.batch_size;
@@ -61,6 +63,11 @@ absl::Status CheckResumeMatches(const std::string& states_path, const std::optio
     if (was != now) diffs.push_back(absl::StrCat(what, " ", was, " (saved) vs ", now, " (requested)"));
   };
   cmp("--network", saved->network, requested.network);
+  // A record from before the field has none: its mlp had the default widths.
+  auto widths = [](const checkpoint::RunRecord& r) {
+    return r.network == "mlp" && r.hidden.empty() ? models::DefaultMlpHidden() : r.hidden;
+  };
+  cmp("--hidden", models::HiddenText(widths(*saved)), models::HiddenText(widths(requested)));
   cmp("--kv-store", saved->kv_store, requested.kv_store);
   cmp("workers", saved->num_workers, requested.num_workers);
   cmp("--batch-size", saved->batch_size, requested.batch_size);

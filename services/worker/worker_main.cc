@@ -111,7 +111,11 @@ int Run(int argc, char** argv) {
     return 1;
   }
   if (metrics->registry != nullptr) metrics->registry->SetRank((*cluster)->rank());
-  DTRAIN_LOG(INFO) << "training " << options.network << " with kv-store " << options.kv_store << ", "
+  DTRAIN_LOG(INFO) << "training " << options.network
+                   << (options.network_spec.hidden.empty()
+                           ? std::string()
+                           : " (hidden " + models::HiddenText(options.network_spec.hidden) + ")")
+                   << " with kv-store " << options.kv_store << ", "
                    << threads << " LibTorch thread(s)";
   if (IsAsync(options.mode) && options.mom > 0.5) {
     // Stale gradients act as momentum of their own (Mitliagkas et al. 2016): MXNet's

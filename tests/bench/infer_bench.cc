@@ -97,7 +97,8 @@ std::shared_ptr<dtrain::models::Network> LoadDirect(const std::string& prefix, i
   auto symbol = dtrain::checkpoint::ReadSymbol(prefix);
   auto params = dtrain::checkpoint::ReadParams(dtrain::checkpoint::ParamsPath(prefix, epoch));
   if (!symbol.ok() || !params.ok()) return nullptr;
-  auto net = dtrain::models::CreateNetwork(symbol->network, symbol->num_classes);
+  auto net = dtrain::models::CreateNetwork(dtrain::models::NetworkSpec{symbol->network, symbol->hidden},
+                                           symbol->num_classes);
   if (!net.ok()) return nullptr;
   torch::NoGradGuard no_grad;
   size_t i = 0;

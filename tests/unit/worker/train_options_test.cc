@@ -31,5 +31,52 @@ TEST(TrainOptionsTest, DefaultsAreMxnetsAndBadValuesNameTheFlag) {
   check([](TrainOptions& t) { t.sync_timeout_s = 86401; }, "--sync-timeout");  // over the servers' cap
 }
 
+// --hidden through the flag parser, as dtrain-worker (and `dtrain launch -- ...`) reads it.
+absl::Status ParseWorkerFlags(const std::vector<std::string>& args, TrainOptions* o) {
+  FlagSet flags("dtrain-worker", "test");
+  AddTrainFlags(flags, o);
+  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
+  absl::Status s = flags.Parse(args);
+  if (!s.ok()) return s;
+  return FinishTrainFlags(o);
+}
+
+TEST(TrainOptionsTest, HiddenWidthsForTheMlp) {
+  TrainOptions o;
+  ASSERT_TRUE(ParseWorkerFlags({"--network", "mlp", "--hidden", "2048,2048"}, &o).ok());
+  EXPECT_EQ(o.network_spec.name, "mlp");
+  EXPECT_EQ(o.network_spec.hidden, (std::vector<int64_t>{2048, 2048}));
+
+  // No --hidden: MXNet's mlp, 128,64; lenet has none.
+  TrainOptions d;
+  ASSERT_TRUE(ParseWorkerFlags({"--network", "mlp"}, &d).ok());
+  EXPECT_EQ(d.network_spec.hidden, (std::vector<int64_t>{128, 64}));
+  TrainOptions l;
+  ASSERT_TRUE(ParseWorkerFlags({"--network=lenet"}, &l).ok());
+  EXPECT_TRUE(l.network_spec.hidden.empty());
+}
+
+TEST(TrainOptionsTest, BadHiddenListsAreRefusedNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--hidden", "2048,"}, "--hidden: '2048,' has an empty item"},
+           {{"--hidden", "2048,x"}, "--hidden: 'x' in '2048,x' is not an integer"},
+           {{"--hidden", "0,64"}, "--hidden: width 0 in '0,64' is out of range"},
+           {{"--hidden", "-5"}, "--hidden: width -5"},
+           {{"--hidden", " "}, "--hidden: empty list"},
+           {{"--hidden", "65536,65536"}, "--hidden: mlp with hidden layers 65536,65536 has"},
+           {{"--network", "lenet", "--hidden", "64"}, "--hidden: the lenet network has no configurable hidden layers"},
+           {{"--network", "resnet"}, "--network: \"resnet\" is not one of mlp, lenet"},
+       }) {
+    TrainOptions o;
+    absl::Status s = ParseWorkerFlags(c.args, &o);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_NE(s.message().find(c.message), absl::string_view::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::worker

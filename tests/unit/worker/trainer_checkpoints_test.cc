@@ -38,6 +38,26 @@ TEST(CheckResumeMatchesTest, NamesEverySavedAndRequestedValueThatDiffers) {
   EXPECT_TRUE(CheckResumeMatches("m-0001.states", std::nullopt, RunRecordFor(o, 3, "")).ok());
 }
 
+TEST(CheckResumeMatchesTest, MlpWidthsMustMatchAndOldRecordsMeanTheDefault) {
+  TrainOptions o = Options("m", 1);
+  o.network = "mlp";
+  o.hidden = "2048,2048";
+  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  const checkpoint::RunRecord wide = RunRecordFor(o, 2, "r1");
+  EXPECT_EQ(wide.hidden, (std::vector<int64_t>{2048, 2048}));
+  TrainOptions d = Options("m", 1);
+  d.network = "mlp";
+  ASSERT_TRUE(FinishTrainFlags(&d).ok());
+  absl::Status s = CheckResumeMatches("m-0001.states", wide, RunRecordFor(d, 2, ""));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("--hidden 2048,2048 (saved) vs 128,64 (requested)"));
+  // A record written before --hidden existed has no widths: its mlp was 128,64.
+  checkpoint::RunRecord old = RunRecordFor(d, 2, "r0");
+  old.hidden.clear();
+  EXPECT_TRUE(CheckResumeMatches("m-0001.states", old, RunRecordFor(d, 2, "")).ok());
+  EXPECT_FALSE(CheckResumeMatches("m-0001.states", old, RunRecordFor(o, 2, "")).ok());
+}
+
 TEST(PrepareCheckpointPrefixTest, FreshStartOnAUsedPrefixIsRefusedUnlessOverwriting) {
   TempDir dir;
   const std::string prefix = dir.File("m");

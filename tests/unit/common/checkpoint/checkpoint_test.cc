@@ -390,6 +390,41 @@ TEST(RunRecordTest, SymbolKeepsRunIdAndOldSymbolsHaveNone) {
   EXPECT_EQ(checkpoint::NewRunId().size(), 16u);
 }
 
+// The mlp's widths travel in the symbol and the run record; files without them (older
+// ones, and every lenet's) read back as empty: the network's default.
+TEST(RunRecordTest, HiddenWidthsRoundTripAndAreOptional) {
+  TempDir dir;
+  std::string prefix = dir.File("m");
+  ASSERT_TRUE(checkpoint::WriteSymbol(prefix, {"mlp", 10, {1, 28, 28}, {}, "abc", {2048, 2048}}).ok());
+  EXPECT_THAT(ReadBytes(checkpoint::SymbolPath(prefix)), HasSubstr("\"hidden\""));
+  EXPECT_EQ(checkpoint::ReadSymbol(prefix)->hidden, (std::vector<int64_t>{2048, 2048}));
+  ASSERT_TRUE(checkpoint::WriteSymbol(prefix, {"lenet", 10, {1, 28, 28}, {}}).ok());
+  EXPECT_EQ(ReadBytes(checkpoint::SymbolPath(prefix)).find("hidden"), std::string::npos);
+  EXPECT_TRUE(checkpoint::ReadSymbol(prefix)->hidden.empty());
+
+  const std::string path = checkpoint::SymbolPath(prefix);
+  const std::string base = R"({"format":"dtrain-symbol-v1","network":"mlp","num_classes":10,"input_shape":[1,28,28],)"
+                           R"("class_names":[],"hidden":)";
+  for (const char* bad : {"[]", "[0]", "[2048,-1]", "[\"2048\"]", "2048", "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]"}) {
+    WriteBytes(path, base + bad + "}");
+    absl::Status s = checkpoint::ReadSymbol(prefix).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), AllOf(HasSubstr(path), HasSubstr("\"hidden\""))) << bad;
+  }
+
+  std::string states = dir.File("m.states");
+  checkpoint::OptimizerStates in = SampleStates();
+  in.run = SampleRun();
+  in.run->network = "mlp";
+  in.run->hidden = {2048, 2048};
+  ASSERT_TRUE(checkpoint::WriteStates(states, in).ok());
+  EXPECT_EQ(checkpoint::ReadStates(states)->run->hidden, (std::vector<int64_t>{2048, 2048}));
+  in.run = SampleRun();
+  ASSERT_TRUE(checkpoint::WriteStates(states, in).ok());
+  EXPECT_EQ(ReadBytes(states).find("hidden"), std::string::npos);
+  EXPECT_TRUE(checkpoint::ReadStates(states)->run->hidden.empty());
+}
+
 TEST(CheckpointSetTest, ListsOnlyThePrefixsEpochFiles) {
   TempDir dir;
   std::string prefix = dir.File("model");

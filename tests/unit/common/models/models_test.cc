@@ -67,11 +67,59 @@ TEST(ModelsTest, MlpParameters) {
   EXPECT_EQ(ParamCount(*net), 100480 + 8256 + 650);
 }
 
+// --hidden 2048,2048: the layers of torch_fmnist.py's MLP([2048, 2048]) (784 -> 2048 ->
+// 2048 -> 10, relu), named as MXNet's mlp names its layers.
+TEST(ModelsTest, WideMlpHasTheReferenceShape) {
+  std::shared_ptr<models::Network> net = *models::CreateNetwork(NetworkSpec{"mlp", {2048, 2048}}, 10);
+  using P = std::pair<std::string, std::vector<int64_t>>;
+  EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {2048, 784}}, P{"fc1.bias", {2048}},
+                                             P{"fc2.weight", {2048, 2048}}, P{"fc2.bias", {2048}},
+                                             P{"fc3.weight", {10, 2048}}, P{"fc3.bias", {10}}));
+  // torch_fmnist.py --network mlp --hidden 2048,2048 reports "model_bytes": 23298088.
+  EXPECT_EQ(ParamCount(*net), 784 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10);
+  EXPECT_EQ(ParamCount(*net) * 4, 23298088);
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(net->forward(torch::rand({3, 1, 28, 28})).sizes().vec(), (std::vector<int64_t>{3, 10}));
+
+  // Any depth: one fc per hidden width, then the output layer.
+  net = *models::CreateNetwork(NetworkSpec{"mlp", {32, 16, 8}}, 4);
+  EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {32, 784}}, P{"fc1.bias", {32}},
+                                             P{"fc2.weight", {16, 32}}, P{"fc2.bias", {16}},
+                                             P{"fc3.weight", {8, 16}}, P{"fc3.bias", {8}},
+                                             P{"fc4.weight", {4, 8}}, P{"fc4.bias", {4}}));
+}
+
+// The default mlp is built exactly as before --hidden existed: for a seed, the same
+// initial weights as three Linear layers made one after the other (so fixed-seed runs
+// keep their weights), and the same as --hidden 128,64.
+TEST(ModelsTest, DefaultMlpKeepsItsInitialWeights) {
+  torch::manual_seed(7);
+  std::shared_ptr<models::Network> net = *models::CreateNetwork("mlp", 10);
+  torch::manual_seed(7);
+  torch::nn::Linear fc1(784, 128), fc2(128, 64), fc3(64, 10);
+  torch::manual_seed(7);
+  std::shared_ptr<models::Network> explicit_default = *models::CreateNetwork(NetworkSpec{"mlp", {128, 64}}, 10);
+  std::vector<torch::Tensor> want = {fc1->weight, fc1->bias, fc2->weight, fc2->bias, fc3->weight, fc3->bias};
+  std::vector<torch::Tensor> got = net->parameters();
+  std::vector<torch::Tensor> got_explicit = explicit_default->parameters();
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(got_explicit.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_TRUE(torch::equal(got[i], want[i])) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(got_explicit[i], want[i])) << "parameter " << i;
+  }
+}
+
 TEST(ModelsTest, BadArgumentsAreErrors) {
   absl::Status s = models::CreateNetwork("resnet").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("resnet"), HasSubstr("mlp, lenet")));
   EXPECT_EQ(models::CreateNetwork("lenet", 0).status().code(), absl::StatusCode::kInvalidArgument);
+  // Hidden widths from a symbol file are checked as the flag's are.
+  s = models::CreateNetwork(NetworkSpec{"lenet", {64}}, 10).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("hidden widths are for the mlp"));
+  EXPECT_EQ(models::CreateNetwork(NetworkSpec{"mlp", {0}}, 10).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // A few SGD steps on one tiny batch must fit it: the loss falls well below its start.
