@@ -708,6 +708,13 @@ int64_t ShardStore::bytes_held() const {
   return impl_->bytes_held;
 }
 
+absl::StatusOr<int64_t> ShardStore::ElementCount(uint64_t key) const {
+  KeyEntry* k = nullptr;
+  const Setup* setup = nullptr;
+  if (absl::Status s = impl_->Find(key, &k, &setup); !s.ok()) return s;
+  return k->numel;  // fixed when the key was made
+}
+
 int64_t ShardStore::num_keys() const {
   absl::ReaderMutexLock lock(&impl_->mu);
   return static_cast<int64_t>(impl_->keys.size());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/kv/key_state.h"
@@ -167,6 +168,11 @@ class ShardStore {
   // forgotten and parked pulls fail ABORTED "rolled back to step S"; per-worker push
   // records restart, so the steps from `step` on are taken again.
   absl::Status Restore(const std::vector<KeyState>& keys, int64_t step);
+
+  // The element count of `key`: what a compressed push of it must unpack to (the
+  // exact packed size follows from it, common/kv/compression). FAILED_PRECONDITION
+  // before Configure, NOT_FOUND for a key not held.
+  absl::StatusOr<int64_t> ElementCount(uint64_t key) const;
 
   int64_t num_keys() const;
   // Pulls parked now, over all keys.

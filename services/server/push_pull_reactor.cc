@@ -72,6 +72,7 @@ void PushPullReactor::OnReadDone(bool ok) {
   if (decoded.ok()) {
     Handle(req, payload_bytes);
     if (payload_.capacity() * sizeof(float) > kKeepPayloadBytes) std::vector<float>().swap(payload_);
+    if (unpacked_.capacity() * sizeof(float) > kKeepPayloadBytes) std::vector<float>().swap(unpacked_);
     bool refused = false;
     {
       absl::MutexLock lock(&box_->mu);
@@ -127,15 +128,37 @@ void PushPullReactor::DropParkedPulls() {
   if (dropped > 0) DTRAIN_LOG(INFO) << "PushPull stream gone: dropped its " << dropped << " parked pulls";
 }
 
-absl::Status PushPullReactor::CheckFinite(const v1::PushPullRequest& req, int64_t numel) const {
-  if (options_.allow_non_finite || kv::AllFinite(payload_.data(), numel)) return absl::OkStatus();
-  const int64_t at = kv::FirstNonFinite(payload_.data(), numel);
-  const float bad = payload_[static_cast<size_t>(at)];
+absl::Status PushPullReactor::CheckFinite(const v1::PushPullRequest& req, const float* grad, int64_t numel) const {
+  if (options_.allow_non_finite || kv::AllFinite(grad, numel)) return absl::OkStatus();
+  const int64_t at = kv::FirstNonFinite(grad, numel);
+  const float bad = grad[at];
   return absl::InvalidArgumentError(absl::StrCat(
       "push of key ", req.key(), " at step ", req.step(), " by worker ", req.worker_rank(), ": gradient element ",
       at, " is ", std::isnan(bad) ? "NaN" : (bad > 0 ? "+Inf" : "-Inf"),
       "; refused so that it cannot poison the key for every worker (dtrain-server --allow-non-finite applies "
       "such pushes)"));
+}
+
+absl::Status PushPullReactor::Unpack(const v1::PushPullRequest& req, int64_t payload_bytes, int64_t* numel) {
+  // The size comes from the key this server holds, never from the wire.
+  absl::StatusOr<int64_t> n = store_->ElementCount(req.key());
+  if (!n.ok()) return n.status();
+  const kv::CompressionSpec spec{static_cast<kv::CompressionType>(req.compression()), req.gc_threshold()};
+  if (codec_ == nullptr || codec_spec_.type != spec.type || codec_spec_.threshold != spec.threshold) {
+    if (absl::Status s = kv::ValidateSpec(spec); !s.ok()) return s;  // request_checks let it through
+    codec_ = kv::MakeCodec(spec);
+    codec_spec_ = spec;
+  }
+  const int64_t got = std::max<int64_t>(payload_bytes, 0);
+  const int64_t want = codec_->PackedBytes(*n);
+  if (got != want) {
+    return absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req), " at step ", req.step(), ": ",
+                                                   kv::CompressionTypeName(spec.type), " data has ", got,
+                                                   " bytes, expected ", want, " for the key's ", *n, " elements"));
+  }
+  unpacked_.resize(static_cast<size_t>(*n));
+  *numel = *n;
+  return codec_->Decode(reinterpret_cast<const char*>(payload_.data()), got, unpacked_.data(), *n);
 }
 
 void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_bytes) {
@@ -160,7 +183,8 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   int64_t min_version = req.min_version();
   if (req.op() != v1::OP_PULL) {
     if (metrics != nullptr) metrics->PushReceived(std::max<int64_t>(payload_bytes, 0));
-    const int64_t numel = std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float));
+    int64_t numel = std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float));
+    const float* grad = payload_.data();
     absl::Status s;
     if (payload_bytes > 0 && payload_taken_ != payload_bytes) {
       // Fields may come in any order; the data was skipped because `op` only said
@@ -168,8 +192,14 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
       s = absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req),
                                                   ": op must come before data on the wire (put data last)"));
     }
-    if (s.ok()) s = CheckFinite(req, numel);
-    if (s.ok()) s = store_->Push(req.worker_rank(), req.step(), req.key(), payload_.data(), numel);
+    // Compressed: unpacked to floats, then checked and merged as any push (issue 13).
+    if (s.ok() && req.compression() != v1::COMPRESSION_NONE) {
+      s = Unpack(req, payload_bytes, &numel);
+      grad = unpacked_.data();
+    }
+    if (s.ok() && metrics != nullptr) metrics->PushUnpacked(numel * static_cast<int64_t>(sizeof(float)));
+    if (s.ok()) s = CheckFinite(req, grad, numel);
+    if (s.ok()) s = store_->Push(req.worker_rank(), req.step(), req.key(), grad, numel);
     if (!s.ok() || req.op() == v1::OP_PUSH) {
       if (!s.ok() && metrics != nullptr) metrics->RequestFailed();
       SetStatus(s, &resp);

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/kv/compression/gradient_codec.h"
 #include "common/kv/shard_store.h"
 #include "common/auth/node_token.h"
 #include "services/server/request_checks.h"
@@ -103,7 +104,11 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   // The stream is gone: fails and forgets the pulls it parked.
   void DropParkedPulls();
   // Refuses a push holding NaN or Inf (unless allowed), naming key, step and rank.
-  absl::Status CheckFinite(const v1::PushPullRequest& req, int64_t numel) const;
+  absl::Status CheckFinite(const v1::PushPullRequest& req, const float* grad, int64_t numel) const;
+  // A compressed push (req.compression): checks that its `payload_bytes` in payload_
+  // are exactly the codec's size for the key's element count (which the store holds)
+  // and unpacks them into unpacked_ (*numel floats).
+  absl::Status Unpack(const v1::PushPullRequest& req, int64_t payload_bytes, int64_t* numel);
 
   kv::ShardStore* store_;
   const StreamOptions options_;
@@ -117,6 +122,10 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   // larger than kKeepPayloadBytes between requests.
   std::vector<float> payload_;
   int64_t payload_taken_ = -1;  // bytes of the current request's data in payload_ (-1: none)
+  // A compressed push unpacked (payload_ then holds the packed bytes); same keep rule.
+  std::vector<float> unpacked_;
+  std::unique_ptr<kv::GradientCodec> codec_;  // the last compressed push's, reused while it matches
+  kv::CompressionSpec codec_spec_;
 };
 
 }  // namespace dtrain::server

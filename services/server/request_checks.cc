@@ -1,5 +1,6 @@
 #include "services/server/request_checks.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -66,7 +67,25 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
     return absl::InvalidArgumentError(absl::StrCat(what, ": data has ", data_size, " bytes, over the cap of ",
                                                    limits.max_payload_bytes));
   }
-  if (push && data_size % static_cast<int64_t>(sizeof(float)) != 0) {
+  if (!v1::Compression_IsValid(req.compression())) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": unknown compression ", req.compression(),
+                                                   " (want COMPRESSION_NONE, _2BIT, _1BIT or _FP16)"));
+  }
+  if (!push && (req.compression() != v1::COMPRESSION_NONE || req.gc_threshold() != 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": compression and gc_threshold are for pushes (pulls are not compressed)"));
+  }
+  if (req.compression() == v1::COMPRESSION_2BIT) {
+    if (!std::isfinite(req.gc_threshold()) || req.gc_threshold() <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": 2bit gc_threshold ", req.gc_threshold(), " must be finite and > 0"));
+    }
+  } else if (req.gc_threshold() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": gc_threshold ", req.gc_threshold(), " without 2bit compression"));
+  }
+  // Packed data's exact size depends on the key's element count, which only the store
+  // knows: the server checks it when it unpacks (push_pull_reactor.cc).
+  if (push && req.compression() == v1::COMPRESSION_NONE && data_size % static_cast<int64_t>(sizeof(float)) != 0) {
     return absl::InvalidArgumentError(absl::StrCat("push of key ", req.key(), ": data has ", data_size,
                                                    " bytes, not a whole number of float32s"));
   }

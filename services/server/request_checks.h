@@ -3,6 +3,10 @@
 // fuzz target can call them without a server. What needs the store (the key exists,
 // worker_rank < num_workers, the payload fits the key) is the store's to check.
 //
+// A compressed push (PushPullRequest.compression) is checked here for its codec and
+// threshold; the exact length of its data, which follows from the key's element count,
+// is checked where it is unpacked (push_pull_reactor.cc).
+//
 // Every failure is INVALID_ARGUMENT naming the request and the field, e.g.
 // "push of key 3 by worker 0: step -1 is negative".
 #pragma once

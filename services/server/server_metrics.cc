@@ -13,7 +13,11 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
   push_requests_ = &AddCounter(r, "dtrain_server_push_requests_total",
                                "Push requests received (a push-pull counts as one push and one pull).");
   pull_requests_ = &AddCounter(r, "dtrain_server_pull_requests_total", "Pull requests received.");
-  push_bytes_ = &AddCounter(r, "dtrain_server_push_bytes_total", "Gradient bytes received in pushes.");
+  push_bytes_ = &AddCounter(r, "dtrain_server_push_bytes_total",
+                            "Gradient bytes received in pushes, as sent (compressed with --gc-type).");
+  push_unpacked_bytes_ = &AddCounter(r, "dtrain_server_push_uncompressed_bytes_total",
+                                     "Bytes of the float32 gradients the accepted pushes unpacked to (equal to "
+                                     "push_bytes without gradient compression).");
   pull_bytes_ = &AddCounter(r, "dtrain_server_pull_bytes_total", "Weight bytes sent in answers to pulls.");
   request_errors_ = &AddCounter(r, "dtrain_server_request_errors_total",
                                 "Requests answered with an error (bad key or size, timeout, ...).");
@@ -44,6 +48,10 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
 void ServerMetrics::CatchUpCopy(double held_seconds, bool ok) {
   catch_up_hold_->Observe(held_seconds);
   (ok ? catch_up_ok_ : catch_up_failed_)->Increment();
+}
+
+void ServerMetrics::PushUnpacked(int64_t bytes) {
+  if (bytes > 0) push_unpacked_bytes_->Increment(static_cast<double>(bytes));
 }
 
 void ServerMetrics::PushReceived(int64_t bytes) {

@@ -22,6 +22,9 @@ class ServerMetrics {
   explicit ServerMetrics(metrics::MetricsRegistry& registry);
 
   void PushReceived(int64_t bytes);
+  // A push's gradient as floats: its bytes uncompressed (= the bytes received unless
+  // the push was compressed), so that push_bytes / this is the compression ratio.
+  void PushUnpacked(int64_t bytes);
   void PullRequested();
   void PullAnswered(int64_t bytes);
   void RequestFailed();
@@ -41,6 +44,7 @@ class ServerMetrics {
   prometheus::Counter* push_requests_;
   prometheus::Counter* pull_requests_;
   prometheus::Counter* push_bytes_;
+  prometheus::Counter* push_unpacked_bytes_;
   prometheus::Counter* pull_bytes_;
   prometheus::Counter* request_errors_;
   prometheus::Counter* updates_;

@@ -38,6 +38,10 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("seed", &o->seed, "random seed for initialisation and shuffling");
   f.AddDouble("sync-timeout", &o->sync_timeout_s, "seconds a step may wait for the other workers",
               {"DTRAIN_SYNC_TIMEOUT"});
+  f.AddString("gc-type", &o->gc_type,
+              "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
+              "(sign times the mean magnitude) or fp16; what is not sent is added to the next push");
+  f.AddDouble("gc-threshold", &o->gc_threshold, "2bit: values reaching +-threshold are sent as +-threshold");
 }
 
 absl::Status FinishTrainFlags(TrainOptions* o) {
@@ -80,6 +84,16 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   // The servers refuse a request that says it will wait longer than a day (a cap on what
   // the wire may ask of them), so a longer timeout would fail every pull.
   if (o->sync_timeout_s > 86400) return bad("sync-timeout", "must be at most 86400 (one day)");
+  absl::StatusOr<kv::CompressionType> gc = kv::ParseCompressionType(o->gc_type);
+  if (!gc.ok()) return bad("gc-type", std::string(gc.status().message()));
+  o->compression = {*gc, static_cast<float>(o->gc_threshold)};
+  if (*gc == kv::CompressionType::kTwoBit && !(o->gc_threshold > 0 && o->gc_threshold < 1e30)) {
+    return bad("gc-threshold", "must be > 0 (and finite)");
+  }
+  if (*gc != kv::CompressionType::kNone && !IsDistributed(o->mode)) {
+    return bad("gc-type", absl::StrCat("compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
+                                       o->kv_store));
+  }
   absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
   if (!s.ok()) return bad("lr-step-epochs", std::string(s.message()));
   return absl::OkStatus();

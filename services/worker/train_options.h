@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "common/flags.h"
+#include "common/kv/compression/gradient_codec.h"
 #include "common/kvstore_mode.h"
 #include "common/models/network_spec.h"
 
@@ -36,6 +37,11 @@ struct TrainOptions {
   int64_t threads = 0;  // 0: cores / workers on this host
   int64_t seed = 42;
   double sync_timeout_s = 120;
+  // Gradient compression of the pushes (MXNet's fit.py --gc-type / --gc-threshold):
+  // none, 2bit, 1bit or fp16; the threshold is 2bit's quantum.
+  std::string gc_type = "none";
+  double gc_threshold = 0.5;
+  kv::CompressionSpec compression;  // parsed from the two
   // Parsed from kv_store, network + hidden and lr_step_epochs.
   KVStoreMode mode = KVStoreMode::kLocal;
   models::NetworkSpec network_spec;  // hidden filled in: {128, 64} for the default mlp

@@ -52,7 +52,8 @@ void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64
   const PushPullTiming t = kv_.last_timing();
   metrics_->StepDone(samples, {compute_seconds, t.push, t.wait, t.pull, t.rejoin_wait, t.replica_lag});
   const KVStoreStats stats = kv_.stats();
-  metrics_->AddBytes(stats.bytes_pushed - last_stats_.bytes_pushed, stats.bytes_pulled - last_stats_.bytes_pulled);
+  metrics_->AddBytes(stats.bytes_pushed - last_stats_.bytes_pushed, stats.bytes_pulled - last_stats_.bytes_pulled,
+                     stats.bytes_pushed_uncompressed - last_stats_.bytes_pushed_uncompressed);
   last_stats_ = stats;
   const Figures e = FiguresOf(epoch_totals_, now);
   metrics_->SetTrainFigures(e.loss, e.accuracy);

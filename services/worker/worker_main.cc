@@ -62,6 +62,8 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   d.connect_timeout = absl::Seconds(flags.register_timeout_s);
   d.replication = static_cast<int>(flags.replication);
   d.sync_timeout = absl::Seconds(options.sync_timeout_s);
+  d.compression = options.compression;
+  d.gradient_scale = static_cast<double>(options.batch_size);  // MXNet's threshold units
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DistKVStore> kv, DistKVStore::Connect(d, cluster));
   return std::unique_ptr<KVStore>(std::move(kv));
 }
@@ -135,6 +137,15 @@ int Run(int argc, char** argv) {
       result->samples, result->train_seconds,
       result->train_seconds > 0 ? static_cast<double>(result->samples) / result->train_seconds : 0.0,
       result->validation_accuracy, result->weights_fnv);
+  // What the pushes cost on the wire against their float32 size (issue 13's ratio).
+  if (const KVStoreStats bytes = (*kv)->stats(); bytes.bytes_pushed > 0) {
+    DTRAIN_LOG(INFO) << absl::StrFormat(
+        "pushed %d bytes on the wire for %d bytes of float32 gradients (--gc-type %s, compression ratio %.2f); "
+        "pulled %d bytes",
+        bytes.bytes_pushed, bytes.bytes_pushed_uncompressed, options.gc_type,
+        static_cast<double>(bytes.bytes_pushed_uncompressed) / static_cast<double>(bytes.bytes_pushed),
+        bytes.bytes_pulled);
+  }
   absl::Status left = (*cluster)->Finish(/*failed=*/false, "");
   if (!left.ok()) DTRAIN_LOG(WARNING) << "could not tell the scheduler we are done: " << left.message();
   return 0;

@@ -14,6 +14,15 @@ WorkerMetrics::WorkerMetrics(metrics::MetricsRegistry& registry) {
   steps_ = &AddCounter(r, "dtrain_worker_steps_total", "Training steps (batches) completed by this worker.");
   pushed_bytes_ = &AddCounter(r, "dtrain_worker_pushed_bytes_total", "Gradient bytes pushed to the servers.");
   pulled_bytes_ = &AddCounter(r, "dtrain_worker_pulled_bytes_total", "Weight bytes pulled from the servers.");
+  pushed_uncompressed_bytes_ =
+      &AddCounter(r, "dtrain_worker_pushed_uncompressed_bytes_total",
+                  "The pushed gradients' size as float32s: pushed_bytes_total without --gc-type compression "
+                  "(this over pushed_bytes_total is the compression ratio).");
+  const char* kStepBytes = "dtrain_worker_step_pushed_bytes";
+  const char* kStepBytesHelp =
+      "Bytes the last step pushed: on the wire (compressed with --gc-type) and as float32 gradients.";
+  step_pushed_wire_ = &AddGauge(r, kStepBytes, kStepBytesHelp, {{"encoding", "wire"}});
+  step_pushed_uncompressed_ = &AddGauge(r, kStepBytes, kStepBytesHelp, {{"encoding", "float32"}});
   rejoin_wait_ = &AddCounter(r, "dtrain_worker_rejoin_wait_seconds_total",
                             "Seconds this worker's steps waited past the sync timeout for a dead worker "
                             "to be replaced (--rejoin-timeout).");
@@ -50,7 +59,11 @@ void WorkerMetrics::StepDone(int64_t samples, const StepPhases& phases) {
   if (phases.replica_lag >= 0) replica_lag_->Observe(phases.replica_lag);
 }
 
-void WorkerMetrics::AddBytes(int64_t pushed, int64_t pulled) {
+void WorkerMetrics::AddBytes(int64_t pushed, int64_t pulled, int64_t pushed_uncompressed) {
+  if (pushed_uncompressed < 0) pushed_uncompressed = pushed;
+  step_pushed_wire_->Set(static_cast<double>(pushed));
+  step_pushed_uncompressed_->Set(static_cast<double>(pushed_uncompressed));
+  if (pushed_uncompressed > 0) pushed_uncompressed_bytes_->Increment(static_cast<double>(pushed_uncompressed));
   if (pushed > 0) pushed_bytes_->Increment(static_cast<double>(pushed));
   if (pulled > 0) pulled_bytes_->Increment(static_cast<double>(pulled));
 }

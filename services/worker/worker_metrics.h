@@ -31,7 +31,9 @@ class WorkerMetrics {
   explicit WorkerMetrics(metrics::MetricsRegistry& registry);
 
   void StepDone(int64_t samples, const StepPhases& phases);
-  void AddBytes(int64_t pushed, int64_t pulled);
+  // One step's bytes: pushed on the wire (compressed with --gc-type), pulled, and the
+  // pushes' float32 size (-1: as pushed, i.e. uncompressed).
+  void AddBytes(int64_t pushed, int64_t pulled, int64_t pushed_uncompressed = -1);
   void SetEpoch(int64_t epoch);
   // Means over the current epoch so far.
   void SetTrainFigures(double loss, double accuracy);
@@ -42,6 +44,9 @@ class WorkerMetrics {
   prometheus::Counter* steps_;
   prometheus::Counter* pushed_bytes_;
   prometheus::Counter* pulled_bytes_;
+  prometheus::Counter* pushed_uncompressed_bytes_;
+  prometheus::Gauge* step_pushed_wire_;
+  prometheus::Gauge* step_pushed_uncompressed_;
   prometheus::Counter* rejoin_wait_;
   prometheus::Histogram* replica_lag_;
   prometheus::Gauge* epoch_;

@@ -25,7 +25,13 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
   DTRAIN_RETURN_IF_ERROR(store->Reconnect(cluster.servers()));
   DTRAIN_RETURN_IF_ERROR(kv::CheckReplication(options.replication, static_cast<int>(store->servers_.size())));
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
-                   << " servers" << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "");
+                   << " servers" << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "")
+                   << (options.compression.type == kv::CompressionType::kNone
+                           ? std::string()
+                           : absl::StrCat(", gradient compression ", kv::CompressionTypeName(options.compression.type),
+                                          options.compression.type == kv::CompressionType::kTwoBit
+                                              ? absl::StrCat(" (threshold ", options.compression.threshold, ")")
+                                              : std::string()));
   return store;
 }
 
@@ -42,6 +48,8 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
     slice_of_[placement_.slices[i].key] = i;
   }
   routing_ = std::make_unique<ReplicaRouting>(homes, options_.replication, static_cast<int>(servers_.size()));
+  codec_ = kv::MakeCodec(options_.compression);
+  ResetResiduals();
   const absl::Duration timeout = options_.sync_timeout;
   if (cluster_.rejoined()) return Rejoin(init);
 
@@ -91,6 +99,7 @@ absl::StatusOr<int64_t> DistKVStore::Rollback() {
     return absl::FailedPreconditionError(absl::StrCat(order->reason, ": dist_async cannot roll back (no common step)"));
   }
   const int64_t t = order->step;
+  ResetResiduals();
   // Every server reloaded step t before the scheduler told us. A restarted server is a
   // new process: the old streams (to it, and those a live server failed) are done.
   WaitAllServers(absl::Now()).IgnoreError();
@@ -258,6 +267,9 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
 
 absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
+  // Compressed pushes carry gradients times gradient_scale (DistOptions): undone here.
+  kv::OptimizerOptions optimizer = init.optimizer;
+  if (codec_ != nullptr) optimizer.rescale_grad /= options_.gradient_scale;
   DTRAIN_ASSIGN_OR_RETURN(ResumeIndex resume, IndexResumeStates(init.resume, optimizer_name_));
   std::vector<std::vector<kv::KeyState>> per_server(servers_.size());
   std::vector<std::vector<std::vector<int>>> chains(servers_.size());  // parallel to per_server
@@ -280,7 +292,7 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
-    DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout));
+    DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), optimizer, timeout));
     DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
@@ -301,14 +313,16 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
     sent_[i].clear();
     const int head = routing_->Head(i);
     if (head < 0) return NoReplicaLeft(i);
+    // Packed once per slice: every replica merges the same bytes.
+    const PsClient::PushData data =
+        codec_ != nullptr ? Compress(i, grad) : PsClient::PushData::Floats(grad, slice.length);
     for (int m : routing_->chain(i)) {
       if (!routing_->InChain(i, m)) continue;
       if (m == head) {
-        sent_[i].push_back({m, servers_[m]->PushPull(step, slice.key, grad,
-                                                     params_[slice.param_index].weights + slice.offset, slice.length),
-                            true});
+        sent_[i].push_back(
+            {m, servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset), true});
       } else {
-        sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, grad, slice.length), false});
+        sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, data), false});
       }
     }
   }
@@ -340,6 +354,34 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
                         << " after rejoining";
   }
   return first;
+}
+
+PsClient::PushData DistKVStore::Compress(size_t i, const float* grad) {
+  const int64_t n = placement_.slices[i].length;
+  std::string& packed = packed_[i];
+  if (options_.gradient_scale != 1) {
+    scaled_.resize(static_cast<size_t>(n));
+    const float scale = static_cast<float>(options_.gradient_scale);
+    for (int64_t j = 0; j < n; ++j) scaled_[j] = grad[j] * scale;
+    grad = scaled_.data();
+  }
+  codec_->Encode(grad, residual_[i].data(), n, packed.data());
+  PsClient::PushData data;
+  data.bytes = packed.data();
+  data.size = static_cast<int64_t>(packed.size());
+  data.numel = n;
+  data.compression = options_.compression;
+  return data;
+}
+
+void DistKVStore::ResetResiduals() {
+  residual_.clear();
+  packed_.clear();
+  if (codec_ == nullptr) return;
+  for (const auto& slice : placement_.slices) {
+    residual_.emplace_back(static_cast<size_t>(slice.length), 0.0f);
+    packed_.emplace_back(static_cast<size_t>(codec_->PackedBytes(slice.length)), '\0');
+  }
 }
 
 absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {
@@ -495,6 +537,7 @@ KVStoreStats DistKVStore::stats() const {
   for (const auto& s : servers_) {
     st.bytes_pushed += s->bytes_pushed();
     st.bytes_pulled += s->bytes_pulled();
+    st.bytes_pushed_uncompressed += s->bytes_pushed_uncompressed();
   }
   return st;
 }

@@ -21,6 +21,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
+#include "common/kv/compression/gradient_codec.h"
 #include "common/kv/placement.h"
 #include "services/worker/cluster.h"
 #include "services/worker/kv/kvstore.h"
@@ -38,6 +39,15 @@ struct DistOptions {
   // Copies of each key range (common/kv/replica_chain.h), 1..servers. 1: none, a dead
   // server ends the job as before.
   int replication = 1;
+  // Gradient compression of every push (--gc-type, --gc-threshold; issue 13): each
+  // slice is packed by the codec with this worker's residual of it (error feedback),
+  // kept here for the life of the process. kNone: float32s, as before.
+  kv::CompressionSpec compression{kv::CompressionType::kNone, kv::kDefaultTwoBitThreshold};
+  // With compression, gradients are multiplied by this before packing and the servers'
+  // rescale_grad is divided by it. The worker passes its batch size: MXNet's gradients
+  // are sums over the batch (rescaled by 1/batch in the optimizer) while ours are
+  // means, so --gc-threshold 0.5 quantises the same gradients as MXNet's 0.5 does.
+  double gradient_scale = 1;
 };
 
 class DistKVStore : public KVStore {
@@ -101,6 +111,12 @@ class DistKVStore : public KVStore {
   absl::Status NoReplicaLeft(size_t i) const { return routing_->NoReplicaLeft(i, placement_.slices[i].key); }
   // `st` from server `server` means it is gone and a replica can take over.
   bool FailOver(int server, const absl::Status& st);
+  // Compression: slice i's gradient + residual packed into packed_[i] (the residual
+  // keeps what was not sent), ready to send to every member of its chain.
+  PsClient::PushData Compress(size_t i, const float* grad);
+  // Compression: every residual back to zero (a fresh start, or a rollback: the
+  // gradients they carried belonged to abandoned steps).
+  void ResetResiduals();
 
   DistOptions options_;
   Cluster& cluster_;
@@ -113,6 +129,13 @@ class DistKVStore : public KVStore {
   std::unique_ptr<ReplicaRouting> routing_;  // from Init: each slice's chain and who takes part
   absl::flat_hash_map<uint64_t, size_t> slice_of_;  // key -> slice index
   std::vector<std::vector<Sent>> sent_;   // this step's, per slice
+  // Compression (null codec_: none). Per slice, what the codec did not send yet
+  // (the worker's error feedback, lost with the process: docs/recovery.md) and the
+  // packed bytes of this step's push (lent to gRPC until the step's answers are in).
+  std::unique_ptr<kv::GradientCodec> codec_;
+  std::vector<std::vector<float>> residual_;
+  std::vector<std::string> packed_;
+  std::vector<float> scaled_;  // a slice's gradient times options_.gradient_scale
   absl::Duration replica_lag_;            // this step's, PushPullTiming::replica_lag
   // A rejoined process until its first step is done (it heartbeats "resuming").
   bool resuming_ = false;

@@ -40,8 +40,11 @@ struct KVStoreInit {
 
 // Progress and timing, for logs and metrics.
 struct KVStoreStats {
-  int64_t bytes_pushed = 0;
+  int64_t bytes_pushed = 0;  // on the wire: compressed with --gc-type
   int64_t bytes_pulled = 0;
+  // What the pushes were as float32s (bytes_pushed without compression): the ratio of
+  // the two is the push's compression ratio.
+  int64_t bytes_pushed_uncompressed = 0;
 };
 
 // Where the last PushPull's time went, in seconds.
@@ -74,6 +77,13 @@ class KVStore {
 
   // The optimizer state of every key, for PREFIX-N.states.
   virtual absl::StatusOr<checkpoint::OptimizerStates> SaveStates() = 0;
+
+  // At the end of an epoch whose last step was `next_step` - 1: makes this worker's
+  // weights those of version `next_step` (every worker's pushes of the epoch merged).
+  // A no-op where PushPull already returns them; dist_ssp workers may hold weights up
+  // to --staleness steps old, so they pull here, and every epoch's checkpoint,
+  // validation and the final weights are the same on every worker.
+  virtual absl::Status Settle(int64_t /*next_step*/) { return absl::OkStatus(); }
 
   virtual KVStoreStats stats() const { return {}; }
   virtual PushPullTiming last_timing() const { return {}; }

@@ -114,6 +114,7 @@ struct PsClient::Impl {
   struct Outgoing {
     grpc::ByteBuffer buffer;
     int64_t payload_bytes = 0;
+    int64_t uncompressed_bytes = 0;  // a push's payload as float32s
   };
   std::deque<Outgoing> outbox ABSL_GUARDED_BY(mu);
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
@@ -142,6 +143,7 @@ struct PsClient::Impl {
   }
 
   std::atomic<int64_t> bytes_pushed{0};
+  std::atomic<int64_t> bytes_pushed_uncompressed{0};
   std::atomic<int64_t> bytes_pulled{0};
   std::atomic<int64_t> pull_timeout_ms{0};
 
@@ -164,8 +166,15 @@ struct PsClient::Impl {
     return req;
   }
 
-  // Sends `req` with `payload` (numel floats, lent to gRPC, not copied) as its data.
-  Ticket Submit(v1::PushPullRequest req, Pending p, const float* payload = nullptr, int64_t numel = 0) {
+  // Sends `req` with `payload` (lent to gRPC, not copied) as its data, saying how it
+  // is packed.
+  Ticket Submit(v1::PushPullRequest req, Pending p, const PushData* payload = nullptr) {
+    if (payload != nullptr && payload->compression.type != kv::CompressionType::kNone) {
+      req.set_compression(static_cast<v1::Compression>(payload->compression.type));
+      if (payload->compression.type == kv::CompressionType::kTwoBit) {
+        req.set_gc_threshold(payload->compression.threshold);
+      }
+    }
     if (!job_id.empty()) req.set_job_id(job_id);
     if (incarnation != 0) req.set_incarnation(incarnation);
     uint64_t id;
@@ -188,10 +197,11 @@ struct PsClient::Impl {
         absl::MutexLock lock(&lent->mu);
         ++lent->lent[id];
       }
-      const size_t bytes = static_cast<size_t>(numel) * sizeof(float);
-      grpc::Slice view(const_cast<float*>(payload), bytes, &LentSlice::Release, new LentSlice{lent, id});
+      const size_t bytes = static_cast<size_t>(payload->size);
+      grpc::Slice view(const_cast<char*>(payload->bytes), bytes, &LentSlice::Release, new LentSlice{lent, id});
       out.buffer = kv::EncodeWithPayload(req, kRequestDataField, std::move(view));
       out.payload_bytes = static_cast<int64_t>(bytes);
+      out.uncompressed_bytes = payload->numel * static_cast<int64_t>(sizeof(float));
     } else {
       out.buffer = kv::EncodeMessage(req);
     }
@@ -223,6 +233,7 @@ struct PsClient::Impl {
       }
       if (!stream->Write(msg.buffer)) break;  // the stream ended; the reader fails the tickets
       bytes_pushed.fetch_add(msg.payload_bytes, std::memory_order_relaxed);
+      bytes_pushed_uncompressed.fetch_add(msg.uncompressed_bytes, std::memory_order_relaxed);
     }
     absl::MutexLock lock(&mu);
     writer_exited = true;
@@ -480,13 +491,17 @@ absl::StatusOr<std::vector<kv::KeyVersion>> PsClient::GetVersions(const std::vec
 }
 
 PsClient::Ticket PsClient::Push(int64_t step, uint64_t key, const float* grad, int64_t numel) {
+  return Push(step, key, PushData::Floats(grad, numel));
+}
+
+PsClient::Ticket PsClient::Push(int64_t step, uint64_t key, const PushData& data) {
   v1::PushPullRequest req;
   req.set_op(v1::OP_PUSH);
   req.set_worker_rank(impl_->worker_rank);
   req.set_step(step);
   req.set_key(key);
   req.set_dtype(v1::DTYPE_FLOAT32);
-  return impl_->Submit(std::move(req), {v1::OP_PUSH, key}, grad, numel);
+  return impl_->Submit(std::move(req), {v1::OP_PUSH, key}, &data);
 }
 
 PsClient::Ticket PsClient::Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version) {
@@ -501,6 +516,11 @@ PsClient::Ticket PsClient::PullExact(uint64_t key, int64_t version, float* out, 
 }
 
 PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel) {
+  return PushPull(step, key, PushData::Floats(grad, numel), out);
+}
+
+PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const PushData& data, float* out) {
+  const int64_t numel = data.numel;
   v1::PushPullRequest req;
   req.set_op(v1::OP_PUSH_PULL);
   req.set_worker_rank(impl_->worker_rank);
@@ -508,11 +528,16 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* gra
   req.set_key(key);
   req.set_dtype(v1::DTYPE_FLOAT32);
   req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
-  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel}, grad, numel);
+  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel}, &data);
 }
 
 PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
                                                int64_t* version) {
+  return PushPullVersionOnly(step, key, PushData::Floats(grad, numel), version);
+}
+
+PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const PushData& data, int64_t* version) {
+  const int64_t numel = data.numel;
   v1::PushPullRequest req;
   req.set_op(v1::OP_PUSH_PULL);
   req.set_worker_rank(impl_->worker_rank);
@@ -521,7 +546,7 @@ PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const
   req.set_dtype(v1::DTYPE_FLOAT32);
   req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
   req.set_version_only(true);
-  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, nullptr, numel, version}, grad, numel);
+  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, nullptr, numel, version}, &data);
 }
 
 PsClient::Ticket PsClient::PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version) {
@@ -598,6 +623,9 @@ std::vector<PsClient::JoinNotice> PsClient::TakeJoinNotices() {
 const std::string& PsClient::address() const { return impl_->address; }
 int PsClient::server_rank() const { return impl_->server_rank; }
 int64_t PsClient::bytes_pushed() const { return impl_->bytes_pushed.load(std::memory_order_relaxed); }
+int64_t PsClient::bytes_pushed_uncompressed() const {
+  return impl_->bytes_pushed_uncompressed.load(std::memory_order_relaxed);
+}
 int64_t PsClient::bytes_pulled() const { return impl_->bytes_pulled.load(std::memory_order_relaxed); }
 
 }  // namespace dtrain::worker

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/kv/compression/gradient_codec.h"
 #include "common/kv/optimizer.h"
 #include "common/kv/key_state.h"
 #include "common/kvstore_mode.h"
@@ -65,9 +66,24 @@ class PsClient {
   absl::StatusOr<std::vector<kv::KeyVersion>> GetVersions(const std::vector<uint64_t>& keys,
                                                           absl::Duration timeout);
 
+  // A push's data as it goes on the wire: the key's `numel` float32s, or those packed
+  // by a GradientCodec (common/kv/compression; issue 13) into `size` bytes, which the
+  // server unpacks. Either is sent from where it lies, like `grad` below.
+  struct PushData {
+    const char* bytes = nullptr;
+    int64_t size = 0;   // bytes at `bytes`
+    int64_t numel = 0;  // the key's element count: numel * 4 bytes uncompressed
+    kv::CompressionSpec compression{kv::CompressionType::kNone, 0.0f};
+
+    static PushData Floats(const float* grad, int64_t numel) {
+      return {reinterpret_cast<const char*>(grad), numel * static_cast<int64_t>(sizeof(float)), numel};
+    }
+  };
+
   // `grad` is sent from where it lies, without a copy: it must stay valid and
   // unchanged until Wait(ticket) returns (or the client is destroyed).
   Ticket Push(int64_t step, uint64_t key, const float* grad, int64_t numel);
+  Ticket Push(int64_t step, uint64_t key, const PushData& data);
   // `out` (numel floats) is written before Wait(ticket) returns OK; it must stay valid
   // until then. Its version lands in *version when non-null.
   Ticket Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version = nullptr);
@@ -80,12 +96,15 @@ class PsClient {
   Ticket PullExact(uint64_t key, int64_t version, float* out, int64_t numel, int64_t* version_out = nullptr);
   // Push, then pull the weights after this step's update (sync) or at once (async).
   Ticket PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel);
+  // As PushPull, with `data` (possibly compressed) as the push; `out` has data.numel floats.
+  Ticket PushPull(int64_t step, uint64_t key, const PushData& data, float* out);
   // Replication: as PushPull and Pull, but the server answers with the version only
   // (PushPullRequest.version_only), written to *version when non-null. A worker asks
   // every replica of a key but takes the weights from one; these answers confirm that
   // the others reached the step too.
   Ticket PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
                              int64_t* version = nullptr);
+  Ticket PushPullVersionOnly(int64_t step, uint64_t key, const PushData& data, int64_t* version = nullptr);
   Ticket PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version = nullptr);
 
   // Pulls and push-pulls sent after this carry it as timeout_ms: a sync pull parked
@@ -108,8 +127,11 @@ class PsClient {
 
   const std::string& address() const;
   int server_rank() const;
-  // Bytes of payload sent and received on the stream so far.
+  // Bytes of payload sent and received on the stream so far (pushes as sent, so
+  // compressed ones count their packed size).
   int64_t bytes_pushed() const;
+  // What the pushes sent so far are as float32s: bytes_pushed() without compression.
+  int64_t bytes_pushed_uncompressed() const;
   int64_t bytes_pulled() const;
 
  private:
