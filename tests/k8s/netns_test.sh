@@ -26,6 +26,18 @@
 #     DTRAIN_K8S_SET="replication=2,train.numEpochs=3,train.numExamples=30000" \
 #       DTRAIN_K8S_DEADLINE_S=500 DTRAIN_K8S_SCENARIOS="plain server-restart" \
 #       bash tests/k8s/netns_test.sh . build
+#   tls      the job trained as "plain", on a rendering with TLS (tls.enabled): the
+#            Secrets the pods mount are made with `dtrain certs` (a user's Secret: "node",
+#            inference's "infer"; cert-manager's: the identity in its Certificate's common
+#            name) and projected as the kubelet does (keys, defaultMode, fsGroup), the exec
+#            probes (`dtrain health`) run in the pods; while it trains, the scheduler and a
+#            server refuse a plaintext client (the kubelet's own gRPC probe), a client without
+#            a certificate and one with another CA's; with an inference token, Predict
+#            without it is refused and with it answers. Not in the default set:
+#     DTRAIN_K8S_SET="tls.enabled=true,tls.existingSecret=dtrain-tls,tls.inferenceSecret=dtrain-infer-tls,inference.auth.tokenSecret.name=dtrain-token" \
+#       DTRAIN_K8S_SCENARIOS="plain tls" bash tests/k8s/netns_test.sh . build
+#   (or tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca instead of the two
+#   Secrets). "plain" on the same rendering runs TLS too; "tls" then also compares weights.
 #   The job must outlast the Job controller's 10 s back-off: with the default 6000
 #   examples it ends before the replacement starts, and the replacement, finding no
 #   scheduler, exits 1 and fails its Job although training succeeded (a known limit,
@@ -109,9 +121,62 @@ for scenario in ${DTRAIN_K8S_SCENARIOS:-plain restart}; do
       [ "$(awk '$1 == "backoffLimitPerIndex" {print $2}' "$WORK/plan/pod/$RELEASE-server-0/job")" != - ] ||
         k8s_fail "scenario server-restart: the rendered server Job does not restart servers; render with DTRAIN_K8S_SET=replication=2 (or snapshotEvery=N)"
       ;;
-    *) k8s_fail "DTRAIN_K8S_SCENARIOS: unknown scenario '$scenario' (plain, restart, server-restart)" ;;
+    tls)
+      grep -q 'name: DTRAIN_TLS_CA$' "$WORK/rendered.yaml" ||
+        k8s_fail "scenario tls: the rendering has no TLS; render with DTRAIN_K8S_SET=tls.enabled=true,tls.existingSecret=dtrain-tls,tls.inferenceSecret=dtrain-infer-tls (see the header)"
+      ;;
+    *) k8s_fail "DTRAIN_K8S_SCENARIOS: unknown scenario '$scenario' (plain, restart, server-restart, tls)" ;;
   esac
 done
+
+# ---- Secrets: what the rendered pods mount, made as a user or cert-manager would ----------
+# A TLS Secret (mounted where DTRAIN_TLS_CA points) gets ca.crt, tls.crt, tls.key from
+# `dtrain certs`: for a Certificate's Secret, the identity in its common name; else "infer"
+# for the inference pod's and "node" for the training pods'. Any other Secret (the
+# inference tokens) gets a random token under each key the pods name.
+SECRETS=$(cat "$WORK"/plan/pod/*/c/*/mounts | awk '$2 == "secret" {print $5}' | sort -u)
+declare -A SECRET_IDENTITY
+if [ -n "$SECRETS" ]; then
+  while read -r secret cn; do
+    SECRET_IDENTITY[$secret]=${cn%%.*}
+  done < <(awk '/^---/ {c = 0; s = ""} /^kind: Certificate$/ {c = 1}
+    c && /^  secretName:/ {s = $2} c && /^  commonName:/ {gsub(/"/, "", $2); if (s != "") print s, $2}' "$WORK/rendered.yaml")
+  for secret in $SECRETS; do
+    user=$(grep -l " secret [^ ]* [^ ]* $secret " "$WORK"/plan/pod/*/c/*/mounts | head -1)
+    pod=$(basename "$(dirname "$(dirname "$(dirname "$user")")")")
+    if grep -q "^/etc/dtrain/tls secret [^ ]* [^ ]* $secret " "$user"; then
+      identity=${SECRET_IDENTITY[$secret]:-}
+      if [ -z "$identity" ]; then
+        if [ "$(awk -v p="$pod" '$1 == p {print $2}' "$WORK/plan/pods")" = Deployment ]; then identity=infer; else identity=node; fi
+      fi
+      SECRET_IDENTITY[$secret]=$identity
+    else
+      SECRET_IDENTITY[$secret]=token
+    fi
+  done
+  # The scheduler's DNS name in every certificate, as the chart's README suggests: the
+  # nodes dial it by name, and gRPC logs a mismatch otherwise.
+  "$BUILD/bin/dtrain" certs --dir "$WORK/certs" --job "$RELEASE" --san "$RELEASE-scheduler-0.$RELEASE-scheduler.$NAMESPACE.svc.cluster.local" \
+    --names "$(printf '%s\n' "${SECRET_IDENTITY[@]}" | grep -vx token | sort -u | paste -sd,)" > /dev/null ||
+    k8s_fail "dtrain certs failed"
+  for secret in $SECRETS; do echo "  Secret $secret: ${SECRET_IDENTITY[$secret]}"; done
+fi
+make_secrets() { # DIR: each Secret's keys as files DIR/SECRET/KEY
+  local secret identity key
+  for secret in $SECRETS; do
+    identity=${SECRET_IDENTITY[$secret]}
+    mkdir -p "$1/$secret"
+    if [ "$identity" = token ]; then
+      for key in $(cat "$WORK"/plan/pod/*/c/*/mounts | awk -v s="$secret" '$2 == "secret" && $5 == s {print $7}' | tr ',' '\n' | cut -d= -f1 | sort -u); do
+        openssl rand -hex 32 > "$1/$secret/$key"
+      done
+    else
+      cp "$WORK/certs/ca.crt" "$1/$secret/ca.crt"
+      cp "$WORK/certs/$identity.crt" "$1/$secret/tls.crt"
+      cp "$WORK/certs/$identity.key" "$1/$secret/tls.key"
+    fi
+  done
+}
 
 # ---- the network: a bridge in a "node" namespace, one namespace per pod ------------------
 NODE="$TAG-node"
@@ -196,7 +261,8 @@ declare -A PGID
 start_run() { # NAME [Deployment]: starts the Job pods (and the Deployment's with the 2nd arg)
   SCENARIO=$1
   RUN="$WORK/$1"
-  mkdir -p "$RUN/volumes/pvc" "$RUN/volumes/pod" "$RUN/roots" "$RUN/logs" "$RUN/status" "$RUN/jobs" "$RUN/runner"
+  mkdir -p "$RUN/volumes/pvc" "$RUN/volumes/pod" "$RUN/volumes/secret" "$RUN/roots" "$RUN/logs" "$RUN/status" "$RUN/jobs" "$RUN/runner"
+  make_secrets "$RUN/volumes/secret"
   local claim pod kind
   for claim in $CLAIMS; do
     mkdir -p "$RUN/volumes/pvc/$claim"
@@ -310,9 +376,12 @@ dump_logs() {
 }
 
 # ---- the kubelet's probes, while the job runs --------------------------------------------
-probe_once() { # POD KIND PORT [SERVICE|PATH]
-  local pod=$1 kind=$2 port=$3 extra=${4:-}
+probe_once() { # POD KIND PORT [SERVICE|PATH] [CONTAINER]; exec: POD exec readiness|liveness - CONTAINER
+  local pod=$1 kind=$2 port=$3 extra=${4:-} container=${5:-}
   case "$kind" in
+    # In the pod, as its container's user with its environment and mounts (pod_exec.sh).
+    exec) timeout 20 ip netns exec "${NS[$pod]}" unshare --uts bash "$SRC/tests/k8s/pod_exec.sh" "$WORK/plan" "$pod" \
+      "$container" "$RUN/volumes" "$RUN/roots" "$IMAGE_PATH" "$port" > /dev/null 2>&1 ;;
     grpc) kubelet "$BUILD/bin/dtrain-k8s-grpc-probe" "${IP[$pod]}:$port" ${extra:+"${extra/#-/}"} > /dev/null 2>&1 ;;
     tcp) kubelet timeout 1 bash -c "exec 3<>/dev/tcp/${IP[$pod]}/$port" 2> /dev/null ;;
     http) kubelet timeout 2 bash -c "exec 3<>/dev/tcp/${IP[$pod]}/$port; printf 'GET $extra HTTP/1.0\r\n\r\n' >&3; head -1 <&3" 2> /dev/null | grep -q ' 200 ' ;;
@@ -334,7 +403,7 @@ check_probes() { # every readiness/liveness probe of a Job pod must succeed whil
             probed[$key]="pod exited before its $which probe passed"
             continue
           fi
-          if probe_once "$pod" "$ptype" "$port" "$extra"; then probed[$key]=ok; else pending=$((pending + 1)); fi
+          if probe_once "$pod" "$ptype" "$port" "${extra:--}" "$(basename "$cdir")"; then probed[$key]=ok; else pending=$((pending + 1)); fi
         done < "$cdir/probes"
       done
     done < "$WORK/plan/pods"
@@ -386,11 +455,12 @@ scenario_plain() {
     bad "data seeding: $seeded copies, $(ls "$RUN/volumes/pvc/$RELEASE-data" 2> /dev/null | tr '\n' ' ')"
   fi
   if [ "$HAVE_INFER" = true ]; then
-    local pod ptype port svc ready=""
+    local pod ptype port svc ready="" pfile
     pod=$(awk '$2 == "Deployment" {print $1; exit}' "$WORK/plan/pods")
-    read -r _w ptype port svc < <(grep '^readiness' "$WORK/plan/pod/$pod/c"/*/probes)
+    pfile=$(grep -l '^readiness' "$WORK/plan/pod/$pod/c"/*/probes | head -1)
+    read -r _w ptype port svc < <(grep '^readiness' "$pfile")
     for _ in $(seq 1 100); do
-      if probe_once "$pod" "$ptype" "$port" "$svc"; then ready=1; break; fi
+      if probe_once "$pod" "$ptype" "$port" "${svc:--}" "$(basename "$(dirname "$pfile")")"; then ready=1; break; fi
       sleep 0.3
     done
     if [ -n "$ready" ]; then ok "inference ($pod) Ready on the newest checkpoint"; else bad "inference ($pod) never Ready"; fi
@@ -539,6 +609,92 @@ scenario_server_restart() {
     bad "weights-fnv64=$FNV, but the uninterrupted run ended with $PLAIN_FNV"
   fi
   echo "training with $(echo "$SERVER_KILLS" | wc -w) server kill(s) took ${ELAPSED}s"
+}
+
+# ---- scenario "tls": the job with TLS on, and clients the ports must refuse ---------------
+# While it trains, from the "kubelet" namespace: the scheduler's and server 0's gRPC ports
+# answer `dtrain health` with the job's node certificate, and refuse a plaintext client
+# (what the kubelet's own gRPC probe is), a client without a certificate, and one whose
+# certificate is from another CA. Inference with a token: Predict without it is refused.
+scenario_tls() {
+  start_run tls Deployment
+  local sched_addr="${IP[$RELEASE-scheduler-0]}:$(awk '$1 == "grpc" {print $2}' "$WORK/plan/pod/$RELEASE-scheduler-0/c/scheduler/ports")"
+  local server_addr="${IP[$RELEASE-server-0]}:$(awk '$1 == "grpc" {print $2}' "$WORK/plan/pod/$RELEASE-server-0/c/server/ports")"
+  local certs="$WORK/certs" node=node addr what
+  [ -f "$certs/node.crt" ] || node=scheduler # cert-manager's Secrets: the scheduler's identity
+  "$BUILD/bin/dtrain" certs --dir "$WORK/other-ca" --job "$RELEASE" --names node > /dev/null
+  cat "$certs/ca.crt" "$WORK/other-ca/ca.crt" > "$WORK/both-cas.crt"
+  health() { kubelet "$BUILD/bin/dtrain" health --timeout=5 "$@" > "$RUN/health.out" 2>&1; }
+  # The ports first (the job is short), once they listen.
+  for addr in "$sched_addr" "$server_addr"; do
+    for _ in $(seq 1 100); do
+      kubelet timeout 1 bash -c "exec 3<>/dev/tcp/${addr%:*}/${addr##*:}" 2> /dev/null && break
+      sleep 0.1
+    done
+  done
+  for addr in "$sched_addr" "$server_addr"; do
+    what=$([ "$addr" = "$sched_addr" ] && echo scheduler || echo "server 0")
+    if health --addr="$addr" --tls-ca="$certs/ca.crt" --tls-cert="$certs/$node.crt" --tls-key="$certs/$node.key"; then
+      ok "$what ($addr) answers dtrain health with the job's $node certificate"
+    else
+      bad "$what ($addr): dtrain health with the job's certificate failed: $(cat "$RUN/health.out")"
+    fi
+    if kubelet "$BUILD/bin/dtrain-k8s-grpc-probe" "$addr" > /dev/null 2>&1; then
+      bad "$what ($addr) answers a plaintext client"
+    else
+      ok "$what ($addr) refuses a plaintext client (the kubelet's own gRPC probe)"
+    fi
+    if health --addr="$addr" --tls-ca="$certs/ca.crt"; then
+      bad "$what ($addr) answers a client without a certificate"
+    else
+      ok "$what ($addr) refuses a client without a certificate"
+    fi
+    if health --addr="$addr" --tls-ca="$WORK/both-cas.crt" --tls-cert="$WORK/other-ca/node.crt" --tls-key="$WORK/other-ca/node.key"; then
+      bad "$what ($addr) answers a certificate of another CA"
+    else
+      ok "$what ($addr) refuses a certificate of another CA"
+    fi
+  done
+  check_probes
+  check_metrics
+  wait_job_pods
+  check_job_pods
+  check_training
+  if [ "$HAVE_INFER" = true ]; then
+    local pod pfile ready="" token_secret infer_addr s
+    pod=$(awk '$2 == "Deployment" {print $1; exit}' "$WORK/plan/pods")
+    pfile=$(grep -l '^readiness' "$WORK/plan/pod/$pod/c"/*/probes | head -1)
+    for _ in $(seq 1 100); do
+      if probe_once "$pod" exec readiness - "$(basename "$(dirname "$pfile")")"; then ready=1; break; fi
+      sleep 0.3
+    done
+    if [ -n "$ready" ]; then ok "inference ($pod) Ready (exec probe dtrain health over TLS)"; else bad "inference ($pod) never Ready"; fi
+    infer_addr="${IP[$pod]}:$(awk '$1 == "grpc" {print $2}' "$WORK/plan/pod/$pod/c"/*/ports | head -1)"
+    token_secret=""
+    for s in $SECRETS; do if [ "${SECRET_IDENTITY[$s]}" = token ]; then token_secret=$s; fi; done
+    if [ -n "$ready" ] && [ -n "$token_secret" ]; then
+      local predict=("$BUILD/bin/dtrain" predict --server "$infer_addr" --tls-ca "$certs/ca.crt"
+        --images /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --limit 4 --timeout 5)
+      if kubelet "${predict[@]}" > "$RUN/predict.out" 2>&1; then
+        bad "inference answers Predict without a token: $(tail -1 "$RUN/predict.out")"
+      else
+        ok "inference refuses Predict without a token: $(tail -1 "$RUN/predict.out" | cut -c1-120)"
+      fi
+      if kubelet "${predict[@]}" --auth-token-file "$RUN/volumes/secret/$token_secret/$(ls "$RUN/volumes/secret/$token_secret" | head -1)" > "$RUN/predict.out" 2>&1; then
+        ok "inference answers Predict with the token from Secret $token_secret"
+      else
+        bad "inference refuses Predict with the token: $(tail -3 "$RUN/predict.out" | tr '\n' ' ')"
+      fi
+    fi
+  fi
+  if [ -z "$PLAIN_FNV" ]; then
+    echo "note: the plain run did not run or did not agree; weights not compared with it"
+  elif [ "$FNV" = "$PLAIN_FNV" ]; then
+    ok "the weights equal the plain run's (weights-fnv64=$FNV)"
+  else
+    bad "weights-fnv64=$FNV, but the plain run ended with $PLAIN_FNV"
+  fi
+  echo "training with TLS took ${ELAPSED}s"
 }
 
 JOB_ID=$(awk '/name: DTRAIN_JOB_ID$/ {getline; gsub(/.*value: "|"/, ""); print; exit}' "$WORK/rendered.yaml")

@@ -4,7 +4,10 @@
 # (`ip netns exec`, which also gives this process its own mount namespace and the pod's
 # /etc/hosts) and a new UTS namespace:
 #
-#   pod_exec.sh PLAN POD CONTAINER VOLUMES ROOTS IMAGE_PATH
+#   pod_exec.sh PLAN POD CONTAINER VOLUMES ROOTS IMAGE_PATH [PROBE]
+#
+# With PROBE (readiness, liveness): the container's exec probe instead, as the kubelet runs
+# it: its command (probe-PROBE.argv), with the container's user, environment and mounts.
 #
 # The container sees: a root filesystem made of read-only binds of this machine's
 # top-level directories (the "image"; read-only when readOnlyRootFilesystem), its volumes
@@ -12,19 +15,41 @@
 # exactly the environment and argv the chart gives it, and runAsUser/runAsGroup/fsGroup,
 # no new privileges and no capabilities, as the securityContext says.
 set -euo pipefail
-plan=$1 pod=$2 container=$3 volumes=$4 roots=$5 image_path=$6
+plan=$1 pod=$2 container=$3 volumes=$4 roots=$5 image_path=$6 probe=${7:-}
 c="$plan/pod/$pod/c/$container"
 sec() { awk -v k="$1" '$1 == k { print $2 }' "$c/security"; }
 
 hostname "$(awk -v p="$pod" '$1 == p { print $5 }' "$plan/pods")"
 
-root="$roots/$pod-$container"
+root="$roots/$pod-$container${probe:+-probe-$$}"
 mkdir -p "$root"
 mount -t tmpfs -o mode=0755 "rootfs-$pod" "$root"
 ro=$([ "$(sec rorootfs)" = true ] && echo 1 || echo 0)
+# Top-level directories holding a deeper mount path (/etc/dtrain/tls) are an overlay on
+# this machine's (writes go to a tmpfs), so the path's missing directories are made there
+# and not on this machine; the mounts below it in this namespace (the pod's /etc/hosts and
+# resolv.conf from `ip netns exec`), which an overlay does not show, are bound on top.
+shadow=" $(awk '{ n = split($1, p, "/"); if (n > 2) print p[2] }' "$c/mounts" | sort -u | xargs) "
+shadow_dir() { # NAME: the overlay of /NAME at $root/NAME
+  local name=$1 upper="$root.shadow-$1" sub
+  mkdir -p "$upper" "$root/$name"
+  mount -t tmpfs -o mode=0755 "shadow-$name" "$upper"
+  mkdir "$upper/u" "$upper/w"
+  mount -t overlay "shadow-$name" -o "lowerdir=/$name,upperdir=$upper/u,workdir=$upper/w" "$root/$name" ||
+    { echo "pod_exec: cannot overlay /$name (mountPaths below it need overlayfs)" >&2; exit 1; }
+  findmnt -rn -o TARGET | grep "^/$name/" | while read -r sub; do
+    if [ -d "$sub" ]; then mkdir -p "$root$sub"; else mkdir -p "$(dirname "$root$sub")" && touch "$root$sub"; fi
+    mount --bind "$sub" "$root$sub"
+    if [ "$ro" = 1 ]; then mount -o remount,bind,ro "$root$sub"; fi
+  done
+}
 for entry in /*; do
   name=${entry#/}
   case "$name" in proc | sys | dev | tmp | lost+found) continue ;; esac
+  if [[ "$shadow" == *" $name "* ]] && [ -d "$entry" ] && [ ! -L "$entry" ]; then
+    shadow_dir "$name"
+    continue
+  fi
   if [ -L "$entry" ]; then
     cp -P "$entry" "$root/$name"  # merged /usr: bin -> usr/bin
   elif [ -d "$entry" ]; then
@@ -40,12 +65,17 @@ done
 
 # Volumes at their mount paths. Only top-level paths (/data, /tmp...) can be made on the
 # emulated root without touching this machine's directories.
-while read -r path kind source mode; do
+while read -r path kind source mode _rest; do
   [ -n "$path" ] || continue
-  [ "$(dirname "$path")" = / ] || { echo "pod_exec: mountPath $path: only top-level mount paths are emulated" >&2; exit 1; }
+  if [ "$(dirname "$path")" != / ]; then
+    # Under a shadowed directory (above); the directories below it must not be this machine's.
+    parent=$(dirname "$path")
+    [ ! -e "$parent" ] || [ "$(dirname "$parent")" = / ] ||
+      { echo "pod_exec: mountPath $path: $parent exists on this machine; not emulated" >&2; exit 1; }
+  fi
   case "$kind" in
     pvc) src="$volumes/pvc/$source" ;;
-    emptyDir) src="$volumes/pod/$pod/$source" ;;
+    emptyDir | secret) src="$volumes/pod/$pod/$source" ;;
   esac
   [ -d "$src" ] || { echo "pod_exec: volume $kind $source: $src missing" >&2; exit 1; }
   mkdir -p "$root$path"
@@ -65,10 +95,17 @@ for keep in "${keep_visible[@]}"; do
   mkdir -p "$root$keep"
   mount --rbind "$keep" "$root$keep"
 done
-if [ "$ro" = 1 ]; then mount -o remount,ro "$root"; fi
+if [ "$ro" = 1 ]; then
+  mount -o remount,ro "$root"
+  for name in $shadow; do if mountpoint -q "$root/$name"; then mount -o remount,ro "$root/$name"; fi; done
+fi
 
 mapfile -d '' env < "$c/env"
-mapfile -d '' argv < "$c/argv"
+if [ -n "$probe" ]; then
+  mapfile -d '' argv < "$c/probe-$probe.argv"
+else
+  mapfile -d '' argv < "$c/argv"
+fi
 uid=$(sec uid) gid=$(sec gid) fsgroup=$(sec fsgroup)
 priv=()
 if [ "$uid" != - ]; then

@@ -17,8 +17,10 @@
 # An index that fails fails the Job once more indexes failed than maxFailedIndexes.
 # Emulated pods carry no conditions: DisruptionTarget rules never match here.
 #
-# RUN holds the run: RUN/volumes/pvc/CLAIM (made by the caller), RUN/volumes/pod/POD/VOLUME
-# (the emptyDirs, made here anew for each pod), RUN/roots, RUN/logs/POD.CONTAINER.log (the
+# RUN holds the run: RUN/volumes/pvc/CLAIM and RUN/volumes/secret/SECRET/KEY (the Secrets'
+# data; made by the caller), RUN/volumes/pod/POD/VOLUME (the emptyDirs, and each secret
+# volume's files as the kubelet projects them: the keys or items, defaultMode, group
+# fsGroup; made here anew for each pod), RUN/roots, RUN/logs/POD.CONTAINER.log (the
 # current pod's; an earlier pod's are POD.CONTAINER.previous-N.log, `kubectl logs
 # --previous`), RUN/status/POD and RUN/jobs/WORKLOAD.*. RUN/status/POD lines:
 #   start N                          pod N of the index started (0, 1, ...)
@@ -47,6 +49,24 @@ empty_dirs() {
     mkdir -p "$run/volumes/pod/$pod/$dir"
     chmod 1777 "$run/volumes/pod/$pod/$dir"
   done
+  local _path _kind vol _mode secret dmode items fsgroup key file
+  fsgroup=$(awk '$1 == "fsgroup" { print $2; exit }' "$plan"/pod/"$pod"/c/*/security)
+  while read -r _path _kind vol _mode secret dmode items; do
+    [ -d "$run/volumes/pod/$pod/$vol" ] && continue
+    mkdir -p "$run/volumes/pod/$pod/$vol"
+    if [ ! -d "$run/volumes/secret/$secret" ]; then
+      echo "pod_run: Secret $secret does not exist (the pod would wait in ContainerCreating)" >&2
+      continue
+    fi
+    if [ "$items" = - ]; then items=$(cd "$run/volumes/secret/$secret" && ls | sed 's/.*/&=&/' | paste -sd,); fi
+    for item in ${items//,/ }; do
+      key=${item%%=*} file=${item#*=}
+      cp "$run/volumes/secret/$secret/$key" "$run/volumes/pod/$pod/$vol/$file" || continue
+      chmod "$(printf '%o' "$dmode")" "$run/volumes/pod/$pod/$vol/$file"
+      if [ "$fsgroup" != - ]; then chgrp "$fsgroup" "$run/volumes/pod/$pod/$vol/$file"; fi
+    done
+    chmod 755 "$run/volumes/pod/$pod/$vol"
+  done < <(cat "$plan"/pod/"$pod"/c/*/mounts | awk '$2 == "secret"' | sort -u)
 }
 
 n=0        # pods of this index so far

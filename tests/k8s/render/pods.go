@@ -336,7 +336,8 @@ func probeLine(kind string, pr object, ports map[string]string) string {
 	case m(pr, "httpGet") != nil:
 		return fmt.Sprintf("%s http %s %s\n", kind, port(m(pr, "httpGet")), str(m(pr, "httpGet"), "path"))
 	case m(pr, "exec") != nil:
-		return fmt.Sprintf("%s exec\n", kind)
+		// The command is in probe-KIND.argv beside this file (WritePlan).
+		return fmt.Sprintf("%s exec %s\n", kind, kind)
 	}
 	return ""
 }
@@ -462,8 +463,18 @@ func WritePlan(dir string, pods []*podPlan, hosts []string) error {
 						fmt.Fprintf(&mounts, "%s pvc %s %s\n", str(vm, "mountPath"), str(pvc, "claimName"), mode)
 					case v["emptyDir"] != nil:
 						fmt.Fprintf(&mounts, "%s emptyDir %s %s\n", str(vm, "mountPath"), str(v, "name"), mode)
+					case m(v, "secret") != nil:
+						// PATH secret VOLUME ro SECRET MODE KEY=FILE,... ("-": every key as itself);
+						// pod_run.sh makes the pod's view of the Secret as the kubelet does.
+						s := m(v, "secret")
+						var items []string
+						for _, ii := range list(s, "items") {
+							items = append(items, str(ii.(object), "key")+"="+str(ii.(object), "path"))
+						}
+						fmt.Fprintf(&mounts, "%s secret %s %s %s %s %s\n", str(vm, "mountPath"), str(v, "name"), mode,
+							str(s, "secretName"), orDefault(s, "defaultMode", "420"), orDash(strings.Join(items, ",")))
 					default:
-						return fmt.Errorf("pod %s: volume %s: only persistentVolumeClaim and emptyDir are emulated", p.Name, str(v, "name"))
+						return fmt.Errorf("pod %s: volume %s: only persistentVolumeClaim, emptyDir and secret are emulated", p.Name, str(v, "name"))
 					}
 				}
 				sec := m(c, "securityContext")
@@ -485,6 +496,17 @@ func WritePlan(dir string, pods []*podPlan, hosts []string) error {
 					fmt.Fprintf(&portLines, "%s %s\n", orDash(str(po, "name")), str(po, "containerPort"))
 				}
 				probes := probeLine("readiness", m(c, "readinessProbe"), ports) + probeLine("liveness", m(c, "livenessProbe"), ports)
+				for _, kind := range []string{"readiness", "liveness"} {
+					if ex := m(m(c, kind+"Probe"), "exec"); ex != nil {
+						var probeArgv []string
+						for _, a := range list(ex, "command") {
+							probeArgv = append(probeArgv, fmt.Sprint(a))
+						}
+						if err := writeNul(filepath.Join(cdir, "probe-"+kind+".argv"), probeArgv); err != nil {
+							return err
+						}
+					}
+				}
 				for file, content := range map[string]string{"mounts": mounts.String(), "security": security,
 					"probes": probes, "ports": portLines.String()} {
 					if err := os.WriteFile(filepath.Join(cdir, file), []byte(content), 0o644); err != nil {
