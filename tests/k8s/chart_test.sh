@@ -402,6 +402,8 @@ render_refused "cert-manager without an issuer" "tls.certManager.enabled needs t
   --set tls.enabled=true,tls.certManager.enabled=true
 render_refused "Secret without inferenceSecret" "tls.existingSecret with inference.enabled needs tls.inferenceSecret" \
   --set tls.enabled=true,tls.existingSecret=dtrain-tls
+render_refused "inferenceSecret with cert-manager" "tls.inferenceSecret goes with tls.existingSecret" \
+  --set "$CM,tls.inferenceSecret=x"
 render_refused "existingSecret with tls off" "tls.existingSecret is set but tls.enabled is false" --set tls.existingSecret=dtrain-tls
 render_refused "inferenceSecret with tls off" "tls.inferenceSecret is set but tls.enabled is false" --set tls.inferenceSecret=x
 render_refused "cert-manager with tls off" "tls.certManager.enabled is set but tls.enabled is false" \

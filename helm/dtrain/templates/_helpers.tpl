@@ -451,6 +451,9 @@ Checks across values, which values.schema.json cannot express. Included by serve
 {{- if and $t.existingSecret $v.inference.enabled (not $t.inferenceSecret) -}}
 {{- fail "tls.existingSecret with inference.enabled needs tls.inferenceSecret (the inference server's ca.crt, tls.crt, tls.key, e.g. from dtrain certs --names node,infer): the training Secret's certificate may join the job and is not given to inference" -}}
 {{- end -}}
+{{- if and $cm.enabled $t.inferenceSecret -}}
+{{- fail "tls.inferenceSecret goes with tls.existingSecret; with tls.certManager.enabled inference gets its own Certificate: remove tls.inferenceSecret" -}}
+{{- end -}}
 {{- if and $cm.enabled (not $cm.issuerRef.name) -}}
 {{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name: the Issuer or ClusterIssuer that signs the certificates" -}}
 {{- end -}}
