@@ -91,6 +91,26 @@ void Framing() {
   v1::PushPullRequest tail = push;
   tail.set_data(std::string(reinterpret_cast<const char*>(grad.data()), 8));
   Seed("pushpull_framing", "field_after_payload", 1 | (32 << 2), tail.SerializeAsString());
+  // Compressed pushes (issue 13): 2bit (one word: 16 values), 1bit (scale + one word),
+  // fp16 (the four values as halves), packed as DistKVStore packs them.
+  v1::PushPullRequest two_bit = push;
+  two_bit.set_compression(v1::COMPRESSION_2BIT);
+  two_bit.set_gc_threshold(0.5f);
+  const char two_bit_word[4] = {static_cast<char>(0xe0), 0x0c, 0x00, 0x00};  // +, -, 0, 0, 0, 0, +
+  Seed("pushpull_framing", "push_2bit", 0,
+       Flatten(kv::EncodeWithPayload(two_bit, v1::PushPullRequest::kDataFieldNumber, grpc::Slice(two_bit_word, 4))));
+  v1::PushPullRequest one_bit = push;
+  one_bit.set_compression(v1::COMPRESSION_1BIT);
+  const float scale = 1.1875f;
+  std::string one_bit_bytes(reinterpret_cast<const char*>(&scale), 4);
+  one_bit_bytes += std::string("\xa0\0\0\0", 4);  // +, -, +, -
+  Seed("pushpull_framing", "push_1bit", 1 | (30 << 2),
+       Flatten(kv::EncodeWithPayload(one_bit, v1::PushPullRequest::kDataFieldNumber, grpc::Slice(one_bit_bytes))));
+  v1::PushPullRequest fp16 = push;
+  fp16.set_compression(v1::COMPRESSION_FP16);
+  const char halves[8] = {0x00, 0x38, 0x00, static_cast<char>(0xbd), 0x00, 0x42, 0x19, 0x14};  // 0.5 -1.25 3 ~1e-3
+  Seed("pushpull_framing", "push_fp16", 0,
+       Flatten(kv::EncodeWithPayload(fp16, v1::PushPullRequest::kDataFieldNumber, grpc::Slice(halves, 8))));
 }
 
 void Checkpoint(const std::string& tmp) {

@@ -7,10 +7,12 @@
 // After a successful decode a request goes through the server's own checks (where the
 // tree has services/server/request_checks), the payload goes where a consumer puts it
 // (BytesToFloats), and the message is encoded again with EncodeWithPayload and
-// decoded: the header and payload must come back unchanged.
+// decoded: the header and payload must come back unchanged. A compressed push's payload
+// is unpacked by its codec (common/kv/compression), as the server does.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -30,8 +32,74 @@
 #define DTRAIN_FUZZ_REQUEST_CHECKS 1
 #endif
 
+// The gradient codecs (common/kv/compression), where this tree has them: a compressed
+// push's payload is unpacked as the server does.
+#if __has_include("common/kv/compression/gradient_codec.h")
+#include <cmath>
+
+#include "common/kv/compression/gradient_codec.h"
+#define DTRAIN_FUZZ_COMPRESSION 1
+#endif
+
 namespace dtrain::fuzz {
 namespace {
+
+#ifdef DTRAIN_FUZZ_COMPRESSION
+// What the server does with a compressed push whose checks passed: unpack it for a
+// key of some element count. Only the codec's exact size may decode; what decodes
+// must pack again to the same values (decode(encode(decode(x))) == decode(x)).
+void Unpack(const v1::PushPullRequest& req, const std::string& payload) {
+  const kv::CompressionSpec spec{static_cast<kv::CompressionType>(req.compression()), req.gc_threshold()};
+  if (!kv::ValidateSpec(spec).ok()) return;
+  const std::unique_ptr<kv::GradientCodec> codec = kv::MakeCodec(spec);
+  if (codec == nullptr) return;
+  const int64_t size = static_cast<int64_t>(payload.size());
+  // The element count whose packed size is nearest the payload's, and its neighbours
+  // (keys of any size may be asked for: the count is the server's, not the wire's).
+  // PackedBytes grows with the count: the least count that needs `size` bytes or more.
+  int64_t lo = 0, hi = int64_t{1} << 26;
+  while (lo < hi) {
+    const int64_t mid = (lo + hi) / 2;
+    if (codec->PackedBytes(mid) >= size) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  const int64_t guess = lo;
+  for (int64_t n : {guess - 1, guess, guess + 1, guess + 16, guess + 33}) {
+    if (n < 0) continue;
+    std::vector<float> out(static_cast<size_t>(n), 7.0f);
+    const absl::Status s = codec->Decode(payload.data(), size, out.data(), n);
+    if (s.ok() != (codec->PackedBytes(n) == size)) {
+      std::fprintf(stderr, "decode of %lld bytes for %lld values: %s\n", static_cast<long long>(size),
+                   static_cast<long long>(n), s.ok() ? "accepted a wrong size" : "refused the right size");
+      abort();
+    }
+    if (!s.ok()) {
+      for (float v : out) {
+        if (v != 7.0f) abort();  // a refused decode writes nothing
+      }
+      continue;
+    }
+    bool finite = true;
+    for (float v : out) finite = finite && std::isfinite(v);
+    if (!finite) continue;
+    std::vector<float> residual(static_cast<size_t>(n), 0.0f);
+    std::string again(static_cast<size_t>(codec->PackedBytes(n)), '\0');
+    codec->Encode(out.data(), residual.data(), n, again.data());
+    std::vector<float> back(static_cast<size_t>(n));
+    if (!codec->Decode(again.data(), static_cast<int64_t>(again.size()), back.data(), n).ok()) abort();
+    for (int64_t i = 0; i < n; ++i) {
+      if (back[i] != out[i]) {
+        std::fprintf(stderr, "%s: value %lld unpacked as %g packs again as %g\n",
+                     kv::CompressionTypeName(spec.type), static_cast<long long>(i), out[i], back[i]);
+        abort();
+      }
+    }
+  }
+}
+#endif
 
 // options & 3: 0 one slice, 1 two, 2 three, 3 one per byte (the first 256 bytes);
 // options >> 2: where the first cut falls, in 64ths of the message.
@@ -83,6 +151,13 @@ void DecodeOne(uint8_t options, std::string_view bytes, int field) {
 #endif
   if (!taken) return;
   if (payload_size != static_cast<int64_t>(payload.size())) abort();
+#if defined(DTRAIN_FUZZ_REQUEST_CHECKS) && defined(DTRAIN_FUZZ_COMPRESSION)
+  if constexpr (std::is_same_v<Message, v1::PushPullRequest>) {
+    if (header.compression() != v1::COMPRESSION_NONE && server::ValidatePushPullRequest(header, payload_size).ok()) {
+      Unpack(header, std::string(payload.data(), payload.size()));
+    }
+  }
+#endif
 
   // What a consumer does with it.
   const std::string bytes_copy(payload.data(), payload.size());
