@@ -78,5 +78,30 @@ TEST(TrainOptionsTest, BadHiddenListsAreRefusedNamingTheFlag) {
   }
 }
 
+// Gradient compression (issue 13): MXNet's fit.py names, dist_* only.
+TEST(TrainOptionsTest, GradientCompressionFlags) {
+  TrainOptions d;
+  ASSERT_TRUE(ParseWorkerFlags({}, &d).ok());
+  EXPECT_EQ(d.compression.type, kv::CompressionType::kNone);
+  TrainOptions o;
+  ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_sync", "--gc-type", "2bit", "--gc-threshold", "0.25"}, &o).ok());
+  EXPECT_EQ(o.compression.type, kv::CompressionType::kTwoBit);
+  EXPECT_EQ(o.compression.threshold, 0.25f);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--kv-store", "dist_sync", "--gc-type", "4bit"}, "--gc-type: unknown gradient compression \"4bit\""},
+           {{"--kv-store", "dist_sync", "--gc-type", "2bit", "--gc-threshold", "0"}, "--gc-threshold: must be > 0"},
+           {{"--kv-store", "local", "--gc-type", "fp16"}, "--gc-type: compresses the pushes to the servers"},
+       }) {
+    TrainOptions t;
+    absl::Status s = ParseWorkerFlags(c.args, &t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_NE(s.message().find(c.message), absl::string_view::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::worker
