@@ -30,7 +30,14 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
                            ? std::string()
                            : absl::StrCat(", gradient compression ", kv::CompressionTypeName(options.compression.type),
                                           options.compression.type == kv::CompressionType::kTwoBit
-                                              ? absl::StrCat(" (threshold ", options.compression.threshold, ")")
+                                              ? absl::StrCat(" (threshold ", options.compression.threshold,
+                                                             options.gradient_scale != 1
+                                                                 ? absl::StrCat(" for gradients summed over the batch, ",
+                                                                                options.compression.threshold /
+                                                                                    options.gradient_scale,
+                                                                                " on its mean")
+                                                                 : std::string(),
+                                                             ")")
                                               : std::string()));
   return store;
 }
@@ -48,7 +55,11 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
     slice_of_[placement_.slices[i].key] = i;
   }
   routing_ = std::make_unique<ReplicaRouting>(homes, options_.replication, static_cast<int>(servers_.size()));
-  codec_ = kv::MakeCodec(options_.compression);
+  wire_spec_ = options_.compression;
+  if (wire_spec_.type == kv::CompressionType::kTwoBit) {
+    wire_spec_.threshold = static_cast<float>(options_.compression.threshold / options_.gradient_scale);
+  }
+  codec_ = kv::MakeCodec(wire_spec_);
   ResetResiduals();
   const absl::Duration timeout = options_.sync_timeout;
   if (cluster_.rejoined()) return Rejoin(init);
@@ -267,9 +278,6 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
 
 absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
-  // Compressed pushes carry gradients times gradient_scale (DistOptions): undone here.
-  kv::OptimizerOptions optimizer = init.optimizer;
-  if (codec_ != nullptr) optimizer.rescale_grad /= options_.gradient_scale;
   DTRAIN_ASSIGN_OR_RETURN(ResumeIndex resume, IndexResumeStates(init.resume, optimizer_name_));
   std::vector<std::vector<kv::KeyState>> per_server(servers_.size());
   std::vector<std::vector<std::vector<int>>> chains(servers_.size());  // parallel to per_server
@@ -292,7 +300,7 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
-    DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), optimizer, timeout));
+    DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout));
     DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
@@ -359,18 +367,12 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
 PsClient::PushData DistKVStore::Compress(size_t i, const float* grad) {
   const int64_t n = placement_.slices[i].length;
   std::string& packed = packed_[i];
-  if (options_.gradient_scale != 1) {
-    scaled_.resize(static_cast<size_t>(n));
-    const float scale = static_cast<float>(options_.gradient_scale);
-    for (int64_t j = 0; j < n; ++j) scaled_[j] = grad[j] * scale;
-    grad = scaled_.data();
-  }
   codec_->Encode(grad, residual_[i].data(), n, packed.data());
   PsClient::PushData data;
   data.bytes = packed.data();
   data.size = static_cast<int64_t>(packed.size());
   data.numel = n;
-  data.compression = options_.compression;
+  data.compression = wire_spec_;
   return data;
 }
 

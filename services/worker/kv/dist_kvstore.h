@@ -43,10 +43,11 @@ struct DistOptions {
   // slice is packed by the codec with this worker's residual of it (error feedback),
   // kept here for the life of the process. kNone: float32s, as before.
   kv::CompressionSpec compression{kv::CompressionType::kNone, kv::kDefaultTwoBitThreshold};
-  // With compression, gradients are multiplied by this before packing and the servers'
-  // rescale_grad is divided by it. The worker passes its batch size: MXNet's gradients
-  // are sums over the batch (rescaled by 1/batch in the optimizer) while ours are
-  // means, so --gc-threshold 0.5 quantises the same gradients as MXNet's 0.5 does.
+  // 2bit: the units of compression.threshold are gradients times this. The worker
+  // passes its batch size: MXNet's gradients are sums over the batch (rescaled by
+  // 1/batch in its optimizer) while ours are means, so --gc-threshold 0.5 quantises as
+  // MXNet's 0.5 does; the quantum packed and sent (gc_threshold on the wire) is
+  // threshold / gradient_scale, in the units of the gradients pushed.
   double gradient_scale = 1;
 };
 
@@ -135,7 +136,7 @@ class DistKVStore : public KVStore {
   std::unique_ptr<kv::GradientCodec> codec_;
   std::vector<std::vector<float>> residual_;
   std::vector<std::string> packed_;
-  std::vector<float> scaled_;  // a slice's gradient times options_.gradient_scale
+  kv::CompressionSpec wire_spec_;  // options_.compression with the quantum in pushed units
   absl::Duration replica_lag_;            // this step's, PushPullTiming::replica_lag
   // A rejoined process until its first step is done (it heartbeats "resuming").
   bool resuming_ = false;
