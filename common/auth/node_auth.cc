@@ -60,7 +60,10 @@ absl::Status RequireAnyOf(const Caller& caller, absl::string_view what,
 }
 
 absl::Status RequireReader(const Caller& caller, absl::string_view what) {
-  if (caller.identity.kind == PeerIdentity::Kind::kOperator || caller.token) return absl::OkStatus();
+  const PeerIdentity& id = caller.identity;
+  const bool scheduler_cert = id.kind == PeerIdentity::Kind::kAnyNode ||
+                              (id.kind == PeerIdentity::Kind::kNode && id.role == "scheduler");
+  if (id.kind == PeerIdentity::Kind::kOperator || scheduler_cert || caller.token) return absl::OkStatus();
   if (!caller.token_error.ok()) return NoToken(caller, what);
   return absl::PermissionDeniedError(absl::StrCat(
       what, " refused: ", Describe(caller.identity),

@@ -44,8 +44,10 @@ absl::Status RequireNode(const Caller& caller, absl::string_view role, int rank,
 absl::Status RequireAnyOf(const Caller& caller, absl::string_view what,
                           const std::function<bool(const TokenClaims&)>& allowed);
 
-// Reading the job's state (GetStatus, GetState): the job's own nodes (a valid token)
-// or an operator certificate.
+// Reading the job's state (GetStatus, GetState): the job's own nodes (a valid token),
+// an operator certificate, or the scheduler's own certificate (`kubectl exec` into the
+// scheduler's pod runs `dtrain status` with it: the scheduler is the job's root of
+// trust anyway). Other node certificates without their token are refused.
 absl::Status RequireReader(const Caller& caller, absl::string_view what);
 
 // Logs one line naming the peer and the refusal (the text of `refused`), and returns it.
