@@ -2,6 +2,7 @@
 // enum, so that no other file compares mode strings.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -15,9 +16,12 @@ enum class KVStoreMode {
   kDistSync,        // parameter servers; every step merges one push per worker
   kDistDeviceSync,  // as kDistSync, after local aggregation over the worker's devices
   kDistAsync,       // parameter servers; pushes applied on arrival
+  // Bounded staleness (SSP): merged per step like kDistSync, but a worker may run up to
+  // --staleness S steps ahead of the slowest; S = 0 is kDistSync bit for bit.
+  kDistSsp,
 };
 
-// "local", "device", "dist_sync", "dist_device_sync", "dist_async"; anything else is
+// "local", "device", "dist_sync", "dist_device_sync", "dist_async", "dist_ssp"; anything else is
 // INVALID_ARGUMENT listing those.
 absl::StatusOr<KVStoreMode> ParseKVStoreMode(absl::string_view name);
 // The name ParseKVStoreMode accepts for `mode`.
@@ -27,5 +31,11 @@ const char* KVStoreModeName(KVStoreMode mode);
 bool IsDistributed(KVStoreMode mode);
 // Pushes are applied on arrival, not merged per step.
 bool IsAsync(KVStoreMode mode);
+// Every worker computes step t from exactly version t of the weights, so a step can be
+// redone bit for bit (rejoin, rollback): the sync modes, not async nor SSP.
+bool StepsAreExact(KVStoreMode mode);
+// The version a worker's pull after pushing `step` must wait for: step + 1 in sync,
+// step + 1 - staleness in SSP (never below 0), 0 (whatever is there) in async.
+int64_t PullVersionAfterPush(KVStoreMode mode, int64_t step, int staleness);
 
 }  // namespace dtrain

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -79,15 +80,25 @@ struct KeyEntry {
 
   // What the merge rule decides on, for worker `w`'s push or pull of key `key`
   // (after SeeWorker(w)).
-  KeyProgress Progress(uint64_t key, int w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // `step`: the step of the push being decided (-1 for a pull).
+  KeyProgress Progress(uint64_t key, int w, int64_t step = -1) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     KeyProgress p;
     p.key = key;
     p.version = version;
     p.pending_count = pending_count;
     p.worker_pending = has_pending[w];
     p.worker_last_push = last_push_step[w];
+    auto it = ahead.find(step);
+    p.worker_ahead = it != ahead.end() && static_cast<size_t>(w) < it->second.has.size() && it->second.has[w];
     return p;
   }
+
+  // SSP: pushes for a step after `version`, held until it is that step's turn.
+  struct AheadStep {
+    std::vector<std::vector<float>> grads;  // by rank
+    std::vector<bool> has;
+    int count = 0;
+  };
 
   absl::Mutex mu;
   const std::vector<int64_t> shape;
@@ -119,6 +130,9 @@ struct KeyEntry {
   std::vector<int64_t> last_push_step ABSL_GUARDED_BY(mu);
   std::vector<int64_t> last_pull_version ABSL_GUARDED_BY(mu);
   std::vector<ParkedPull> parked ABSL_GUARDED_BY(mu);
+  // SSP (MergeMode::kSsp): pushes ahead of `version`, by step (at most `staleness`
+  // steps); empty in the other modes.
+  std::map<int64_t, AheadStep> ahead ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace dtrain::kv

@@ -20,6 +20,9 @@ struct KeyProgress {
   int pending_count = 0;           // pushes held for step `version`, waiting for the rest
   bool worker_pending = false;     // this worker's push is among them
   int64_t worker_last_push = -1;   // the step of this worker's last accepted push; -1: none
+  // SSP: this worker's push for the step being decided is already held ahead of the
+  // key's version (a retry).
+  bool worker_ahead = false;
 };
 
 // What the store does with a push that a rule accepts.
@@ -29,6 +32,8 @@ enum class PushAction {
   kApplyNow,      // run the optimizer on it alone, now
   kMergeStep,     // the step's last push: sum the held pushes and it in rank order,
                   // average, run the optimizer once
+  kStoreAhead,    // SSP: a push for a later step than the key's version: hold it until
+                  // that step's turn (then it counts as kStorePending / kMergeStep)
 };
 
 class MergeRule {
@@ -54,6 +59,20 @@ class SyncMergeRule final : public MergeRule {
 
  private:
   const int num_workers_;
+};
+
+// Bounded staleness (SSP): steps merge as in sync, one push from every worker in rank
+// order, but a worker may push up to `staleness` steps beyond the key's version (its
+// pull after step t waited only for version t + 1 - staleness). Staleness 0 is sync.
+class SspMergeRule final : public MergeRule {
+ public:
+  SspMergeRule(int num_workers, int staleness) : sync_(num_workers), staleness_(staleness) {}
+  absl::StatusOr<PushAction> OnPush(const KeyProgress& key, int worker_rank, int64_t step) const override;
+  bool CanAnswerPull(const KeyProgress& key, int64_t min_version) const override;
+
+ private:
+  const SyncMergeRule sync_;
+  const int staleness_;
 };
 
 // Each push is applied on arrival; a pull gets the current weights at once.

@@ -211,7 +211,7 @@ struct ShardStore::Impl {
       return w == last_rank ? last_grad : k.pending[w].data();
     };
     if (n == 1) {
-      Apply(s, k, last_grad);
+      Apply(s, k, grad_of(0));
       ResetPending(k);
       return;
     }
@@ -221,6 +221,26 @@ struct ShardStore::Impl {
     DivideBy(acc, k.numel, static_cast<float>(n));
     Apply(s, k, acc);
     ResetPending(k);
+  }
+
+  // SSP: a step just merged; if pushes for the next step were held ahead, they become
+  // its pending pushes, and if every worker's is there that step merges too (and so on).
+  void PromoteAhead(const Setup& s, uint64_t key, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    while (!k.ahead.empty() && k.ahead.begin()->first == k.version) {
+      KeyEntry::AheadStep next = std::move(k.ahead.begin()->second);
+      k.ahead.erase(k.ahead.begin());
+      for (size_t w = 0; w < next.has.size(); ++w) {
+        if (!next.has[w]) continue;
+        k.SeeWorker(static_cast<int>(w));
+        k.pending[w].swap(next.grads[w]);
+        k.has_pending[w] = true;
+        ++k.pending_count;
+      }
+      k.first_push_at = clock();
+      if (k.pending_count < s.config.num_workers) return;
+      MergeStep(s, k, /*last_rank=*/-1, nullptr);
+      MaybeSnapshot(s, key, k);
+    }
   }
 
   // Fails (with `why(key)`) and forgets every parked pull `match` selects. Returns how many.
@@ -290,6 +310,11 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   }
   if (config.num_workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat("num_workers must be >= 1, got ", config.num_workers));
+  }
+  if (config.staleness < 0 || config.staleness > kMaxStaleness ||
+      (config.staleness != 0 && config.mode != MergeMode::kSsp)) {
+    return absl::InvalidArgumentError(absl::StrCat("staleness ", config.staleness, " (want 0..", kMaxStaleness,
+                                                   ", and only with dist_ssp)"));
   }
   if (config.num_workers > impl_->limits.max_workers) {
     return absl::InvalidArgumentError(absl::StrCat("num_workers ", config.num_workers,
@@ -386,10 +411,21 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   absl::MutexLock lock(&k->mu);
   k->SeeWorker(worker_rank);
   const absl::StatusOr<PushAction> action =
-      setup->rule->OnPush(k->Progress(key, worker_rank), worker_rank, step);
+      setup->rule->OnPush(k->Progress(key, worker_rank, step), worker_rank, step);
   if (!action.ok()) return action.status();
   if (*action == PushAction::kIgnore) return absl::OkStatus();
-  k->last_push_step[worker_rank] = step;
+  k->last_push_step[worker_rank] = std::max(k->last_push_step[worker_rank], step);
+  if (*action == PushAction::kStoreAhead) {
+    KeyEntry::AheadStep& a = k->ahead[step];
+    if (a.has.size() <= static_cast<size_t>(worker_rank)) {
+      a.grads.resize(worker_rank + 1);
+      a.has.resize(worker_rank + 1, false);
+    }
+    a.grads[worker_rank].assign(grad, grad + numel);
+    a.has[worker_rank] = true;
+    ++a.count;
+    return absl::OkStatus();
+  }
   if (*action == PushAction::kApplyNow) {
     if (setup->observer != nullptr && k->last_pull_version[worker_rank] >= 0) {
       setup->observer->OnAsyncPushApplied(k->version - k->last_pull_version[worker_rank]);
@@ -407,6 +443,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   if (*action == PushAction::kMergeStep) {
     impl_->MergeStep(*setup, *k, worker_rank, grad);
     Impl::MaybeSnapshot(*setup, key, *k);
+    impl_->PromoteAhead(*setup, key, *k);
     impl_->FireReady(*setup, key, *k);
     return absl::OkStatus();
   }
@@ -640,6 +677,12 @@ int64_t ShardStore::Step() const {
   return step;
 }
 
+int64_t ShardStore::PullVersionAfterPush(int64_t step) const {
+  absl::ReaderMutexLock lock(&impl_->mu);
+  if (impl_->setup == nullptr || impl_->setup->config.mode != MergeMode::kSsp) return step + 1;
+  return std::max<int64_t>(0, step + 1 - impl_->setup->config.staleness);
+}
+
 bool ShardStore::GetConfig(StoreConfig* out) const {
   absl::ReaderMutexLock lock(&impl_->mu);
   if (impl_->setup == nullptr) return false;
@@ -691,6 +734,7 @@ absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step
     impl_->CountParked(setup, -static_cast<int64_t>(k->parked.size()));
     k->parked.clear();
     impl_->ResetPending(*k);
+    k->ahead.clear();
   }
   DTRAIN_LOG(WARNING) << why << ": " << found.size() << " keys restored";
   return absl::OkStatus();

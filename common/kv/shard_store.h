@@ -159,6 +159,9 @@ class ShardStore {
   // The least version over the keys held (in sync mode the step the shard is at);
   // 0 with no keys.
   int64_t Step() const;
+  // The version a push-pull of `step` answers with at the earliest: step + 1, or in
+  // SSP step + 1 - staleness (never below 0). Unconfigured: step + 1.
+  int64_t PullVersionAfterPush(int64_t step) const;
   // What Configure set; false before it.
   bool GetConfig(StoreConfig* out) const;
   // Rollback to a snapshot of step `step`: every key's weights, optimizer state and

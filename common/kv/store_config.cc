@@ -7,7 +7,17 @@
 
 namespace dtrain::kv {
 
-const char* ModeName(MergeMode m) { return m == MergeMode::kSync ? "sync" : "async"; }
+const char* ModeName(MergeMode m) {
+  switch (m) {
+    case MergeMode::kSync:
+      return "sync";
+    case MergeMode::kAsync:
+      return "async";
+    case MergeMode::kSsp:
+      return "ssp";
+  }
+  return "?";
+}
 
 std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b) {
   std::vector<std::string> d;
@@ -16,6 +26,7 @@ std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b) {
   };
   if (a.mode != b.mode) d.push_back(absl::StrCat("mode ", ModeName(a.mode), " vs ", ModeName(b.mode)));
   cmp("num_workers", a.num_workers, b.num_workers);
+  cmp("staleness", a.staleness, b.staleness);
   if (a.keep_previous_version != b.keep_previous_version) {
     d.push_back(absl::StrCat("keep_previous_version ", a.keep_previous_version ? "true" : "false", " vs ",
                              b.keep_previous_version ? "true" : "false"));

@@ -15,6 +15,10 @@ enum class MergeMode {
   kSync,
   // Apply each push on arrival (no averaging); pulls return the current weights.
   kAsync,
+  // Bounded staleness (SSP): steps merge exactly as in kSync, but a worker's push may
+  // be up to `staleness` steps ahead of the key's version (held until its step comes),
+  // and a pull after pushing step t waits only for version t + 1 - staleness.
+  kSsp,
 };
 
 struct StoreConfig {
@@ -30,7 +34,12 @@ struct StoreConfig {
   // for dist_sync jobs; the in-process `local` kvstore, which has nobody to rejoin,
   // leaves it off.
   bool keep_previous_version = false;
+  // kSsp: how many steps a worker may run ahead of the slowest (0..kMaxStaleness).
+  // Each key then holds up to staleness more steps of pushes (num_workers gradients each).
+  int staleness = 0;
 };
+
+inline constexpr int kMaxStaleness = 64;
 
 // What one shard store may be made to hold, so that no request can make a server's
 // memory grow without bound. dtrain-server sets them from --max-workers, --max-keys
@@ -46,7 +55,7 @@ struct StoreLimits {
   int64_t max_bytes = int64_t{16} << 30;
 };
 
-const char* ModeName(MergeMode mode);  // "sync" / "async"
+const char* ModeName(MergeMode mode);  // "sync" / "async" / "ssp"
 
 // What differs between two configs, e.g. "num_workers 2 vs 3; optimizer.momentum 0.9
 // vs 0"; empty when they are the same.

@@ -132,10 +132,13 @@ absl::Status CheckFiniteInit(const std::vector<float>& v, const char* what, uint
 
 absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store) {
   absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store);
-  if (mode.ok() && IsDistributed(*mode)) return IsAsync(*mode) ? kv::MergeMode::kAsync : kv::MergeMode::kSync;
+  if (mode.ok() && IsDistributed(*mode)) {
+    if (IsAsync(*mode)) return kv::MergeMode::kAsync;
+    return *mode == KVStoreMode::kDistSsp ? kv::MergeMode::kSsp : kv::MergeMode::kSync;
+  }
   return absl::InvalidArgumentError(absl::StrCat("kv_store \"", kv_store,
                                                  "\" is not served by a parameter server (want dist_sync, "
-                                                 "dist_device_sync or dist_async)"));
+                                                 "dist_device_sync, dist_async or dist_ssp)"));
 }
 
 kv::OptimizerOptions OptimizerFromProto(const v1::OptimizerConfig& p) {
@@ -188,13 +191,16 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
     kv::StoreConfig config;
     config.mode = *mode;
     config.num_workers = req->num_workers();
+    config.staleness = req->staleness();
     config.optimizer = OptimizerFromProto(req->optimizer());
     // A worker that replaces a dead one may have to redo a step that already merged on
     // some keys: it pulls their previous version (PushPullRequest.exact_version).
     config.keep_previous_version = config.mode == kv::MergeMode::kSync;
     s = store_->Configure(config);
     if (s.ok()) {
-      DTRAIN_LOG(INFO) << "configured: " << req->kv_store() << ", " << config.num_workers << " workers, optimizer "
+      DTRAIN_LOG(INFO) << "configured: " << req->kv_store()
+                       << (config.mode == kv::MergeMode::kSsp ? absl::StrCat(" (staleness ", config.staleness, ")") : "")
+                       << ", " << config.num_workers << " workers, optimizer "
                        << config.optimizer.name << " lr " << config.optimizer.learning_rate;
       // A restarted chain member is configured the same way before it gets a key.
       if (options_.catch_up != nullptr) options_.catch_up->NoteConfigure(*req);

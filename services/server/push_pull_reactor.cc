@@ -206,8 +206,9 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
       Send(box_, resp);
       return;
     }
-    // The weights after this step's update (async pulls answer at once anyway).
-    min_version = req.step() + 1;
+    // The weights after this step's update (SSP: up to --staleness steps older; async
+    // pulls answer at once anyway).
+    min_version = store_->PullVersionAfterPush(req.step());
   }
   // The worker may ask for a shorter wait than ours, so that the server's answer,
   // which names the missing workers, beats the worker's own deadline.

@@ -21,8 +21,11 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddDouble("mom", &o->mom, "momentum (sgd)");
   f.AddDouble("wd", &o->wd, "weight decay");
   f.AddString("optimizer", &o->optimizer, "sgd or adam");
-  f.AddString("kv-store", &o->kv_store, "local, device, dist_sync, dist_device_sync or dist_async",
+  f.AddString("kv-store", &o->kv_store, "local, device, dist_sync, dist_device_sync, dist_async or dist_ssp",
               {"DTRAIN_KV_STORE"});
+  f.AddInt("staleness", &o->staleness,
+           "dist_ssp: steps a worker may run ahead of the slowest (0..64; 0 is dist_sync bit for bit)",
+           {"DTRAIN_STALENESS"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
   f.AddBool("overwrite-checkpoints", &o->overwrite_checkpoints,
@@ -51,6 +54,10 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(o->kv_store);
   if (!mode.ok()) return bad("kv-store", std::string(mode.status().message()));
   o->mode = *mode;
+  if (o->staleness < 0 || o->staleness > 64) return bad("staleness", "must be in 0..64");
+  if (o->staleness != 0 && o->mode != KVStoreMode::kDistSsp) {
+    return bad("staleness", absl::StrCat("is for --kv-store dist_ssp, not ", o->kv_store));
+  }
   std::vector<int64_t> hidden;
   if (!o->hidden.empty()) {
     absl::StatusOr<std::vector<int64_t>> parsed = models::ParseHiddenList(o->hidden);

@@ -315,6 +315,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
       continue;
     }
     DTRAIN_RETURN_IF_ERROR(ran);
+    DTRAIN_RETURN_IF_ERROR(kv.Settle((epoch + 1) * data.batches));
     const double train_s = Seconds(epoch_start);
     const TrainingMonitor::Figures ep = monitor.Epoch();
     result.samples += ep.samples;

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   if (!IsDistributed(options.mode)) return std::make_unique<LocalKVStore>(options.mode);
   DistOptions d;
   d.mode = options.mode;
+  d.staleness = static_cast<int>(options.staleness);
   d.connect_timeout = absl::Seconds(flags.register_timeout_s);
   d.replication = static_cast<int>(flags.replication);
   d.sync_timeout = absl::Seconds(options.sync_timeout_s);

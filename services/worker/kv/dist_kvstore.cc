@@ -106,8 +106,9 @@ absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, c
 absl::StatusOr<int64_t> DistKVStore::Rollback() {
   const std::optional<RollbackOrder> order = cluster_.PendingRollback();
   if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
-  if (IsAsync(options_.mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(order->reason, ": dist_async cannot roll back (no common step)"));
+  if (!StepsAreExact(options_.mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(order->reason, ": ", KVStoreModeName(options_.mode),
+                                                      " cannot roll back (no common step)"));
   }
   const int64_t t = order->step;
   ResetResiduals();
@@ -145,7 +146,7 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
   const absl::StatusCode code = error.code();
   const bool may_be_rollback = code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAborted ||
                                code == absl::StatusCode::kCancelled || code == absl::StatusCode::kFailedPrecondition;
-  if (IsAsync(options_.mode) || !may_be_rollback || !cluster_.RollbackEnabled()) return error;
+  if (!StepsAreExact(options_.mode) || !may_be_rollback || !cluster_.RollbackEnabled()) return error;
   const absl::Time deadline = absl::Now() + options_.sync_timeout;
   bool logged = false;
   while (absl::Now() < deadline) {
@@ -229,8 +230,8 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   }
 
   int64_t t = -1;
-  if (IsAsync(options_.mode)) {
-    // No common step: go on after the last step of ours every key accepted. Pushes the
+  if (!StepsAreExact(options_.mode)) {
+    // No common step (async, SSP): go on after the last step of ours every key accepted. Pushes the
     // servers already hold are ignored when resent, so none counts twice.
     for (const auto& slice : placement_.slices) {
       const int64_t next = std::max(versions[slice.key].last_push_step + 1, init.start_version);
@@ -254,14 +255,14 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
     float* w = params_[slice.param_index].weights + slice.offset;
     const int head = routing_->Head(i);
     if (head < 0) return NoReplicaLeft(i);
-    if (IsAsync(options_.mode)) {
+    if (!StepsAreExact(options_.mode)) {
       servers_[head]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
     } else {
       servers_[head]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
     }
   }
   DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
-  for (size_t i = 0; i < placement_.slices.size() && !IsAsync(options_.mode); ++i) {
+  for (size_t i = 0; i < placement_.slices.size() && StepsAreExact(options_.mode); ++i) {
     if (pulled[i] == t) continue;
     const auto& slice = placement_.slices[i];
     const int head = routing_->Head(i);
@@ -272,7 +273,7 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   }
   resume_step_ = t;
   DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()
-                      << ": " << (IsAsync(options_.mode) ? "going on at step " : "redoing step ") << t;
+                      << ": " << (StepsAreExact(options_.mode) ? "redoing step " : "going on at step ") << t;
   return absl::OkStatus();
 }
 
@@ -300,7 +301,8 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
-    DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout));
+    DTRAIN_RETURN_IF_ERROR(
+        servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout, options_.staleness));
     DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
@@ -402,7 +404,7 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
     // The next replica got our push with everyone else's (pushes go to every live
     // member at once); its answer so far is a version only, so ask it for the weights.
     float* w = params_[slice.param_index].weights + slice.offset;
-    const int64_t version = IsAsync(options_.mode) ? 0 : step + 1;
+    const int64_t version = PullVersionAfterPush(options_.mode, step, options_.staleness);
     sent_[i].push_back({next, servers_[next]->Pull(slice.key, version, w, slice.length), true});
   }
   // The weights come first in sent_[i]; what the backups' answers added after them.
@@ -444,9 +446,10 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
     if (!extend || IsAsync(options_.mode)) return st;
     if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     extended_since = absl::Now();
-    sent.ticket = sent.weights ? server.Pull(slice.key, step + 1, params_[slice.param_index].weights + slice.offset,
+    const int64_t version = PullVersionAfterPush(options_.mode, step, options_.staleness);
+    sent.ticket = sent.weights ? server.Pull(slice.key, version, params_[slice.param_index].weights + slice.offset,
                                              slice.length)
-                               : server.PullVersionOnly(slice.key, step + 1);
+                               : server.PullVersionOnly(slice.key, version);
     deadline = absl::Now() + options_.sync_timeout + kClientGrace;
   }
 }
@@ -502,6 +505,21 @@ absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
     if (first.ok() && !st.ok()) first = st;
   }
   return first;
+}
+
+absl::Status DistKVStore::Settle(int64_t next_step) {
+  if (options_.mode != KVStoreMode::kDistSsp || options_.staleness == 0) return absl::OkStatus();
+  // Every worker pushed every step of the epoch before it gets here, so each key
+  // reaches exactly `next_step`: nobody can push step `next_step` before settling.
+  std::vector<int64_t> pulled(placement_.slices.size(), -1);
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
+    const int head = routing_->Head(i);
+    if (head < 0) return NoReplicaLeft(i);
+    servers_[head]->Pull(slice.key, next_step, params_[slice.param_index].weights + slice.offset, slice.length,
+                         &pulled[i]);
+  }
+  return WaitAllServers(absl::Now() + options_.sync_timeout + kClientGrace);
 }
 
 absl::StatusOr<checkpoint::OptimizerStates> DistKVStore::SaveStates() {

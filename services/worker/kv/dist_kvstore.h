@@ -49,6 +49,8 @@ struct DistOptions {
   // MXNet's 0.5 does; the quantum packed and sent (gc_threshold on the wire) is
   // threshold / gradient_scale, in the units of the gradients pushed.
   double gradient_scale = 1;
+  // dist_ssp: how many steps this worker may run ahead of the slowest (0..64).
+  int staleness = 0;
 };
 
 class DistKVStore : public KVStore {
@@ -62,6 +64,7 @@ class DistKVStore : public KVStore {
   absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) override;
   absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) override;
   absl::StatusOr<checkpoint::OptimizerStates> SaveStates() override;
+  absl::Status Settle(int64_t next_step) override;
   KVStoreStats stats() const override;
   PushPullTiming last_timing() const override { return last_timing_; }
   int64_t resume_step() const override { return resume_step_; }

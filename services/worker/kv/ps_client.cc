@@ -391,10 +391,11 @@ PsClient::~PsClient() {
 }
 
 absl::Status PsClient::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                                 absl::Duration timeout) {
+                                 absl::Duration timeout, int staleness) {
   v1::ConfigureRequest req;
   req.set_kv_store(KVStoreModeName(mode));
   req.set_num_workers(num_workers);
+  req.set_staleness(staleness);
   ToProto(optimizer, req.mutable_optimizer());
   v1::ConfigureResponse resp;
   grpc::ClientContext ctx;

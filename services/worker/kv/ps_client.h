@@ -34,9 +34,9 @@ class PsClient {
                                                            int worker_rank, absl::Duration connect_timeout);
   ~PsClient();  // closes the stream; pending tickets fail with CANCELLED
 
-  // `mode`: one of the dist_* modes.
+  // `mode`: one of the dist_* modes; `staleness` for dist_ssp (0 otherwise).
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                         absl::Duration timeout);
+                         absl::Duration timeout, int staleness = 0);
   // Sends keys in requests of at most a few MB each. `chains` (empty, or one per key):
   // each key's replica chain, which its servers keep to bring a restarted member back.
   absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,

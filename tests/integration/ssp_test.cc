@@ -1,0 +1,90 @@
+// Bounded staleness (--kv-store dist_ssp --staleness S) with the real binaries: S = 0 is
+// dist_sync bit for bit, and a worker that stops holds the others to at most S steps
+// ahead of it (they wait, they do not fail), after which the job completes with every
+// worker holding the same weights.
+#include <signal.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/integration/common/subprocess.h"
+#include "tests/integration/recovery/launched_job.h"
+
+namespace dtrain::testing {
+namespace {
+
+constexpr absl::Duration kRunTimeout = absl::Minutes(6);
+
+// The recovery chaos tests' recipe (23 steps per epoch), so the dist_sync reference
+// is the one they share in a ctest run.
+std::vector<std::string> Argv(const std::string& prefix, const std::string& kv_store, int staleness) {
+  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", kv_store};
+  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "2", "--num-examples", "3000",
+                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
+    argv.push_back(f);
+  }
+  argv.push_back("--model-prefix");
+  argv.push_back(prefix);
+  if (kv_store == "dist_ssp") {
+    argv.push_back("--staleness");
+    argv.push_back(std::to_string(staleness));
+  }
+  return argv;
+}
+
+// The highest N of `who`'s "Epoch[0] Batch [N]" lines (steps of epoch 0 it finished).
+int LastBatch(const std::string& out, const std::string& who) {
+  int last = 0;
+  const std::regex line(std::string("\\[") + who + "\\][^\\n]*Epoch\\[0\\] Batch \\[([0-9]+)\\]");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), line); it != std::sregex_iterator(); ++it) {
+    int n = 0;
+    if (absl::SimpleAtoi((*it)[1].str(), &n)) last = std::max(last, n);
+  }
+  return last;
+}
+
+TEST(SspTest, StalenessZeroEndsBitIdenticalToDistSync) {
+  const std::string ref =
+      SharedReference("chaos-reference", Argv(MakeTempDir() + "/ref", "dist_sync", 0), 2, kRunTimeout);
+  ASSERT_FALSE(ref.empty());
+  auto [code, out] = RunToEnd(Argv(MakeTempDir() + "/m", "dist_ssp", 0), kRunTimeout);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_NE(out.find("configured: dist_ssp (staleness 0)"), std::string::npos) << out;
+  EXPECT_EQ(FinalWeights(out), (std::vector<std::string>{ref, ref})) << out;
+}
+
+TEST(SspTest, AStoppedWorkerHoldsTheOtherWithinTheStalenessBound) {
+  constexpr int kStaleness = 2;
+  Subprocess job(Argv(MakeTempDir() + "/m", "dist_ssp", kStaleness));
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
+      << job.output();
+  const pid_t slow = FindLaunchedChild(job.pid(), "worker", 1);
+  ASSERT_GT(slow, 0) << job.output();
+  ASSERT_EQ(::kill(slow, SIGSTOP), 0);
+  // Long enough for worker 0 to run into the bound several times over (a step is tens
+  // of ms), short of any timeout.
+  absl::SleepFor(absl::Seconds(4));
+  const std::string during = job.output();
+  const int slow_done = LastBatch(during, "worker 1");
+  const int fast_done = LastBatch(during, "worker 0");
+  ASSERT_EQ(::kill(slow, SIGCONT), 0);
+  // Worker 1 pushed step slow_done - 1, perhaps slow_done too (it may stop between its
+  // push and its line): worker 0 finishes steps up to that + S, and no further.
+  EXPECT_GE(fast_done, slow_done + kStaleness) << "worker 0 did not run ahead:\n" << during;
+  EXPECT_LE(fast_done, slow_done + kStaleness + 1) << "worker 0 broke the bound:\n" << during;
+  std::printf("worker 1 stopped after %d steps; worker 0 went on to %d (staleness %d)\n", slow_done, fast_done,
+              kStaleness);
+  ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
+  const std::vector<std::string> fnv = FinalWeights(job.output());
+  ASSERT_EQ(fnv.size(), 2u) << job.output();
+  EXPECT_EQ(fnv[0], fnv[1]) << "each epoch ends with every worker settled on the same weights";
+}
+
+}  // namespace
+}  // namespace dtrain::testing
