@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrain benchmarks, each printed as a ratio to a reference measured in the same run.
-#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|replication|infer|tls|all]   (default: all)
+#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|replication|infer|tls|netns|all]   (default: all)
 # Needs a build (deploy/build.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -202,6 +202,25 @@ print("training throughput --tls/plaintext: median %.4f (target >= 0.95)" % rati
 PY
 }
 
+# dtrain vs DDP/gloo on the emulated cluster (tests/bench/netns_cluster.sh; root): each
+# process on its own network-namespace host, links limited by tbf. Parameters:
+#   RATES (default "1gbit"; e.g. "250mbit 1gbit 10gbit"), NETWORK (lenet; or mlp),
+#   HIDDEN (mlp widths, e.g. 2048,2048), THREADS (1), EPOCHS (1), BATCH (64),
+#   EXAMPLES (0: the whole set), WORKERS (2), SERVERS (2), STRAGGLER_CPU (e.g. 0.33).
+#   sudo RATES="1gbit" NETWORK=lenet bash tests/bench/run.sh netns
+#   sudo RATES=250mbit NETWORK=mlp HIDDEN=2048,2048 EXAMPLES=6000 bash tests/bench/run.sh netns
+netns() {
+  local rate
+  for rate in ${RATES:-1gbit}; do
+    echo "== netns cluster: ${NETWORK:-lenet}${HIDDEN:+ --hidden $HIDDEN}, ${WORKERS:-2} workers + ${SERVERS:-2} servers," \
+      "each on its own host, $rate links (epochs=$EPOCHS, threads=${THREADS:-1})"
+    BIN="$BIN" REF="$REF" bash tests/bench/netns_cluster.sh --rate "$rate" --network "${NETWORK:-lenet}" \
+      ${HIDDEN:+--hidden "$HIDDEN"} --workers "${WORKERS:-2}" --servers "${SERVERS:-2}" --threads "${THREADS:-1}" \
+      --batch "${BATCH:-64}" --epochs "$EPOCHS" --num-examples "${EXAMPLES:-0}" \
+      ${STRAGGLER_CPU:+--straggler-cpu "$STRAGGLER_CPU"}
+  done
+}
+
 case "$what" in
   throughput) throughput ;;
   transport) transport ;;
@@ -210,6 +229,7 @@ case "$what" in
   infer) infer ;;
   tls) tls ;;
   replication) replication ;;
+  netns) netns ;;
   all) transport; throughput; metrics; snapshots; replication; infer; tls ;;
-  *) echo "usage: $0 [throughput|transport|metrics|snapshots|replication|infer|tls|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [throughput|transport|metrics|snapshots|replication|infer|tls|netns|all]" >&2; exit 2 ;;
 esac

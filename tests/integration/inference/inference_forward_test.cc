@@ -109,5 +109,45 @@ TEST(InferenceForwardTest, AccuracyOverT10kEqualsTheTrainersValidationAccuracy) 
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// An mlp trained with --hidden 2048,2048: dtrain-infer builds the network from the widths
+// the symbol file records (not MXNet's default 128,64, which these weights would not
+// fit) and answers as the same network in this process does.
+TEST(InferenceForwardTest, WideMlpIsServedWithTheWidthsItsSymbolRecords) {
+  const std::string prefix = ScratchDir() + "/wide";
+  torch::manual_seed(3);
+  const models::NetworkSpec spec{"mlp", {2048, 2048}};
+  std::shared_ptr<models::Network> net = *models::CreateNetwork(spec, 10);
+  net->eval();
+  std::vector<checkpoint::NamedTensor> tensors;
+  for (const auto& p : net->named_parameters()) {
+    const torch::Tensor t = p.value().contiguous();
+    tensors.push_back({p.key(), t.sizes().vec(), std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())});
+  }
+  ASSERT_TRUE(checkpoint::WriteParams(checkpoint::ParamsPath(prefix, 1), tensors).ok());
+  ASSERT_TRUE(checkpoint::WriteSymbol(prefix, {"mlp", 10, {1, 28, 28}, {}, "", spec.hidden}).ok());
+
+  InferProcess server({"--model-prefix", prefix, "--epoch", "1"});
+  ASSERT_TRUE(server.WaitForHealth(HealthCheckResponse::SERVING, absl::Seconds(30))) << server.process().output();
+  constexpr int kCount = 16;
+  const v1::PredictRequest req = T10kRequest(kCount, /*top_k=*/3);
+  torch::Tensor pixels = torch::from_blob(const_cast<char*>(req.data().data()), {kCount, 1, 28, 28}, torch::kUInt8);
+  torch::Tensor probs;
+  {
+    torch::NoGradGuard no_grad;
+    probs = torch::softmax(net->forward(pixels.to(torch::kFloat32).div_(255.0f)), 1).contiguous();
+  }
+  auto resp = Call(server, req);
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  ASSERT_EQ(resp->predictions_size(), kCount);
+  for (int i = 0; i < kCount; ++i) {
+    const v1::Prediction& p = resp->predictions(i);
+    EXPECT_EQ(p.top(0).class_id(), probs[i].argmax().item<int64_t>()) << "image " << i;
+    for (const v1::ClassScore& c : p.top()) {
+      EXPECT_NEAR(c.probability(), probs[i][c.class_id()].item<float>(), 1e-5) << "image " << i;
+    }
+  }
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace dtrain::testing
