@@ -1,7 +1,8 @@
-// Bounded staleness (--kv-store dist_ssp --staleness S) with the real binaries: S = 0 is
-// dist_sync bit for bit, and a worker that stops holds the others to at most S steps
-// ahead of it (they wait, they do not fail), after which the job completes with every
-// worker holding the same weights.
+// Communication (issue 13) with the real binaries. Bounded staleness (--kv-store
+// dist_ssp --staleness S): S = 0 is dist_sync bit for bit, and a worker that stops holds
+// the others to at most S steps ahead of it (they wait, they do not fail), after which
+// the job completes with every worker holding the same weights. Overlap (--overlap):
+// gradients leave from backward, last layer first, and the weights are the same.
 #include <signal.h>
 
 #include <regex>
@@ -23,7 +24,8 @@ constexpr absl::Duration kRunTimeout = absl::Minutes(6);
 
 // The recovery chaos tests' recipe (23 steps per epoch), so the dist_sync reference
 // is the one they share in a ctest run.
-std::vector<std::string> Argv(const std::string& prefix, const std::string& kv_store, int staleness) {
+std::vector<std::string> Argv(const std::string& prefix, const std::string& kv_store, int staleness,
+                               const std::vector<std::string>& extra = {}) {
   std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", kv_store};
   for (const char* f : {"--", "--network", "lenet", "--num-epochs", "2", "--num-examples", "3000",
                         "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
@@ -35,6 +37,7 @@ std::vector<std::string> Argv(const std::string& prefix, const std::string& kv_s
     argv.push_back("--staleness");
     argv.push_back(std::to_string(staleness));
   }
+  argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
 
@@ -57,6 +60,21 @@ TEST(SspTest, StalenessZeroEndsBitIdenticalToDistSync) {
   ASSERT_EQ(code, 0) << out;
   EXPECT_NE(out.find("configured: dist_ssp (staleness 0)"), std::string::npos) << out;
   EXPECT_EQ(FinalWeights(out), (std::vector<std::string>{ref, ref})) << out;
+}
+
+TEST(OverlapTest, GradientsLeaveFromBackwardLastLayerFirstAndTheWeightsAreTheSame) {
+  const std::string ref =
+      SharedReference("chaos-reference", Argv(MakeTempDir() + "/ref", "dist_sync", 0), 2, kRunTimeout);
+  ASSERT_FALSE(ref.empty());
+  auto [code, out] = RunToEnd(Argv(MakeTempDir() + "/m", "dist_sync", 0, {"--overlap"}), kRunTimeout);
+  ASSERT_EQ(code, 0) << out;
+  EXPECT_EQ(FinalWeights(out), (std::vector<std::string>{ref, ref})) << out;
+  // LeNet's parameters are conv1, conv2, fc1, fc2 (weight, bias each): backward
+  // produces fc2's first, so the first early push is one of the last two.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("\\[worker 0\\][^\\n]*overlap: [^\\n]*the first: parameter ([0-9]+) of 8")))
+      << out;
+  EXPECT_GE(std::stoi(m[1].str()), 6) << m[0];
 }
 
 TEST(SspTest, AStoppedWorkerHoldsTheOtherWithinTheStalenessBound) {
