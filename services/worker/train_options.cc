@@ -26,6 +26,10 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("staleness", &o->staleness,
            "dist_ssp: steps a worker may run ahead of the slowest (0..64; 0 is dist_sync bit for bit)",
            {"DTRAIN_STALENESS"});
+  f.AddBool("overlap", &o->overlap,
+            "dist_*: push each parameter's gradient as soon as backward computes it, so that communication "
+            "overlaps the rest of backward (the same weights, bit for bit)",
+            {"DTRAIN_OVERLAP"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
   f.AddBool("overwrite-checkpoints", &o->overwrite_checkpoints,

@@ -26,6 +26,8 @@ struct TrainOptions {
   std::string optimizer = "sgd";
   std::string kv_store = "local";
   int64_t staleness = 0;  // dist_ssp: steps ahead of the slowest worker allowed
+  // Push each parameter's gradient from backward as soon as it is computed (dist_*).
+  bool overlap = false;
   std::string model_prefix;  // empty: no checkpoints
   int64_t load_epoch = 0;    // 0: fresh start
   // Delete the prefix's checkpoints that a fresh start (all) or a resume (those after

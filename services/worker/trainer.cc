@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include <torch/torch.h>
 
@@ -19,6 +20,7 @@
 #include "common/checkpoint/checkpoint.h"
 #include "common/kv/finite_check.h"
 #include "services/worker/dataset.h"
+#include "services/worker/early_pushes.h"
 #include "common/models/models.h"
 #include "services/worker/trainer_checkpoints.h"
 #include "services/worker/training_monitor.h"
@@ -195,7 +197,8 @@ absl::Status WriteSymbolFile(const TrainOptions& o, const std::vector<int64_t>& 
 // NaN pushed to the servers poisons every key it touches, and the job would end
 // "successfully" with a useless model. INTERNAL naming the step, rank and tensors.
 // Reads the gradients in place (the server's vectorised check), no tensor allocated per step.
-absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double loss, models::Network& net) {
+absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double loss, models::Network& net,
+                         bool pushed_early) {
   std::vector<std::string> bad;
   for (const auto& p : net.named_parameters()) {
     const torch::Tensor& g = p.value().grad();
@@ -203,9 +206,10 @@ absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double l
   }
   if (std::isfinite(loss) && bad.empty()) return absl::OkStatus();
   return absl::InternalError(absl::StrFormat(
-      "step %d on rank %d: training diverged: loss %g, non-finite gradients in %s; nothing was pushed for this "
-      "step. Lower --lr (%g) or check the data",
-      step, rank, loss, bad.empty() ? std::string("none") : absl::StrJoin(bad, ", "), o.lr));
+      "step %d on rank %d: training diverged: loss %g, non-finite gradients in %s; %s. Lower --lr (%g) or check "
+      "the data",
+      step, rank, loss, bad.empty() ? std::string("none") : absl::StrJoin(bad, ", "),
+      pushed_early ? "only the finite gradients were pushed (--overlap)" : "nothing was pushed for this step", o.lr));
 }
 
 // One epoch's steps from batch `first_batch` (0 but in a rejoining worker): forward,
@@ -217,6 +221,8 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
   std::vector<const float*> grads(params.size());
   const std::vector<int64_t> order = EpochOrder(data.train.size(), o.seed, epoch, rank);
   auto order_t = torch::tensor(order, torch::kInt64);
+  std::optional<EarlyPushes> early;
+  if (o.overlap) early.emplace(params, kv);
   for (int64_t b = first_batch; b < data.batches; ++b) {
     const absl::Time step_start = absl::Now();
     auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
@@ -225,12 +231,14 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
     net.zero_grad(/*set_to_none=*/true);
     auto logits = net.forward(x);
     auto loss = torch::nn::functional::cross_entropy(logits, y);
+    const int64_t step = epoch * data.batches + b;
+    if (early) early->StartStep(step);
     loss.backward();
     for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
     const double compute_s = Seconds(step_start);
-    const int64_t step = epoch * data.batches + b;
     const double loss_value = loss.item<double>();
-    DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net));
+    DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net, early && early->active()));
+    if (early) DTRAIN_RETURN_IF_ERROR(early->status());
     DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
 
     const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();

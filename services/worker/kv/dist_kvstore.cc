@@ -50,9 +50,12 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
   std::vector<int> homes;
   slice_of_.clear();
+  slices_of_param_.assign(params_.size(), {});
+  early_step_ = -1;
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     homes.push_back(placement_.slices[i].server);
     slice_of_[placement_.slices[i].key] = i;
+    slices_of_param_[placement_.slices[i].param_index].push_back(i);
   }
   routing_ = std::make_unique<ReplicaRouting>(homes, options_.replication, static_cast<int>(servers_.size()));
   wire_spec_ = options_.compression;
@@ -308,9 +311,67 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   return absl::OkStatus();
 }
 
+absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad) {
+  const auto& slice = placement_.slices[i];
+  sent_[i].clear();
+  const int head = routing_->Head(i);
+  if (head < 0) return NoReplicaLeft(i);
+  // Packed once per slice: every replica merges the same bytes.
+  const PsClient::PushData data =
+      codec_ != nullptr ? Compress(i, grad) : PsClient::PushData::Floats(grad, slice.length);
+  for (int m : routing_->chain(i)) {
+    if (!routing_->InChain(i, m)) continue;
+    if (m == head) {
+      sent_[i].push_back(
+          {m, servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset), true});
+    } else {
+      sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, data), false});
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStore::PushEarly(int64_t step, size_t param_index, const float* grad) {
+  if (param_index >= slices_of_param_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("PushEarly of parameter ", param_index, " of ",
+                                                   slices_of_param_.size()));
+  }
+  if (early_step_ != step) {
+    early_step_ = step;
+    early_sent_.assign(slices_of_param_.size(), false);
+    sent_.resize(placement_.slices.size());
+  }
+  if (early_sent_[param_index]) return absl::OkStatus();
+  early_sent_[param_index] = true;
+  if (!early_logged_) {
+    early_logged_ = true;
+    DTRAIN_LOG(INFO) << "overlap: gradients go out from backward as they are computed (the first: parameter "
+                     << param_index << " of " << params_.size() << ", at step " << step << ")";
+  }
+  // A pull answered early writes the parameter's weights: backward is done with them
+  // (autograd hands a leaf its gradient after the node that used it has run), and in
+  // dist_sync the answer needs this very push anyway.
+  for (size_t i : slices_of_param_[param_index]) {
+    DTRAIN_RETURN_IF_ERROR(SubmitSlice(step, i, grad + placement_.slices[i].offset));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>& grads) {
-  DTRAIN_RETURN_IF_ERROR(cluster_.JobStatus());
-  if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
+  // What PushEarly sent for this step; the next PushEarly starts afresh whatever step it
+  // is for (a rollback may come back to a step number seen before).
+  const bool some_early_sent = early_step_ == step;
+  std::vector<bool> early;
+  if (some_early_sent) early.swap(early_sent_);
+  early_step_ = -1;
+  for (absl::Status s : {cluster_.JobStatus(), [&] {
+         std::optional<RollbackOrder> r = cluster_.PendingRollback();
+         return r ? RollbackStatus(r->reason) : absl::OkStatus();
+       }()}) {
+    if (s.ok()) continue;
+    if (some_early_sent) WaitAllServers(absl::Now()).IgnoreError();  // no answer may land after we return
+    return s;
+  }
   if (grads.size() != params_.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
@@ -319,21 +380,10 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
   sent_.resize(placement_.slices.size());
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
-    const float* grad = grads[slice.param_index] + slice.offset;
-    sent_[i].clear();
-    const int head = routing_->Head(i);
-    if (head < 0) return NoReplicaLeft(i);
-    // Packed once per slice: every replica merges the same bytes.
-    const PsClient::PushData data =
-        codec_ != nullptr ? Compress(i, grad) : PsClient::PushData::Floats(grad, slice.length);
-    for (int m : routing_->chain(i)) {
-      if (!routing_->InChain(i, m)) continue;
-      if (m == head) {
-        sent_[i].push_back(
-            {m, servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset), true});
-      } else {
-        sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, data), false});
-      }
+    if (some_early_sent && early[slice.param_index]) continue;
+    if (absl::Status s = SubmitSlice(step, i, grads[slice.param_index] + slice.offset); !s.ok()) {
+      WaitAllServers(absl::Now()).IgnoreError();  // no answer may land after we return
+      return s;
     }
   }
   const absl::Time submitted = absl::Now();

@@ -63,6 +63,8 @@ class DistKVStore : public KVStore {
   KVStoreMode mode() const override { return options_.mode; }
   absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) override;
   absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) override;
+  bool PushesEarly() const override { return true; }
+  absl::Status PushEarly(int64_t step, size_t param_index, const float* grad) override;
   absl::StatusOr<checkpoint::OptimizerStates> SaveStates() override;
   absl::Status Settle(int64_t next_step) override;
   KVStoreStats stats() const override;
@@ -133,6 +135,14 @@ class DistKVStore : public KVStore {
   std::unique_ptr<ReplicaRouting> routing_;  // from Init: each slice's chain and who takes part
   absl::flat_hash_map<uint64_t, size_t> slice_of_;  // key -> slice index
   std::vector<std::vector<Sent>> sent_;   // this step's, per slice
+  // Overlap: the slices of each parameter, and which parameters PushEarly sent for
+  // `early_step_` (-1: none yet).
+  std::vector<std::vector<size_t>> slices_of_param_;
+  int64_t early_step_ = -1;
+  bool early_logged_ = false;
+  std::vector<bool> early_sent_;
+  // Sends slice `i`'s push-pull of `step` to every live member of its chain (sent_[i]).
+  absl::Status SubmitSlice(int64_t step, size_t i, const float* grad);
   // Compression (null codec_: none). Per slice, what the codec did not send yet
   // (the worker's error feedback, lost with the process: docs/recovery.md) and the
   // packed bytes of this step's push (lent to gRPC until the step's answers are in).

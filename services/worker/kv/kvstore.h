@@ -75,6 +75,17 @@ class KVStore {
   // worker's step-`step` gradient was applied, in async mode the current ones.
   virtual absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) = 0;
 
+  // Overlap (--overlap): whether PushEarly sends anything. PushEarly hands parameter
+  // `param_index`'s gradient for `step` over as soon as backward produced it, so its
+  // transfer (and the other workers' merge of it) runs while backward goes on;
+  // PushPull(step, ...) then sends only what was not handed over early, and waits for
+  // everything as before. `grad` must stay valid until that PushPull returns. The
+  // values pushed are the same, so the weights are too, bit for bit.
+  virtual bool PushesEarly() const { return false; }
+  virtual absl::Status PushEarly(int64_t /*step*/, size_t /*param_index*/, const float* /*grad*/) {
+    return absl::OkStatus();
+  }
+
   // The optimizer state of every key, for PREFIX-N.states.
   virtual absl::StatusOr<checkpoint::OptimizerStates> SaveStates() = 0;
 
