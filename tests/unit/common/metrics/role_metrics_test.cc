@@ -31,7 +31,9 @@ double Value(const Exposition& e, const std::string& name, const std::map<std::s
 
 // Labels other than these would be per-key or per-step: unbounded series.
 void ExpectBoundedLabels(const Exposition& e) {
-  static const std::set<std::string> kAllowed = {"role", "rank", "phase", "node_role", "state", "group", "code", "le"};
+  // "encoding": wire or float32 (gradient compression), two values.
+  static const std::set<std::string> kAllowed = {"role", "rank", "phase", "node_role", "state", "group", "code", "le",
+                                                "encoding"};
   for (const auto& s : e.samples) {
     for (const auto& [k, v] : s.labels) EXPECT_TRUE(kAllowed.count(k) > 0) << s.name << " has label " << k;
   }
