@@ -97,8 +97,9 @@ worker_host() { echo $((SERVERS + $1)); }
 hosts=""
 for ((i = 0; i < SERVERS; i++)); do hosts+="${hosts:+, }server $i ${NB_IP[$i]}"; done
 for ((i = 0; i < WORKERS; i++)); do hosts+=", worker $i ${NB_IP[$(worker_host "$i")]}"; done
-echo "netns: run $NB_TAG: hosts $hosts (the scheduler on server 0's); each link $RATE both ways (tbf)${STRAGGLER:+; worker $((WORKERS - 1)) limited to $STRAGGLER CPU}"
+echo "netns: run $NB_TAG: hosts $hosts (the scheduler on server 0's); $([ "$RATE" = none ] && echo "links not limited" || echo "each link $RATE both ways (tbf)")${STRAGGLER:+; worker $((WORKERS - 1)) limited to $STRAGGLER CPU}"
 
+[ "$RATE" = none ] || echo "netns: each host's eth0 and its bridge port: $(ip netns exec "${NB_NS[0]}" tc qdisc show dev eth0 | head -1)"
 model=(--network "$NETWORK")
 [ -z "$HIDDEN" ] || model+=(--hidden "$HIDDEN")
 bytes_before() { local i; for ((i = 0; i < SERVERS + WORKERS; i++)); do LINK0[i]=$(nb_link_bytes "$i"); done; }

@@ -110,6 +110,11 @@ if awk -F, '{ exit !($2 > 1 && $3 > 1) }' <<< "$mb"; then
 else
   bad "the links' qdiscs saw too few bytes (MB per host: '$mb')"
 fi
+if grep -q "qdisc tbf .* rate 100Mbit" "$WORK/one.out"; then
+  ok "the links were limited: $(grep -o 'qdisc tbf.*' "$WORK/one.out")"
+else
+  bad "no tbf qdisc at 100Mbit was reported on the links"
+fi
 left=$(leftovers "$HPID")
 if [ -z "$left" ]; then ok "nothing left after the run"; else bad "left after the run: $left"; fi
 

@@ -11,7 +11,7 @@
 #   nb_start I NAME CMD...           CMD in host I, in the background; log NB_LOGS/NAME.log
 #   nb_start_limited I CPU NAME CMD...   the same inside a cgroup with CPU cores of quota (0.33)
 #   nb_wait DEADLINE_S WHAT NAME...  waits for those processes; names who is left at the deadline
-#   nb_link_bytes I                  bytes host I sent through its link's qdisc (tc -s)
+#   nb_link_bytes I                  bytes host I sent on its link
 #   nb_cgroup_throttling NAME        how often the CPU quota stopped a limited process
 set -euo pipefail
 
@@ -230,6 +230,6 @@ nb_wait() { # DEADLINE_S WHAT NAME...
   done
 }
 
-nb_link_bytes() { # I: bytes host I sent through the qdisc on its eth0
-  ip netns exec "${NB_NS[$1]}" tc -s qdisc show dev eth0 | awk '/Sent/ {print $2; exit}'
+nb_link_bytes() { # I: bytes host I sent on its link (eth0's counter, seen from its namespace)
+  ip netns exec "${NB_NS[$1]}" cat /sys/class/net/eth0/statistics/tx_bytes
 }
