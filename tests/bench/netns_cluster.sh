@@ -43,6 +43,7 @@ RATE=1gbit NETWORK=lenet HIDDEN="" WORKERS=2 SERVERS=2 THREADS=1 BATCH=64 EPOCHS
 KV=dist_sync STRAGGLER="" ONLY=both DEADLINE=900 LOGS=""
 EXTRA=()
 while [ $# -gt 0 ]; do
+  case "$1" in --) ;; -h | --help) ;; *) [ $# -ge 2 ] || { echo "netns_cluster.sh: $1 needs a value" >&2; exit 2; } ;; esac
   case "$1" in
     --rate) RATE=$2 ;;
     --network) NETWORK=$2 ;;
@@ -62,7 +63,7 @@ while [ $# -gt 0 ]; do
     -h | --help) usage ;;
     *) echo "netns_cluster.sh: unknown option '$1'" >&2; usage ;;
   esac
-  shift 2 || { echo "netns_cluster.sh: $1 needs a value" >&2; exit 2; }
+  shift 2
 done
 case "$ONLY" in both | dtrain | torch) ;; *) echo "--only: dtrain, torch or both" >&2; exit 2 ;; esac
 [ "$RATE" = none ] || nb_rate_bits "$RATE" > /dev/null
