@@ -176,7 +176,9 @@ TEST_F(ObservedRunTest, EveryEndpointParsesWithItsRolesMetricsLabelsAndMonotoneC
     for (const std::string& name : Required().at(t.role)) {
       EXPECT_FALSE(e.Find(name).empty()) << t.role << " " << t.rank << " lacks " << name;
     }
-    static const std::set<std::string> kLabels = {"role", "rank", "phase", "node_role", "state", "group", "le"};
+    // "encoding": wire or float32 (gradient compression's bytes per step), two values.
+    static const std::set<std::string> kLabels = {"role",  "rank", "phase", "node_role",
+                                                  "state", "group", "le",   "encoding"};
     for (const Sample& s : e.samples) {
       if (!absl::StartsWith(s.name, "dtrain_")) continue;
       EXPECT_EQ(s.labels.count("role") ? s.labels.at("role") : "", t.role) << s.name;
