@@ -22,23 +22,14 @@ namespace {
 
 constexpr absl::Duration kRunTimeout = absl::Minutes(6);
 
-// The recovery chaos tests' recipe (23 steps per epoch), so the dist_sync reference
-// is the one they share in a ctest run.
+// The recovery chaos tests' job (ChaosRecipe, 23 steps per epoch) in `kv_store`.
 std::vector<std::string> Argv(const std::string& prefix, const std::string& kv_store, int staleness,
-                               const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", kv_store};
-  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "2", "--num-examples", "3000",
-                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
-    argv.push_back(f);
-  }
-  argv.push_back("--model-prefix");
-  argv.push_back(prefix);
+                               std::vector<std::string> worker_flags = {}) {
   if (kv_store == "dist_ssp") {
-    argv.push_back("--staleness");
-    argv.push_back(std::to_string(staleness));
+    worker_flags.push_back("--staleness");
+    worker_flags.push_back(std::to_string(staleness));
   }
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return argv;
+  return ChaosRecipe(prefix, {"--kv-store", kv_store}, worker_flags);
 }
 
 // The highest N of `who`'s "Epoch[0] Batch [N]" lines (steps of epoch 0 it finished).
@@ -53,8 +44,7 @@ int LastBatch(const std::string& out, const std::string& who) {
 }
 
 TEST(SspTest, StalenessZeroEndsBitIdenticalToDistSync) {
-  const std::string ref =
-      SharedReference("chaos-reference", Argv(MakeTempDir() + "/ref", "dist_sync", 0), 2, kRunTimeout);
+  const std::string ref = ChaosReference(kRunTimeout);
   ASSERT_FALSE(ref.empty());
   auto [code, out] = RunToEnd(Argv(MakeTempDir() + "/m", "dist_ssp", 0), kRunTimeout);
   ASSERT_EQ(code, 0) << out;
@@ -63,8 +53,7 @@ TEST(SspTest, StalenessZeroEndsBitIdenticalToDistSync) {
 }
 
 TEST(OverlapTest, GradientsLeaveFromBackwardLastLayerFirstAndTheWeightsAreTheSame) {
-  const std::string ref =
-      SharedReference("chaos-reference", Argv(MakeTempDir() + "/ref", "dist_sync", 0), 2, kRunTimeout);
+  const std::string ref = ChaosReference(kRunTimeout);
   ASSERT_FALSE(ref.empty());
   auto [code, out] = RunToEnd(Argv(MakeTempDir() + "/m", "dist_sync", 0, {"--overlap"}), kRunTimeout);
   ASSERT_EQ(code, 0) << out;

@@ -39,23 +39,15 @@ std::mt19937_64 Rng(int scenario) { return std::mt19937_64(ChaosSeed() * 1000003
 int Uniform(std::mt19937_64& rng, int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 
 std::vector<std::string> Argv(const std::string& prefix, bool restarts, const std::string& kv_store = "dist_sync") {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", kv_store};
+  std::vector<std::string> launch = {"--kv-store", kv_store};
   if (restarts) {
-    for (const char* f : {"--max-restarts", "3", "--restart-backoff", "0.1"}) argv.push_back(f);
+    for (const char* f : {"--max-restarts", "3", "--restart-backoff", "0.1"}) launch.push_back(f);
   }
-  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "2", "--num-examples", "3000",
-                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
-    argv.push_back(f);
-  }
-  argv.push_back("--model-prefix");
-  argv.push_back(prefix);
-  return argv;
+  return ChaosRecipe(prefix, launch);
 }
 
 // The uninterrupted run's final weights, shared by the scenarios (SharedReference).
-std::string Reference() {
-  return SharedReference("chaos-reference", Argv(MakeTempDir() + "/ref", false), 2, kRunTimeout);
-}
+std::string Reference() { return ChaosReference(kRunTimeout); }
 
 // Starts the job with restarts, waits for `who`'s line containing `text`, sleeps a
 // seeded delay, sends `sig` to `victim` ("worker"/"scheduler", rank); returns the

@@ -96,6 +96,24 @@ size_t WaitForLine(Subprocess& job, const std::string& who, const std::string& t
   return std::string::npos;
 }
 
+std::vector<std::string> ChaosRecipe(const std::string& prefix, const std::vector<std::string>& launch_flags,
+                                     const std::vector<std::string>& worker_flags) {
+  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2"};
+  argv.insert(argv.end(), launch_flags.begin(), launch_flags.end());
+  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "2", "--num-examples", "3000",
+                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1", "--model-prefix"}) {
+    argv.push_back(f);
+  }
+  argv.push_back(prefix);
+  argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
+  return argv;
+}
+
+std::string ChaosReference(absl::Duration timeout) {
+  return SharedReference("chaos-reference", ChaosRecipe(MakeTempDir() + "/ref", {"--kv-store", "dist_sync"}), 2,
+                         timeout);
+}
+
 std::vector<std::string> FinalWeights(const std::string& output) {
   return ValuesAfter(output, "weights-fnv64", "Training done");
 }

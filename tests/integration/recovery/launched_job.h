@@ -41,4 +41,13 @@ uint64_t ChaosSeed();
 std::string SharedReference(const std::string& name, const std::vector<std::string>& argv, int num_workers,
                             absl::Duration timeout);
 
+// The recovery tests' job: `dtrain launch -n 2 -s 2 LAUNCH_FLAGS -- --network lenet
+// --num-epochs 2 --num-examples 3000 --num-test-examples 500 --seed 11 --disp-batches 1
+// --model-prefix PREFIX WORKER_FLAGS` (23 steps per epoch, a Batch line each).
+std::vector<std::string> ChaosRecipe(const std::string& prefix, const std::vector<std::string>& launch_flags = {},
+                                     const std::vector<std::string>& worker_flags = {});
+// The recipe's uninterrupted dist_sync weights, shared by every test that compares with
+// them ("chaos-reference"): chaos, security, staleness and overlap tests.
+std::string ChaosReference(absl::Duration timeout);
+
 }  // namespace dtrain::testing

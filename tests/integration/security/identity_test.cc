@@ -28,20 +28,9 @@ namespace {
 constexpr absl::Duration kRunTimeout = absl::Minutes(6);
 constexpr absl::Duration kLineTimeout = absl::Minutes(3);
 
-// The recovery chaos tests' recipe (tests/integration/recovery/chaos_test.cc), so the
-// uninterrupted plaintext reference is the one they share in a ctest run.
-std::vector<std::string> Argv(const std::string& prefix, bool tls_and_restarts) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", "dist_sync"};
-  if (tls_and_restarts) {
-    for (const char* f : {"--tls", "--max-restarts", "3", "--restart-backoff", "0.1"}) argv.push_back(f);
-  }
-  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "2", "--num-examples", "3000",
-                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
-    argv.push_back(f);
-  }
-  argv.push_back("--model-prefix");
-  argv.push_back(prefix);
-  return argv;
+// The recovery chaos tests' job (ChaosRecipe), with --tls and restarts.
+std::vector<std::string> Argv(const std::string& prefix) {
+  return ChaosRecipe(prefix, {"--kv-store", "dist_sync", "--tls", "--max-restarts", "3", "--restart-backoff", "0.1"});
 }
 
 std::string Match(const std::string& text, const std::string& pattern) {
@@ -54,14 +43,13 @@ void ExpectCode(const grpc::Status& s, grpc::StatusCode want, const std::string&
 }
 
 TEST(IdentityTest, ValidCertificatesCannotActAsAnotherNodeAndTheJobEndsUnharmed) {
-  const std::string ref =
-      SharedReference("chaos-reference", Argv(MakeTempDir() + "/ref", false), 2, kRunTimeout);
+  const std::string ref = ChaosReference(kRunTimeout);
   ASSERT_FALSE(ref.empty());
 
   const std::string dir = MakeTempDir();
   const std::string launch_tmp = dir + "/launch-tmp";
   std::filesystem::create_directory(launch_tmp);
-  Subprocess job(Argv(dir + "/m", true), {{"TMPDIR", launch_tmp}});
+  Subprocess job(Argv(dir + "/m"), {{"TMPDIR", launch_tmp}});
   ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [2]", kLineTimeout), std::string::npos) << job.output();
   const std::string out = job.output();
   const std::string scheduler = Match(out, "scheduler at (127\\.0\\.0\\.1:[0-9]+)");
