@@ -30,6 +30,11 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
             "dist_*: push each parameter's gradient as soon as backward computes it, so that communication "
             "overlaps the rest of backward (the same weights, bit for bit)",
             {"DTRAIN_OVERLAP"});
+  f.AddInt("bigarray-bound", &o->bigarray_bound,
+           "dist_*: parameters with more elements are cut into keys of this many and spread over the servers "
+           "(MXNet's MXNET_KVSTORE_BIGARRAY_BOUND; 1024..1048576; every worker must use the same, and a resume "
+           "the one its checkpoint was written with)",
+           {"MXNET_KVSTORE_BIGARRAY_BOUND"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
   f.AddBool("overwrite-checkpoints", &o->overwrite_checkpoints,
@@ -59,6 +64,9 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   if (!mode.ok()) return bad("kv-store", std::string(mode.status().message()));
   o->mode = *mode;
   if (o->staleness < 0 || o->staleness > 64) return bad("staleness", "must be in 0..64");
+  if (o->bigarray_bound < 1024 || o->bigarray_bound > (int64_t{1} << 20)) {
+    return bad("bigarray-bound", absl::StrCat(o->bigarray_bound, " is not in 1024..1048576 elements"));
+  }
   if (o->staleness != 0 && o->mode != KVStoreMode::kDistSsp) {
     return bad("staleness", absl::StrCat("is for --kv-store dist_ssp, not ", o->kv_store));
   }

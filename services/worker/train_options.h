@@ -28,6 +28,10 @@ struct TrainOptions {
   int64_t staleness = 0;  // dist_ssp: steps ahead of the slowest worker allowed
   // Push each parameter's gradient from backward as soon as it is computed (dist_*).
   bool overlap = false;
+  // Parameters with more elements are cut into keys of this many (MXNet's
+  // MXNET_KVSTORE_BIGARRAY_BOUND), spread over the servers; the default, 2^20 (4 MB),
+  // is what checkpoints so far were written with.
+  int64_t bigarray_bound = int64_t{1} << 20;
   std::string model_prefix;  // empty: no checkpoints
   int64_t load_epoch = 0;    // 0: fresh start
   // Delete the prefix's checkpoints that a fresh start (all) or a resume (those after

@@ -60,6 +60,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   DistOptions d;
   d.mode = options.mode;
   d.staleness = static_cast<int>(options.staleness);
+  d.max_chunk_elems = options.bigarray_bound;
   d.connect_timeout = absl::Seconds(flags.register_timeout_s);
   d.replication = static_cast<int>(flags.replication);
   d.sync_timeout = absl::Seconds(options.sync_timeout_s);

@@ -47,7 +47,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   optimizer_name_ = init.optimizer.name;
   std::vector<int64_t> sizes;
   for (const auto& p : params_) sizes.push_back(p.numel);
-  placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()));
+  placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()), options_.max_chunk_elems);
   std::vector<int> homes;
   slice_of_.clear();
   slices_of_param_.assign(params_.size(), {});

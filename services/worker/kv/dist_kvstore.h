@@ -51,6 +51,8 @@ struct DistOptions {
   double gradient_scale = 1;
   // dist_ssp: how many steps this worker may run ahead of the slowest (0..64).
   int staleness = 0;
+  // Parameters above this many elements are cut into keys of this many (placement.h).
+  int64_t max_chunk_elems = kv::kMaxChunkElems;
 };
 
 class DistKVStore : public KVStore {
