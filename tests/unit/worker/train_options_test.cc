@@ -103,5 +103,37 @@ TEST(TrainOptionsTest, GradientCompressionFlags) {
   }
 }
 
+TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
+  TrainOptions d;
+  ASSERT_TRUE(ParseWorkerFlags({}, &d).ok());
+  EXPECT_EQ(d.staleness, 0);
+  EXPECT_FALSE(d.overlap);
+  EXPECT_EQ(d.bigarray_bound, int64_t{1} << 20) << "the keys checkpoints so far were written with";
+  TrainOptions o;
+  ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_ssp", "--staleness", "3", "--overlap", "--bigarray-bound",
+                                "200000"},
+                               &o)
+                  .ok());
+  EXPECT_EQ(o.mode, KVStoreMode::kDistSsp);
+  EXPECT_EQ(o.staleness, 3);
+  EXPECT_TRUE(o.overlap);
+  EXPECT_EQ(o.bigarray_bound, 200000);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--kv-store", "dist_sync", "--staleness", "2"}, "--staleness: is for --kv-store dist_ssp, not dist_sync"},
+           {{"--kv-store", "dist_ssp", "--staleness", "65"}, "--staleness: must be in 0..64"},
+           {{"--bigarray-bound", "100"}, "--bigarray-bound: 100 is not in 1024..1048576 elements"},
+           {{"--bigarray-bound", "2000000"}, "--bigarray-bound: 2000000 is not in 1024..1048576 elements"},
+       }) {
+    TrainOptions t;
+    absl::Status s = ParseWorkerFlags(c.args, &t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_NE(s.message().find(c.message), absl::string_view::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::worker
