@@ -49,10 +49,13 @@ what="${1:-all}"
 EPOCHS="${EPOCHS:-1}"
 
 throughput() {
-  echo "== training throughput: dtrain launch -n 2 -s 1 -- --network lenet --batch-size 64 (epochs=$EPOCHS)"
+  # WORKER_FLAGS: more dtrain-worker flags, e.g. "--overlap" (issue 13).
+  echo "== training throughput: dtrain launch -n 2 -s 1 -- --network lenet --batch-size 64 ${WORKER_FLAGS:-}" \
+    "(epochs=$EPOCHS)"
   local log; log=$(mktemp)
+  # shellcheck disable=SC2086  # WORKER_FLAGS is a list of flags
   "$BIN/dtrain" launch -n 2 -s 1 --kv-store dist_sync -- --network lenet --batch-size 64 \
-      --num-epochs "$EPOCHS" --disp-batches 100000 >"$log" 2>&1 || { cat "$log"; exit 1; }
+      --num-epochs "$EPOCHS" --disp-batches 100000 ${WORKER_FLAGS:-} >"$log" 2>&1 || { cat "$log"; exit 1; }
   # Sum of the workers' training speeds (validation excluded, as the reference does).
   local dtrain_sps
   dtrain_sps=$(grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s+=$1} END {printf "%.1f", s}')
