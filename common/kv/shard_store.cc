@@ -16,6 +16,7 @@
 #include "common/kv/store_config.h"
 #include "common/kv/vector_loop.h"
 #include "common/kv/worker_fence.h"
+#include "common/kvstore_mode.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
@@ -114,6 +115,8 @@ struct ShardStore::Impl {
   std::atomic<int64_t> parked_pulls{0};
   absl::Time last_still_waiting_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   std::atomic<int64_t> updates_applied{0};
+  // SSP: the configured staleness; -1 in the other modes or before Configure.
+  std::atomic<int> ssp_staleness{-1};
 
   // The key, plus the setup Push/Pull need (immutable once configured, so it is
   // read without `mu` from here on).
@@ -332,6 +335,7 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   for (int w = 0; w < config.num_workers; ++w) setup->last_heard[w].store(0);
   setup->fence = std::make_unique<WorkerFence>(config.num_workers);
   setup->keep_previous = config.mode == MergeMode::kSync && config.keep_previous_version;
+  if (config.mode == MergeMode::kSsp) impl_->ssp_staleness.store(config.staleness, std::memory_order_release);
   if (config.mode == MergeMode::kSync && impl_->snapshot_sink) {
     setup->snapshot_every = impl_->snapshot_every;
     setup->snapshot_sink = impl_->snapshot_sink;
@@ -678,9 +682,10 @@ int64_t ShardStore::Step() const {
 }
 
 int64_t ShardStore::PullVersionAfterPush(int64_t step) const {
-  absl::ReaderMutexLock lock(&impl_->mu);
-  if (impl_->setup == nullptr || impl_->setup->config.mode != MergeMode::kSsp) return step + 1;
-  return std::max<int64_t>(0, step + 1 - impl_->setup->config.staleness);
+  // Read on every push-pull: an atomic set once by Configure, not the store's lock.
+  const int staleness = impl_->ssp_staleness.load(std::memory_order_acquire);
+  return ::dtrain::PullVersionAfterPush(staleness < 0 ? KVStoreMode::kDistSync : KVStoreMode::kDistSsp, step,
+                              std::max(staleness, 0));
 }
 
 bool ShardStore::GetConfig(StoreConfig* out) const {

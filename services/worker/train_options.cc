@@ -5,6 +5,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_cat.h"
+#include "common/kv/placement.h"
+#include "common/kv/store_config.h"
 #include "common/status_macros.h"
 
 namespace dtrain::worker {
@@ -63,9 +65,12 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(o->kv_store);
   if (!mode.ok()) return bad("kv-store", std::string(mode.status().message()));
   o->mode = *mode;
-  if (o->staleness < 0 || o->staleness > 64) return bad("staleness", "must be in 0..64");
-  if (o->bigarray_bound < 1024 || o->bigarray_bound > (int64_t{1} << 20)) {
-    return bad("bigarray-bound", absl::StrCat(o->bigarray_bound, " is not in 1024..1048576 elements"));
+  if (o->staleness < 0 || o->staleness > kv::kMaxStaleness) {
+    return bad("staleness", absl::StrCat("must be in 0..", kv::kMaxStaleness));
+  }
+  if (o->bigarray_bound < 1024 || o->bigarray_bound > kv::kMaxChunkElems) {
+    return bad("bigarray-bound",
+               absl::StrCat(o->bigarray_bound, " is not in 1024..", kv::kMaxChunkElems, " elements"));
   }
   if (o->staleness != 0 && o->mode != KVStoreMode::kDistSsp) {
     return bad("staleness", absl::StrCat("is for --kv-store dist_ssp, not ", o->kv_store));

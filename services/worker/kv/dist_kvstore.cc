@@ -364,13 +364,13 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
   std::vector<bool> early;
   if (some_early_sent) early.swap(early_sent_);
   early_step_ = -1;
-  for (absl::Status s : {cluster_.JobStatus(), [&] {
-         std::optional<RollbackOrder> r = cluster_.PendingRollback();
-         return r ? RollbackStatus(r->reason) : absl::OkStatus();
-       }()}) {
-    if (s.ok()) continue;
+  absl::Status stop = cluster_.JobStatus();
+  if (stop.ok()) {
+    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) stop = RollbackStatus(r->reason);
+  }
+  if (!stop.ok()) {
     if (some_early_sent) WaitAllServers(absl::Now()).IgnoreError();  // no answer may land after we return
-    return s;
+    return stop;
   }
   if (grads.size() != params_.size()) {
     return absl::InvalidArgumentError(
