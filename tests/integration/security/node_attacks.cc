@@ -6,15 +6,10 @@
 #include "common/grpc_util.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
+#include "tests/integration/security/tls_peer.h"
 
 namespace dtrain::testing {
 namespace {
-
-std::shared_ptr<grpc::Channel> Dial(const std::string& address, const Creds& c) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a connection of its own
-  return grpc::CreateCustomChannel(address, c, args);
-}
 
 void Prepare(grpc::ClientContext* ctx, const std::string& token, absl::Duration deadline = absl::Seconds(5)) {
   ctx->set_deadline(DeadlineAfter(deadline));

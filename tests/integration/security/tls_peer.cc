@@ -17,13 +17,13 @@ std::string Read(const std::string& path) {
   return text.ok() ? *text : "";
 }
 
+}  // namespace
+
 std::shared_ptr<grpc::Channel> Dial(const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& c) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // never reuse another test client's connection
   return grpc::CreateCustomChannel(address, c, args);
 }
-
-}  // namespace
 
 void MakeCerts(const std::string& dir, const std::string& job, int workers, int servers) {
   auto [code, out] = RunToEnd({Bin("dtrain"), "certs", "--dir", dir, "--job", job, "-n", std::to_string(workers), "-s",

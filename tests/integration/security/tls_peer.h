@@ -16,6 +16,10 @@ void MakeCerts(const std::string& dir, const std::string& job, int workers, int 
 // TLS credentials from DIR/ca.crt and DIR/STEM.{crt,key} (no certificate when `stem` is empty).
 TransportSecurity TlsFrom(const std::string& ca_dir, const std::string& cert_dir, const std::string& stem);
 
+// A channel to `address` with `creds` over a connection of its own (never another
+// test client's).
+std::shared_ptr<grpc::Channel> Dial(const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& creds);
+
 // One Scheduler.GetStatus call to `address` with `creds`, 5 s deadline.
 grpc::Status CallScheduler(const std::string& address, const std::shared_ptr<grpc::ChannelCredentials>& creds);
 
