@@ -83,6 +83,7 @@ The image, for a component that may override it: (dict "ctx" $ "override" .Value
 {{- define "dtrain.image" -}}
 {{- $o := .override | default dict }}
 {{- $repo := $o.repository | default .ctx.Values.image.repository }}
+{{- with (.ctx.Values.global | default dict).imageRegistry }}{{ $repo = printf "%s/%s" (trimSuffix "/" .) $repo }}{{ end }}
 {{- $tag := $o.tag | default .ctx.Values.image.tag | default .ctx.Chart.AppVersion }}
 {{- printf "%s:%s" $repo $tag }}
 {{- end }}
@@ -91,8 +92,93 @@ The image, for a component that may override it: (dict "ctx" $ "override" .Value
 The scheduler's stable DNS name: pod 0 of its indexed Job under its headless Service.
 */}}
 {{- define "dtrain.schedulerHost" -}}
-{{- $svc := include "dtrain.componentName" (dict "ctx" . "component" "scheduler") }}
-{{- printf "%s-0.%s.%s.svc.%s" $svc $svc .Release.Namespace .Values.clusterDomain }}
+{{- include "dtrain.podHost" (dict "ctx" . "component" "scheduler" "index" 0) }}
+{{- end }}
+
+{{/*
+Orchestrators (README.md "Orchestrators"). orchestrator jobs: one Indexed Job per role,
+named <fullname>-<component>, whose pod <index> is <job>-<index> under the role's headless
+Service <fullname>-<component>. orchestrator jobset: one JobSet <fullname> whose replicated
+job <rjob> (scheduler, servers, workers) makes the one Job <fullname>-<rjob>-0, whose pod
+<index> is <fullname>-<rjob>-0-<index> under the JobSet's headless Service <fullname>.
+*/}}
+{{- define "dtrain.replicatedJob" -}}
+{{- get (dict "scheduler" "scheduler" "server" "servers" "worker" "workers") .component -}}
+{{- end }}
+
+{{/*
+The headless Service a role's pods are under (their subdomain). Call with (dict "ctx" $ "component" "worker").
+*/}}
+{{- define "dtrain.subdomain" -}}
+{{- if eq .ctx.Values.orchestrator "jobset" -}}
+{{- include "dtrain.fullname" .ctx -}}
+{{- else -}}
+{{- include "dtrain.componentName" . -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+A training pod's stable DNS name. Call with (dict "ctx" $ "component" "worker" "index" 3).
+*/}}
+{{- define "dtrain.podHost" -}}
+{{- $v := .ctx.Values -}}
+{{- $host := printf "%s-%d" (include "dtrain.componentName" .) (int .index) -}}
+{{- if eq $v.orchestrator "jobset" -}}
+{{- $host = printf "%s-%s-0-%d" (include "dtrain.fullname" .ctx) (include "dtrain.replicatedJob" .) (int .index) -}}
+{{- end -}}
+{{- printf "%s.%s.%s.svc.%s" $host (include "dtrain.subdomain" .) .ctx.Release.Namespace $v.clusterDomain -}}
+{{- end }}
+
+{{/*
+The GPUs a worker passes as --gpus: 0,...,worker.gpus-1, the container's devices as CUDA
+numbers them (the device plugin exposes exactly the allotted GPUs).
+*/}}
+{{- define "dtrain.gpuList" -}}
+{{- $ids := list -}}
+{{- range $i := until (int .Values.worker.gpus) }}{{ $ids = append $ids (toString $i) }}{{ end -}}
+{{- join "," $ids -}}
+{{- end }}
+
+{{/*
+Extra list values, the chart-wide one then the role's: (dict "ctx" $ "role" .Values.worker
+"key" "extraEnv"). Empty when both are.
+*/}}
+{{- define "dtrain.extraList" -}}
+{{- $l := concat (index .ctx.Values .key | default list) (index .role .key | default list) -}}
+{{- with $l }}{{ toYaml . }}{{ end -}}
+{{- end }}
+
+{{/*
+Labels of the training workload (each Job, or the JobSet): Kueue's queue.
+*/}}
+{{- define "dtrain.jobLabels" -}}
+{{- with .Values.gang.kueue.queueName -}}
+kueue.x-k8s.io/queue-name: {{ . | quote }}
+{{- end -}}
+{{- end }}
+
+{{/*
+Annotations of the training workload: its job id and the hashes of the values its pod
+templates are made of, which `helm upgrade` compares (dtrain.checkUpgrade).
+*/}}
+{{- define "dtrain.jobAnnotations" -}}
+dtrain.io/job-id: {{ include "dtrain.jobId" . | quote }}
+dtrain.io/training-values-sha256: {{ include "dtrain.trainingHashes" . | quote }}
+{{- end }}
+
+{{/*
+The scheduler for training pods: volcano with gang.volcano, else schedulerName.
+*/}}
+{{- define "dtrain.schedulerName" -}}
+{{- if and .training .ctx.Values.gang.volcano.enabled -}}
+volcano
+{{- else -}}
+{{- .ctx.Values.schedulerName -}}
+{{- end -}}
+{{- end }}
+
+{{- define "dtrain.podGroupName" -}}
+{{- include "dtrain.fullname" . -}}
 {{- end }}
 
 {{- define "dtrain.schedulerAddr" -}}
@@ -188,6 +274,9 @@ Call with (dict "ctx" $ "extra" .Values.worker.podAnnotations).
 {{- $_ := set $a "prometheus.io/port" (toString .ctx.Values.metrics.port) }}
 {{- $_ := set $a "prometheus.io/path" "/metrics" }}
 {{- end }}
+{{- if and .training .ctx.Values.gang.volcano.enabled }}
+{{- $_ := set $a "scheduling.k8s.io/group-name" (include "dtrain.podGroupName" .ctx) }}
+{{- end }}
 {{- $a = merge (deepCopy (.extra | default dict)) $a }}
 {{- with $a -}}
 annotations:
@@ -197,14 +286,32 @@ annotations:
 
 {{/*
 Pod-level settings shared by every pod: service account, security, pull secrets, placement.
-Call with (dict "ctx" $ "role" .Values.worker).
+Call with (dict "ctx" $ "role" .Values.worker "training" true); "training" for the
+scheduler, server and worker pods (the gang), not inference.
 */}}
 {{- define "dtrain.podCommon" -}}
 serviceAccountName: {{ include "dtrain.serviceAccountName" .ctx }}
 automountServiceAccountToken: false
 enableServiceLinks: false
-{{- with .ctx.Values.imagePullSecrets }}
+{{- $pull := .ctx.Values.imagePullSecrets | default list }}
+{{- range ((.ctx.Values.global | default dict).imagePullSecrets | default list) }}
+{{- $pull = append $pull (ternary (dict "name" .) . (kindIs "string" .)) }}
+{{- end }}
+{{- with $pull }}
 imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with include "dtrain.schedulerName" . }}
+schedulerName: {{ . }}
+{{- end }}
+{{- with (.role.priorityClassName | default .ctx.Values.priorityClassName) }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .role.runtimeClassName }}
+runtimeClassName: {{ . }}
+{{- end }}
+{{- with .role.topologySpreadConstraints }}
+topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with .ctx.Values.podSecurityContext }}
@@ -229,8 +336,9 @@ affinity:
 The job's id (DTRAIN_JOB_ID), the same in every pod of the release: recovery.jobId, else
 <release>-<8 random characters>. Made once per rendering: the root chart's templates share
 one .Values, so the first call keeps it there for the others. `helm upgrade` reads it back
-from the scheduler Job (lookup), so that an upgrade leaves the Jobs, which are immutable,
-as they are; `helm template` and an install make a new one.
+from the scheduler Job or the JobSet (lookup: its dtrain.io/job-id annotation, or for a Job
+of an older chart its scheduler's environment), so that an upgrade leaves the Jobs, which
+are immutable, as they are; `helm template` and an install make a new one.
 */}}
 {{- define "dtrain.jobId" -}}
 {{- $r := .Values.recovery -}}
@@ -238,8 +346,8 @@ as they are; `helm template` and an install make a new one.
 {{- $r.jobId -}}
 {{- else -}}
 {{- if not (hasKey $r "madeJobId") -}}
-{{- $id := "" -}}
-{{- $job := lookup "batch/v1" "Job" .Release.Namespace (include "dtrain.componentName" (dict "ctx" . "component" "scheduler")) -}}
+{{- $job := include "dtrain.existingWorkload" . | fromJson -}}
+{{- $id := dig "metadata" "annotations" "dtrain.io/job-id" "" $job -}}
 {{- range (dig "spec" "template" "spec" "containers" list $job) -}}
 {{- range (.env | default list) -}}
 {{- if eq .name "DTRAIN_JOB_ID" }}{{ $id = .value }}{{ end -}}
@@ -305,7 +413,7 @@ podFailurePolicy:
 {{- else }}
 backoffLimit: 0
 {{- end }}
-{{- if not (kindIs "invalid" $v.job.ttlSecondsAfterFinished) }}
+{{- if and (eq $v.orchestrator "jobs") (not (kindIs "invalid" $v.job.ttlSecondsAfterFinished)) }}
 ttlSecondsAfterFinished: {{ $v.job.ttlSecondsAfterFinished }}
 {{- end }}
 {{- if not (kindIs "invalid" $v.job.activeDeadlineSeconds) }}
@@ -470,5 +578,114 @@ Checks across values, which values.schema.json cannot express. Included by serve
 {{- if $cm.enabled -}}
 {{- fail "tls.certManager.enabled is set but tls.enabled is false: set tls.enabled=true (or tls.certManager.enabled=false)" -}}
 {{- end -}}
+{{- end -}}
+{{- include "dtrain.checkGang" . -}}
+{{- include "dtrain.checkStorage" . -}}
+{{- include "dtrain.checkUpgrade" . -}}
+{{- end }}
+
+{{/*
+The release's training workload as the cluster has it, as JSON ({} when there is none, and
+always under `helm template`, whose lookup finds nothing): the scheduler Job
+(orchestrator jobs) or the JobSet (orchestrator jobset; looked up only where the cluster
+serves jobset.x-k8s.io/v1alpha2: Helm's lookup of an unknown kind fails). Either is looked
+up whatever orchestrator is set now, so that switching it on upgrade is seen.
+*/}}
+{{- define "dtrain.existingWorkload" -}}
+{{- $obj := lookup "batch/v1" "Job" .Release.Namespace (include "dtrain.componentName" (dict "ctx" . "component" "scheduler")) | default dict -}}
+{{- if and (not $obj) (.Capabilities.APIVersions.Has "jobset.x-k8s.io/v1alpha2") -}}
+{{- $obj = lookup "jobset.x-k8s.io/v1alpha2" "JobSet" .Release.Namespace (include "dtrain.fullname" .) | default dict -}}
+{{- end -}}
+{{- toJson $obj -}}
+{{- end }}
+
+{{/*
+A short hash of each top-level value the training pods are made of, as JSON
+({"workers": "<12 hex>", ...}); the Jobs and the JobSet carry it as the annotation
+dtrain.io/training-values-sha256. Every value counts unless it is known to stay outside
+the Jobs' immutable pod templates: inference, networkPolicy, podDisruptionBudget, job
+(ttlSecondsAfterFinished and activeDeadlineSeconds may change), metrics but for enabled,
+port and podAnnotations, tls but for what the pods mount, recovery but for the job id
+made at install.
+*/}}
+{{- define "dtrain.trainingHashes" -}}
+{{- $v := .Values -}}
+{{- $out := dict -}}
+{{- range $k, $val := $v -}}
+{{- if not (has $k (list "inference" "networkPolicy" "podDisruptionBudget" "job")) -}}
+{{- if eq $k "metrics" }}{{ $val = pick $val "enabled" "port" "podAnnotations" }}{{ end -}}
+{{- if eq $k "recovery" }}{{ $val = omit $val "madeJobId" }}{{ end -}}
+{{- if eq $k "tls" }}{{ $val = dict "enabled" $val.enabled "existingSecret" $val.existingSecret "certManager" ($val.certManager | default dict).enabled }}{{ end -}}
+{{- $_ := set $out $k (toJson $val | sha256sum | trunc 12) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end }}
+
+{{/*
+`helm upgrade` of a release whose training workload exists: the Jobs' pod templates (and
+a JobSet's replicated jobs) are immutable, so a changed training value would fail half-way
+through the upgrade with the API server's "field is immutable". Refused here instead,
+naming the values, before anything is changed. Not checked when the workload is gone
+(finished and deleted by job.ttlSecondsAfterFinished: an upgrade then trains anew) or
+carries no hashes (made by an older chart).
+*/}}
+{{- define "dtrain.checkUpgrade" -}}
+{{- $old := include "dtrain.existingWorkload" . | fromJson -}}
+{{- $was := dig "metadata" "annotations" "dtrain.io/training-values-sha256" "" $old -}}
+{{- if $was -}}
+{{- $was = fromJson $was -}}
+{{- $now := include "dtrain.trainingHashes" . | fromJson -}}
+{{- $changed := list -}}
+{{- range $k, $h := $now }}{{ if ne (toString (get $was $k)) (toString $h) }}{{ $changed = append $changed $k }}{{ end }}{{ end -}}
+{{- range $k, $h := $was }}{{ if not (hasKey $now $k) }}{{ $changed = append $changed $k }}{{ end }}{{ end -}}
+{{- if $changed -}}
+{{- fail (printf "helm upgrade cannot change the training of release %s while its %s %s exists: changed %s. A Job's pod template is immutable, so the upgrade would fail half-way. Change only inference.*, metrics.podMonitor/serviceMonitor/grafanaDashboard, networkPolicy.*, podDisruptionBudget.* or job.*; to train with new values, helm uninstall %s (the claims are kept) and helm install again (train.loadEpoch resumes from a checkpoint)" .Release.Name $old.kind $old.metadata.name (join ", " $changed) .Release.Name) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Claims several pods mount at once must be ReadWriteMany. A created claim asking for it
+with no storageClassName gets the cluster's default class, which on most clusters (gp2,
+standard-rwo, local-path...) provides ReadWriteOnce only: the claim would stay Pending and
+the job with it, silently. Refused unless the claim names a class (or "-" with a
+pre-provisioned volume), is an existing claim, or asks for ReadWriteOnce (one node).
+*/}}
+{{- define "dtrain.checkStorage" -}}
+{{- $v := .Values -}}
+{{- $p := $v.persistence -}}
+{{- $inference := ternary (int $v.inference.replicas) 0 $v.inference.enabled -}}
+{{- $snap := gt (int $v.snapshotEvery) 0 -}}
+{{- $users := dict
+  "data" (list (int $v.workers) (printf "%d worker(s)" (int $v.workers)))
+  "checkpoints" (list (add (int $v.workers) $inference (ternary (int $v.servers) 0 (and $snap (eq $v.server.snapshotVolume "checkpoints")))) (printf "%d worker(s)%s%s" (int $v.workers) (ternary (printf ", %d inference pod(s)" $inference) "" (gt $inference 0)) (ternary (printf ", %d server(s) writing snapshots" (int $v.servers)) "" (and $snap (eq $v.server.snapshotVolume "checkpoints")))))
+  "snapshots" (list (ternary (int $v.servers) 0 (and $snap (eq $v.server.snapshotVolume "claim"))) (printf "%d server(s)" (int $v.servers))) -}}
+{{- range $name := list "data" "checkpoints" "snapshots" -}}
+{{- $c := index $p $name | default dict -}}
+{{- $u := get $users $name -}}
+{{- if and (gt (int (index $u 0)) 1) (not $c.existingClaim) (not $c.storageClassName) (has "ReadWriteMany" ($c.accessModes | default list)) -}}
+{{- fail (printf "persistence.%s: %d pods mount this claim at once (%s), so it must be ReadWriteMany, but persistence.%s.storageClassName is empty: the cluster's default class, ReadWriteOnce on most clusters, would leave the claim Pending and the job waiting. Set persistence.%s.storageClassName to a class that provides ReadWriteMany (nfs-client, cephfs: deploy/k8s/), or persistence.%s.existingClaim, or on a single-node cluster persistence.%s.accessModes={ReadWriteOnce}" $name (int (index $u 0)) (index $u 1) $name $name $name $name) -}}
+{{- end -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Gang scheduling and scheduler values that do not go together.
+*/}}
+{{- define "dtrain.checkGang" -}}
+{{- $v := .Values -}}
+{{- $g := $v.gang -}}
+{{- if and $g.volcano.enabled $g.kueue.queueName -}}
+{{- fail "gang.volcano.enabled and gang.kueue.queueName are exclusive: Kueue admits workloads for the default scheduler, Volcano schedules its own PodGroups; pick one" -}}
+{{- end -}}
+{{- if and $g.volcano.enabled $v.schedulerName (ne $v.schedulerName "volcano") -}}
+{{- fail (printf "gang.volcano.enabled schedules the training pods with volcano, but schedulerName is %s: leave schedulerName empty (or volcano)" $v.schedulerName) -}}
+{{- end -}}
+{{- if and $g.volcano.queue (not $g.volcano.enabled) -}}
+{{- fail "gang.volcano.queue is set but gang.volcano.enabled is false: set gang.volcano.enabled=true (or remove the queue)" -}}
+{{- end -}}
+{{- if and (gt (int $v.jobset.maxRestarts) 0) (ne $v.orchestrator "jobset") -}}
+{{- fail "jobset.maxRestarts is set but orchestrator is jobs: it is the JobSet's failurePolicy; set orchestrator=jobset (per-rank restarts are recovery.maxRestarts)" -}}
 {{- end -}}
 {{- end }}

@@ -21,7 +21,10 @@ import (
 
 type Release struct {
 	Name, Namespace string
-	KubeVersion     string // the cluster's, e.g. "v1.29.0" (helm template --kube-version)
+	KubeVersion     string                   // the cluster's, e.g. "v1.29.0" (helm template --kube-version)
+	Upgrade         bool                     // helm upgrade: .Release.IsUpgrade
+	APIVersions     []string                 // served beyond the built-in ones (--api-versions)
+	Cluster         []map[string]interface{} // what lookup finds (--lookup); none: as helm template
 }
 
 // Rendered is one manifest document.
@@ -33,7 +36,7 @@ type Rendered struct {
 
 type files map[string][]byte
 
-func (f files) Get(name string) string { return string(f[name]) }
+func (f files) Get(name string) string      { return string(f[name]) }
 func (f files) GetBytes(name string) []byte { return f[name] }
 func (f files) Glob(pattern string) files {
 	out := files{}
@@ -61,7 +64,7 @@ func (a apiVersions) Has(v string) bool {
 	return false
 }
 
-func funcMap(t **template.Template) template.FuncMap {
+func funcMap(t **template.Template, cluster []map[string]interface{}) template.FuncMap {
 	f := sprig.TxtFuncMap()
 	// Helm removes these: a chart must not depend on the machine rendering it.
 	delete(f, "env")
@@ -126,8 +129,28 @@ func funcMap(t **template.Template) template.FuncMap {
 		}
 		return m
 	}
-	// No cluster here: lookup finds nothing, as under `helm template`.
-	f["lookup"] = func(string, string, string, string) (map[string]interface{}, error) {
+	// No cluster here: lookup finds nothing, as under `helm template`, unless --lookup gave
+	// objects. A name finds one object (or an empty map); no name, a List of them.
+	f["lookup"] = func(apiVersion, kind, namespace, name string) (map[string]interface{}, error) {
+		var items []interface{}
+		for _, o := range cluster {
+			md, _ := o["metadata"].(map[string]interface{})
+			ns, _ := md["namespace"].(string)
+			if ns == "" {
+				ns = "default"
+			}
+			if o["apiVersion"] != apiVersion || o["kind"] != kind || (namespace != "" && ns != namespace) {
+				continue
+			}
+			if name == "" {
+				items = append(items, o)
+			} else if md["name"] == name {
+				return o, nil
+			}
+		}
+		if name == "" {
+			return map[string]interface{}{"apiVersion": "v1", "kind": kind + "List", "items": items}, nil
+		}
 		return map[string]interface{}{}, nil
 	}
 	return f
@@ -140,7 +163,7 @@ func Render(c *Chart, rel Release, vals Values) (docs []Rendered, notes string, 
 	for k, v := range c.Meta {
 		chartObj[strings.ToUpper(k[:1])+k[1:]] = v // .Chart.Name, .Chart.AppVersion...
 	}
-	caps := capabilities{APIVersions: apiVersions{"v1", "apps/v1", "batch/v1", "policy/v1"}}
+	caps := capabilities{APIVersions: append(apiVersions{"v1", "apps/v1", "batch/v1", "policy/v1"}, rel.APIVersions...)}
 	kv, err := checkKubeVersion(c, rel.KubeVersion)
 	if err != nil {
 		return nil, "", err
@@ -150,7 +173,7 @@ func Render(c *Chart, rel Release, vals Values) (docs []Rendered, notes string, 
 	caps.KubeVersion.GitVersion = caps.KubeVersion.Version
 
 	var t *template.Template
-	t = template.New("gotpl").Option("missingkey=zero").Funcs(funcMap(&t))
+	t = template.New("gotpl").Option("missingkey=zero").Funcs(funcMap(&t, rel.Cluster))
 	names := make([]string, 0, len(c.Templates))
 	for n := range c.Templates {
 		names = append(names, n)
@@ -169,7 +192,7 @@ func Render(c *Chart, rel Release, vals Values) (docs []Rendered, notes string, 
 		full := chartName + "/" + n
 		data := map[string]interface{}{
 			"Values":       vals,
-			"Release":      map[string]interface{}{"Name": rel.Name, "Namespace": rel.Namespace, "Service": "Helm", "IsInstall": true, "IsUpgrade": false, "Revision": 1},
+			"Release":      map[string]interface{}{"Name": rel.Name, "Namespace": rel.Namespace, "Service": "Helm", "IsInstall": !rel.Upgrade, "IsUpgrade": rel.Upgrade, "Revision": revision(rel)},
 			"Chart":        chartObj,
 			"Files":        files(c.Files),
 			"Capabilities": caps,
@@ -287,4 +310,11 @@ func name(o map[string]interface{}) string {
 	md, _ := o["metadata"].(map[string]interface{})
 	n, _ := md["name"].(string)
 	return n
+}
+
+func revision(rel Release) int {
+	if rel.Upgrade {
+		return 2
+	}
+	return 1
 }

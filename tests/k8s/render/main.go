@@ -2,8 +2,14 @@
 // Go text/template + sprig (the engine Helm uses), applies values.schema.json, and can lay
 // out the pods a cluster would run (for tests/k8s/netns_test.sh).
 //
-//   k8s-render [-f values.yaml]... [--set k=v]... [--set-string k=v]... [-n NAMESPACE] [--kube-version V]
-//              [-o yaml|json] [--notes FILE] [--plan DIR --ip-base 10.244.0.] RELEASE CHART
+//	k8s-render [-f values.yaml]... [--set k=v]... [--set-string k=v]... [-n NAMESPACE] [--kube-version V]
+//	           [-o yaml|json] [--notes FILE] [--plan DIR --ip-base 10.244.0.]
+//	           [--upgrade] [--lookup OBJECTS.yaml] [-a API_VERSION]... RELEASE CHART
+//
+// --upgrade renders as `helm upgrade` does (.Release.IsUpgrade); --lookup gives `lookup`
+// the cluster's objects (a multi-document YAML file, e.g. an earlier rendering), found by
+// apiVersion, kind, namespace and name; -a adds an API version to .Capabilities.APIVersions
+// (helm template's --api-versions).
 //
 // Exit status: 0 rendered; 1 the chart or its values were refused (the message says why,
 // in Helm's words where Helm has them); 2 usage.
@@ -40,6 +46,11 @@ func main() {
 	notes := fs.String("notes", "", "write the rendered NOTES.txt here")
 	plan := fs.String("plan", "", "write the pod plan (see pods.go) into this directory")
 	ipBase := fs.String("ip-base", "10.244.0.", "pod addresses for --plan: this prefix + 10, 11, ...")
+	upgrade := fs.Bool("upgrade", false, "render as helm upgrade (.Release.IsUpgrade)")
+	lookupFile := fs.String("lookup", "", "objects that lookup finds (multi-document YAML)")
+	var apiVersions multi
+	fs.Var(&apiVersions, "a", "API version the cluster serves, added to .Capabilities.APIVersions (repeatable)")
+	fs.Var(&apiVersions, "api-versions", "same as -a")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}
@@ -47,13 +58,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: k8s-render [flags] RELEASE CHART")
 		os.Exit(2)
 	}
-	if err := run(fs.Arg(0), fs.Arg(1), *namespace, *kubeVersion, valueFiles, sets, setStrings, *output, *notes, *plan, *ipBase); err != nil {
+	rel := Release{Name: fs.Arg(0), Namespace: *namespace, KubeVersion: *kubeVersion, Upgrade: *upgrade, APIVersions: apiVersions}
+	if *lookupFile != "" {
+		objs, err := loadObjects(*lookupFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "Error: --lookup: %v\n", err)
+			os.Exit(2)
+		}
+		rel.Cluster = objs
+	}
+	if err := run(rel, fs.Arg(1), valueFiles, sets, setStrings, *output, *notes, *plan, *ipBase); err != nil {
 		fmt.Fprintf(os.Stderr, "Error: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(release, chartDir, namespace, kubeVersion string, valueFiles, sets, setStrings []string, output, notesPath, planDir, ipBase string) error {
+func run(rel Release, chartDir string, valueFiles, sets, setStrings []string, output, notesPath, planDir, ipBase string) error {
+	namespace := rel.Namespace
 	chart, err := LoadChart(chartDir)
 	if err != nil {
 		return err
@@ -84,7 +105,7 @@ func run(release, chartDir, namespace, kubeVersion string, valueFiles, sets, set
 	if err := ValidateValues(chart, vals); err != nil {
 		return err
 	}
-	docs, notes, err := Render(chart, Release{Name: release, Namespace: namespace, KubeVersion: kubeVersion}, vals)
+	docs, notes, err := Render(chart, rel, vals)
 	if err != nil {
 		return err
 	}
@@ -129,4 +150,23 @@ func run(release, chartDir, namespace, kubeVersion string, valueFiles, sets, set
 		return fmt.Errorf("-o %s: yaml or json", output)
 	}
 	return nil
+}
+
+// loadObjects reads the objects `lookup` finds: every document of a YAML file.
+func loadObjects(path string) ([]map[string]interface{}, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]interface{}
+	for _, d := range splitDocs(string(data)) {
+		obj := map[string]interface{}{}
+		if err := yaml.Unmarshal([]byte(d), &obj); err != nil {
+			return nil, fmt.Errorf("%s: %v", path, err)
+		}
+		if len(obj) > 0 {
+			out = append(out, obj)
+		}
+	}
+	return out, nil
 }
