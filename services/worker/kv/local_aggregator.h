@@ -5,8 +5,9 @@
 // `dist_device_sync` modes are this plus a kvstore; so is c10d's split of a front end
 // over per-device backends.
 //
-// Implementations: CpuAggregator (plain memory, below); an NCCL one (one communicator
-// over the worker's GPUs) with the GPU issue. Operations may run asynchronously; Wait
+// Implementations: CpuAggregator (plain memory, below); NcclAggregator
+// (nccl_aggregator.h: one communicator over the worker's GPUs, when built with CUDA);
+// MakeLocalAggregator (local_aggregator_factory.h) picks one. Operations may run asynchronously; Wait
 // returns once every operation issued so far has finished.
 #pragma once
 
@@ -40,6 +41,10 @@ class LocalAggregator {
   virtual absl::Status Wait(absl::Time deadline) = 0;
 };
 
+// INVALID_ARGUMENT naming the first parameter without exactly `num_replicas` buffers, or
+// with a negative element count: the check every implementation makes before it writes.
+absl::Status CheckReplicaBuffers(const std::vector<ReplicaBuffers>& params, int num_replicas);
+
 // Replicas in host memory. Synchronous: Wait has nothing to wait for.
 class CpuAggregator final : public LocalAggregator {
  public:
@@ -51,8 +56,6 @@ class CpuAggregator final : public LocalAggregator {
   absl::Status Wait(absl::Time) override { return absl::OkStatus(); }
 
  private:
-  absl::Status Check(const std::vector<ReplicaBuffers>& params) const;
-
   int num_replicas_;
 };
 
