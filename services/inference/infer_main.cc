@@ -1,6 +1,9 @@
-// dtrain-infer: serves a trained checkpoint over gRPC (dtrain.v1.Inference), with the
-// standard health service and server reflection. Flags and wiring only; the work is in
-// LoadedModel, ModelHolder, CheckpointWatcher and InferenceService.
+// dtrain-infer: serves a trained checkpoint over gRPC, in two protocols on one port:
+// dtrain.v1.Inference and the Open Inference Protocol (KServe v2,
+// inference.GRPCInferenceService); with the standard health service and server
+// reflection (v1 and v1alpha). Flags and wiring only; the work is in LoadedModel,
+// ModelHolder, CheckpointWatcher, BatchedForward, InferenceService and
+// OpenInferenceService.
 //
 //   dtrain-infer --model-prefix model/fmnist-lenet --port 9000
 //   dtrain-infer --model-prefix /ckpt/m --wait-for-model 600 --port-file /tmp/infer.port
@@ -14,7 +17,6 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -32,13 +34,17 @@
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/inference/checkpoint_watcher.h"
+#include "services/inference/infer_server.h"
 #include "services/inference/inference_service.h"
+#include "services/inference/open_inference_codec.h"
+#include "services/inference/open_inference_service.h"
 #include "services/inference/model_holder.h"
 
 namespace dtrain::inference {
 namespace {
 
 constexpr char kServiceName[] = "dtrain.v1.Inference";
+constexpr char kOipServiceName[] = "inference.GRPCInferenceService";
 // How often the start-up wait looks for a first checkpoint, and says what it misses.
 constexpr absl::Duration kFirstModelPoll = absl::Milliseconds(250);
 constexpr absl::Duration kWaitReportEvery = absl::Seconds(10);
@@ -54,6 +60,9 @@ struct InferFlags {
   double watch_interval_s = 5;
   int64_t max_batch = 1024;
   int64_t threads = 0;
+  int64_t max_batch_size = 8;
+  int64_t max_batch_delay_us = 500;
+  std::string model_name;
   int64_t intra_op_threads = 1;
   double wait_for_model_s = 0;
   metrics::MetricsFlags metrics;
@@ -73,6 +82,12 @@ absl::Status CheckFlags(const InferFlags& f) {
     return bad(absl::StrCat("--max-batch must be in [1, 1048576], got ", f.max_batch));
   }
   if (f.threads < 0 || f.threads > 1024) return bad(absl::StrCat("--threads must be in [0, 1024], got ", f.threads));
+  if (f.max_batch_size < 1 || f.max_batch_size > f.max_batch) {
+    return bad(absl::StrCat("--max-batch-size must be in [1, --max-batch = ", f.max_batch, "], got ", f.max_batch_size));
+  }
+  if (f.max_batch_delay_us < 0 || f.max_batch_delay_us > 1000000) {
+    return bad(absl::StrCat("--max-batch-delay-us must be in [0, 1000000], got ", f.max_batch_delay_us));
+  }
   if (f.intra_op_threads < 1 || f.intra_op_threads > 1024) {
     return bad(absl::StrCat("--intra-op-threads must be in [1, 1024], got ", f.intra_op_threads));
   }
@@ -85,10 +100,13 @@ void SetServing(grpc::Server& server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
   health->SetServingStatus(serving);  // the "" service: the whole server
   health->SetServingStatus(kServiceName, serving);
+  health->SetServingStatus(kOipServiceName, serving);
 }
 
 absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
-  FlagSet flags("dtrain-infer", "Serves a dtrain checkpoint for prediction over gRPC (dtrain.v1.Inference).");
+  FlagSet flags("dtrain-infer",
+                "Serves a dtrain checkpoint for prediction over gRPC: dtrain.v1.Inference and the Open Inference "
+                "Protocol (KServe v2, inference.GRPCInferenceService).");
   flags.AddString("model-prefix", &f->model_prefix, "checkpoint prefix: PREFIX-symbol.json, PREFIX-NNNN.params",
                   {"DTRAIN_MODEL_PREFIX"});
   flags.AddInt("epoch", &f->epoch, "epoch to serve; 0 = the newest complete one, reloading newer ones");
@@ -99,6 +117,13 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   flags.AddDouble("watch-interval", &f->watch_interval_s, "seconds between looks for a newer epoch (0 = never)");
   flags.AddInt("max-batch", &f->max_batch, "largest Predict batch accepted");
   flags.AddInt("threads", &f->threads, "forward passes run at once (0 = one per core)");
+  flags.AddInt("max-batch-size", &f->max_batch_size,
+               "dynamic batching: images of queued requests run together in one forward, up to this many "
+               "(1 = no batching; a larger request runs alone)");
+  flags.AddInt("max-batch-delay-us", &f->max_batch_delay_us,
+               "dynamic batching: longest the oldest queued request waits for others, in microseconds");
+  flags.AddString("model-name", &f->model_name,
+                  "the model's name in the Open Inference Protocol (default: --model-prefix's file name)");
   flags.AddInt("intra-op-threads", &f->intra_op_threads, "LibTorch threads inside one forward pass");
   flags.AddDouble("wait-for-model", &f->wait_for_model_s,
                   "seconds to wait for a first checkpoint (NOT_SERVING meanwhile) before giving up");
@@ -120,13 +145,12 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   return s;
 }
 
-// Serves `service` (with health and reflection) on `host`:`port` and sets
+// Serves `services` (with health and reflection) on `host`:`port` and sets
 // *bound_port, NOT_SERVING; null (logged) when it cannot listen.
-std::unique_ptr<grpc::Server> StartInferenceServer(const std::string& host, int64_t port, grpc::Service* service,
-                                                   int* bound_port) {
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+std::unique_ptr<grpc::Server> StartServer(const std::string& host, int64_t port,
+                                          const std::vector<grpc::Service*>& services, int* bound_port) {
   std::unique_ptr<grpc::Server> server =
-      StartGrpcServer(JoinHostPort(host, static_cast<int>(port)), service, bound_port);
+      StartInferenceServer(JoinHostPort(host, static_cast<int>(port)), services, bound_port);
   if (server == nullptr) return nullptr;
   // The default health service starts out SERVING; there is no model yet.
   SetServing(*server, false);
@@ -166,13 +190,15 @@ std::optional<EarlyStop> WaitForFirstModel(CheckpointWatcher& watcher, const Mod
 }
 
 // Health first, so balancers stop sending; then the calls already running finish;
-// then the server closes at once (a grace period would only wait for idle clients).
-void Stop(const std::string& why, grpc::Server& server, InferenceService& service) {
+// then the server closes at once (a grace period would only wait for idle clients) and
+// the batcher answers what is still queued with UNAVAILABLE.
+void Stop(const std::string& why, grpc::Server& server, const CallCounter& calls, BatchedForward& forward) {
   DTRAIN_LOG(INFO) << "stopping (" << why << ")";
   SetServing(server, false);
-  if (!service.Drain(kDrainTimeout)) {
+  if (!calls.Drain(kDrainTimeout)) {
     DTRAIN_LOG(WARNING) << "calls still running after " << kDrainTimeout << " are cancelled";
   }
+  forward.Stop();
   server.Shutdown(DeadlineAfter(absl::ZeroDuration()));
 }
 
@@ -195,11 +221,21 @@ int Run(int argc, char** argv) {
     return 1;
   }
   auto holder = std::make_shared<ModelHolder>();
+  BatcherOptions batching;
+  batching.max_batch_size = f.max_batch_size;
+  batching.max_delay = absl::Microseconds(f.max_batch_delay_us);
+  batching.runners = f.threads > 0 ? static_cast<int>(f.threads) : cores;
+  InferenceMetrics* families = metrics->families.get();
+  DynamicBatcher::BatchObserver observer;
+  if (families != nullptr) observer = [families](int jobs, int64_t rows) { families->BatchRan(jobs, rows); };
+  BatchedForward forward(batching, std::move(observer));
+  CallCounter calls;
   InferenceServiceOptions options;
   options.prefix = f.model_prefix;
   options.max_batch = f.max_batch;
-  options.forward_slots = f.threads > 0 ? static_cast<int>(f.threads) : cores;
-  options.metrics = metrics->families.get();
+  options.forward = &forward;
+  options.calls = &calls;
+  options.metrics = families;
   absl::StatusOr<CallAuth> auth = CallAuth::Create(f.auth_token_file, /*client_certs=*/!f.tls.ca.empty());
   if (!auth.ok()) {
     DTRAIN_LOG(ERROR) << auth.status().message();
@@ -209,11 +245,20 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(WARNING) << "bearer tokens over plaintext on " << f.host
                         << ": anyone on the path can read and reuse them; add --tls-cert and --tls-key";
   }
+  OpenInferenceOptions oip;
+  oip.prefix = f.model_prefix;
+  oip.model_name = f.model_name.empty() ? DefaultModelName(f.model_prefix) : f.model_name;
+  oip.max_batch = f.max_batch;
+  oip.forward = &forward;
+  oip.calls = &calls;
+  oip.metrics = families;
+  oip.auth = *auth;
   options.auth = *std::move(auth);
   InferenceService service(holder, options);
+  OpenInferenceService open_inference(holder, oip);
 
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartInferenceServer(f.host, f.port, &service, &port);
+  std::unique_ptr<grpc::Server> server = StartServer(f.host, f.port, {&service, &open_inference}, &port);
   if (server == nullptr) return 1;
   if (!f.port_file.empty()) {
     if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
@@ -222,8 +267,10 @@ int Run(int argc, char** argv) {
     }
   }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.host, port) << " (NOT_SERVING until a model is loaded); "
-                   << options.forward_slots << " forward(s) at once, " << f.intra_op_threads
-                   << " LibTorch thread(s) each, max batch " << f.max_batch;
+                   << batching.runners << " forward(s) at once, " << f.intra_op_threads
+                   << " LibTorch thread(s) each, max batch " << f.max_batch << "; batching up to "
+                   << f.max_batch_size << " image(s) within " << f.max_batch_delay_us
+                   << " us; Open Inference Protocol model '" << oip.model_name << "'";
 
   WatcherOptions watch;
   watch.prefix = f.model_prefix;
@@ -233,7 +280,7 @@ int Run(int argc, char** argv) {
   }
   CheckpointWatcher watcher(watch, holder);
   if (std::optional<EarlyStop> early = WaitForFirstModel(watcher, *holder, f.wait_for_model_s, signals)) {
-    Stop(early->why, *server, service);
+    Stop(early->why, *server, calls, forward);
     return early->exit_code;
   }
   SetServing(*server, true);
@@ -243,7 +290,7 @@ int Run(int argc, char** argv) {
                                  : std::string("; reloading off"));
   if (reloading) watcher.Start(absl::Seconds(f.watch_interval_s));
 
-  Stop(signals.Wait(), *server, service);
+  Stop(signals.Wait(), *server, calls, forward);
   watcher.Stop(absl::Seconds(2));
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "services/inference/inference_metrics.h"
 
+#include <prometheus/histogram.h>
+
 #include "common/metrics/families.h"
 
 namespace dtrain::inference {
@@ -16,6 +18,10 @@ InferenceMetrics::InferenceMetrics(metrics::MetricsRegistry& registry) : registr
   loaded_epoch_ = &metrics::internal::AddGauge(r, "dtrain_inference_loaded_epoch",
                                       "Epoch of the checkpoint being served (PREFIX-NNNN.params); -1: none yet.");
   loaded_epoch_->Set(-1);
+  // Powers of two up to 1024 (--max-batch's default): how full dynamic batching gets.
+  batch_images_ = &metrics::internal::AddHistogram(
+      r, "dtrain_inference_batch_images", "Images per forward pass (dynamic batching joins requests' images).",
+      prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024});
 }
 
 prometheus::Counter& InferenceMetrics::RequestsFor(absl::StatusCode code) {
@@ -36,6 +42,10 @@ prometheus::Counter& InferenceMetrics::RequestsFor(absl::StatusCode code) {
 void InferenceMetrics::RequestDone(absl::StatusCode code, absl::Duration latency) {
   RequestsFor(code).Increment();
   latency_->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void InferenceMetrics::BatchRan(int /*requests*/, int64_t images) {
+  batch_images_->Observe(static_cast<double>(images));
 }
 
 void InferenceMetrics::SetLoadedEpoch(int64_t epoch) { loaded_epoch_->Set(static_cast<double>(epoch)); }

@@ -1,5 +1,5 @@
 // dtrain-infer's metrics (dtrain_inference_*): requests by result code, their latency,
-// and the checkpoint epoch being served. Usage, in the inference service's main:
+// the checkpoint epoch being served, and images per forward pass (dynamic batching). Usage, in the inference service's main:
 //   DTRAIN_ASSIGN_OR_RETURN(auto registry, metrics::StartMetrics(flags, "inference"));  // null: off
 //   if (registry) { registry->SetRank(0); m = std::make_unique<inference::InferenceMetrics>(*registry); }
 //   if (m) m->SetLoadedEpoch(epoch);  per request: if (m) m->RequestDone(s.code(), absl::Now() - t0);
@@ -31,6 +31,8 @@ class InferenceMetrics {
   // series of a code appears with its first request), `latency` after it arrived.
   void RequestDone(absl::StatusCode code, absl::Duration latency);
   void SetLoadedEpoch(int64_t epoch);
+  // One forward pass of `images` images from `requests` requests (dynamic batching).
+  void BatchRan(int requests, int64_t images);
 
  private:
   prometheus::Counter& RequestsFor(absl::StatusCode code);
@@ -41,6 +43,7 @@ class InferenceMetrics {
   std::mutex create_mu_;  // creating a code's series
   prometheus::Histogram* latency_;
   prometheus::Gauge* loaded_epoch_;
+  prometheus::Histogram* batch_images_;
 };
 
 }  // namespace dtrain::inference

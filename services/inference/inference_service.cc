@@ -1,12 +1,11 @@
 #include "services/inference/inference_service.h"
 
-#include <chrono>
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
+#include "services/inference/rpc_context.h"
 
 namespace dtrain::inference {
 namespace {
@@ -22,68 +21,14 @@ PixelType FromProto(v1::PixelType t) {
   }
 }
 
-absl::Time DeadlineOf(const grpc::ServerContext& ctx) {
-  const auto deadline = ctx.deadline();
-  if (deadline == std::chrono::system_clock::time_point::max()) return absl::InfiniteFuture();
-  return absl::FromChrono(deadline);
-}
-
-// Counts a call as running for its whole scope.
-class InFlight {
- public:
-  explicit InFlight(std::atomic<int>* count) : count_(count) { count_->fetch_add(1); }
-  ~InFlight() { count_->fetch_sub(1); }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-
- private:
-  std::atomic<int>* count_;
-};
-
-// Checked before work that the caller may no longer want.
-absl::Status StillWanted(grpc::ServerContext& ctx, absl::Time deadline, const char* before) {
-  if (ctx.IsCancelled()) return absl::CancelledError(absl::StrCat("cancelled by the client before ", before));
-  if (absl::Now() >= deadline) {
-    return absl::DeadlineExceededError(absl::StrCat("deadline passed before ", before));
-  }
-  return absl::OkStatus();
-}
-
-// "a/b/model-0001.params" -> "a/b/" (with the slash; "" when there is none).
-std::string DirectoryOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "" : path.substr(0, slash + 1);
-}
-
-std::string WithoutDirectory(const std::string& path, const std::string& dir) {
-  if (!dir.empty() && absl::StartsWith(path, dir)) return path.substr(dir.size());
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 InferenceService::InferenceService(std::shared_ptr<ModelHolder> holder,
                                    InferenceServiceOptions options)
-    : holder_(std::move(holder)), options_(std::move(options)), slots_(options_.forward_slots) {}
-
-bool InferenceService::Drain(absl::Duration timeout) const {
-  const absl::Time give_up = absl::Now() + timeout;
-  while (in_flight_.load() > 0) {
-    if (absl::Now() >= give_up) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
+    : holder_(std::move(holder)), options_(std::move(options)) {}
 
 absl::StatusOr<std::shared_ptr<const LoadedModel>> InferenceService::Current() const {
-  std::shared_ptr<const LoadedModel> model = holder_->Get();
-  if (model == nullptr) {
-    return absl::UnavailableError(absl::StrCat("no model loaded yet: waiting for a checkpoint ",
-                                               WithoutDirectory(options_.prefix, DirectoryOf(options_.prefix)),
-                                               "-NNNN.params"));
-  }
-  return model;
+  return ServingModel(*holder_, options_.prefix);
 }
 
 grpc::Status InferenceService::Predict(grpc::ServerContext* ctx, const v1::PredictRequest* req,
@@ -99,7 +44,7 @@ grpc::Status InferenceService::Predict(grpc::ServerContext* ctx, const v1::Predi
 
 grpc::Status InferenceService::Serve(grpc::ServerContext* ctx, const v1::PredictRequest* req,
                                      v1::PredictResponse* resp) {
-  InFlight counted(&in_flight_);
+  CallCounter::Scope counted = options_.calls->Enter();
   // This request keeps this model to the end, whatever a reload does meanwhile.
   absl::StatusOr<std::shared_ptr<const LoadedModel>> model = Current();
   if (!model.ok()) return ToGrpc(model.status());
@@ -114,16 +59,14 @@ grpc::Status InferenceService::Serve(grpc::ServerContext* ctx, const v1::Predict
   if (!images.ok()) return ToGrpc(images.status());
 
   const absl::Time deadline = DeadlineOf(*ctx);
-  if (absl::Status s = StillWanted(*ctx, deadline, "waiting for a slot"); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<ForwardSlots::Lease> slot = slots_.Acquire(deadline);
-  if (!slot.ok()) return ToGrpc(slot.status());
   if (absl::Status s = StillWanted(*ctx, deadline, "the forward pass"); !s.ok()) return ToGrpc(s);
-  absl::StatusOr<Predictions> predictions = (*model)->Predict(*images, req->top_k());
-  if (!predictions.ok()) return ToGrpc(predictions.status());
+  absl::StatusOr<ClassOutputs> outputs = options_.forward->Run(*model, *images, deadline);
+  if (!outputs.ok()) return ToGrpc(outputs.status());
+  const Predictions predictions = TopClasses(*outputs, req->top_k());
 
   resp->set_epoch(meta.epoch);
-  resp->mutable_predictions()->Reserve(static_cast<int>(predictions->size()));
-  for (const auto& top : *predictions) {
+  resp->mutable_predictions()->Reserve(static_cast<int>(predictions.size()));
+  for (const auto& top : predictions) {
     v1::Prediction* p = resp->add_predictions();
     for (const ClassScore& c : top) {
       v1::ClassScore* score = p->add_top();
@@ -139,7 +82,7 @@ grpc::Status InferenceService::ModelInfo(grpc::ServerContext* ctx,
                                          const v1::ModelInfoRequest* /*req*/,
                                          v1::ModelInfoResponse* resp) {
   if (absl::Status auth = options_.auth.Check(*ctx); !auth.ok()) return ToGrpc(auth);
-  InFlight counted(&in_flight_);
+  CallCounter::Scope counted = options_.calls->Enter();
   absl::StatusOr<std::shared_ptr<const LoadedModel>> model = Current();
   if (!model.ok()) return ToGrpc(model.status());
   const ModelMeta& meta = (*model)->meta();

@@ -3,7 +3,8 @@
 //
 // The sync API on purpose: a Predict is CPU-bound work of milliseconds, which must not
 // run on the callback API's event-engine threads; the sync server gives each call a
-// thread and ForwardSlots bounds how many forwards run at once.
+// thread, which waits while BatchedForward runs its images (batched with other calls',
+// of either protocol) on a bounded number of runner threads.
 #pragma once
 
 #include <atomic>
@@ -16,15 +17,17 @@
 #include "services/inference/inference_metrics.h"
 #include "dtrain/v1/inference.grpc.pb.h"
 #include "services/inference/call_auth.h"
-#include "services/inference/forward_slots.h"
+#include "services/inference/batched_forward.h"
 #include "services/inference/model_holder.h"
+#include "services/inference/rpc_context.h"
 
 namespace dtrain::inference {
 
 struct InferenceServiceOptions {
   std::string prefix;       // reported while no model is loaded
   int64_t max_batch = 1024;
-  int forward_slots = 1;  // forwards running at once
+  BatchedForward* forward = nullptr;  // shared with the other protocol; outlives the service
+  CallCounter* calls = nullptr;       // calls running, for the drain at shutdown; outlives the service
   inference::InferenceMetrics* metrics = nullptr;  // null: metrics off
   CallAuth auth;  // who may call Predict and ModelInfo (default: anyone)
 };
@@ -39,11 +42,6 @@ class InferenceService final : public v1::Inference::Service {
   grpc::Status ModelInfo(grpc::ServerContext* ctx, const v1::ModelInfoRequest* req,
                          v1::ModelInfoResponse* resp) override;
 
-  // Waits up to `timeout` for the calls now running to finish; false if some still
-  // run. grpc::Server::Shutdown(deadline) also waits for idle client connections to
-  // go away, so main drains with this first and then shuts down without a grace period.
-  bool Drain(absl::Duration timeout) const;
-
  private:
   grpc::Status Serve(grpc::ServerContext* ctx, const v1::PredictRequest* req, v1::PredictResponse* resp);
   // The serving model, or UNAVAILABLE (retry later) before the first load.
@@ -51,8 +49,6 @@ class InferenceService final : public v1::Inference::Service {
 
   std::shared_ptr<ModelHolder> holder_;
   const InferenceServiceOptions options_;
-  ForwardSlots slots_;
-  mutable std::atomic<int> in_flight_{0};
 };
 
 }  // namespace dtrain::inference

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/models/model_state.h"
 #include "common/models/models.h"
 
 namespace dtrain::inference {
@@ -40,18 +41,30 @@ absl::Status CheckFinite(const std::string& path, const std::vector<checkpoint::
   return absl::OkStatus();
 }
 
-// The images as the float tensor training used: uint8 pixels become x / 255 through the
-// same LibTorch ops as services/worker/dataset.cc, so results match the trainer's
-// validation bit for bit.
-torch::Tensor ToTensor(const ImageBatchView& images) {
-  std::vector<int64_t> sizes = {images.count};
-  sizes.insert(sizes.end(), images.image_shape.begin(), images.image_shape.end());
-  if (images.type == PixelType::kUint8) {
-    auto pixels = torch::from_blob(const_cast<char*>(images.data.data()), sizes, torch::kUInt8);
-    return pixels.to(torch::kFloat32).div_(255.0f);
-  }
+// The parts' images, one after another, as the float tensor training used: uint8 pixels
+// become x / 255 through the same LibTorch ops as services/worker/dataset.cc (exact
+// conversion, then one correctly rounded division per pixel), so results match the
+// trainer's validation bit for bit whatever else shares the batch.
+torch::Tensor ToTensor(const std::vector<const ImageBatchView*>& parts, const std::vector<int64_t>& image_shape) {
+  int64_t total = 0;
+  for (const ImageBatchView* p : parts) total += p->count;
+  std::vector<int64_t> sizes = {total};
+  sizes.insert(sizes.end(), image_shape.begin(), image_shape.end());
   torch::Tensor x = torch::empty(sizes, torch::kFloat32);
-  std::memcpy(x.data_ptr<float>(), images.data.data(), images.data.size());
+  int64_t first = 0;
+  for (const ImageBatchView* p : parts) {
+    torch::Tensor rows = x.narrow(0, first, p->count);
+    if (p->type == PixelType::kUint8) {
+      std::vector<int64_t> part_sizes = sizes;
+      part_sizes[0] = p->count;
+      rows.copy_(torch::from_blob(const_cast<char*>(p->data.data()), part_sizes, torch::kUInt8));
+      rows.div_(255.0f);
+    } else {
+      // memcpy: protobuf's bytes carry no alignment promise for floats.
+      std::memcpy(rows.data_ptr<float>(), p->data.data(), p->data.size());
+    }
+    first += p->count;
+  }
   return x;
 }
 
@@ -68,12 +81,12 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
   const std::string path = checkpoint::ParamsPath(prefix, epoch);
   DTRAIN_ASSIGN_OR_RETURN(std::vector<checkpoint::NamedTensor> tensors, checkpoint::ReadParams(path));
   DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> module,
-                          models::CreateNetwork(models::NetworkSpec{symbol.network, symbol.hidden},
-                                                symbol.num_classes));
+                          models::CreateNetwork(models::NetworkSpec{symbol.network, symbol.hidden, symbol.num_layers},
+                                                symbol.num_classes, symbol.input_shape));
+  // Weights and the float buffers (batch-norm statistics, input normalisation), as the
+  // trainer saved them (models::CheckpointTensors).
   std::vector<checkpoint::NamedTensor> expected;
-  for (const auto& p : module->named_parameters()) {
-    expected.push_back({p.key(), p.value().sizes().vec(), {}});
-  }
+  for (const auto& [name, t] : models::CheckpointTensors(*module)) expected.push_back({name, t.sizes().vec(), {}});
   DTRAIN_RETURN_IF_ERROR(checkpoint::CheckParamsMatch(path, tensors, expected));
   DTRAIN_RETURN_IF_ERROR(CheckFinite(path, tensors));
 
@@ -82,8 +95,8 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
   try {
     torch::NoGradGuard no_grad;
     size_t i = 0;
-    for (auto& p : module->parameters()) {
-      std::memcpy(p.data_ptr<float>(), tensors[i++].data.data(), sizeof(float) * p.numel());
+    for (auto& [name, t] : models::CheckpointTensors(*module)) {
+      std::memcpy(t.data_ptr<float>(), tensors[i++].data.data(), sizeof(float) * t.numel());
     }
     module->eval();
     // One blank image: a symbol whose input shape the network cannot take is refused
@@ -120,36 +133,52 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
   return std::shared_ptr<const LoadedModel>(new LoadedModel(std::move(meta), std::move(net)));
 }
 
-absl::StatusOr<Predictions> LoadedModel::Predict(const ImageBatchView& images, int top_k) const {
-  if (images.image_shape != meta_.input_shape || images.count <= 0) {
-    return absl::InternalError(absl::StrCat("Predict: batch of ", images.count, " images of ",
-                                            ShapeText(images.image_shape), " for a model taking ",
-                                            ShapeText(meta_.input_shape), " was not validated"));
+absl::StatusOr<std::vector<ClassOutputs>> LoadedModel::Forward(
+    const std::vector<const ImageBatchView*>& parts) const {
+  for (const ImageBatchView* p : parts) {
+    const int64_t pixels = p->count * [&] {
+      int64_t n = PixelBytes(p->type);
+      for (int64_t d : meta_.input_shape) n *= d;
+      return n;
+    }();
+    if (p->image_shape != meta_.input_shape || p->count <= 0 || static_cast<int64_t>(p->data.size()) != pixels) {
+      return absl::InternalError(absl::StrCat("Forward: batch of ", p->count, " images of ",
+                                              ShapeText(p->image_shape), " for a model taking ",
+                                              ShapeText(meta_.input_shape), " was not validated"));
+    }
   }
-  const int k = std::max(1, std::min(top_k, meta_.num_classes));
-  Predictions out(static_cast<size_t>(images.count));
+  if (parts.empty()) return std::vector<ClassOutputs>();
+  ClassOutputs all;
+  all.num_classes = meta_.num_classes;
   try {
     // The module is shared by every request: inference mode keeps autograd from
     // recording anything, and forward() only reads the weights.
     c10::InferenceMode inference;
-    torch::Tensor probs = torch::softmax(net_->module->forward(ToTensor(images)), 1);
-    auto [values, indices] = probs.topk(k, /*dim=*/1);
-    values = values.contiguous();
-    indices = indices.contiguous();
-    const float* v = values.data_ptr<float>();
-    const int64_t* idx = indices.data_ptr<int64_t>();
-    for (int64_t i = 0; i < images.count; ++i) {
-      auto& top = out[static_cast<size_t>(i)];
-      top.resize(static_cast<size_t>(k));
-      for (int j = 0; j < k; ++j) {
-        top[static_cast<size_t>(j)] = {static_cast<int>(idx[i * k + j]), v[i * k + j]};
-      }
-    }
+    torch::Tensor logits = net_->module->forward(ToTensor(parts, meta_.input_shape)).contiguous();
+    torch::Tensor probs = torch::softmax(logits, 1).contiguous();
+    all.images = logits.size(0);
+    const float* l = logits.data_ptr<float>();
+    const float* pr = probs.data_ptr<float>();
+    all.logits.assign(l, l + logits.numel());
+    all.probabilities.assign(pr, pr + probs.numel());
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("forward of ", meta_.network, " epoch ", meta_.epoch,
                                             " failed: ", e.what_without_backtrace()));
   }
+  std::vector<ClassOutputs> out;
+  out.reserve(parts.size());
+  int64_t first = 0;
+  for (const ImageBatchView* p : parts) {
+    out.push_back(parts.size() == 1 ? std::move(all) : all.Rows(first, p->count));
+    first += p->count;
+  }
   return out;
+}
+
+absl::StatusOr<Predictions> LoadedModel::Predict(const ImageBatchView& images, int top_k) const {
+  absl::StatusOr<std::vector<ClassOutputs>> out = Forward({&images});
+  if (!out.ok()) return out.status();
+  return TopClasses(out->front(), top_k);
 }
 
 }  // namespace dtrain::inference

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "services/inference/class_outputs.h"
 #include "services/inference/image_batch.h"
 
 namespace dtrain::inference {
@@ -28,14 +29,6 @@ struct ModelMeta {
   std::string params_path;
   absl::Time loaded_at;
 };
-
-struct ClassScore {
-  int class_id = 0;
-  float probability = 0;
-};
-
-// Per image, the top classes, most probable first.
-using Predictions = std::vector<std::vector<ClassScore>>;
 
 class LoadedModel {
  public:
@@ -53,9 +46,13 @@ class LoadedModel {
 
   const ModelMeta& meta() const { return meta_; }
 
-  // Softmax probabilities of the `top_k` best classes per image (clamped to
-  // [1, num_classes]). Thread-safe; runs in inference mode (no autograd).
-  // `images` must come from ValidateImages with this model's input shape.
+  // Runs the images of every part as one forward pass (the parts one after another)
+  // and answers each part's logits and probabilities. Thread-safe; runs in inference
+  // mode (no autograd). Every part must come from ValidateImages with this model's
+  // input shape (INTERNAL otherwise); parts may mix uint8 and float32 pixels.
+  absl::StatusOr<std::vector<ClassOutputs>> Forward(const std::vector<const ImageBatchView*>& parts) const;
+
+  // Forward of one part, then its `top_k` classes (TopClasses).
   absl::StatusOr<Predictions> Predict(const ImageBatchView& images, int top_k) const;
 
  private:
