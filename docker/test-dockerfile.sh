@@ -4,9 +4,16 @@
 # instructions (FROM, ARG, ENV, WORKDIR, COPY [--from], RUN, USER; the rest is metadata)
 # executed as Docker would, then checks the final image: it holds every binary, they find
 # their libraries, it has no compiler or -dev package, runs as a non-root user, and trains
-# one small epoch on the bundled Fashion-MNIST.
+# one small epoch on the bundled Fashion-MNIST, and that its HEALTHCHECK answers as it should.
+# The build context is the tree as .dockerignore leaves it (copied to DIR/context), so a
+# COPY of something .dockerignore leaves out fails here as it would under Docker.
 #
 #   bash docker/test-dockerfile.sh [--build-dir DIR] [--dockerfile FILE] [--keep]
+#   bash docker/test-dockerfile.sh --context-only [--build-dir DIR]
+#
+# --context-only (seconds, no root): makes the context, prints its size beside the whole
+# tree's (what `docker build .` sent without .dockerignore), checks that every COPY source
+# of docker/Dockerfile*, is in it, and stops.
 #
 # Needs root and debootstrap (apt-get install debootstrap). The debootstrapped base is
 # cached in DIR (default build/image-test) and reused; the stages are made anew each run.
@@ -17,19 +24,89 @@ CONTEXT=$(pwd)
 BUILD_DIR=build/image-test
 DOCKERFILE=docker/Dockerfile
 KEEP=0
+CONTEXT_ONLY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) BUILD_DIR=$2; shift 2 ;;
     --dockerfile) DOCKERFILE=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    *) echo "usage: $0 [--build-dir DIR] [--dockerfile FILE] [--keep]" >&2; exit 2 ;;
+    --context-only) CONTEXT_ONLY=1; shift ;;
+    *) echo "usage: $0 [--build-dir DIR] [--dockerfile FILE] [--keep] | --context-only [--build-dir DIR]" >&2; exit 2 ;;
   esac
 done
 fail() { echo "FAIL: $*" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || fail "needs root (debootstrap, chroot, mounts)"
-command -v debootstrap > /dev/null || fail "debootstrap is not installed (apt-get install debootstrap)"
+
+# ---- the build context, as .dockerignore leaves it --------------------------------------
+# Docker's rules (moby patternmatcher): patterns in order, relative to the context root,
+# `*` and `?` within one path element, `**` across any number of them, `!` re-includes; a
+# pattern that matches a directory matches everything under it; the last match decides.
+make_context() { # SRC DEST: copies what .dockerignore lets through
+  python3 - "$1" "$2" << 'PY'
+import os, re, shutil, sys
+src, dest = sys.argv[1], sys.argv[2]
+pats = []
+ignore = os.path.join(src, ".dockerignore")
+if os.path.exists(ignore):
+    for line in open(ignore):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        neg = line.startswith("!")
+        p = os.path.normpath(line.lstrip("!").strip()).lstrip("/")
+        rx = ""
+        i = 0
+        while i < len(p):
+            if p.startswith("**", i):
+                rx += ".*"
+                i += 2
+                if p.startswith("/", i):  # "**/": any number of directories, none included
+                    rx = rx[:-2] + "(.*/)?"
+                    i += 1
+            elif p[i] == "*":
+                rx += "[^/]*"; i += 1
+            elif p[i] == "?":
+                rx += "[^/]"; i += 1
+            else:
+                rx += re.escape(p[i]); i += 1
+        pats.append((re.compile("^" + rx + "$"), neg))
+def excluded(rel):
+    parts = rel.split("/")
+    out = False
+    for rx, neg in pats:
+        if any(rx.match("/".join(parts[:k])) for k in range(1, len(parts) + 1)):
+            out = not neg
+    return out
+shutil.rmtree(dest, ignore_errors=True)
+os.makedirs(dest)
+for root, dirs, files in os.walk(src):
+    rel_root = os.path.relpath(root, src)
+    for f in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+        rel = os.path.normpath(os.path.join(rel_root, f))
+        if excluded(rel):
+            continue
+        os.makedirs(os.path.join(dest, os.path.dirname(rel)), exist_ok=True)
+        shutil.copy2(os.path.join(src, rel), os.path.join(dest, rel), follow_symlinks=False)
+PY
+}
 mkdir -p "$BUILD_DIR"
 BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
+make_context "$CONTEXT" "$BUILD_DIR/context" || fail "making the build context failed"
+size_of() { tar -C "$1" --exclude="./${BUILD_DIR#"$CONTEXT"/}" -cf - . 2> /dev/null | wc -c; }
+mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1e6 }'; }
+ctx_bytes=$(size_of "$BUILD_DIR/context") tree_bytes=$(size_of "$CONTEXT")
+echo "build context: $(find "$BUILD_DIR/context" -type f | wc -l) files, $(mb "$ctx_bytes") (tar); without .dockerignore: $(find "$CONTEXT" -type f | wc -l) files, $(mb "$tree_bytes")"
+# Every COPY from the context, in every Dockerfile, finds its source there.
+for df in docker/Dockerfile*; do
+  # COPY [--chown=..] SRC... DEST, but not COPY --from=STAGE (from an image, not the context).
+  for src in $(awk 'toupper($1) == "COPY" && $0 !~ /--from=/ { for (i = 2; i < NF; i++) if ($i !~ /^--/) print $i }' "$df"); do
+    [ -e "$BUILD_DIR/context/$src" ] || fail "$df: COPY $src, which .dockerignore leaves out of the context"
+  done
+done
+echo "ok   every COPY source of docker/Dockerfile* is in the context"
+if [ "$CONTEXT_ONLY" = 1 ]; then exit 0; fi
+CONTEXT="$BUILD_DIR/context"
+[ "$(id -u)" -eq 0 ] || fail "needs root (debootstrap, chroot, mounts)"
+command -v debootstrap > /dev/null || fail "debootstrap is not installed (apt-get install debootstrap)"
 T0=$(date +%s)
 step() { echo "[$(($(date +%s) - T0))s] $*" >&2; }
 
@@ -148,6 +225,11 @@ for line in "${INSTR[@]}"; do
       stage_index=$((stage_index + 1))
       stage=${name:-$stage_index}
       case "$image" in
+        debian:*@sha256:*)
+          # A digest pins the registry's image; here the root comes from debootstrap of the
+          # archive apt uses, whatever the digest: it is not checked.
+          release=${image#debian:}; release=${release%%@*}; release=${release%-slim}
+          step "FROM $image: the digest is not checked (debootstrap $release)" ;;
         debian:*) release=${image#debian:}; release=${release%-slim} ;;
         *) fail "FROM $image: only debian:RELEASE[-slim] images are emulated" ;;
       esac
@@ -179,7 +261,8 @@ for line in "${INSTR[@]}"; do
         { tail -40 "$BUILD_DIR/run-$stage.log"; fail "RUN failed in stage $stage: ${rest:0:200}"; }
       tail -3 "$BUILD_DIR/run-$stage.log" | sed 's/^/    /'
       ;;
-    ENTRYPOINT | CMD | LABEL | EXPOSE | VOLUME | STOPSIGNAL | HEALTHCHECK | SHELL | ONBUILD) ;;
+    HEALTHCHECK) HEALTHCHECK=$rest ;;
+    ENTRYPOINT | CMD | LABEL | EXPOSE | VOLUME | STOPSIGNAL | SHELL | ONBUILD) ;;
     *) fail "unknown instruction $op" ;;
   esac
 done
@@ -206,5 +289,17 @@ check "bundled Fashion-MNIST seeds a data directory" \
 check "trains one small epoch on the bundled data and checkpoints" \
   'dtrain-worker --kv-store local --network mlp --num-epochs 1 --num-examples 600 --threads 1 \
      --data-dir /tmp/data/fashion-mnist --model-prefix /tmp/model/mlp && test -f /tmp/model/mlp-0001.params'
+# HEALTHCHECK [OPTIONS] CMD ["exe", "arg", ...] (exec form), run in the image as Docker would.
+if [ -n "${HEALTHCHECK:-}" ]; then
+  hc_json=${HEALTHCHECK#*CMD }
+  [[ "$hc_json" == \[* ]] || fail "HEALTHCHECK: only the exec form CMD [...] is emulated"
+  hc=$(python3 -c 'import json, shlex, sys; print(" ".join(shlex.quote(a) for a in json.loads(sys.argv[1])))' "$hc_json") ||
+    fail "HEALTHCHECK: CMD is not a JSON array"
+  check "HEALTHCHECK: healthy where there is no port to ask (a worker)" "unset DTRAIN_PORT; $hc"
+  check "HEALTHCHECK: unhealthy when nothing answers on DTRAIN_PORT" "! DTRAIN_PORT=9 $hc"
+  check "HEALTHCHECK: healthy when the scheduler serves on DTRAIN_PORT" \
+    'DTRAIN_PORT=19091 DTRAIN_NUM_WORKERS=1 DTRAIN_NUM_SERVERS=1 dtrain-scheduler --port 19091 > /tmp/sched.log 2>&1 & p=$!; ok=1;
+     for i in $(seq 50); do if DTRAIN_PORT=19091 '"$hc"'; then ok=0; break; fi; sleep 0.2; done; kill $p; exit $ok'
+fi
 step "image size: $(du -sh --exclude=proc --exclude=sys --exclude=dev "$root" | cut -f1) (uncompressed root)"
 echo "image test passed in $(($(date +%s) - T0))s"

@@ -12,6 +12,11 @@ k8s_init "${1:-.}" "${2:-build}"
 k8s_build_renderer
 k8s_chart_copy
 k8s_node_modules
+# Claims that several pods mount need a ReadWriteMany class (or an existing claim): the chart
+# refuses the cluster's default class for them (dtrain.checkStorage). Every rendering below
+# starts from this, as an install on a cluster with NFS would; the refusal is tested apart.
+BASE="$WORK/rwx-values.yaml"
+printf 'persistence:\n  data: {storageClassName: nfs-client}\n  checkpoints: {storageClassName: nfs-client}\n  snapshots: {storageClassName: nfs-client}\n' > "$BASE"
 
 passed=0
 failed=0
@@ -23,7 +28,7 @@ render_ok() {
   local name=$1 vargs=$2
   shift 2
   local out="$WORK/$name.json" err="$WORK/$name.err"
-  if ! "$RENDER" -o json --notes "$WORK/$name.notes" "$@" dtrain "$CHART" > "$out" 2> "$err"; then
+  if ! "$RENDER" -o json --notes "$WORK/$name.notes" -f "$BASE" "$@" dtrain "$CHART" > "$out" 2> "$err"; then
     bad "$name: render failed: $(cat "$err")"
     return
   fi
@@ -40,7 +45,7 @@ render_ok() {
 render_refused() {
   local name=$1 pattern=$2
   shift 2
-  if "$RENDER" "$@" dtrain "$CHART" > /dev/null 2> "$WORK/refused.err"; then
+  if "$RENDER" -f "$BASE" "$@" dtrain "$CHART" > /dev/null 2> "$WORK/refused.err"; then
     bad "refused/$name: rendered, but must be refused ($*)"
   elif grep -q -- "$pattern" "$WORK/refused.err"; then
     ok "refused/$name: $(grep -m1 -- "$pattern" "$WORK/refused.err" | sed 's/^[- ]*//')"
@@ -107,8 +112,8 @@ w=$(job_of "$WORK/recovery.maxRestarts=5,workers=4.json" worker)
 expect_json "maxRestarts=5 workers=4" "$w" '[s.backoffLimitPerIndex, s.backoffLimit]' '[5,20]'
 # The job id: one per install, shared by every pod; a new install gets another.
 ids_of() { grep -A1 'name: DTRAIN_JOB_ID' "$1" | sed -n 's/.*value: "\(.*\)"/\1/p' | sort | uniq -c | awk '{print $1, $2}'; }
-"$RENDER" dtrain "$CHART" > "$WORK/id1.yaml"
-"$RENDER" dtrain "$CHART" > "$WORK/id2.yaml"
+"$RENDER" -f "$BASE" dtrain "$CHART" > "$WORK/id1.yaml"
+"$RENDER" -f "$BASE" dtrain "$CHART" > "$WORK/id2.yaml"
 id1=$(ids_of "$WORK/id1.yaml") id2=$(ids_of "$WORK/id2.yaml")
 if [[ "$id1" =~ ^3\ dtrain-[a-z0-9]{8}$ ]] && [[ "$id2" =~ ^3\ dtrain-[a-z0-9]{8}$ ]] && [ "$id1" != "$id2" ]; then
   ok "DTRAIN_JOB_ID: one per install in all 3 Jobs (${id1#3 }), another for the next install (${id2#3 })"
@@ -329,18 +334,19 @@ p=$(doc_of "$WORK/tls from cert-manager.json" NetworkPolicy dtrain-inference)
 expect_json "NetworkPolicy inference" "$p" 's.spec.ingress[0]' '{"from":[{"namespaceSelector":{"matchLabels":{"team":"web"}}}],"ports":[{"port":50051,"protocol":"TCP"}]}'
 p=$(doc_of "$WORK/tls, metrics off, networkPolicy.json" NetworkPolicy dtrain-training)
 expect_json "NetworkPolicy, metrics off" "$p" 's.spec.ingress.length' '1'
-"$RENDER" -o json --set "$CM,recovery.jobId=run-7" dtrain "$CHART" > "$WORK/cn.json"
+"$RENDER" -o json -f "$BASE" --set "$CM,recovery.jobId=run-7" dtrain "$CHART" > "$WORK/cn.json"
 expect_json "cert-manager, recovery.jobId=run-7" "$(doc_of "$WORK/cn.json" Certificate dtrain-scheduler-tls)" 's.spec.commonName' '"scheduler.run-7"'
 
 # The checks catch what they are for: each broken rendering below must be refused by validate.mjs.
-mutant() { # NAME PATTERN RENDERED.json JS-OVER-docs
-  local name=$1 pattern=$2 src=$3 js=$4
+mutant() { # NAME PATTERN RENDERED.json JS-OVER-docs [VALIDATE ARGS]
+  local name=$1 pattern=$2 src=$3 js=$4 vargs=${5:-}
   node -e 'const fs = require("fs"); const d = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
     const docs = d.map((x) => x.object);
     const kind = (k, n) => docs.find((o) => o.kind === k && (!n || o.metadata.name === n));
     const main = (n) => kind("Job", n).spec.template.spec.containers[0];
     eval(process.argv[2]); fs.writeFileSync(process.argv[3], JSON.stringify(d));' "$src" "$js" "$WORK/mutant.json"
-  if node "$VALIDATE" "$WORK/mutant.json" > "$WORK/mutant.out" 2>&1; then
+  # shellcheck disable=SC2086
+  if node "$VALIDATE" "$WORK/mutant.json" $vargs > "$WORK/mutant.out" 2>&1; then
     bad "validate.mjs accepts $name"
   elif grep -q -- "$pattern" "$WORK/mutant.out"; then
     ok "validate.mjs refuses $name: $(grep -m1 -- "$pattern" "$WORK/mutant.out" | sed 's/^ *FAIL //')"
@@ -463,10 +469,13 @@ else
   bad "NOTES (snapshots on an emptyDir) must say a server's loss fails the job and why"
 fi
 
+. "$(dirname "$0")/chart_test_orchestration.sh"
+
 echo "== deploy/k8s/dtrain-rendered.yaml is the chart's rendering"
 # The job id is made anew by each rendering: compared as a placeholder.
-mask_job_id() { sed -E '/name: DTRAIN_JOB_ID$/{n;s/value: ".*"/value: "<job id>"/}'; }
-"$RENDER" --set metrics.grafanaDashboard.enabled=false dtrain "$CHART" | mask_job_id > "$WORK/rendered.yaml"
+mask_job_id() { sed -E -e '/name: DTRAIN_JOB_ID$/{n;s/value: ".*"/value: "<job id>"/}' -e 's|^(    dtrain.io/job-id:) ".*"|\1 "<job id>"|'; }
+"$RENDER" --set metrics.grafanaDashboard.enabled=false,persistence.data.storageClassName=nfs-client,persistence.checkpoints.storageClassName=nfs-client \
+  dtrain "$CHART" | mask_job_id > "$WORK/rendered.yaml"
 example="$SRC/deploy/k8s/dtrain-rendered.yaml"
 if [ ! -f "$example" ]; then
   bad "$example missing"

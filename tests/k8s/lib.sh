@@ -62,7 +62,7 @@ k8s_node_modules() {
   local dir="$BUILD/k8s/validate"
   mkdir -p "$dir"
   cp "$SRC/tests/k8s/validate/package.json" "$SRC/tests/k8s/validate/package-lock.json" \
-    "$SRC/tests/k8s/validate/validate.mjs" "$SRC/tests/k8s/validate/security.mjs" "$dir/"
+    "$SRC/tests/k8s/validate/"*.mjs "$dir/"
   # npm ci again only when the lock file changed; from npm's cache when it has the packages.
   if ! cmp -s "$dir/package-lock.json" "$dir/node_modules/.dtrain-lock" 2>/dev/null; then
     (cd "$dir" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error) ||

@@ -106,6 +106,8 @@ SETS=(
   # One LibTorch thread per worker: DTRAIN_THREADS comes from the CPU limit.
   --set worker.resources.limits.cpu=1,worker.resources.requests.cpu=1
   --set "inference.enabled=$HAVE_INFER,inference.watchInterval=1,inference.waitForModel=120"
+  # The claims are shared directories here; the chart wants a ReadWriteMany class named.
+  --set persistence.data.storageClassName=nfs-client,persistence.checkpoints.storageClassName=nfs-client
 )
 # More --set values for debugging, e.g. DTRAIN_K8S_SET=metrics.enabled=false
 if [ -n "${DTRAIN_K8S_SET:-}" ]; then SETS+=(--set "$DTRAIN_K8S_SET"); fi

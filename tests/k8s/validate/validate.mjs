@@ -8,6 +8,11 @@
 //                     [--tls off|existingSecret|certManager] [--tls-secret NAME] [--inference-tls-secret NAME]
 //                     [--token-secret NAME:KEY] [--network-policy on|off] [--metrics-namespace NS]
 //                     [--inference-from any|restricted]
+//                     [--orchestrator jobs|jobset] [--volcano on|off] [--kueue-queue Q] [--pdb on|off]
+//                     [--pdb-min-available worker=N,server=M]
+//
+// A JobSet is checked by hand and expanded into the Jobs its controller makes, which are then
+// checked as the chart's own Jobs are (orchestration.mjs).
 //
 // Prints one line per problem and exits 1 if there is any; 0 and a summary otherwise.
 import { readFileSync } from "node:fs";
@@ -15,8 +20,10 @@ import * as core from "kubernetes-models/v1";
 import * as apps from "kubernetes-models/apps/v1";
 import * as batch from "kubernetes-models/batch/v1";
 import * as networking from "kubernetes-models/networking.k8s.io/v1";
+import * as policy from "kubernetes-models/policy/v1";
 import * as monitoring from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { checkCertificate, checkTls, checkNetworkPolicies } from "./security.mjs";
+import { jobsOfJobSet, checkJobSet, checkPodGroup, checkGang, checkDisruptionBudgets } from "./orchestration.mjs";
 
 const MODELS = {
   "v1/Service": core.Service,
@@ -27,6 +34,7 @@ const MODELS = {
   "apps/v1/StatefulSet": apps.StatefulSet,
   "batch/v1/Job": batch.Job,
   "networking.k8s.io/v1/NetworkPolicy": networking.NetworkPolicy,
+  "policy/v1/PodDisruptionBudget": policy.PodDisruptionBudget,
   "monitoring.coreos.com/v1/PodMonitor": monitoring.PodMonitor,
   "monitoring.coreos.com/v1/ServiceMonitor": monitoring.ServiceMonitor,
 };
@@ -56,6 +64,11 @@ function parseArgs(argv) {
     else if (a === "--network-policy") opts.networkPolicy = next();
     else if (a === "--metrics-namespace") opts.metricsNamespace = next();
     else if (a === "--inference-from") opts.inferenceFrom = next();
+    else if (a === "--orchestrator") opts.orchestrator = next();
+    else if (a === "--volcano") opts.volcano = next();
+    else if (a === "--kueue-queue") opts.kueueQueue = next();
+    else if (a === "--pdb") opts.pdb = next();
+    else if (a === "--pdb-min-available") opts.pdbMinAvailable = Object.fromEntries(next().split(",").map((kv) => kv.split("=")).map(([k, v]) => [k, Number(v)]));
     else if (!opts.file) opts.file = a;
     else throw new Error(`unexpected argument ${a}`);
   }
@@ -74,6 +87,8 @@ const envValue = (c, name) => envOf(c)[name]?.value;
 function validateSchema(o) {
   // cert-manager's CRDs are not in kubernetes-models: its fields are checked by hand.
   if (`${o.apiVersion}/${o.kind}` === "cert-manager.io/v1/Certificate") return checkCertificate(o, problem);
+  if (o.kind === "JobSet") return checkJobSet(o, problem);
+  if (o.kind === "PodGroup") return checkPodGroup(o, problem);
   const Model = MODELS[`${o.apiVersion}/${o.kind}`];
   if (!Model) return problem(id(o), `no schema for ${o.apiVersion} ${o.kind}`);
   try {
@@ -229,7 +244,16 @@ function podTemplate(o) {
 
 function main() {
   const opts = parseArgs(process.argv.slice(2));
-  const docs = JSON.parse(readFileSync(opts.file, "utf8")).map((d) => d.object);
+  const rendered = JSON.parse(readFileSync(opts.file, "utf8")).map((d) => d.object);
+  // A JobSet stands for the Jobs its controller makes of it: those are checked as Jobs.
+  const docs = rendered.flatMap((o) => (o.kind === "JobSet" ? [o, ...jobsOfJobSet(o)] : [o]));
+  const jobsets = docs.filter((o) => o.kind === "JobSet");
+  if (opts.orchestrator !== undefined && (jobsets.length > 0) !== (opts.orchestrator === "jobset")) {
+    problem("chart", `${jobsets.length} JobSet(s), expected orchestrator ${opts.orchestrator}`);
+  }
+  if (jobsets.length && docs.some((o) => o.kind === "Job" && !o.metadata.annotations?.["validate.mjs/jobset"])) {
+    problem("chart", "Jobs beside a JobSet: the roles must run in one or the other");
+  }
   for (const o of docs) {
     validateSchema(o);
     checkLabels(o);
@@ -251,6 +275,8 @@ function main() {
       if (t.spec.restartPolicy !== "Never") problem(id(w), "a finished or failed rank must not be restarted (restartPolicy Never)");
       const svc = services[t.spec.subdomain];
       if (!svc) problem(id(w), `subdomain ${t.spec.subdomain} is not a Service of the chart`);
+      const tsub = w.metadata.annotations?.["validate.mjs/template-subdomain"];
+      if (tsub !== undefined && tsub !== t.spec.subdomain) problem(id(w), `pod template subdomain ${tsub}, but the JobSet puts its pods under ${t.spec.subdomain}`);
     }
     if (w.kind === "StatefulSet") {
       if (!services[w.spec.serviceName]) problem(id(w), `serviceName ${w.spec.serviceName} is not a Service of the chart`);
@@ -280,6 +306,21 @@ function main() {
       if (component(w) === "worker" && c.name === "worker" && opts.gpus !== undefined && (g ?? 0) !== opts.gpus) {
         problem(`${id(w)} ${c.name}`, `nvidia.com/gpu limit ${g ?? 0}, expected ${opts.gpus}`);
       }
+      // The worker uses the GPUs it was given: --gpus 0,...,N-1, as CUDA numbers them in the container.
+      if (component(w) === "worker" && c.name === "worker") {
+        const flag = (c.args ?? []).filter((a) => a.startsWith("--gpus")).join(" ");
+        const want = g ? `--gpus=${Array.from({ length: Number(g) }, (_, i) => i).join(",")}` : "";
+        if (flag !== want) problem(`${id(w)} ${c.name}`, `GPU flag '${flag}' for nvidia.com/gpu ${g ?? 0}, expected '${want}'`);
+      }
+    }
+    // Every volume mount names a volume of the pod (extraVolumeMounts without extraVolumes).
+    const volumeNames = new Set((t.spec.volumes ?? []).map((v) => v.name));
+    if (volumeNames.size !== (t.spec.volumes ?? []).length) problem(id(w), "two volumes of the same name");
+    for (const c of [...(t.spec.initContainers ?? []), ...t.spec.containers]) {
+      for (const m of c.volumeMounts ?? []) if (!volumeNames.has(m.name)) problem(`${id(w)} ${c.name}`, `volumeMount ${m.name} names no volume of the pod`);
+      const names = (c.env ?? []).map((e) => e.name);
+      const dup = names.find((n, i) => names.indexOf(n) !== i);
+      if (dup) problem(`${id(w)} ${c.name}`, `env ${dup} set twice`);
     }
     // Volumes: claims exist (or are declared existing).
     const claims = new Set([...byKind("PersistentVolumeClaim").map((p) => p.metadata.name), ...opts.existingClaims]);
@@ -330,6 +371,8 @@ function main() {
   // TLS and NetworkPolicies (security.mjs): returns whether the training pods speak TLS.
   const tlsOn = checkTls(docs, { sched, server, worker, infer: role("inference") }, opts, problem);
   checkNetworkPolicies(docs, workloads, opts, problem);
+  checkDisruptionBudgets(docs, workloads, opts, problem);
+  if (sched && server && worker) checkGang(docs, [sched, server, worker], role("inference"), opts, problem);
   if (!sched || !server || !worker) {
     problem("chart", "scheduler, server and worker workloads must all be rendered");
   } else {
