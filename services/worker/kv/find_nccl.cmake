@@ -25,7 +25,7 @@ if(NOT CUDAToolkit_FOUND)
 endif()
 if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
   list(APPEND _dtrain_cuda_missing
-    "NCCL (nccl.h: ${NCCL_INCLUDE_DIR}, libnccl: ${NCCL_LIBRARY}; set NCCL_ROOT)")
+    "NCCL (nccl.h: ${NCCL_INCLUDE_DIR}, libnccl: ${NCCL_LIBRARY}, set NCCL_ROOT)")
 endif()
 
 if(_dtrain_cuda_missing)
