@@ -204,8 +204,13 @@ upgrade_ok "jobset, same values" --set orchestrator=jobset $JS -- --set orchestr
 # shellcheck disable=SC2086
 upgrade_refused "jobset workers=4" "while its JobSet dtrain exists: changed workers." --set orchestrator=jobset -- --set orchestrator=jobset,workers=4 $JS
 # shellcheck disable=SC2086
-upgrade_refused "jobset to jobs" "while its JobSet dtrain exists: changed orchestrator." --set orchestrator=jobset -- $JS
-upgrade_refused "jobs to jobset" "while its Job dtrain-scheduler exists: changed orchestrator." -- --set orchestrator=jobset
+upgrade_refused "jobset activeDeadlineSeconds (replicated jobs are immutable)" "changed job. A Job's pod template is immutable" \
+  --set orchestrator=jobset -- --set orchestrator=jobset,job.activeDeadlineSeconds=600 $JS
+# shellcheck disable=SC2086
+upgrade_ok "jobset ttlSecondsAfterFinished" --set orchestrator=jobset -- --set orchestrator=jobset,job.ttlSecondsAfterFinished=600 $JS
+# shellcheck disable=SC2086
+upgrade_refused "jobset to jobs" "while its JobSet dtrain exists: changed job, orchestrator." --set orchestrator=jobset -- $JS
+upgrade_refused "jobs to jobset" "while its Job dtrain-scheduler exists: changed job, orchestrator." -- --set orchestrator=jobset
 # Without the JobSet API the cluster has no JobSet to find (Helm's lookup of an unknown kind fails: not looked up).
 if upgrade "jobset, cluster without the JobSet API" --set orchestrator=jobset -- --set orchestrator=jobset,workers=4; then
   ok "upgrade jobset without jobset.x-k8s.io/v1alpha2 served: not looked up"

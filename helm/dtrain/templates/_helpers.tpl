@@ -603,16 +603,20 @@ up whatever orchestrator is set now, so that switching it on upgrade is seen.
 A short hash of each top-level value the training pods are made of, as JSON
 ({"workers": "<12 hex>", ...}); the Jobs and the JobSet carry it as the annotation
 dtrain.io/training-values-sha256. Every value counts unless it is known to stay outside
-the Jobs' immutable pod templates: inference, networkPolicy, podDisruptionBudget, job
-(ttlSecondsAfterFinished and activeDeadlineSeconds may change), metrics but for enabled,
-port and podAnnotations, tls but for what the pods mount, recovery but for the job id
-made at install.
+the Jobs' immutable pod templates: inference, networkPolicy, podDisruptionBudget, job (a
+Job's ttlSecondsAfterFinished and activeDeadlineSeconds may change; a JobSet's replicated
+jobs may not, so with orchestrator jobset activeDeadlineSeconds counts), metrics but for
+enabled, port and podAnnotations, tls but for what the pods mount, recovery but for the
+job id made at install.
 */}}
 {{- define "dtrain.trainingHashes" -}}
 {{- $v := .Values -}}
 {{- $out := dict -}}
+{{- $skip := list "inference" "networkPolicy" "podDisruptionBudget" -}}
+{{- if eq $v.orchestrator "jobs" }}{{ $skip = append $skip "job" }}{{ end -}}
 {{- range $k, $val := $v -}}
-{{- if not (has $k (list "inference" "networkPolicy" "podDisruptionBudget" "job")) -}}
+{{- if not (has $k $skip) -}}
+{{- if eq $k "job" }}{{ $val = pick $val "activeDeadlineSeconds" }}{{ end -}}
 {{- if eq $k "metrics" }}{{ $val = pick $val "enabled" "port" "podAnnotations" }}{{ end -}}
 {{- if eq $k "recovery" }}{{ $val = omit $val "madeJobId" }}{{ end -}}
 {{- if eq $k "tls" }}{{ $val = dict "enabled" $val.enabled "existingSecret" $val.existingSecret "certManager" ($val.certManager | default dict).enabled }}{{ end -}}
@@ -640,7 +644,7 @@ carries no hashes (made by an older chart).
 {{- range $k, $h := $now }}{{ if ne (toString (get $was $k)) (toString $h) }}{{ $changed = append $changed $k }}{{ end }}{{ end -}}
 {{- range $k, $h := $was }}{{ if not (hasKey $now $k) }}{{ $changed = append $changed $k }}{{ end }}{{ end -}}
 {{- if $changed -}}
-{{- fail (printf "helm upgrade cannot change the training of release %s while its %s %s exists: changed %s. A Job's pod template is immutable, so the upgrade would fail half-way. Change only inference.*, metrics.podMonitor/serviceMonitor/grafanaDashboard, networkPolicy.*, podDisruptionBudget.* or job.*; to train with new values, helm uninstall %s (the claims are kept) and helm install again (train.loadEpoch resumes from a checkpoint)" .Release.Name $old.kind $old.metadata.name (join ", " $changed) .Release.Name) -}}
+{{- fail (printf "helm upgrade cannot change the training of release %s while its %s %s exists: changed %s. A Job's pod template is immutable, so the upgrade would fail half-way. Change only inference.*, metrics.podMonitor/serviceMonitor/grafanaDashboard, networkPolicy.*, podDisruptionBudget.* or %s; to train with new values, helm uninstall %s (the claims are kept) and helm install again (train.loadEpoch resumes from a checkpoint)" .Release.Name $old.kind $old.metadata.name (join ", " (sortAlpha $changed)) (ternary "job.*" "job.ttlSecondsAfterFinished" (eq .Values.orchestrator "jobs")) .Release.Name) -}}
 {{- end -}}
 {{- end -}}
 {{- end }}
