@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/safetensors.h"
 #include "common/log.h"
 
 namespace dtrain::checkpoint {
@@ -68,7 +69,8 @@ absl::StatusOr<std::vector<CheckpointFile>> ListCheckpointFiles(const std::strin
       continue;
     }
     // Only names the writers produce: "-00001.params" is not epoch 1's file.
-    if (name == ParamsPath(p.base, epoch) || name == StatesPath(p.base, epoch)) {
+    if (name == ParamsPath(p.base, epoch) || name == StatesPath(p.base, epoch) ||
+        name == SafetensorsPath(p.base, epoch)) {
       files.push_back({epoch, p.Path(name)});
     }
   }

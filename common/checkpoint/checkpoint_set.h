@@ -12,11 +12,11 @@ namespace dtrain::checkpoint {
 
 struct CheckpointFile {
   int epoch = 0;
-  std::string path;  // PREFIX-NNNN.params or PREFIX-NNNN.states
+  std::string path;  // PREFIX-NNNN.params, .states or .safetensors
 };
 
-// Every PREFIX-NNNN.params and PREFIX-NNNN.states (names exactly as ParamsPath and
-// StatesPath write them), by epoch then name. Empty when the directory does not exist
+// Every PREFIX-NNNN.params, .states and .safetensors (names exactly as ParamsPath,
+// StatesPath and SafetensorsPath write them), by epoch then name. Empty when the directory does not exist
 // yet; NOT_FOUND naming it if it exists but cannot be listed.
 absl::StatusOr<std::vector<CheckpointFile>> ListCheckpointFiles(const std::string& prefix);
 

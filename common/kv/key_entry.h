@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,9 +23,10 @@ struct ParkedPull {
   int64_t min_version;
   absl::Time parked_at;
   absl::Time deadline;
-  PullCallback done;
+  PullAnswerCallback done;
   uint64_t owner = 0;  // see ShardStore::DropPulls
   PullMode mode = PullMode::kAtLeast;
+  int64_t held_version = -1;  // ShardStore::PullDelta's; -1: a plain pull
 };
 
 // One key. `shape` and `numel` are fixed at creation; the rest is guarded by `mu`.
@@ -130,6 +132,13 @@ struct KeyEntry {
   std::vector<int64_t> last_push_step ABSL_GUARDED_BY(mu);
   std::vector<int64_t> last_pull_version ABSL_GUARDED_BY(mu);
   std::vector<ParkedPull> parked ABSL_GUARDED_BY(mu);
+  // Pull compression (StoreConfig::pull_compression): the packed change that took the
+  // weights from pull_delta_version - 1 to pull_delta_version (-1: none packed since
+  // the key was made or restored), and a spare buffer for the update when no previous
+  // version is kept.
+  std::string pull_delta ABSL_GUARDED_BY(mu);
+  int64_t pull_delta_version ABSL_GUARDED_BY(mu) = -1;
+  std::vector<float> scratch ABSL_GUARDED_BY(mu);
   // SSP (MergeMode::kSsp): pushes ahead of `version`, by step (at most `staleness`
   // steps); empty in the other modes.
   std::map<int64_t, AheadStep> ahead ABSL_GUARDED_BY(mu);

@@ -45,6 +45,10 @@ ABSL_ATTRIBUTE_NOINLINE void AddInto(float* __restrict acc, const float* __restr
   ForEachElement(n, [=](int64_t i) { acc[i] += g[i]; });
 }
 
+ABSL_ATTRIBUTE_NOINLINE void SubtractFrom(float* __restrict acc, const float* __restrict g, int64_t n) {
+  ForEachElement(n, [=](int64_t i) { acc[i] -= g[i]; });
+}
+
 ABSL_ATTRIBUTE_NOINLINE void DivideBy(float* __restrict acc, int64_t n, float d) {
   ForEachElement(n, [=](int64_t i) { acc[i] /= d; });
 }
@@ -63,6 +67,11 @@ struct Setup {
   std::unique_ptr<WorkerFence> fence;
   // Keys keep their previous version's weights (sync with keep_previous_version).
   bool keep_previous = false;
+  // Pull compression (StoreConfig::pull_compression; null: none), and the state floats
+  // per element: the optimizer's slots, then the pull residual's one.
+  std::unique_ptr<GradientCodec> pull_codec;
+  int64_t optimizer_slots = 0;
+  int64_t state_slots = 0;
   // Server snapshots (sync only): every `snapshot_every` versions, a key's copy goes to the sink.
   int64_t snapshot_every = 0;
   SnapshotSink snapshot_sink;
@@ -166,7 +175,7 @@ struct ShardStore::Impl {
         AnswerExact(key, k, it->worker_rank, it->min_version, it->done);
         continue;
       }
-      it->done(absl::OkStatus(), k.version, k.values.data(), k.numel);
+      it->done(absl::OkStatus(), AnswerOf(s, k, it->held_version));
     }
     CountParked(&s, -static_cast<int64_t>(k.parked.end() - ready));
     k.parked.erase(ready, k.parked.end());
@@ -174,21 +183,64 @@ struct ShardStore::Impl {
 
   // An exact pull of `version`, held or older than held: answers the weights of that
   // version, or FAILED_PRECONDITION naming what is held.
-  static void AnswerExact(uint64_t key, KeyEntry& k, int worker_rank, int64_t version, const PullCallback& done)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  static void AnswerExact(uint64_t key, KeyEntry& k, int worker_rank, int64_t version,
+                          const PullAnswerCallback& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     const float* data = nullptr;
     if (!k.WeightsAt(version, &data)) {
       done(absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", version, " by worker ",
                                                       worker_rank, ": ", HeldText(k))),
-           k.version, nullptr, 0);
+           PullAnswer{k.version});
       return;
     }
     k.last_pull_version[worker_rank] = version;
-    done(absl::OkStatus(), version, data, k.numel);
+    done(absl::OkStatus(), PullAnswer{version, data, k.numel});
+  }
+
+  // The answer to a pull of the current weights by a worker holding `held_version`
+  // (-1: unknown): with the packed change from it when there is one.
+  static PullAnswer AnswerOf(const Setup& s, const KeyEntry& k, int64_t held_version)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    PullAnswer a{k.version, k.values.data(), k.numel};
+    if (held_version >= 0 && held_version + 1 == k.version && k.pull_delta_version == k.version &&
+        s.pull_codec != nullptr) {
+      a.delta = k.pull_delta.data();
+      a.delta_bytes = static_cast<int64_t>(k.pull_delta.size());
+      a.delta_type = s.pull_codec->type();
+    }
+    return a;
+  }
+
+  // Pull compression: the optimizer's new weights go to a spare buffer; their change
+  // from the current weights, plus what earlier packing lost (the residual, kept as the
+  // last slot of the key's state), is packed once; and the weights move by exactly what
+  // the packed bytes unpack to, added the way a worker adds them, so that its copy and
+  // ours stay equal bit for bit. What packing lost is sent with a later step's change.
+  void ApplyPacked(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    const int64_t n = k.numel;
+    if (!k.keeps_previous) k.scratch.resize(static_cast<size_t>(n));
+    float* next = k.keeps_previous ? k.previous.data() : k.scratch.data();
+    const float* current = k.values.data();
+    s.optimizer->UpdateInto(k.version, current, next, grad, k.state.data(), n);
+    SubtractFrom(next, current, n);  // the change the optimizer asks for
+    float* residual = k.state.data() + s.optimizer_slots * n;
+    k.pull_delta.resize(static_cast<size_t>(s.pull_codec->PackedBytes(n)));
+    s.pull_codec->Encode(next, residual, n, k.pull_delta.data());
+    // The length is the codec's own: Decode cannot refuse it.
+    s.pull_codec->Decode(k.pull_delta.data(), static_cast<int64_t>(k.pull_delta.size()), next, n).IgnoreError();
+    AddInto(next, current, n);
+    if (k.keeps_previous) {
+      k.values.swap(k.previous);
+      k.previous_version = k.version;
+    } else {
+      k.values.swap(k.scratch);
+    }
+    k.pull_delta_version = k.version + 1;
   }
 
   void Apply(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    if (k.keeps_previous) {
+    if (s.pull_codec != nullptr) {
+      ApplyPacked(s, k, grad);
+    } else if (k.keeps_previous) {
       // Into the spare buffer, then swap: the old weights become the previous version
       // (what this step was computed from, for a worker that must redo it) with no
       // copy and no allocation, and the same memory traffic as an update in place.
@@ -264,7 +316,7 @@ struct ShardStore::Impl {
       if (k->parked.empty()) continue;
       auto gone = std::stable_partition(k->parked.begin(), k->parked.end(),
                                         [&match](const ParkedPull& p) { return !match(p); });
-      for (auto it = gone; it != k->parked.end(); ++it) it->done(why(key), k->version, nullptr, 0);
+      for (auto it = gone; it != k->parked.end(); ++it) it->done(why(key), PullAnswer{k->version});
       const int64_t n = k->parked.end() - gone;
       k->parked.erase(gone, k->parked.end());
       CountParked(s, -n);
@@ -295,8 +347,8 @@ ShardStore::~ShardStore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   for (auto& [key, k] : impl_->keys) {
     absl::MutexLock lock(&k->mu);
     for (ParkedPull& p : k->parked) {
-      p.done(absl::CancelledError(absl::StrCat("key ", key, ": parameter server shutting down")), k->version,
-             nullptr, 0);
+      p.done(absl::CancelledError(absl::StrCat("key ", key, ": parameter server shutting down")),
+             PullAnswer{k->version});
     }
     impl_->CountParked(impl_->setup.get(), -static_cast<int64_t>(k->parked.size()));
     k->parked.clear();
@@ -324,11 +376,23 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
                                                    " is over this server's cap of ", impl_->limits.max_workers,
                                                    " workers (--max-workers)"));
   }
+  if (config.pull_compression != CompressionType::kNone) {
+    if (absl::Status s = ValidateSpec({config.pull_compression, 1.0f}); !s.ok()) return s;
+    if (config.mode != MergeMode::kSync || config.pull_compression == CompressionType::kTwoBit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pull compression ", CompressionTypeName(config.pull_compression), " with mode ", ModeName(config.mode),
+          ": pulls are compressed in dist_sync only (a packed change is from the step a worker pushed), and "
+          "with fp16, int8 or 1bit (2bit's fixed quantum does not fit weight changes)"));
+    }
+  }
   absl::StatusOr<std::unique_ptr<Optimizer>> opt = CreateOptimizer(config.optimizer);
   if (!opt.ok()) return opt.status();
   auto setup = std::make_unique<Setup>();
   setup->config = config;
   setup->optimizer = *std::move(opt);
+  setup->pull_codec = MakeCodec({config.pull_compression, 1.0f});
+  setup->optimizer_slots = setup->optimizer->StateSlots();
+  setup->state_slots = setup->optimizer_slots + (setup->pull_codec != nullptr ? 1 : 0);
   setup->rule = CreateMergeRule(config);
   setup->observer = impl_->observer;
   setup->last_heard = std::make_unique<std::atomic<int64_t>[]>(config.num_workers);
@@ -366,11 +430,13 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
   }
   if (numel > 0 && values == nullptr) return absl::InvalidArgumentError(absl::StrCat("key ", key, ": no values"));
   if (version < 0) return absl::InvalidArgumentError(absl::StrCat("key ", key, ": negative version ", version));
-  const int64_t state_size = setup->optimizer->StateSlots() * numel;
+  const int64_t state_size = setup->state_slots * numel;
   if (!state.empty() && static_cast<int64_t>(state.size()) != state_size) {
-    return absl::InvalidArgumentError(absl::StrCat("key ", key, ": optimizer state has ", state.size(),
-                                                   " floats, want ", state_size, " (", setup->config.optimizer.name,
-                                                   " state for ", numel, " elements)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key ", key, ": optimizer state has ", state.size(), " floats, want ", state_size, " (",
+        setup->config.optimizer.name, " state for ", numel, " elements",
+        setup->pull_codec != nullptr ? ", plus the pull compression's residual" : "",
+        "; was the checkpoint written with another --optimizer, --momentum or --pull-gc-type?)"));
   }
   auto it = impl_->keys.find(key);
   if (it != impl_->keys.end()) {
@@ -385,7 +451,12 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
   }
   // numel and state_size are bounded by the bytes that came with the request.
   const bool keep_previous = setup->keep_previous;
-  const int64_t bytes = ((keep_previous ? 2 : 1) * numel + state_size) * static_cast<int64_t>(sizeof(float));
+  // Pull compression adds the packed change, and a spare buffer where no previous
+  // version is kept.
+  const int64_t packed_bytes = setup->pull_codec != nullptr ? setup->pull_codec->PackedBytes(numel) : 0;
+  const int64_t spare = setup->pull_codec != nullptr && !keep_previous ? numel : 0;
+  const int64_t bytes =
+      ((keep_previous ? 2 : 1) * numel + spare + state_size) * static_cast<int64_t>(sizeof(float)) + packed_bytes;
   if (bytes > limits.max_bytes - impl_->bytes_held) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "key ", key, ": its ", bytes, " bytes of weights",
@@ -459,6 +530,19 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
 
 void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done,
                       uint64_t owner, PullMode mode) {
+  PullImpl(
+      worker_rank, key, min_version, /*held_version=*/-1, deadline,
+      [done = std::move(done)](const absl::Status& s, const PullAnswer& a) { done(s, a.version, a.data, a.numel); },
+      owner, mode);
+}
+
+void ShardStore::PullDelta(int worker_rank, uint64_t key, int64_t min_version, int64_t held_version,
+                           absl::Time deadline, PullAnswerCallback done, uint64_t owner) {
+  PullImpl(worker_rank, key, min_version, held_version, deadline, std::move(done), owner, PullMode::kAtLeast);
+}
+
+void ShardStore::PullImpl(int worker_rank, uint64_t key, int64_t min_version, int64_t held_version,
+                          absl::Time deadline, PullAnswerCallback done, uint64_t owner, PullMode mode) {
   KeyEntry* k = nullptr;
   const Setup* setup = nullptr;
   absl::Status s = impl_->Find(key, &k, &setup);
@@ -470,7 +554,7 @@ void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::
                                                    ": exact pulls are for dist_sync; this server runs async"));
   }
   if (!s.ok()) {
-    done(s, 0, nullptr, 0);
+    done(s, PullAnswer{});
     return;
   }
   NoteHeardFrom(worker_rank);
@@ -482,11 +566,11 @@ void ShardStore::Pull(int worker_rank, uint64_t key, int64_t min_version, absl::
   }
   if (mode == PullMode::kAtLeast && setup->rule->CanAnswerPull(k->Progress(key, worker_rank), min_version)) {
     k->last_pull_version[worker_rank] = k->version;
-    done(absl::OkStatus(), k->version, k->values.data(), k->numel);
+    done(absl::OkStatus(), Impl::AnswerOf(*setup, *k, held_version));
     return;
   }
   if (k->pending_count == 0 && k->parked.empty()) k->waiting_since = impl_->clock();
-  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner, mode});
+  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner, mode, held_version});
   impl_->CountParked(setup, 1);
 }
 
@@ -598,7 +682,7 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
       it->done(absl::DeadlineExceededError(absl::StrCat(
                    why, "; worker ", it->worker_rank, "'s pull of version ", it->min_version, " timed out after ",
                    absl::ToInt64Seconds(now - it->parked_at), " s")),
-               k->version, nullptr, 0);
+               PullAnswer{k->version});
     }
     impl_->CountParked(setup, -static_cast<int64_t>(k->parked.end() - expired));
     k->parked.erase(expired, k->parked.end());
@@ -707,7 +791,7 @@ absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step
                                                      " keys, this server holds ", impl_->keys.size()));
     }
     // Everything is checked before anything changes: a rollback is all or nothing.
-    const int64_t slots = setup->optimizer->StateSlots();
+    const int64_t slots = setup->state_slots;
     for (const KeyState& ks : keys) {
       auto it = impl_->keys.find(ks.key);
       if (it == impl_->keys.end()) {
@@ -731,10 +815,11 @@ absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step
     std::copy(ks->optimizer_state.begin(), ks->optimizer_state.end(), k->state.begin());
     k->version = step;
     k->previous_version = -1;  // the previous weights are those of the abandoned timeline
+    k->pull_delta_version = -1;  // and so is the last packed change
     std::fill(k->last_push_step.begin(), k->last_push_step.end(), -1);
     std::fill(k->last_pull_version.begin(), k->last_pull_version.end(), -1);
     for (ParkedPull& p : k->parked) {
-      p.done(absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")")), k->version, nullptr, 0);
+      p.done(absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")")), PullAnswer{k->version});
     }
     impl_->CountParked(setup, -static_cast<int64_t>(k->parked.size()));
     k->parked.clear();

@@ -27,6 +27,21 @@ namespace dtrain::kv {
 using PullCallback =
     std::function<void(const absl::Status& status, int64_t version, const float* data, int64_t numel)>;
 
+// What PullDelta answers: the weights at `version` (numel floats at `data`) and, where
+// the store could, the packed change that took them from `version - 1` to `version`
+// (StoreConfig::pull_compression; delta_bytes at `delta`, packed by `delta_type`'s
+// codec; null otherwise). Valid only during the call, as for PullCallback. On error
+// `data` and `delta` are null.
+struct PullAnswer {
+  int64_t version = 0;
+  const float* data = nullptr;
+  int64_t numel = 0;
+  const char* delta = nullptr;
+  int64_t delta_bytes = 0;
+  CompressionType delta_type = CompressionType::kNone;
+};
+using PullAnswerCallback = std::function<void(const absl::Status& status, const PullAnswer& answer)>;
+
 // What the store reports as it works, for metrics (the server implements it over
 // prometheus; the store stays free of it). Called with a key's lock held, from any
 // thread: implementations must be cheap and must not call back into the store.
@@ -66,7 +81,8 @@ class ShardStore {
   // Caps on what Configure and InitKey accept (store_config.h); set before Configure.
   void SetLimits(const StoreLimits& limits);
 
-  // Sets mode, worker count and optimizer. Repeating an identical config is OK (a
+  // Sets mode, worker count, optimizer and pull compression (INVALID_ARGUMENT for pull
+  // compression outside kSync, or 2bit). Repeating an identical config is OK (a
   // worker 0 that restarts); a different one is FAILED_PRECONDITION saying what differs.
   // num_workers over StoreLimits::max_workers is INVALID_ARGUMENT naming the cap and
   // its dtrain-server flag (--max-workers).
@@ -75,7 +91,8 @@ class ShardStore {
 
   // Creates a key. An existing key with the same shape is left unchanged (OK);
   // a different shape is FAILED_PRECONDITION. `state` may be empty (fresh start) or
-  // hold StateSlots() * numel floats (resume); `version` is the resumed update count.
+  // hold StateSlots() * numel floats (resume), plus numel more with pull compression
+  // (its residual); `version` is the resumed update count.
   // A shape has at most 32 dimensions.
   // RESOURCE_EXHAUSTED, naming the cap and its dtrain-server flag, when the key would
   // take the store over StoreLimits::max_keys (--max-keys) or max_bytes
@@ -108,6 +125,16 @@ class ShardStore {
   // the data it gets.
   void Pull(int worker_rank, uint64_t key, int64_t min_version, absl::Time deadline, PullCallback done,
             uint64_t owner = 0, PullMode mode = PullMode::kAtLeast);
+
+  // As Pull (kAtLeast), from a worker that holds the key's weights of `held_version`
+  // exactly as this store had them (in dist_sync: the step it just pushed). When the
+  // answer's version is held_version + 1 and the store packed that step's change
+  // (StoreConfig::pull_compression; not after a restart or a Restore until the next
+  // merge), the answer carries the packed change too, and the worker may take it
+  // instead of the weights: adding its unpacked values to the held weights gives the
+  // answer's weights bit for bit. held_version < 0: never.
+  void PullDelta(int worker_rank, uint64_t key, int64_t min_version, int64_t held_version, absl::Time deadline,
+                 PullAnswerCallback done, uint64_t owner = 0);
 
   // Fails (CANCELLED) and forgets every parked pull tagged `owner` (non-zero): the
   // stream that asked is gone, so nothing it left behind may stay. Returns how many.
@@ -187,6 +214,10 @@ class ShardStore {
 
  private:
   struct Impl;
+  // Pull and PullDelta: `held_version` -1 for a plain pull.
+  void PullImpl(int worker_rank, uint64_t key, int64_t min_version, int64_t held_version, absl::Time deadline,
+                PullAnswerCallback done, uint64_t owner, PullMode mode);
+
   std::unique_ptr<Impl> impl_;
 };
 

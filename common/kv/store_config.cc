@@ -31,6 +31,10 @@ std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b) {
     d.push_back(absl::StrCat("keep_previous_version ", a.keep_previous_version ? "true" : "false", " vs ",
                              b.keep_previous_version ? "true" : "false"));
   }
+  if (a.pull_compression != b.pull_compression) {
+    d.push_back(absl::StrCat("pull_compression ", CompressionTypeName(a.pull_compression), " vs ",
+                             CompressionTypeName(b.pull_compression)));
+  }
   const OptimizerOptions& x = a.optimizer;
   const OptimizerOptions& y = b.optimizer;
   cmp("optimizer.name", x.name, y.name);

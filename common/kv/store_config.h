@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/kv/compression/gradient_codec.h"
 #include "common/kv/optimizer.h"
 
 namespace dtrain::kv {
@@ -37,6 +38,13 @@ struct StoreConfig {
   // kSsp: how many steps a worker may run ahead of the slowest (0..kMaxStaleness).
   // Each key then holds up to staleness more steps of pushes (num_workers gradients each).
   int staleness = 0;
+  // Pull compression (kSync only; not kTwoBit, whose fixed quantum does not fit weight
+  // deltas): each merged step's change to a key's weights is packed by this codec once,
+  // the key's weights move by exactly the unpacked change, and what packing lost is
+  // kept as one more slot of the key's state (after the optimizer's), so it is saved,
+  // snapshotted and restored with the rest. ShardStore::PullDelta answers with the
+  // packed change. kNone: the optimizer's weights as they are.
+  CompressionType pull_compression = CompressionType::kNone;
 };
 
 inline constexpr int kMaxStaleness = 64;

@@ -27,6 +27,10 @@ int StatusCommand(const std::vector<std::string>& args);
 // dtrain plot PREFIX [--output FILE.png|FILE.svg]: PREFIX-metrics.csv drawn by gnuplot.
 int PlotCommand(const std::vector<std::string>& args);
 
+// dtrain export PREFIX --epoch N [--format safetensors] [--output FILE]: a checkpoint's
+// weights in a format other tools read (common/checkpoint/safetensors.h).
+int ExportCommand(const std::vector<std::string>& args);
+
 // dtrain certs --dir DIR [--job NAME] -n W -s S [--names a,b]: a CA and a certificate
 // per process for a hand-launched job with mutual TLS.
 int CertsCommand(const std::vector<std::string>& args);

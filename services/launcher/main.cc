@@ -26,6 +26,7 @@ const std::vector<Command>& Commands() {
       {"run", "run the role named by DTRAIN_ROLE or DMLC_ROLE", RunCommand},
       {"status", "show a running job's nodes: role, rank, state, step, speed", StatusCommand},
       {"health", "ask a gRPC server's health service, over TLS if need be (exec probes)", HealthCommand},
+      {"export", "write a checkpoint's weights as safetensors (Python, numpy, other frameworks)", ExportCommand},
       {"plot", "draw PREFIX-metrics.csv (loss, accuracy, speed per epoch) to PNG/SVG", PlotCommand},
       {"scheduler", "run dtrain-scheduler", [](const auto& a) { return ExecRole("scheduler", a); }},
       {"server", "run dtrain-server", [](const auto& a) { return ExecRole("server", a); }},

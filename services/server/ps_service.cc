@@ -196,12 +196,20 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
     // A worker that replaces a dead one may have to redo a step that already merged on
     // some keys: it pulls their previous version (PushPullRequest.exact_version).
     config.keep_previous_version = config.mode == kv::MergeMode::kSync;
-    s = store_->Configure(config);
+    if (!v1::Compression_IsValid(req->pull_compression())) {
+      s = absl::InvalidArgumentError(absl::StrCat("unknown pull_compression ", req->pull_compression(),
+                                                  " (want COMPRESSION_NONE, _FP16, _INT8 or _1BIT)"));
+    }
+    config.pull_compression = static_cast<kv::CompressionType>(req->pull_compression());
+    if (s.ok()) s = store_->Configure(config);
     if (s.ok()) {
       DTRAIN_LOG(INFO) << "configured: " << req->kv_store()
                        << (config.mode == kv::MergeMode::kSsp ? absl::StrCat(" (staleness ", config.staleness, ")") : "")
                        << ", " << config.num_workers << " workers, optimizer "
-                       << config.optimizer.name << " lr " << config.optimizer.learning_rate;
+                       << config.optimizer.name << " lr " << config.optimizer.learning_rate
+                       << (config.pull_compression != kv::CompressionType::kNone
+                               ? absl::StrCat(", pull compression ", kv::CompressionTypeName(config.pull_compression))
+                               : std::string());
       // A restarted chain member is configured the same way before it gets a key.
       if (options_.catch_up != nullptr) options_.catch_up->NoteConfigure(*req);
     }

@@ -218,45 +218,77 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
   // `metrics` outlives every stream and parked pull: the server is shut down before it.
   // A replica the worker takes no weights from (replication) answers the version only.
   const bool version_only = req.version_only();
-  store_->Pull(req.worker_rank(), req.key(), min_version, absl::Now() + wait,
-               [box = box_, resp = std::move(resp), metrics, version_only, catch_up = options_.catch_up,
-                key = req.key()](const absl::Status& s, int64_t version, const float* data, int64_t numel) mutable {
-                 // Runs under the key's lock: copy the weights out and queue, nothing more.
-                 SetStatus(s, &resp);
-                 if (!s.ok()) {
-                   if (metrics != nullptr) metrics->RequestFailed();
-                   Send(box, resp);
-                   return;
-                 }
-                 if (metrics != nullptr) {
-                   metrics->PullAnswered(version_only ? 0 : numel * static_cast<int64_t>(sizeof(float)));
-                 }
-                 resp.set_version(version);
-                 grpc::Slice weights;
-                 if (!version_only) weights = kv::CopyToSlice(data, numel);
-                 auto answer = [box, version_only](const v1::PushPullResponse& r, grpc::Slice w) {
-                   if (version_only) {
-                     Send(box, r);
-                   } else {
-                     Send(box, kv::EncodeWithPayload(r, v1::PushPullResponse::kDataFieldNumber, std::move(w)));
-                   }
-                 };
-                 // Replication: a restarted chain member may have to get the key first
-                 // (replica_catch_up.h); the answer then says so.
-                 if (catch_up != nullptr &&
-                     catch_up->Hold(key, version, [answer, resp, weights](const std::vector<JoinedServer>& joined) {
-                       v1::PushPullResponse r = resp;
-                       for (const JoinedServer& j : joined) {
-                         r.add_joined_servers(j.rank);
-                         r.add_joined_addresses(j.address);
-                       }
-                       answer(r, weights);
-                     })) {
-                   return;
-                 }
-                 answer(resp, std::move(weights));
-               },
-               owner_, req.exact_version() ? kv::PullMode::kExact : kv::PullMode::kAtLeast);
+  auto answer_pull = [box = box_, resp = std::move(resp), metrics, version_only,
+                      catch_up = options_.catch_up,
+                      key = req.key()](const absl::Status &s,
+                                       const kv::PullAnswer &a) mutable {
+    // Runs under the key's lock: copy the weights out and queue, nothing more.
+    SetStatus(s, &resp);
+    if (!s.ok()) {
+      if (metrics != nullptr)
+        metrics->RequestFailed();
+      Send(box, resp);
+      return;
+    }
+    const int64_t weight_bytes = a.numel * static_cast<int64_t>(sizeof(float));
+    // Pull compression: the step's packed change where the worker asked
+    // for it and the store has it (ShardStore::PullDelta), else the weights.
+    const bool packed = !version_only && a.delta != nullptr;
+    if (metrics != nullptr && !version_only) {
+      metrics->PullAnswered(packed ? a.delta_bytes : weight_bytes,
+                            weight_bytes);
+    }
+    resp.set_version(a.version);
+    grpc::Slice weights;
+    if (packed) {
+      resp.set_compression(static_cast<v1::Compression>(a.delta_type));
+      weights = grpc::Slice(a.delta, static_cast<size_t>(a.delta_bytes));
+    } else if (!version_only) {
+      weights = kv::CopyToSlice(a.data, a.numel);
+    }
+    auto answer = [box, version_only](const v1::PushPullResponse &r,
+                                      grpc::Slice w) {
+      if (version_only) {
+        Send(box, r);
+      } else {
+        Send(box, kv::EncodeWithPayload(
+                      r, v1::PushPullResponse::kDataFieldNumber, std::move(w)));
+      }
+    };
+    // Replication: a restarted chain member may have to get the key first
+    // (replica_catch_up.h); the answer then says so.
+    if (catch_up != nullptr &&
+        catch_up->Hold(
+            key, a.version,
+            [answer, resp, weights](const std::vector<JoinedServer> &joined) {
+              v1::PushPullResponse r = resp;
+              for (const JoinedServer &j : joined) {
+                r.add_joined_servers(j.rank);
+                r.add_joined_addresses(j.address);
+              }
+              answer(r, weights);
+            })) {
+      return;
+    }
+    answer(resp, std::move(weights));
+  };
+  const absl::Time deadline = absl::Now() + wait;
+  if (req.exact_version()) {
+    store_->Pull(
+        req.worker_rank(), req.key(), min_version, deadline,
+        [answer_pull =
+             std::move(answer_pull)](const absl::Status &s, int64_t version,
+                                     const float *data, int64_t numel) mutable {
+          answer_pull(s, kv::PullAnswer{version, data, numel});
+        },
+        owner_, kv::PullMode::kExact);
+    return;
+  }
+  // A push-pull's worker holds the weights of the step it pushed (pull_delta
+  // says so).
+  store_->PullDelta(req.worker_rank(), req.key(), min_version,
+                    req.pull_delta() ? req.step() : -1, deadline,
+                    std::move(answer_pull), owner_);
 }
 
 bool PushPullReactor::Admit(const v1::PushPullRequest& req, v1::PushPullResponse& resp) {

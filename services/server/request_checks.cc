@@ -69,7 +69,11 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
   }
   if (!v1::Compression_IsValid(req.compression())) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": unknown compression ", req.compression(),
-                                                   " (want COMPRESSION_NONE, _2BIT, _1BIT or _FP16)"));
+                                                   " (want COMPRESSION_NONE, _2BIT, _1BIT, _FP16 or _INT8)"));
+  }
+  if (req.pull_delta() && req.op() != v1::OP_PUSH_PULL) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": pull_delta is for push-pulls (the change is from the step pushed)"));
   }
   if (!push && (req.compression() != v1::COMPRESSION_NONE || req.gc_threshold() != 0)) {
     return absl::InvalidArgumentError(

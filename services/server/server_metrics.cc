@@ -18,7 +18,11 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
   push_unpacked_bytes_ = &AddCounter(r, "dtrain_server_push_uncompressed_bytes_total",
                                      "Bytes of the float32 gradients the accepted pushes unpacked to (equal to "
                                      "push_bytes without gradient compression).");
-  pull_bytes_ = &AddCounter(r, "dtrain_server_pull_bytes_total", "Weight bytes sent in answers to pulls.");
+  pull_bytes_ = &AddCounter(r, "dtrain_server_pull_bytes_total",
+                            "Bytes sent in answers to pulls (weights, or their packed change with --pull-gc-type).");
+  pull_weight_bytes_ = &AddCounter(r, "dtrain_server_pull_uncompressed_bytes_total",
+                                   "What the answers to pulls are as float32 weights: over "
+                                   "dtrain_server_pull_bytes_total, the pull compression ratio.");
   request_errors_ = &AddCounter(r, "dtrain_server_request_errors_total",
                                 "Requests answered with an error (bad key or size, timeout, ...).");
   updates_ = &AddCounter(r, "dtrain_server_updates_applied_total",
@@ -61,7 +65,10 @@ void ServerMetrics::PushReceived(int64_t bytes) {
 
 void ServerMetrics::PullRequested() { pull_requests_->Increment(); }
 
-void ServerMetrics::PullAnswered(int64_t bytes) { pull_bytes_->Increment(static_cast<double>(bytes)); }
+void ServerMetrics::PullAnswered(int64_t bytes, int64_t weight_bytes) {
+  pull_bytes_->Increment(static_cast<double>(bytes));
+  pull_weight_bytes_->Increment(static_cast<double>(weight_bytes));
+}
 
 void ServerMetrics::RequestFailed() { request_errors_->Increment(); }
 

@@ -26,7 +26,9 @@ class ServerMetrics {
   // the push was compressed), so that push_bytes / this is the compression ratio.
   void PushUnpacked(int64_t bytes);
   void PullRequested();
-  void PullAnswered(int64_t bytes);
+  // `bytes` sent; `weight_bytes`: what the weights are as float32s (more than `bytes`
+  // when the answer is a packed change, --pull-gc-type).
+  void PullAnswered(int64_t bytes, int64_t weight_bytes);
   void RequestFailed();
   // One key's sync step merged, `seconds` after its first worker's push.
   void SyncStepMerged(double seconds);
@@ -46,6 +48,7 @@ class ServerMetrics {
   prometheus::Counter* push_bytes_;
   prometheus::Counter* push_unpacked_bytes_;
   prometheus::Counter* pull_bytes_;
+  prometheus::Counter* pull_weight_bytes_;
   prometheus::Counter* request_errors_;
   prometheus::Counter* updates_;
   prometheus::Gauge* workers_seen_;

@@ -47,6 +47,9 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("num-test-examples", &o->num_test_examples,
            "test examples the validation accuracy is measured on (the first N; 0: all)");
   f.AddString("data-dir", &o->data_dir, "directory of the IDX files (raw or .gz)", {"DTRAIN_DATA_DIR"});
+  f.AddBool("save-safetensors", &o->save_safetensors,
+            "also write PREFIX-NNNN.safetensors beside each epoch's .params (loadable by Python's safetensors, "
+            "numpy; `dtrain export` does the same for an existing checkpoint)");
   f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)",
            {"DTRAIN_THREADS"});
   f.AddInt("seed", &o->seed, "random seed for initialisation and shuffling");
@@ -55,6 +58,10 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddString("gc-type", &o->gc_type,
               "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
               "(sign times the mean magnitude) or fp16; what is not sent is added to the next push");
+  f.AddString("pull-gc-type", &o->pull_gc_type,
+              "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value "
+              "and a scale) or 1bit; each step's weight change is packed once by the servers, which keep what "
+              "packing lost and add it to a later step's, so every worker still holds the same weights");
   f.AddDouble("gc-threshold", &o->gc_threshold, "2bit: values reaching +-threshold are sent as +-threshold");
 }
 
@@ -117,6 +124,17 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   if (*gc != kv::CompressionType::kNone && !IsDistributed(o->mode)) {
     return bad("gc-type", absl::StrCat("compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
                                        o->kv_store));
+  }
+  absl::StatusOr<kv::CompressionType> pull_gc = kv::ParseCompressionType(o->pull_gc_type);
+  if (!pull_gc.ok()) return bad("pull-gc-type", std::string(pull_gc.status().message()));
+  o->pull_compression = *pull_gc;
+  if (*pull_gc == kv::CompressionType::kTwoBit) {
+    return bad("pull-gc-type", "2bit's fixed quantum does not fit weight changes: use fp16, int8 or 1bit");
+  }
+  if (*pull_gc != kv::CompressionType::kNone && o->mode != KVStoreMode::kDistSync &&
+      o->mode != KVStoreMode::kDistDeviceSync) {
+    return bad("pull-gc-type", absl::StrCat("sends each step's weight change, which needs the steps of dist_sync or "
+                                            "dist_device_sync, not --kv-store ", o->kv_store));
   }
   absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
   if (!s.ok()) return bad("lr-step-epochs", std::string(s.message()));

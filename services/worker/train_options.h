@@ -41,6 +41,9 @@ struct TrainOptions {
   int64_t num_examples = 60000;
   int64_t num_test_examples = 0;  // 0: the whole test set
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // Also write PREFIX-NNNN.safetensors beside each epoch's .params (issue 15), for
+  // tools that cannot read dtrain's own format.
+  bool save_safetensors = false;
   int64_t threads = 0;  // 0: cores / workers on this host
   int64_t seed = 42;
   double sync_timeout_s = 120;
@@ -49,6 +52,9 @@ struct TrainOptions {
   std::string gc_type = "none";
   double gc_threshold = 0.5;
   kv::CompressionSpec compression;  // parsed from the two
+  // Compression of the pulls (dist_sync): none, fp16, int8 or 1bit (kv::StoreConfig).
+  std::string pull_gc_type = "none";
+  kv::CompressionType pull_compression = kv::CompressionType::kNone;  // parsed from it
   // Parsed from kv_store, network + hidden and lr_step_epochs.
   KVStoreMode mode = KVStoreMode::kLocal;
   models::NetworkSpec network_spec;  // hidden filled in: {128, 64} for the default mlp

@@ -18,6 +18,7 @@
 #include "common/metrics/metrics_csv.h"
 #include "common/status_macros.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/checkpoint/safetensors.h"
 #include "common/kv/finite_check.h"
 #include "services/worker/dataset.h"
 #include "services/worker/early_pushes.h"
@@ -99,8 +100,16 @@ absl::Status SaveCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& 
   const std::string params_path = checkpoint::ParamsPath(o.model_prefix, epoch);
   // States first: a .params file is the marker of a complete epoch.
   DTRAIN_RETURN_IF_ERROR(checkpoint::WriteStates(checkpoint::StatesPath(o.model_prefix, epoch), states));
-  DTRAIN_RETURN_IF_ERROR(checkpoint::WriteParams(params_path, WeightsOf(net)));
+  const std::vector<checkpoint::NamedTensor> weights = WeightsOf(net);
+  DTRAIN_RETURN_IF_ERROR(checkpoint::WriteParams(params_path, weights));
   DTRAIN_LOG(INFO) << "Saved checkpoint to \"" << params_path << "\"";
+  if (o.save_safetensors) {
+    // After the .params: that file stays the marker of a complete epoch.
+    const std::string path = checkpoint::SafetensorsPath(o.model_prefix, epoch);
+    DTRAIN_RETURN_IF_ERROR(checkpoint::WriteSafetensors(
+        path, weights, {{"format", "pt"}, {"network", o.network}, {"epoch", std::to_string(epoch)}}));
+    DTRAIN_LOG(INFO) << "Saved safetensors to \"" << path << "\"";
+  }
   return absl::OkStatus();
 }
 

@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   d.replication = static_cast<int>(flags.replication);
   d.sync_timeout = absl::Seconds(options.sync_timeout_s);
   d.compression = options.compression;
+  d.pull_compression = options.pull_compression;
   d.gradient_scale = static_cast<double>(options.batch_size);  // MXNet's threshold units
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DistKVStore> kv, DistKVStore::Connect(d, cluster));
   return std::unique_ptr<KVStore>(std::move(kv));
@@ -143,10 +144,13 @@ int Run(int argc, char** argv) {
   if (const KVStoreStats bytes = (*kv)->stats(); bytes.bytes_pushed > 0) {
     DTRAIN_LOG(INFO) << absl::StrFormat(
         "pushed %d bytes on the wire for %d bytes of float32 gradients (--gc-type %s, compression ratio %.2f); "
-        "pulled %d bytes",
+        "pulled %d bytes for %d bytes of float32 weights (--pull-gc-type %s, compression ratio %.2f)",
         bytes.bytes_pushed, bytes.bytes_pushed_uncompressed, options.gc_type,
         static_cast<double>(bytes.bytes_pushed_uncompressed) / static_cast<double>(bytes.bytes_pushed),
-        bytes.bytes_pulled);
+        bytes.bytes_pulled, bytes.bytes_pulled_uncompressed, options.pull_gc_type,
+        bytes.bytes_pulled > 0
+            ? static_cast<double>(bytes.bytes_pulled_uncompressed) / static_cast<double>(bytes.bytes_pulled)
+            : 0.0);
   }
   absl::Status left = (*cluster)->Finish(/*failed=*/false, "");
   if (!left.ok()) DTRAIN_LOG(WARNING) << "could not tell the scheduler we are done: " << left.message();

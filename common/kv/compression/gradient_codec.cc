@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/kv/compression/fp16_codec.h"
+#include "common/kv/compression/int8_codec.h"
 #include "common/kv/compression/one_bit_codec.h"
 #include "common/kv/compression/two_bit_codec.h"
 
@@ -14,8 +15,9 @@ absl::StatusOr<CompressionType> ParseCompressionType(absl::string_view name) {
   if (name == "2bit") return CompressionType::kTwoBit;
   if (name == "1bit") return CompressionType::kOneBit;
   if (name == "fp16") return CompressionType::kFp16;
+  if (name == "int8") return CompressionType::kInt8;
   return absl::InvalidArgumentError(absl::StrCat("unknown gradient compression \"", name,
-                                                 "\" (want none, 2bit, 1bit or fp16)"));
+                                                 "\" (want none, 2bit, 1bit, fp16 or int8)"));
 }
 
 const char* CompressionTypeName(CompressionType type) {
@@ -23,6 +25,7 @@ const char* CompressionTypeName(CompressionType type) {
     case CompressionType::kTwoBit: return "2bit";
     case CompressionType::kOneBit: return "1bit";
     case CompressionType::kFp16: return "fp16";
+    case CompressionType::kInt8: return "int8";
     default: return "none";
   }
 }
@@ -32,6 +35,7 @@ absl::Status ValidateSpec(const CompressionSpec& spec) {
     case CompressionType::kNone:
     case CompressionType::kOneBit:
     case CompressionType::kFp16:
+    case CompressionType::kInt8:
       return absl::OkStatus();
     case CompressionType::kTwoBit:
       if (!std::isfinite(spec.threshold) || spec.threshold <= 0) {
@@ -48,6 +52,7 @@ std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec) {
     case CompressionType::kTwoBit: return std::make_unique<TwoBitCodec>(spec.threshold);
     case CompressionType::kOneBit: return std::make_unique<OneBitCodec>();
     case CompressionType::kFp16: return std::make_unique<Fp16Codec>();
+    case CompressionType::kInt8: return std::make_unique<Int8Codec>();
     default: return nullptr;
   }
 }

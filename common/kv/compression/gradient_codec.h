@@ -9,8 +9,9 @@
 // size from the element count, which the server takes from the key it holds, and
 // Decode refuses any other length.
 //
-// Pull compression (weights or deltas on the way back) is not done here; see
-// docs/architecture.md, "Gradient compression", for where it plugs in.
+// The same codecs pack what the pull sends back (--pull-gc-type: each step's weight
+// delta, with the residual kept on the server as optimizer state; shard_store.h,
+// docs/architecture.md "Gradient compression").
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,7 @@ enum class CompressionType : int {
   kTwoBit = 1,  // "2bit": +-threshold or 0, 16 values per 32-bit word
   kOneBit = 2,  // "1bit": sign times a per-message scale, 32 values per word
   kFp16 = 3,    // "fp16": IEEE half, round to nearest even
+  kInt8 = 4,    // "int8": one byte per value times a per-message scale
 };
 
 // MXNet's default --gc-threshold.
@@ -40,7 +42,7 @@ struct CompressionSpec {
   float threshold = kDefaultTwoBitThreshold;
 };
 
-// "none", "2bit", "1bit", "fp16" (--gc-type); INVALID_ARGUMENT naming the choices.
+// "none", "2bit", "1bit", "fp16", "int8" (--gc-type); INVALID_ARGUMENT naming the choices.
 absl::StatusOr<CompressionType> ParseCompressionType(absl::string_view name);
 // The --gc-type name of `type` ("none" for anything unknown).
 const char* CompressionTypeName(CompressionType type);

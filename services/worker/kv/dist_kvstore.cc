@@ -38,7 +38,10 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
                                                                                 " on its mean")
                                                                  : std::string(),
                                                              ")")
-                                              : std::string()));
+                                              : std::string()))
+                   << (options.pull_compression == kv::CompressionType::kNone
+                           ? std::string()
+                           : absl::StrCat(", pull compression ", kv::CompressionTypeName(options.pull_compression)));
   return store;
 }
 
@@ -100,6 +103,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, c
   // The server answers a stalled sync pull at sync_timeout naming the missing
   // workers; our own wait lasts a little longer so that answer arrives first.
   client->SetPullTimeout(options_.sync_timeout);
+  client->SetPullCompression(options_.pull_compression);
   // Every request then carries who we are, so the servers fence the incarnation this
   // process replaced (and refuse us once we are replaced ourselves).
   client->SetIdentity(cluster_.job_id(), cluster_.incarnation());
@@ -305,7 +309,8 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
     DTRAIN_RETURN_IF_ERROR(
-        servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout, options_.staleness));
+        servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout, options_.staleness,
+                               options_.pull_compression));
     DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
@@ -322,8 +327,12 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
   for (int m : routing_->chain(i)) {
     if (!routing_->InChain(i, m)) continue;
     if (m == head) {
-      sent_[i].push_back(
-          {m, servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset), true});
+      // In dist_sync the weights a step's gradient was computed on are those of version
+      // `step`, as every server of the chain holds them: the answer may be the change.
+      sent_[i].push_back({m,
+                          servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset,
+                                                options_.pull_compression != kv::CompressionType::kNone),
+                          true});
     } else {
       sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, data), false});
     }
@@ -607,6 +616,7 @@ KVStoreStats DistKVStore::stats() const {
   for (const auto& s : servers_) {
     st.bytes_pushed += s->bytes_pushed();
     st.bytes_pulled += s->bytes_pulled();
+    st.bytes_pulled_uncompressed += s->bytes_pulled_uncompressed();
     st.bytes_pushed_uncompressed += s->bytes_pushed_uncompressed();
   }
   return st;

@@ -49,6 +49,10 @@ struct DistOptions {
   // MXNet's 0.5 does; the quantum packed and sent (gc_threshold on the wire) is
   // threshold / gradient_scale, in the units of the gradients pushed.
   double gradient_scale = 1;
+  // Pull compression (--pull-gc-type; dist_sync): each step's push-pull asks for the
+  // packed weight change (PsClient::PushPull's pull_delta), which the servers were
+  // configured to pack. kNone: the weights, as before.
+  kv::CompressionType pull_compression = kv::CompressionType::kNone;
   // dist_ssp: how many steps this worker may run ahead of the slowest (0..64).
   int staleness = 0;
   // Parameters above this many elements are cut into keys of this many (placement.h).

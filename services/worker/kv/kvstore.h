@@ -45,6 +45,9 @@ struct KVStoreStats {
   // What the pushes were as float32s (bytes_pushed without compression): the ratio of
   // the two is the push's compression ratio.
   int64_t bytes_pushed_uncompressed = 0;
+  // What the pulls' answers were as float32 weights (bytes_pulled without
+  // --pull-gc-type's packing).
+  int64_t bytes_pulled_uncompressed = 0;
 };
 
 // Where the last PushPull's time went, in seconds.

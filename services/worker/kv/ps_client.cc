@@ -90,6 +90,10 @@ struct PsClient::Impl {
     float* out = nullptr;  // pulls: where the weights go
     int64_t numel = 0;
     int64_t* version = nullptr;
+    // Push-pulls with pull_delta: the step pushed, whose weights `out` holds; the
+    // answer may then be the packed change to step + 1 (PushPullRequest.pull_delta).
+    bool delta_ok = false;
+    int64_t step = -1;
     absl::Time sent;
     bool done = false;
     bool copying = false;  // the reader is writing into `out` without holding mu
@@ -145,6 +149,12 @@ struct PsClient::Impl {
   std::atomic<int64_t> bytes_pushed{0};
   std::atomic<int64_t> bytes_pushed_uncompressed{0};
   std::atomic<int64_t> bytes_pulled{0};
+  std::atomic<int64_t> bytes_pulled_uncompressed{0};
+  // Pull compression (SetPullCompression; null: none), and the reader thread's buffers
+  // for a packed answer and its unpacked values.
+  std::unique_ptr<kv::GradientCodec> pull_codec;
+  std::string packed_answer;
+  std::vector<float> unpacked_answer;
   std::atomic<int64_t> pull_timeout_ms{0};
 
   std::string Who() const { return absl::StrCat("server ", server_rank, " at ", address); }
@@ -296,14 +306,39 @@ struct PsClient::Impl {
   // Decodes one response; pulled weights are copied from the received slices
   // straight into the ticket's buffer, without holding `mu` (Wait does not give up on,
   // and so free, a buffer while `copying` is set).
+  // Whether the answer `r` to ticket `p` may be a packed change (and is well formed for
+  // one): "" if so, else what is wrong with it.
+  std::string CheckPacked(const v1::PushPullResponse& r, const Pending& p) const {
+    if (!p.delta_ok || pull_codec == nullptr) return "a packed answer that was not asked for";
+    if (r.compression() != static_cast<v1::Compression>(pull_codec->type())) {
+      return absl::StrCat("an answer packed as ", r.compression(), ", not ", kv::CompressionTypeName(pull_codec->type()));
+    }
+    if (r.version() != p.step + 1) {
+      return absl::StrCat("a packed change to version ", r.version(), " after pushing step ", p.step);
+    }
+    return "";
+  }
+
   void Deliver(grpc::ByteBuffer* buffer) {
     v1::PushPullResponse resp;
     Pending* claimed = nullptr;
+    bool packed = false;
     auto sink = [&](const google::protobuf::MessageLite& header, size_t size) -> char* {
       const auto& r = static_cast<const v1::PushPullResponse&>(header);
       absl::MutexLock lock(&mu);
       auto it = tickets.find(r.request_id());
       if (it == tickets.end() || it->second.done || it->second.out == nullptr || r.code() != 0) return nullptr;
+      if (r.compression() != v1::COMPRESSION_NONE) {
+        // A packed change: the codec's exact size for the ticket's element count, into
+        // our own buffer; it is added to `out` below.
+        if (!CheckPacked(r, it->second).empty()) return nullptr;  // reported below
+        if (static_cast<int64_t>(size) != pull_codec->PackedBytes(it->second.numel)) return nullptr;
+        claimed = &it->second;
+        claimed->copying = true;
+        packed = true;
+        packed_answer.resize(size);
+        return packed_answer.data();
+      }
       if (size != static_cast<size_t>(it->second.numel) * sizeof(float)) return nullptr;  // reported below
       claimed = &it->second;  // unordered_map nodes do not move on rehash
       claimed->copying = true;
@@ -314,6 +349,20 @@ struct PsClient::Impl {
     // limit) before the sink is asked, and the sink takes only the ticket's own size.
     const absl::Status decoded =
         kv::DecodeWithPayload(buffer, &resp, kResponseDataField, sink, &payload_size, kMaxMessageBytes);
+    absl::Status unpacked;
+    if (claimed != nullptr && packed && decoded.ok()) {
+      // The same arithmetic as the server's (ShardStore: weights + unpacked change), so
+      // the weights stay bit-identical to its own. `copying` keeps `out` alive meanwhile.
+      const int64_t n = claimed->numel;
+      unpacked_answer.resize(static_cast<size_t>(n));
+      unpacked = pull_codec->Decode(packed_answer.data(), static_cast<int64_t>(packed_answer.size()),
+                                    unpacked_answer.data(), n);
+      if (unpacked.ok()) {
+        float* out = claimed->out;
+        const float* d = unpacked_answer.data();
+        for (int64_t i = 0; i < n; ++i) out[i] += d[i];
+      }
+    }
     absl::MutexLock lock(&mu);
     if (claimed != nullptr) claimed->copying = false;
     if (!decoded.ok() && resp.request_id() == 0) {
@@ -329,6 +378,21 @@ struct PsClient::Impl {
       st = absl::InternalError(absl::StrCat(what, ": malformed response: ", decoded.message()));
     } else if (resp.code() != 0) {
       st = absl::Status(static_cast<absl::StatusCode>(resp.code()), absl::StrCat(what, ": ", resp.message()));
+    } else if (p.out != nullptr && resp.compression() != v1::COMPRESSION_NONE) {
+      const std::string wrong = CheckPacked(resp, p);
+      const int64_t want = pull_codec != nullptr ? pull_codec->PackedBytes(p.numel) : 0;
+      if (!wrong.empty()) {
+        st = absl::InternalError(absl::StrCat(what, ": the server sent ", wrong));
+      } else if (claimed != &p || payload_size != want) {
+        st = absl::InternalError(absl::StrCat(what, " returned a packed change of ",
+                                              std::max<int64_t>(payload_size, 0), " bytes, want ", want));
+      } else if (!unpacked.ok()) {
+        st = absl::InternalError(absl::StrCat(what, ": ", unpacked.message()));
+      } else {
+        if (p.version != nullptr) *p.version = resp.version();
+        bytes_pulled.fetch_add(want, std::memory_order_relaxed);
+        bytes_pulled_uncompressed.fetch_add(p.numel * static_cast<int64_t>(sizeof(float)), std::memory_order_relaxed);
+      }
     } else if (p.out != nullptr) {
       const int64_t want = p.numel * static_cast<int64_t>(sizeof(float));
       if (claimed != &p || payload_size != want) {
@@ -337,6 +401,7 @@ struct PsClient::Impl {
       } else {
         if (p.version != nullptr) *p.version = resp.version();
         bytes_pulled.fetch_add(want, std::memory_order_relaxed);
+        bytes_pulled_uncompressed.fetch_add(want, std::memory_order_relaxed);
       }
     } else if (p.version != nullptr) {
       *p.version = resp.version();  // a version-only answer
@@ -391,11 +456,12 @@ PsClient::~PsClient() {
 }
 
 absl::Status PsClient::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                                 absl::Duration timeout, int staleness) {
+                                 absl::Duration timeout, int staleness, kv::CompressionType pull_compression) {
   v1::ConfigureRequest req;
   req.set_kv_store(KVStoreModeName(mode));
   req.set_num_workers(num_workers);
   req.set_staleness(staleness);
+  req.set_pull_compression(static_cast<v1::Compression>(pull_compression));
   ToProto(optimizer, req.mutable_optimizer());
   v1::ConfigureResponse resp;
   grpc::ClientContext ctx;
@@ -520,7 +586,7 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* gra
   return PushPull(step, key, PushData::Floats(grad, numel), out);
 }
 
-PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const PushData& data, float* out) {
+PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const PushData& data, float* out, bool pull_delta) {
   const int64_t numel = data.numel;
   v1::PushPullRequest req;
   req.set_op(v1::OP_PUSH_PULL);
@@ -529,7 +595,17 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const PushData& 
   req.set_key(key);
   req.set_dtype(v1::DTYPE_FLOAT32);
   req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
-  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, out, numel}, &data);
+  Impl::Pending p{v1::OP_PUSH_PULL, key, out, numel};
+  if (pull_delta && impl_->pull_codec != nullptr) {
+    req.set_pull_delta(true);
+    p.delta_ok = true;
+    p.step = step;
+  }
+  return impl_->Submit(std::move(req), std::move(p), &data);
+}
+
+void PsClient::SetPullCompression(kv::CompressionType type) {
+  impl_->pull_codec = kv::MakeCodec({type, 1.0f});
 }
 
 PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
@@ -628,5 +704,8 @@ int64_t PsClient::bytes_pushed_uncompressed() const {
   return impl_->bytes_pushed_uncompressed.load(std::memory_order_relaxed);
 }
 int64_t PsClient::bytes_pulled() const { return impl_->bytes_pulled.load(std::memory_order_relaxed); }
+int64_t PsClient::bytes_pulled_uncompressed() const {
+  return impl_->bytes_pulled_uncompressed.load(std::memory_order_relaxed);
+}
 
 }  // namespace dtrain::worker

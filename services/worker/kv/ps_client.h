@@ -34,9 +34,14 @@ class PsClient {
                                                            int worker_rank, absl::Duration connect_timeout);
   ~PsClient();  // closes the stream; pending tickets fail with CANCELLED
 
-  // `mode`: one of the dist_* modes; `staleness` for dist_ssp (0 otherwise).
+  // `mode`: one of the dist_* modes; `staleness` for dist_ssp (0 otherwise);
+  // `pull_compression` (--pull-gc-type; dist_sync only) packs each step's weight change.
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                         absl::Duration timeout, int staleness = 0);
+                         absl::Duration timeout, int staleness = 0,
+                         kv::CompressionType pull_compression = kv::CompressionType::kNone);
+  // Pull compression the servers were configured with: push-pulls asked for with
+  // pull_delta may then be answered with the packed change. Call before the first one.
+  void SetPullCompression(kv::CompressionType type);
   // Sends keys in requests of at most a few MB each. `chains` (empty, or one per key):
   // each key's replica chain, which its servers keep to bring a restarted member back.
   absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,
@@ -97,7 +102,10 @@ class PsClient {
   // Push, then pull the weights after this step's update (sync) or at once (async).
   Ticket PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel);
   // As PushPull, with `data` (possibly compressed) as the push; `out` has data.numel floats.
-  Ticket PushPull(int64_t step, uint64_t key, const PushData& data, float* out);
+  // `pull_delta` (with SetPullCompression): `out` holds this key's weights of version
+  // `step` exactly as the server had them, so the server may answer with the packed
+  // change to step + 1, which is unpacked and added to `out` (PushPullRequest.pull_delta).
+  Ticket PushPull(int64_t step, uint64_t key, const PushData& data, float* out, bool pull_delta = false);
   // Replication: as PushPull and Pull, but the server answers with the version only
   // (PushPullRequest.version_only), written to *version when non-null. A worker asks
   // every replica of a key but takes the weights from one; these answers confirm that
@@ -133,6 +141,9 @@ class PsClient {
   // What the pushes sent so far are as float32s: bytes_pushed() without compression.
   int64_t bytes_pushed_uncompressed() const;
   int64_t bytes_pulled() const;
+  // What the answers pulled so far are as float32 weights: bytes_pulled() without pull
+  // compression.
+  int64_t bytes_pulled_uncompressed() const;
 
  private:
   struct Impl;

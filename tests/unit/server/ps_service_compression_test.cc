@@ -1,7 +1,10 @@
 // Compressed pushes (issue 13) through the real service and PsClients: the server
 // unpacks them and merges as usual, refuses a length other than the codec's size for
 // the key's element count (naming key, expected and received bytes), refuses NaN/Inf
-// in what it unpacked, and the request checks refuse what no codec can mean.
+// in what it unpacked, and the request checks refuse what no codec can mean. Packed
+// pulls (--pull-gc-type): workers that asked for the change get it, add it, and hold the
+// server's weights bit for bit on a fraction of the bytes; the first pull, and any
+// worker that did not ask, gets the weights.
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -163,6 +166,71 @@ TEST(RequestChecksCompressionTest, RefusesWhatNoCodecMeans) {
   r.clear_gc_threshold();
   EXPECT_THAT(message(r), ::testing::IsEmpty());
   EXPECT_FALSE(ValidatePushPullRequest(r, 6).ok());
+}
+
+TEST(PsServiceCompressionTest, PackedPullsKeepWorkersOnTheServersWeightsBitForBit) {
+  Loopback ps;
+  ASSERT_TRUE(ps.ok());
+  auto w0 = ps.Connect(0);
+  auto w1 = ps.Connect(1);
+  ASSERT_TRUE(w0 && w1);
+  w0->SetPullCompression(kv::CompressionType::kInt8);
+  w1->SetPullCompression(kv::CompressionType::kInt8);
+  constexpr int64_t kN = 300;
+  std::vector<float> init(kN);
+  for (int64_t i = 0; i < kN; ++i) init[i] = std::sin(0.1f * static_cast<float>(i));
+  ASSERT_TRUE(w0->Configure(KVStoreMode::kDistSync, 2, Sgd(0.1), kRpc, 0, kv::CompressionType::kInt8).ok());
+  ASSERT_TRUE(w0->InitKeys({Key(7, init)}, kRpc).ok());
+  std::vector<float> held0(kN), held1(kN);
+  ASSERT_TRUE(w0->Wait(w0->Pull(7, 0, held0.data(), kN), Soon()).ok());
+  ASSERT_TRUE(w1->Wait(w1->Pull(7, 0, held1.data(), kN), Soon()).ok());
+  const int64_t first_pull = w0->bytes_pulled();
+  EXPECT_EQ(first_pull, kN * 4) << "the first pull is of the weights";
+  for (int64_t step = 0; step < 10; ++step) {
+    std::vector<float> g0(kN), g1(kN);
+    for (int64_t i = 0; i < kN; ++i) {
+      g0[i] = std::cos(0.05f * static_cast<float>(i * (step + 1)));
+      g1[i] = 0.3f * std::sin(0.02f * static_cast<float>(i + step));
+    }
+    const auto t0 = w0->PushPull(step, 7, PsClient::PushData::Floats(g0.data(), kN), held0.data(), true);
+    const auto t1 = w1->PushPull(step, 7, PsClient::PushData::Floats(g1.data(), kN), held1.data(), true);
+    ASSERT_TRUE(w0->Wait(t0, Soon()).ok());
+    ASSERT_TRUE(w1->Wait(t1, Soon()).ok());
+  }
+  absl::StatusOr<std::vector<kv::KeyState>> state = w0->GetState({7}, kRpc);
+  ASSERT_TRUE(state.ok()) << state.status();
+  ASSERT_EQ((*state)[0].version, 10);
+  EXPECT_EQ(0, std::memcmp(held0.data(), (*state)[0].values.data(), kN * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(held1.data(), (*state)[0].values.data(), kN * sizeof(float)));
+  EXPECT_EQ((*state)[0].optimizer_state.size(), static_cast<size_t>(kN)) << "sgd: the pull residual only";
+  // Ten packed changes of 4 + 300 bytes each.
+  EXPECT_EQ(w0->bytes_pulled() - first_pull, 10 * (4 + kN));
+  EXPECT_EQ(w0->bytes_pulled_uncompressed() - first_pull, 10 * kN * 4);
+  // A push-pull that does not ask gets the weights (what it holds is not vouched for).
+  std::vector<float> zero(kN, 0.0f), fresh(kN, -1.0f);
+  const int64_t before = w0->bytes_pulled();
+  const auto a = w0->PushPull(10, 7, PsClient::PushData::Floats(zero.data(), kN), fresh.data(), false);
+  const auto b = w1->PushPull(10, 7, PsClient::PushData::Floats(zero.data(), kN), held1.data(), true);
+  ASSERT_TRUE(w0->Wait(a, Soon()).ok());
+  ASSERT_TRUE(w1->Wait(b, Soon()).ok());
+  EXPECT_EQ(w0->bytes_pulled() - before, kN * 4);
+  EXPECT_EQ(fresh, held1);
+}
+
+TEST(PsServiceCompressionTest, PullCompressionIsRefusedOutsideDistSyncAndPullDeltaOutsidePushPull) {
+  Loopback ps;
+  ASSERT_TRUE(ps.ok());
+  auto w = ps.Connect(0);
+  ASSERT_TRUE(w);
+  const absl::Status s = w->Configure(KVStoreMode::kDistAsync, 1, Sgd(0.1), kRpc, 0, kv::CompressionType::kInt8);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("dist_sync only"));
+  v1::PushPullRequest pull;
+  pull.set_op(v1::OP_PULL);
+  pull.set_key(1);
+  pull.set_pull_delta(true);
+  EXPECT_THAT(std::string(ValidatePushPullRequest(pull, 0, RequestLimits{}).message()),
+              HasSubstr("pull_delta is for push-pulls"));
 }
 
 }  // namespace

@@ -87,6 +87,10 @@ TEST(TrainOptionsTest, GradientCompressionFlags) {
   ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_sync", "--gc-type", "2bit", "--gc-threshold", "0.25"}, &o).ok());
   EXPECT_EQ(o.compression.type, kv::CompressionType::kTwoBit);
   EXPECT_EQ(o.compression.threshold, 0.25f);
+  EXPECT_EQ(o.pull_compression, kv::CompressionType::kNone);
+  TrainOptions p;
+  ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_device_sync", "--pull-gc-type", "int8"}, &p).ok());
+  EXPECT_EQ(p.pull_compression, kv::CompressionType::kInt8);
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -95,6 +99,10 @@ TEST(TrainOptionsTest, GradientCompressionFlags) {
            {{"--kv-store", "dist_sync", "--gc-type", "4bit"}, "--gc-type: unknown gradient compression \"4bit\""},
            {{"--kv-store", "dist_sync", "--gc-type", "2bit", "--gc-threshold", "0"}, "--gc-threshold: must be > 0"},
            {{"--kv-store", "local", "--gc-type", "fp16"}, "--gc-type: compresses the pushes to the servers"},
+           {{"--kv-store", "dist_sync", "--pull-gc-type", "2bit"}, "--pull-gc-type: 2bit's fixed quantum"},
+           {{"--kv-store", "dist_async", "--pull-gc-type", "int8"}, "--pull-gc-type: sends each step's weight change"},
+           {{"--kv-store", "dist_ssp", "--pull-gc-type", "fp16"}, "not --kv-store dist_ssp"},
+           {{"--kv-store", "dist_sync", "--pull-gc-type", "int4"}, "--pull-gc-type: unknown gradient compression"},
        }) {
     TrainOptions t;
     absl::Status s = ParseWorkerFlags(c.args, &t);

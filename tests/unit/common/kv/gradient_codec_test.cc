@@ -10,6 +10,7 @@
 
 #include "common/kv/compression/fp16_codec.h"
 #include "common/kv/compression/gradient_codec.h"
+#include "common/kv/compression/int8_codec.h"
 #include "common/kv/compression/one_bit_codec.h"
 #include "common/kv/compression/two_bit_codec.h"
 #include "gmock/gmock.h"
@@ -40,7 +41,9 @@ TEST(GradientCodecTest, ParsesMxnetNamesAndChecksTheThreshold) {
   EXPECT_EQ(*ParseCompressionType("1bit"), CompressionType::kOneBit);
   EXPECT_EQ(*ParseCompressionType("fp16"), CompressionType::kFp16);
   EXPECT_EQ(*ParseCompressionType("none"), CompressionType::kNone);
-  EXPECT_THAT(std::string(ParseCompressionType("3bit").status().message()), HasSubstr("none, 2bit, 1bit or fp16"));
+  EXPECT_EQ(*ParseCompressionType("int8"), CompressionType::kInt8);
+  EXPECT_THAT(std::string(ParseCompressionType("3bit").status().message()),
+              HasSubstr("none, 2bit, 1bit, fp16 or int8"));
   EXPECT_TRUE(ValidateSpec({CompressionType::kTwoBit, 0.5f}).ok());
   EXPECT_FALSE(ValidateSpec({CompressionType::kTwoBit, 0.0f}).ok());
   EXPECT_FALSE(ValidateSpec({CompressionType::kTwoBit, -1.0f}).ok());
@@ -192,6 +195,43 @@ TEST(Fp16CodecTest, ResidualKeepsWhatRoundingAndOverflowLost) {
   EXPECT_EQ(r2[0], 0.0f);
 }
 
+TEST(Int8CodecTest, ScaleIsTheLargestMagnitudeOver127AndValuesRoundToNearest) {
+  Int8Codec codec;
+  EXPECT_EQ(codec.PackedBytes(0), 4);
+  EXPECT_EQ(codec.PackedBytes(5), 9);
+  // grad + residual = {1.27, -0.635, 0.004, 0.006, 0}: scale 0.01.
+  std::vector<float> residual = {0.0f, 0.0f, 0.0f, 0.001f, 0.0f};
+  std::string packed;
+  const std::vector<float> out = RoundTrip(codec, {1.27f, -0.635f, 0.004f, 0.005f, 0.0f}, residual, &packed);
+  ASSERT_EQ(packed.size(), 9u);
+  float scale;
+  std::memcpy(&scale, packed.data(), 4);
+  EXPECT_FLOAT_EQ(scale, 1.27f / 127.0f);
+  EXPECT_EQ(static_cast<int8_t>(packed[4]), 127);
+  EXPECT_EQ(static_cast<int8_t>(packed[5]), -64);  // -63.5 rounds to even
+  EXPECT_EQ(static_cast<int8_t>(packed[6]), 0);
+  EXPECT_EQ(static_cast<int8_t>(packed[7]), 1);
+  EXPECT_EQ(static_cast<int8_t>(packed[8]), 0);
+  const std::vector<float> in = {1.27f, -0.635f, 0.004f, 0.006f, 0.0f};
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_FLOAT_EQ(out[i], static_cast<float>(static_cast<int8_t>(packed[4 + i])) * scale) << i;
+    // The residual is exactly what the decoded value lacks.
+    EXPECT_NEAR(residual[i], in[i] - out[i], 1e-7) << i;
+    EXPECT_LE(std::fabs(residual[i]), scale / 2 + 1e-7) << i;
+  }
+  // All zero: scale 0, nothing lost.
+  std::vector<float> r0(3, 0.0f);
+  EXPECT_THAT(RoundTrip(codec, {0.0f, 0.0f, 0.0f}, r0), ElementsAre(0.0f, 0.0f, 0.0f));
+  EXPECT_THAT(r0, ElementsAre(0.0f, 0.0f, 0.0f));
+  // A NaN makes the whole message non-finite (the server refuses it), not a silent 0.
+  std::vector<float> rn(2, 0.0f);
+  const std::vector<float> nan_out = RoundTrip(codec, {1.0f, std::nanf("")}, rn);
+  EXPECT_TRUE(std::isnan(nan_out[0]) && std::isnan(nan_out[1]));
+  // Wrong lengths are refused.
+  std::vector<float> dst(5);
+  EXPECT_EQ(codec.Decode(packed.data(), 8, dst.data(), 5).code(), absl::StatusCode::kInvalidArgument);
+}
+
 // Error feedback: what is not sent now is sent later. Over many steps the running sum
 // of decoded values equals the running sum of the inputs minus the residual, and the
 // residual stays within a quantum: the sums track each other within one quantum.
@@ -233,6 +273,9 @@ TEST_P(ErrorFeedbackTest, RunningSumsTrackWithinOneQuantum) {
     case CompressionType::kFp16:  // half an ulp of the values: far below any quantum
       EXPECT_LT(std::max(worst_early, worst), 1e-3);
       break;
+    case CompressionType::kInt8:  // half of max|g + r| / 127, and |g + r| < 1
+      EXPECT_LT(std::max(worst_early, worst), 0.5 / 127 + 1e-4);
+      break;
     default:
       // 1bit sends one magnitude for all: an element whose drift exceeds the mean
       // carries a residual until the mean catches up. It stays bounded (the second
@@ -247,8 +290,16 @@ TEST_P(ErrorFeedbackTest, RunningSumsTrackWithinOneQuantum) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, ErrorFeedbackTest,
-                         ::testing::Values(CompressionType::kTwoBit, CompressionType::kOneBit, CompressionType::kFp16),
-                         [](const auto& info) { return std::string(CompressionTypeName(info.param)) == "2bit" ? std::string("TwoBit") : std::string(CompressionTypeName(info.param)) == "1bit" ? std::string("OneBit") : std::string("Fp16"); });
+                         ::testing::Values(CompressionType::kTwoBit, CompressionType::kOneBit, CompressionType::kFp16,
+                                           CompressionType::kInt8),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case CompressionType::kTwoBit: return std::string("TwoBit");
+                             case CompressionType::kOneBit: return std::string("OneBit");
+                             case CompressionType::kFp16: return std::string("Fp16");
+                             default: return std::string("Int8");
+                           }
+                         });
 
 }  // namespace
 }  // namespace dtrain::kv

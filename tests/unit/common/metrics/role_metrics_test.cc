@@ -31,9 +31,10 @@ double Value(const Exposition& e, const std::string& name, const std::map<std::s
 
 // Labels other than these would be per-key or per-step: unbounded series.
 void ExpectBoundedLabels(const Exposition& e) {
-  // "encoding": wire or float32 (gradient compression), two values.
+  // "encoding": wire or float32 (gradient compression), two values; "version" and
+  // "commit": dtrain_build_info's, one value per process.
   static const std::set<std::string> kAllowed = {"role", "rank", "phase", "node_role", "state", "group", "code", "le",
-                                                "encoding"};
+                                                "encoding", "version", "commit"};
   for (const auto& s : e.samples) {
     for (const auto& [k, v] : s.labels) EXPECT_TRUE(kAllowed.count(k) > 0) << s.name << " has label " << k;
   }
@@ -80,7 +81,7 @@ TEST(ServerMetricsTest, RequestsBytesWaitsStalenessUpdatesWorkers) {
   server::ServerMetrics m(registry);
   m.PushReceived(400);
   m.PullRequested();
-  m.PullAnswered(400);
+  m.PullAnswered(400, 400);
   m.RequestFailed();
   m.SyncStepMerged(0.03);
   m.AsyncPushApplied(3);

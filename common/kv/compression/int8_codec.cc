@@ -1,0 +1,50 @@
+#include "common/kv/compression/int8_codec.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace dtrain::kv {
+
+void Int8Codec::Encode(const float* grad, float* residual, int64_t numel, char* out) const {
+  float max_abs = 0.0f;
+  for (int64_t i = 0; i < numel; ++i) {
+    const float v = grad[i] + residual[i];
+    // NaN compares false: make it win, so the scale (and the decode) says so.
+    if (!(std::fabs(v) <= max_abs)) max_abs = std::isnan(v) ? v : std::fabs(v);
+  }
+  const float scale = max_abs / 127.0f;
+  std::memcpy(out, &scale, sizeof(scale));
+  auto* q = reinterpret_cast<int8_t*>(out + sizeof(scale));
+  if (!(scale > 0.0f) || !std::isfinite(scale)) {
+    // All zero, or nothing finite to scale by: send zeros (with the scale that says
+    // which) and keep everything in the residual.
+    for (int64_t i = 0; i < numel; ++i) {
+      q[i] = 0;
+      residual[i] += grad[i];
+    }
+    return;
+  }
+  const float inv = 1.0f / scale;
+  for (int64_t i = 0; i < numel; ++i) {
+    const float v = grad[i] + residual[i];
+    float r = std::nearbyint(v * inv);
+    r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
+    q[i] = static_cast<int8_t>(r);
+    residual[i] = v - r * scale;  // exactly what Decode gives back for this value
+  }
+}
+
+absl::Status Int8Codec::Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const {
+  if (absl::Status s = CheckPackedBytes(*this, packed_bytes, numel); !s.ok()) return s;
+  float scale;
+  std::memcpy(&scale, packed, sizeof(scale));
+  const auto* q = reinterpret_cast<const int8_t*>(packed + sizeof(scale));
+  if (!std::isfinite(scale)) {
+    for (int64_t i = 0; i < numel; ++i) out[i] = scale;
+    return absl::OkStatus();
+  }
+  for (int64_t i = 0; i < numel; ++i) out[i] = static_cast<float>(q[i]) * scale;
+  return absl::OkStatus();
+}
+
+}  // namespace dtrain::kv
