@@ -1,0 +1,82 @@
+// The model replicas of a worker that trains on several devices (--gpus; docs/gpu.md):
+// replica r lives on devices[r] and trains on the r-th slice of each batch; their
+// gradients are summed into replica 0 by a LocalAggregator and copied once into the host
+// model's gradients, which are what the kvstore pushes; after the pull the host model's
+// weights are copied into replica 0 and broadcast to the others.
+//
+// The host model ("master") stays the one the trainer checkpoints, validates and checks
+// for finite values; the replicas only compute. Create gives the master's parameters
+// gradients of their own (pinned host memory when a device is a GPU, so that the one
+// device-to-host copy per step runs at full speed); a trainer using replicas must not
+// reset them to none (zero_grad(set_to_none)) afterwards.
+// On CPU devices (tests, or `device` on a CPU-only host) the same code runs with a
+// CpuAggregator, which is how it is tested without a GPU.
+//
+// Each replica's loss is its slice's mean cross-entropy scaled by slice/batch, so the
+// summed gradient is the gradient of the whole batch's mean loss, as the single-device
+// path computes it (equal up to float rounding: the sum is taken in another order).
+// Buffers (batch-norm running statistics, input normalisation) are copied to the replicas
+// when they are made; the trainer recomputes batch-norm statistics on the master.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/models/models.h"
+#include "services/worker/kv/local_aggregator.h"
+
+namespace dtrain::worker {
+
+class DeviceReplicas {
+ public:
+  // `replicas[r]` is a network of the master's architecture, moved here to `devices[r]`
+  // and given the master's parameters and buffers. INVALID_ARGUMENT when the counts
+  // differ (replicas, devices, aggregator.num_replicas()) or a replica's parameters do not
+  // match the master's shapes.
+  static absl::StatusOr<std::unique_ptr<DeviceReplicas>> Create(
+      models::Network& master, std::vector<std::shared_ptr<models::Network>> replicas,
+      std::vector<torch::Device> devices, std::unique_ptr<LocalAggregator> aggregator);
+
+  struct StepResult {
+    double loss = 0;      // the batch's mean cross-entropy
+    int64_t correct = 0;  // samples whose arg-max logit is the label
+  };
+  // Forward and backward of every replica on its slice of (x, y) (x on the host, sliced
+  // along dim 0; a batch smaller than the replica count leaves the last replicas idle),
+  // the sum into replica 0, then replica 0's gradients copied into the master's `.grad()`.
+  // DEADLINE_EXCEEDED from the aggregator when the sum is not done by `deadline`.
+  absl::StatusOr<StepResult> Step(const torch::Tensor& x, const torch::Tensor& y, absl::Time deadline);
+
+  // After the kvstore wrote the master's weights: to replica 0, then to every replica.
+  absl::Status LoadWeights(absl::Time deadline);
+
+  int num_replicas() const { return static_cast<int>(replicas_.size()); }
+  models::Network& replica(int r) { return *replicas_[r]; }
+
+ private:
+  DeviceReplicas(models::Network& master, std::vector<std::shared_ptr<models::Network>> replicas,
+                 std::vector<torch::Device> devices, std::unique_ptr<LocalAggregator> aggregator)
+      : master_(master),
+        replicas_(std::move(replicas)),
+        devices_(std::move(devices)),
+        aggregator_(std::move(aggregator)) {}
+
+  // One ReplicaBuffers per parameter: every replica's gradient (or weight) buffer.
+  std::vector<ReplicaBuffers> Buffers(bool gradients) const;
+  // Waits for LibTorch's kernels on the CUDA devices, which run on LibTorch's streams,
+  // before the aggregator's collectives (on streams of their own) read their results.
+  void SynchronizeDevices() const;
+
+  models::Network& master_;
+  std::vector<std::shared_ptr<models::Network>> replicas_;
+  std::vector<torch::Device> devices_;
+  std::unique_ptr<LocalAggregator> aggregator_;
+  std::vector<torch::Tensor> master_params_;
+  std::vector<std::vector<torch::Tensor>> replica_params_;  // [replica][parameter]
+};
+
+}  // namespace dtrain::worker
