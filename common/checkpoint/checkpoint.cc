@@ -44,6 +44,7 @@ constexpr uint32_t kMaxNameLen = 4096;
 constexpr uint32_t kMaxDims = 8;
 // An mlp's hidden layers (models::kMaxHiddenLayers; the models check widths when they build).
 constexpr size_t kMaxHiddenLayers = 16;
+constexpr int64_t kMaxNumLayers = 10000;
 constexpr uint32_t kMaxOptimizerNameLen = 256;
 constexpr size_t kMaxSymbolBytes = 1 << 20;
 // Far above any model we train; only stops a wrong path (a disk image) being slurped.
@@ -166,6 +167,7 @@ absl::Status WriteSymbol(const std::string& prefix, const SymbolInfo& info) {
   j["class_names"] = info.class_names;
   if (!info.run_id.empty()) j["run_id"] = info.run_id;
   if (!info.hidden.empty()) j["hidden"] = info.hidden;
+  if (info.num_layers != 0) j["num_layers"] = info.num_layers;
   j["format"] = kSymbolFormat;
   return WriteFileAtomically(path, j.dump(2) + "\n");
 }
@@ -234,6 +236,14 @@ absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix) {
       if (!w.is_number_integer() || w.get<int64_t>() < 1) return bad("hidden", hidden_want);
       info.hidden.push_back(w.get<int64_t>());
     }
+  }
+  // Optional: only resnets have a depth (models::ResolveNetworkSpec checks its value).
+  if (j.contains("num_layers")) {
+    if (!j["num_layers"].is_number_integer() || j["num_layers"].get<int64_t>() < 1 ||
+        j["num_layers"].get<int64_t>() > kMaxNumLayers) {
+      return bad("num_layers", "an integer in [1, 10000] (the resnet's depth)");
+    }
+    info.num_layers = j["num_layers"].get<int>();
   }
   return info;
 }

@@ -21,14 +21,16 @@
 namespace dtrain::checkpoint {
 
 struct SymbolInfo {
-  std::string network;  // "mlp" or "lenet"
-  int num_classes = 10;
-  std::vector<int64_t> input_shape;  // without batch: {1, 28, 28}
+  std::string network;  // "mlp", "lenet", "resnet", "resnet18"
+  int num_classes = 10;  // the data set's
+  std::vector<int64_t> input_shape;  // without batch, the data's: {1, 28, 28}, {3, 32, 32}
   std::vector<std::string> class_names;
   std::string run_id;  // the run that wrote the set; empty in files from before run ids
   // The mlp's hidden layer widths ("hidden": [2048, 2048]); empty for a network without
   // them, and in files from before the field, whose mlp was MXNet's 128,64.
   std::vector<int64_t> hidden;
+  // The resnet's depth ("num_layers": 20); 0 for the other networks.
+  int num_layers = 0;
 };
 
 // What a run was started with, as far as it decides what resuming it means: a resume

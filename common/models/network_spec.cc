@@ -1,5 +1,7 @@
 #include "common/models/network_spec.h"
 
+#include <algorithm>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -8,7 +10,7 @@
 
 namespace dtrain::models {
 
-std::vector<std::string> KnownNetworks() { return {"mlp", "lenet"}; }
+std::vector<std::string> KnownNetworks() { return {"mlp", "lenet", "resnet", "resnet18"}; }
 
 std::vector<int64_t> DefaultMlpHidden() { return {128, 64}; }
 
@@ -40,21 +42,32 @@ absl::StatusOr<std::vector<int64_t>> ParseHiddenList(const std::string& text) {
 }
 
 absl::StatusOr<NetworkSpec> ResolveNetworkSpec(const std::string& name, const std::vector<int64_t>& hidden,
-                                               int64_t inputs, int64_t num_classes) {
+                                               int64_t inputs, int64_t num_classes, int num_layers) {
   NetworkSpec spec;
   spec.name = name;
-  if (name == "lenet") {
-    if (!hidden.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the lenet network has no configurable hidden layers (got ", HiddenText(hidden),
-                       "); hidden widths are for the mlp"));
+  const std::vector<std::string> known = KnownNetworks();
+  if (std::find(known.begin(), known.end(), name) == known.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown network \"", name, "\" (known: ", absl::StrJoin(known, ", "), ")"));
+  }
+  if (name != "mlp" && !hidden.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", name, " network has no configurable hidden layers (got ", HiddenText(hidden),
+                     "); hidden widths are for the mlp"));
+  }
+  if (name == "resnet") {
+    spec.num_layers = num_layers == 0 ? kDefaultResNetLayers : num_layers;
+    if (spec.num_layers < 8 || spec.num_layers > kMaxResNetLayers || (spec.num_layers - 2) % 6 != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("resnet: ", spec.num_layers, " layers is not 6n+2 in [8, ",
+                                                     kMaxResNetLayers, "] (20, 56, 110, ...)"));
     }
     return spec;
   }
-  if (name != "mlp") {
-    return absl::InvalidArgumentError(absl::StrCat("unknown network \"", name, "\" (known: ",
-                                                   absl::StrJoin(KnownNetworks(), ", "), ")"));
+  if (num_layers != 0 && !(name == "resnet18" && num_layers == 18)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", name, " network has a fixed depth (got ", num_layers, " layers); the depth is for resnet"));
   }
+  if (name != "mlp") return spec;
   spec.hidden = hidden.empty() ? DefaultMlpHidden() : hidden;
   if (spec.hidden.size() > static_cast<size_t>(kMaxHiddenLayers)) {
     return absl::InvalidArgumentError(

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_join.h"
+#include "common/models/model_state.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -30,7 +32,9 @@ int64_t ParamCount(models::Network& net) {
   return n;
 }
 
-TEST(ModelsTest, KnownNetworks) { EXPECT_THAT(models::KnownNetworks(), ElementsAre("mlp", "lenet")); }
+TEST(ModelsTest, KnownNetworks) {
+  EXPECT_THAT(models::KnownNetworks(), ElementsAre("mlp", "lenet", "resnet", "resnet18"));
+}
 
 TEST(ModelsTest, OutputShapes) {
   torch::NoGradGuard no_grad;
@@ -111,9 +115,17 @@ TEST(ModelsTest, DefaultMlpKeepsItsInitialWeights) {
 }
 
 TEST(ModelsTest, BadArgumentsAreErrors) {
-  absl::Status s = models::CreateNetwork("resnet").status();
+  absl::Status s = models::CreateNetwork("vgg").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), AllOf(HasSubstr("resnet"), HasSubstr("mlp, lenet")));
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("vgg"), HasSubstr("mlp, lenet, resnet, resnet18")));
+  s = models::CreateNetwork(NetworkSpec{"resnet", {}, 21}, 10).status();
+  EXPECT_THAT(s.message(), HasSubstr("21 layers is not 6n+2"));
+  s = models::CreateNetwork(NetworkSpec{"lenet", {}, 20}, 10).status();
+  EXPECT_THAT(s.message(), HasSubstr("the depth is for resnet"));
+  s = models::CreateNetwork(NetworkSpec{"lenet", {}}, 10, {1, 12, 12}).status();
+  EXPECT_THAT(s.message(), HasSubstr("at least 16x16"));
+  s = models::CreateNetwork(NetworkSpec{"resnet", {}}, 10, {28, 28}).status();
+  EXPECT_THAT(s.message(), HasSubstr("is not [C,H,W]"));
   EXPECT_EQ(models::CreateNetwork("lenet", 0).status().code(), absl::StatusCode::kInvalidArgument);
   // Hidden widths from a symbol file are checked as the flag's are.
   s = models::CreateNetwork(NetworkSpec{"lenet", {64}}, 10).status();
@@ -141,6 +153,150 @@ TEST(ModelsTest, SgdStepsReduceLoss) {
     }
     EXPECT_LT(last, 0.5f * first) << name << ": loss " << first << " -> " << last;
   }
+}
+
+
+std::string NamesAndShapes(models::Network& net) {
+  std::vector<std::string> parts;
+  for (const auto& [name, shape] : ParamShapes(net)) {
+    parts.push_back(name + ":" + absl::StrJoin(shape, "x"));
+  }
+  return absl::StrJoin(parts, ",");
+}
+
+// The parameters of /work/shared/bench/torch_fmnist.py's ResNet(20) (1 input channel),
+// name:shape in named_parameters() order, as PyTorch prints them: the kvstore keys and
+// the .params order follow this, and the benchmark compares against that model.
+TEST(ResNetTest, ResNet20MatchesTheReference) {
+  std::shared_ptr<models::Network> net = *models::CreateNetwork(NetworkSpec{"resnet", {}, 20}, 10);
+  EXPECT_EQ(NamesAndShapes(*net),
+      "stem.0.weight:16x1x3x3,stem.1.weight:16,stem.1.bias:16,blocks.0.c1.weight:16x16x3x3,"
+      "blocks.0.b1.weight:16,blocks.0.b1.bias:16,blocks.0.c2.weight:16x16x3x3,blocks.0.b2.weight:16,"
+      "blocks.0.b2.bias:16,blocks.1.c1.weight:16x16x3x3,blocks.1.b1.weight:16,blocks.1.b1.bias:16,"
+      "blocks.1.c2.weight:16x16x3x3,blocks.1.b2.weight:16,blocks.1.b2.bias:16,blocks.2.c1.weight:16x16x3x3,"
+      "blocks.2.b1.weight:16,blocks.2.b1.bias:16,blocks.2.c2.weight:16x16x3x3,blocks.2.b2.weight:16,"
+      "blocks.2.b2.bias:16,blocks.3.c1.weight:32x16x3x3,blocks.3.b1.weight:32,blocks.3.b1.bias:32,"
+      "blocks.3.c2.weight:32x32x3x3,blocks.3.b2.weight:32,blocks.3.b2.bias:32,blocks.3.proj.0.weight:32x16x1x1,"
+      "blocks.3.proj.1.weight:32,blocks.3.proj.1.bias:32,blocks.4.c1.weight:32x32x3x3,blocks.4.b1.weight:32,"
+      "blocks.4.b1.bias:32,blocks.4.c2.weight:32x32x3x3,blocks.4.b2.weight:32,blocks.4.b2.bias:32,"
+      "blocks.5.c1.weight:32x32x3x3,blocks.5.b1.weight:32,blocks.5.b1.bias:32,blocks.5.c2.weight:32x32x3x3,"
+      "blocks.5.b2.weight:32,blocks.5.b2.bias:32,blocks.6.c1.weight:64x32x3x3,blocks.6.b1.weight:64,"
+      "blocks.6.b1.bias:64,blocks.6.c2.weight:64x64x3x3,blocks.6.b2.weight:64,blocks.6.b2.bias:64,"
+      "blocks.6.proj.0.weight:64x32x1x1,blocks.6.proj.1.weight:64,blocks.6.proj.1.bias:64,blocks.7.c1.weight:64x64x3x3,"
+      "blocks.7.b1.weight:64,blocks.7.b1.bias:64,blocks.7.c2.weight:64x64x3x3,blocks.7.b2.weight:64,"
+      "blocks.7.b2.bias:64,blocks.8.c1.weight:64x64x3x3,blocks.8.b1.weight:64,blocks.8.b1.bias:64,"
+      "blocks.8.c2.weight:64x64x3x3,blocks.8.b2.weight:64,blocks.8.b2.bias:64,fc.weight:10x64,"
+      "fc.bias:10");
+  // torch_fmnist.py: sum(p.numel()) of ResNet(20) = 272186; 3 input channels 272474;
+  // ResNet(56) 855482, ResNet(110) 1730426.
+  EXPECT_EQ(ParamCount(*net), 272186);
+  EXPECT_EQ(ParamCount(**models::CreateNetwork(NetworkSpec{"resnet", {}, 20}, 10, {3, 32, 32})), 272474);
+  EXPECT_EQ(ParamCount(**models::CreateNetwork(NetworkSpec{"resnet", {}, 56}, 10)), 855482);
+  EXPECT_EQ(ParamCount(**models::CreateNetwork(NetworkSpec{"resnet", {}, 110}, 10)), 1730426);
+  // The default depth is 20.
+  EXPECT_EQ(ParamCount(**models::CreateNetwork("resnet", 10)), 272186);
+}
+
+// The stem follows the data: channels and size; the output is [N, classes].
+TEST(ResNetTest, FitsTheInputShape) {
+  torch::NoGradGuard no_grad;
+  struct Case {
+    std::string name;
+    std::vector<int64_t> shape;
+  };
+  for (const Case& c : {Case{"resnet", {1, 28, 28}}, Case{"resnet", {3, 32, 32}}, Case{"resnet18", {1, 28, 28}},
+                        Case{"resnet18", {3, 32, 32}}, Case{"resnet18", {3, 96, 96}}, Case{"lenet", {3, 32, 32}},
+                        Case{"mlp", {3, 32, 32}}}) {
+    absl::StatusOr<std::shared_ptr<models::Network>> net = models::CreateNetwork(NetworkSpec{c.name, {}}, 7, c.shape);
+    ASSERT_TRUE(net.ok()) << net.status();
+    std::vector<int64_t> in = {2};
+    in.insert(in.end(), c.shape.begin(), c.shape.end());
+    (*net)->eval();
+    EXPECT_EQ((*net)->forward(torch::rand(in)).sizes().vec(), (std::vector<int64_t>{2, 7})) << c.name;
+  }
+  std::shared_ptr<models::Network> net = *models::CreateNetwork(NetworkSpec{"resnet18", {}}, 10, {3, 32, 32});
+  using P = std::pair<std::string, std::vector<int64_t>>;
+  std::vector<P> shapes = ParamShapes(*net);
+  // CIFAR stem: 3x3 stride 1 (ImageNet's 7x7 stride 2 + pool would leave 8x8 for 32x32).
+  EXPECT_EQ(shapes.front(), (P{"conv1.weight", {64, 3, 3, 3}}));
+  EXPECT_EQ(shapes.back(), (P{"fc.bias", {10}}));
+  EXPECT_EQ(ParamShapes(**models::CreateNetwork(NetworkSpec{"resnet18", {}}, 10, {3, 224, 224})).front(),
+            (P{"conv1.weight", {64, 3, 7, 7}}));
+  // torchvision's resnet18 has 11,689,512 parameters with 1000 classes and the 7x7 stem.
+  EXPECT_EQ(ParamCount(**models::CreateNetwork(NetworkSpec{"resnet18", {}}, 1000, {3, 224, 224})), 11689512);
+  EXPECT_THAT(shapes, ::testing::Contains(P{"layer2.0.downsample.0.weight", {128, 64, 1, 1}}));
+}
+
+// Buffers are state but not parameters: batch-norm statistics and the input
+// normalisation go into checkpoints (after the parameters), the int64 batch counters do
+// not; lenet and mlp have none.
+TEST(ModelStateTest, CheckpointTensorsAreParametersThenFloatBuffers) {
+  std::shared_ptr<models::Network> net = *models::CreateNetwork("resnet", 10);
+  std::vector<std::pair<std::string, torch::Tensor>> all = models::CheckpointTensors(*net);
+  const size_t params = net->parameters().size();
+  ASSERT_GT(all.size(), params);
+  for (size_t i = 0; i < params; ++i) EXPECT_EQ(all[i].first, net->named_parameters()[i].key());
+  std::vector<std::string> buffers;
+  for (size_t i = params; i < all.size(); ++i) buffers.push_back(all[i].first);
+  EXPECT_THAT(buffers, ::testing::IsSupersetOf({"input_mean", "input_std", "stem.1.running_mean",
+                                                "stem.1.running_var", "blocks.8.b2.running_var"}));
+  for (const std::string& b : buffers) EXPECT_THAT(b, ::testing::Not(HasSubstr("num_batches_tracked")));
+  // 21 batch norms in ResNet-20 (stem, 2 in each of 9 blocks, 2 projections): mean and var each.
+  EXPECT_EQ(buffers.size(), 2u + 2 * 21);
+  EXPECT_TRUE(models::HasBatchNorm(*net));
+  std::shared_ptr<models::Network> lenet = *models::CreateNetwork("lenet", 10);
+  EXPECT_EQ(models::CheckpointTensors(*lenet).size(), lenet->parameters().size());
+  EXPECT_FALSE(models::HasBatchNorm(*lenet));
+}
+
+// Recalibration makes the running statistics a function of the weights and the images:
+// the same whatever the layers saw before, equal to the stem's batch statistics, and
+// the network is left in the mode it was in with its momentum.
+TEST(ModelStateTest, RecalibrateBatchNormDependsOnWeightsAndImagesOnly) {
+  torch::manual_seed(3);
+  std::shared_ptr<models::Network> a = *models::CreateNetwork("resnet", 10);
+  std::shared_ptr<models::Network> b = *models::CreateNetwork("resnet", 10);
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < a->parameters().size(); ++i) b->parameters()[i].copy_(a->parameters()[i]);
+    // b's layers have seen other batches (training mode updates the running statistics).
+    for (int i = 0; i < 3; ++i) b->forward(torch::rand({4, 1, 28, 28}));
+  }
+  torch::Tensor images = torch::rand({40, 1, 28, 28});
+  models::RecalibrateBatchNorm(*a, images, 20);
+  models::RecalibrateBatchNorm(*b, images, 20);
+  std::vector<std::pair<std::string, torch::Tensor>> sa = models::CheckpointTensors(*a);
+  std::vector<std::pair<std::string, torch::Tensor>> sb = models::CheckpointTensors(*b);
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i) EXPECT_TRUE(torch::equal(sa[i].second, sb[i].second)) << sa[i].first;
+  EXPECT_TRUE(a->is_training());
+
+  // The stem's BN sees conv(x): its running mean is the mean of the two batch means.
+  torch::NoGradGuard no_grad;
+  auto stem_conv = a->named_parameters()["stem.0.weight"];
+  torch::Tensor y = torch::conv2d(images, stem_conv, {}, 1, 1);
+  torch::Tensor want = (y.narrow(0, 0, 20).mean({0, 2, 3}) + y.narrow(0, 20, 20).mean({0, 2, 3})) / 2;
+  EXPECT_TRUE(torch::allclose(a->named_buffers()["stem.1.running_mean"], want, 1e-5, 1e-6));
+  for (const auto& m : a->modules(false)) {
+    if (auto* bn = m->as<torch::nn::BatchNorm2dImpl>()) {
+      ASSERT_TRUE(bn->options.momentum().has_value());
+      EXPECT_DOUBLE_EQ(*bn->options.momentum(), 0.1);
+    }
+  }
+}
+
+// (x - mean) / std per channel before the stem, with the values saved as buffers.
+TEST(ModelStateTest, InputNormalisationIsApplied) {
+  torch::NoGradGuard no_grad;
+  std::shared_ptr<models::Network> net = *models::CreateNetwork(NetworkSpec{"resnet", {}}, 10, {3, 32, 32});
+  net->eval();
+  torch::Tensor x = torch::rand({2, 3, 32, 32});
+  torch::Tensor mean = torch::tensor({0.5f, 0.25f, 0.125f});
+  torch::Tensor std = torch::tensor({2.0f, 4.0f, 0.5f});
+  torch::Tensor plain = net->forward((x - mean.view({1, 3, 1, 1})) / std.view({1, 3, 1, 1}));
+  net->SetInputNormalization(mean, std);
+  EXPECT_TRUE(torch::allclose(net->forward(x), plain, 1e-5, 1e-6));
+  EXPECT_TRUE(torch::equal(net->named_buffers()["input_std"], std));
 }
 
 }  // namespace

@@ -52,8 +52,8 @@ TEST(NetworkSpecTest, ResolveFillsTheMlpDefaultAndChecksTheRest) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), AllOf(HasSubstr("lenet"), HasSubstr("hidden widths are for the mlp")));
 
-  s = ResolveNetworkSpec("resnet", {}).status();
-  EXPECT_THAT(s.message(), AllOf(HasSubstr("unknown network \"resnet\""), HasSubstr("mlp, lenet")));
+  s = ResolveNetworkSpec("vgg", {}).status();
+  EXPECT_THAT(s.message(), AllOf(HasSubstr("unknown network \"vgg\""), HasSubstr("mlp, lenet, resnet, resnet18")));
 
   // Widths from a file are checked as a flag's are.
   EXPECT_THAT(ResolveNetworkSpec("mlp", {0}).status().message(), HasSubstr("hidden width 0"));
@@ -61,6 +61,22 @@ TEST(NetworkSpecTest, ResolveFillsTheMlpDefaultAndChecksTheRest) {
   s = ResolveNetworkSpec("mlp", {65536, 65536}).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("more than the limit"));
+}
+
+// --num-layers: the resnet's depth is 6n+2 (20 unless given); other networks refuse one.
+TEST(NetworkSpecTest, ResNetDepth) {
+  EXPECT_EQ(ResolveNetworkSpec("resnet", {})->num_layers, 20);
+  for (int layers : {8, 20, 56, 110, 1202}) EXPECT_EQ(ResolveNetworkSpec("resnet", {}, 784, 10, layers)->num_layers, layers);
+  for (int layers : {7, 21, 1208}) {
+    absl::Status s = ResolveNetworkSpec("resnet", {}, 784, 10, layers).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << layers;
+    EXPECT_THAT(s.message(), HasSubstr("is not 6n+2")) << layers;
+  }
+  EXPECT_THAT(ResolveNetworkSpec("lenet", {}, 784, 10, 20).status().message(), HasSubstr("the depth is for resnet"));
+  EXPECT_THAT(ResolveNetworkSpec("resnet", {64}).status().message(), HasSubstr("hidden widths are for the mlp"));
+  EXPECT_EQ(ResolveNetworkSpec("resnet18", {}, 784, 10, 18)->num_layers, 0);
+  EXPECT_FALSE(ResolveNetworkSpec("resnet18", {}, 784, 10, 34).ok());
+  EXPECT_EQ(ResolveNetworkSpec("mlp", {})->num_layers, 0);
 }
 
 }  // namespace
