@@ -205,12 +205,6 @@ absl::StatusOr<ImageSet> LoadImageSet(const std::string& dir, const std::string&
     return absl::DataLossError(absl::StrCat(images_path, " holds ", images.dims[0], " images but ",
                                             labels_path, " holds ", labels.dims[0], " labels"));
   }
-  for (size_t i = 0; i < labels.data.size(); ++i) {
-    if (labels.data[i] >= 10) {
-      return absl::DataLossError(absl::StrCat(labels_path, ": label ", int{labels.data[i]},
-                                              " at index ", i, " is not in [0, 10)"));
-    }
-  }
   ImageSet set;
   set.count = images.dims[0];
   set.rows = images.dims[1];

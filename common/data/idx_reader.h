@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/data/image_set.h"
 
 namespace dtrain::data {
 
@@ -22,15 +23,10 @@ struct IdxArray {
 // trailing bytes or a broken gzip stream.
 absl::StatusOr<IdxArray> ReadIdx(const std::string& path);
 
-struct ImageSet {
-  int64_t count = 0, rows = 0, cols = 0;
-  std::vector<uint8_t> pixels;  // count * rows * cols
-  std::vector<uint8_t> labels;  // count, each < 10
-};
-
 // `split` is "train" or "t10k": reads DIR/SPLIT-images-idx3-ubyte[.gz] and
-// DIR/SPLIT-labels-idx1-ubyte[.gz] (whichever exists), checks that the counts agree
-// and labels are < 10. Errors name the file.
+// DIR/SPLIT-labels-idx1-ubyte[.gz] (whichever exists) as one-channel images and checks
+// that the counts agree. Labels may be any byte: the class count comes from the data set
+// (common/data/dataset.h), which checks them. Errors name the file.
 absl::StatusOr<ImageSet> LoadImageSet(const std::string& dir, const std::string& split);
 
 }  // namespace dtrain::data
