@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "services/predict/gray_image.h"
+#include "services/predict/model_image.h"
 
 namespace dtrain::predict {
 
@@ -22,5 +23,9 @@ using Context = std::unique_ptr<cairo_t, ContextDeleter>;
 // An RGB24 surface with equal channels (so a PNG of it reads back as plain gray).
 // Check cairo_surface_status: a too-large image gives an error surface.
 Surface GraySurface(const GrayImage& image);
+
+// An RGB24 surface of a 3-channel image (planes red, green, blue); any other channel
+// count is drawn as gray from its first plane.
+Surface ImageSurface(const ModelImage& image);
 
 }  // namespace dtrain::predict

@@ -82,7 +82,7 @@ absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& t
     const double img_x = x0 + (cell_w - cell.image.width * scale) / 2.0;
     const double img_y = y0 + kPad;
     if (cell.image.width > 0 && cell.image.height > 0) {
-      Surface img = GraySurface(cell.image);
+      Surface img = ImageSurface(cell.image);
       cairo_save(c);
       cairo_translate(c, img_x, img_y);
       cairo_scale(c, scale, scale);

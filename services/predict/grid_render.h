@@ -8,12 +8,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "services/predict/gray_image.h"
+#include "services/predict/model_image.h"
 
 namespace dtrain::predict {
 
 struct GridCell {
-  GrayImage image;
+  ModelImage image;  // gray or colour
   std::string predicted;
   float probability = 0;
   std::string truth;  // empty when unknown

@@ -38,14 +38,13 @@ absl::StatusOr<v1::ModelInfoResponse> InferenceClient::WaitForModel(absl::Durati
 }
 
 absl::StatusOr<v1::PredictResponse> InferenceClient::Predict(const std::vector<uint8_t>& pixels,
-                                                             int64_t count, int64_t height,
-                                                             int64_t width, int top_k,
-                                                             absl::Duration timeout) {
+                                                             int64_t count,
+                                                             const std::vector<int64_t>& image_shape,
+                                                             int top_k, absl::Duration timeout) {
   v1::PredictRequest req;
   req.set_pixel_type(v1::PIXEL_TYPE_UINT8);
   req.add_shape(count);
-  req.add_shape(height);
-  req.add_shape(width);
+  for (int64_t d : image_shape) req.add_shape(d);
   req.set_data(pixels.data(), pixels.size());
   req.set_top_k(top_k);
   grpc::ClientContext ctx;

@@ -23,9 +23,10 @@ class InferenceClient {
   // has passed; then the last error, naming the address.
   absl::StatusOr<v1::ModelInfoResponse> WaitForModel(absl::Duration wait);
 
-  // One Predict of `count` uint8 images of [height, width] packed in `pixels`.
+  // One Predict of `count` uint8 images of `image_shape` ([H, W] or [C, H, W]) packed
+  // in `pixels`.
   absl::StatusOr<v1::PredictResponse> Predict(const std::vector<uint8_t>& pixels, int64_t count,
-                                              int64_t height, int64_t width, int top_k,
+                                              const std::vector<int64_t>& image_shape, int top_k,
                                               absl::Duration timeout);
 
  private:

@@ -44,9 +44,8 @@ absl::Status CheckPngSize(const std::string& path) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<GrayImage> ReadPngGray(const std::string& path) {
+// The PNG at `path` painted onto an ARGB32 surface (checked as ReadPngGray says).
+absl::StatusOr<Surface> ReadPngArgb(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     return absl::NotFoundError(absl::StrCat("no such image file: ", path));
@@ -73,8 +72,25 @@ absl::StatusOr<GrayImage> ReadPngGray(const std::string& path) {
     }
   }
   cairo_surface_flush(argb.get());
-  return GrayFromArgb32(cairo_image_surface_get_data(argb.get()), width, height,
-                        cairo_image_surface_get_stride(argb.get()));
+  return argb;
+}
+
+}  // namespace
+
+absl::StatusOr<GrayImage> ReadPngGray(const std::string& path) {
+  absl::StatusOr<Surface> argb = ReadPngArgb(path);
+  if (!argb.ok()) return argb.status();
+  cairo_surface_t* s = argb->get();
+  return GrayFromArgb32(cairo_image_surface_get_data(s), cairo_image_surface_get_width(s),
+                        cairo_image_surface_get_height(s), cairo_image_surface_get_stride(s));
+}
+
+absl::StatusOr<ModelImage> ReadPngRgb(const std::string& path) {
+  absl::StatusOr<Surface> argb = ReadPngArgb(path);
+  if (!argb.ok()) return argb.status();
+  cairo_surface_t* s = argb->get();
+  return RgbFromArgb32(cairo_image_surface_get_data(s), cairo_image_surface_get_width(s),
+                       cairo_image_surface_get_height(s), cairo_image_surface_get_stride(s));
 }
 
 absl::Status WritePngGray(const GrayImage& image, const std::string& path) {

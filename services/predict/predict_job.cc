@@ -12,15 +12,27 @@
 #include "services/predict/gray_image.h"
 #include "services/predict/inference_client.h"
 #include "services/predict/png_io.h"
+#include "common/data/cifar_reader.h"
 #include "common/data/idx_reader.h"
+#include "services/predict/model_image.h"
 
 namespace dtrain::predict {
 namespace {
 
 struct Input {
   std::string name;
-  GrayImage image;  // as sent: the model's height x width
-  int label = -1;   // -1: unknown
+  ModelImage image;  // as sent: the model's channels x height x width
+  int label = -1;    // -1: unknown
+};
+
+// The served model's input, from its symbol file (ModelInfo's input_shape).
+struct InputShape {
+  int channels = 1, height = 0, width = 0;
+  // As sent: [H, W] for one channel (what the server has always taken), else [C, H, W].
+  std::vector<int64_t> Wire() const {
+    if (channels == 1) return {height, width};
+    return {channels, height, width};
+  }
 };
 
 struct Answer {
@@ -28,12 +40,32 @@ struct Answer {
   int epoch = 0;
 };
 
-GrayImage Fit(GrayImage image, int height, int width) {
-  if (image.height == height && image.width == width) return image;
-  return Resize(image, width, height);
+bool IsCifarBatch(const std::string& path) {
+  return path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
 }
 
-absl::StatusOr<std::vector<Input>> LoadIdx(const PredictOptions& o, int height, int width) {
+// A CIFAR-10 binary batch (test_batch.bin): the images with their labels.
+absl::StatusOr<std::vector<Input>> LoadCifar(const PredictOptions& o, const InputShape& shape) {
+  DTRAIN_ASSIGN_OR_RETURN(data::ImageSet set, data::ReadCifarBatch(o.images));
+  const int64_t count = o.limit > 0 ? std::min(o.limit, set.count) : set.count;
+  const size_t per_image = static_cast<size_t>(set.channels * set.rows * set.cols);
+  std::vector<Input> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    ModelImage img;
+    img.channels = static_cast<int>(set.channels);
+    img.height = static_cast<int>(set.rows);
+    img.width = static_cast<int>(set.cols);
+    const auto first = set.pixels.begin() + static_cast<std::ptrdiff_t>(i * per_image);
+    img.pixels.assign(first, first + static_cast<std::ptrdiff_t>(per_image));
+    Input& in = out[static_cast<size_t>(i)];
+    in.name = absl::StrCat("#", i);
+    in.image = FitToInput(img, shape.channels, shape.height, shape.width);
+    in.label = set.labels[static_cast<size_t>(i)];
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Input>> LoadIdx(const PredictOptions& o, const InputShape& shape) {
   DTRAIN_ASSIGN_OR_RETURN(data::IdxArray images, data::ReadIdx(o.images));
   if (images.dims.size() != 3 || images.dims[0] < 1) {
     return absl::InvalidArgumentError(absl::StrCat(o.images, ": want IDX images [N, rows, cols], found ",
@@ -59,18 +91,25 @@ absl::StatusOr<std::vector<Input>> LoadIdx(const PredictOptions& o, int height, 
     img.pixels.assign(first, first + rows * cols);
     Input& in = out[static_cast<size_t>(i)];
     in.name = absl::StrCat("#", i);
-    in.image = Fit(std::move(img), height, width);
+    in.image = FitToInput(img, shape.channels, shape.height, shape.width);
     if (!o.labels.empty()) in.label = labels.data[static_cast<size_t>(i)];
   }
   return out;
 }
 
-absl::StatusOr<std::vector<Input>> LoadPngs(const PredictOptions& o, int height, int width) {
+// Gray models get gray pictures, inverted as --invert says (Fashion-MNIST is light on
+// dark); colour models get the colours as they are.
+absl::StatusOr<std::vector<Input>> LoadPngs(const PredictOptions& o, const InputShape& shape) {
   std::vector<Input> out;
   for (const std::string& path : o.pngs) {
-    DTRAIN_ASSIGN_OR_RETURN(GrayImage img, ReadPngGray(path));
-    if (o.invert == "yes" || (o.invert == "auto" && HasLightBackground(img))) Invert(&img);
-    out.push_back({path, Fit(std::move(img), height, width), -1});
+    if (shape.channels == 1) {
+      DTRAIN_ASSIGN_OR_RETURN(GrayImage img, ReadPngGray(path));
+      if (o.invert == "yes" || (o.invert == "auto" && HasLightBackground(img))) Invert(&img);
+      out.push_back({path, FitToInput(img, 1, shape.height, shape.width), -1});
+    } else {
+      DTRAIN_ASSIGN_OR_RETURN(ModelImage img, ReadPngRgb(path));
+      out.push_back({path, FitToInput(img, shape.channels, shape.height, shape.width), -1});
+    }
   }
   return out;
 }
@@ -81,7 +120,7 @@ std::string ClassName(const v1::ModelInfoResponse& info, int id) {
 }
 
 absl::StatusOr<std::vector<Answer>> Ask(InferenceClient& client, const std::vector<Input>& inputs,
-                                        const PredictOptions& o, int64_t batch, int height, int width) {
+                                        const PredictOptions& o, int64_t batch, const InputShape& shape) {
   std::vector<Answer> answers;
   answers.reserve(inputs.size());
   std::vector<uint8_t> pixels;
@@ -92,7 +131,7 @@ absl::StatusOr<std::vector<Answer>> Ask(InferenceClient& client, const std::vect
       pixels.insert(pixels.end(), inputs[i].image.pixels.begin(), inputs[i].image.pixels.end());
     }
     DTRAIN_ASSIGN_OR_RETURN(v1::PredictResponse resp,
-                            client.Predict(pixels, static_cast<int64_t>(end - start), height, width,
+                            client.Predict(pixels, static_cast<int64_t>(end - start), shape.Wire(),
                                            static_cast<int>(o.top_k), absl::Seconds(o.timeout_s)));
     for (const v1::Prediction& p : resp.predictions()) {
       if (p.top_size() == 0) return absl::InternalError("server answered an image with no classes");
@@ -111,6 +150,9 @@ absl::Status CheckOptions(const PredictOptions& o) {
     return bad("give either --images IDX-FILE (with optional --labels) or PNG files, not both or neither");
   }
   if (!o.labels.empty() && o.images.empty()) return bad("--labels needs --images");
+  if (!o.labels.empty() && IsCifarBatch(o.images)) {
+    return bad("--labels is for IDX images: a CIFAR-10 batch (.bin) carries its labels");
+  }
   if (o.invert != "auto" && o.invert != "yes" && o.invert != "no") {
     return bad(absl::StrCat("--invert must be auto, yes or no, not \"", o.invert, "\""));
   }
@@ -132,21 +174,27 @@ absl::Status RunPredict(const PredictOptions& o, std::FILE* out) {
   }
   InferenceClient client(o.server, std::move(token));
   DTRAIN_ASSIGN_OR_RETURN(v1::ModelInfoResponse info, client.WaitForModel(absl::Seconds(o.wait_s)));
-  if (info.input_shape_size() != 3 || info.input_shape(0) != 1) {
+  // The shape comes from the server (its symbol file); nothing else is assumed of it.
+  constexpr int64_t kMaxChannels = 64, kMaxSide = 4096;
+  if (info.input_shape_size() != 3 || info.input_shape(0) < 1 || info.input_shape(0) > kMaxChannels ||
+      info.input_shape(1) < 1 || info.input_shape(1) > kMaxSide || info.input_shape(2) < 1 ||
+      info.input_shape(2) > kMaxSide) {
     return absl::FailedPreconditionError(
         absl::StrCat("the served ", info.network(), " model takes [", absl::StrJoin(info.input_shape(), ","),
-                     "]; dtrain predict sends single-channel images [1,H,W]"));
+                     "]; dtrain predict sends images [C,H,W] with C in [1, 64] and H, W in [1, 4096]"));
   }
-  const int height = static_cast<int>(info.input_shape(1));
-  const int width = static_cast<int>(info.input_shape(2));
+  const InputShape shape{static_cast<int>(info.input_shape(0)), static_cast<int>(info.input_shape(1)),
+                         static_cast<int>(info.input_shape(2))};
   std::vector<Input> inputs;
-  if (!o.images.empty()) {
-    DTRAIN_ASSIGN_OR_RETURN(inputs, LoadIdx(o, height, width));
+  if (!o.images.empty() && IsCifarBatch(o.images)) {
+    DTRAIN_ASSIGN_OR_RETURN(inputs, LoadCifar(o, shape));
+  } else if (!o.images.empty()) {
+    DTRAIN_ASSIGN_OR_RETURN(inputs, LoadIdx(o, shape));
   } else {
-    DTRAIN_ASSIGN_OR_RETURN(inputs, LoadPngs(o, height, width));
+    DTRAIN_ASSIGN_OR_RETURN(inputs, LoadPngs(o, shape));
   }
   const int64_t batch = std::min<int64_t>(o.batch, std::max(1, info.max_batch()));
-  DTRAIN_ASSIGN_OR_RETURN(std::vector<Answer> answers, Ask(client, inputs, o, batch, height, width));
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<Answer> answers, Ask(client, inputs, o, batch, shape));
 
   int64_t labelled = 0, right = 0;
   std::set<int> epochs;

@@ -1,8 +1,10 @@
 // `dtrain predict`: sends images to a dtrain-infer server and reports what it says.
 //
-// Inputs are IDX files (the data set's own format, optionally with labels) or PNG
-// files, converted to the model's input (grayscale, resized to its height x width; PNGs
-// with a light background are inverted to look like Fashion-MNIST's light-on-black).
+// Inputs are IDX files (optionally with labels), CIFAR-10 binary batches (*.bin, with
+// their labels) or PNG files, converted to the model's input shape as the server's
+// ModelInfo gives it (its symbol file's): channels (gray repeated, colour to luma) and
+// size; for a one-channel model PNGs with a light background are inverted to look like
+// Fashion-MNIST's light-on-black.
 // Prints one line per image and, with labels, the accuracy; --render draws a grid.
 #pragma once
 
@@ -17,7 +19,7 @@ namespace dtrain::predict {
 
 struct PredictOptions {
   std::string server;            // host:port of dtrain-infer
-  std::string images;            // IDX images ([N, H, W] uint8), raw or .gz
+  std::string images;            // IDX images ([N, H, W] uint8), raw or .gz; or a CIFAR-10 batch (.bin)
   std::string labels;            // IDX labels ([N] uint8), optional
   int64_t limit = 0;             // first N images only (0 = all)
   std::vector<std::string> pngs;  // PNG files, instead of --images
