@@ -130,7 +130,7 @@ EOF
     report "configure: LibTorch seen as built with CUDA" FAIL "$LOGS/configure.log"; return
   fi
   if ! cmake --build "$BUILD" -j "$JOBS" --target dtrain dtrain-scheduler dtrain-server dtrain-worker \
-         nccl_aggregator_test gpu_devices_test local_aggregator_test > "$LOGS/build.log" 2>&1; then
+         nccl_aggregator_test gpu_devices_test local_aggregator_test device_replicas_test > "$LOGS/build.log" 2>&1; then
     report "build" FAIL "$LOGS/build.log"; return
   fi
   report "build" PASS "$LOGS/build.log"
@@ -147,7 +147,7 @@ EOF
     report "nccl_aggregator_test" PASS "$LOGS/nccl_aggregator_test.log" \
       "$(grep -c '^\[  SKIPPED \] NcclAggregatorTest' "$LOGS/nccl_aggregator_test.log") skipped (two GPUs needed for one)"
   fi
-  for t in gpu_devices_test local_aggregator_test; do
+  for t in gpu_devices_test local_aggregator_test device_replicas_test; do
     if "$BUILD/bin/$t" > "$LOGS/$t.log" 2>&1; then report "$t" PASS "$LOGS/$t.log"; else report "$t" FAIL "$LOGS/$t.log"; fi
   done
 
