@@ -96,9 +96,9 @@ TEST(DynamicBatcherTest, ALoneRequestIsAnsweredAfterAtMostTheDelay) {
   const absl::Duration waited = absl::Now() - start;
   EXPECT_EQ(job.answer, 70);
   EXPECT_EQ(job.batch_jobs, 1);
-  // It waited for company (the delay) but not much longer.
+  // It waited for company (the delay) but not much longer (slack for a loaded machine).
   EXPECT_GE(waited, kDelay - absl::Milliseconds(5));
-  EXPECT_LT(waited, kDelay + absl::Milliseconds(150));
+  EXPECT_LT(waited, kDelay + absl::Milliseconds(500));
 }
 
 TEST(DynamicBatcherTest, ZeroDelayRunsAtOnce) {
@@ -148,7 +148,7 @@ TEST(DynamicBatcherTest, RequestsOnDifferentModelsNeverShareABatch) {
 }
 
 TEST(DynamicBatcherTest, AQueuedRequestLeavesAtItsDeadlineAndNeverRuns) {
-  Recorder rec(/*forward_time=*/absl::Milliseconds(500));
+  Recorder rec(/*forward_time=*/absl::Seconds(2));
   DynamicBatcher batcher({.max_batch_size = 1, .max_delay = absl::ZeroDuration(), .runners = 1}, rec.Run());
   TestJob first(1), second(2);
   std::thread busy([&] { EXPECT_TRUE(batcher.Submit(first, absl::Now() + absl::Seconds(10)).ok()); });
@@ -159,7 +159,7 @@ TEST(DynamicBatcherTest, AQueuedRequestLeavesAtItsDeadlineAndNeverRuns) {
   busy.join();
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_GE(waited, absl::Milliseconds(95));
-  EXPECT_LT(waited, absl::Milliseconds(350)) << "waited for the forward instead of its deadline";
+  EXPECT_LT(waited, absl::Seconds(1)) << "waited for the forward instead of its deadline";
   EXPECT_EQ(second.answer, -1);
   absl::SleepFor(absl::Milliseconds(100));
   for (const auto& b : rec.batches()) {
