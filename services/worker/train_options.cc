@@ -8,6 +8,7 @@
 #include "common/kv/placement.h"
 #include "common/kv/store_config.h"
 #include "common/status_macros.h"
+#include "services/worker/gpu_list.h"
 
 namespace dtrain::worker {
 
@@ -53,6 +54,10 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)",
            {"DTRAIN_THREADS"});
   f.AddInt("seed", &o->seed, "random seed for initialisation and shuffling");
+  f.AddString("gpus", &o->gpus,
+              "GPUs to train on, one model replica each, e.g. 0,1 (MXNet's --gpus; empty: the CPU; needs a "
+              "LibTorch with CUDA, docs/gpu.md)",
+              {"DTRAIN_GPUS"});
   f.AddDouble("sync-timeout", &o->sync_timeout_s, "seconds a step may wait for the other workers",
               {"DTRAIN_SYNC_TIMEOUT"});
   f.AddString("gc-type", &o->gc_type,
@@ -136,6 +141,9 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
     return bad("pull-gc-type", absl::StrCat("sends each step's weight change, which needs the steps of dist_sync or "
                                             "dist_device_sync, not --kv-store ", o->kv_store));
   }
+  absl::StatusOr<std::vector<int>> gpus = ParseGpuList(o->gpus);
+  if (!gpus.ok()) return bad("gpus", std::string(gpus.status().message()));
+  o->gpu_list = *std::move(gpus);
   absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
   if (!s.ok()) return bad("lr-step-epochs", std::string(s.message()));
   return absl::OkStatus();

@@ -46,6 +46,9 @@ struct TrainOptions {
   bool save_safetensors = false;
   int64_t threads = 0;  // 0: cores / workers on this host
   int64_t seed = 42;
+  // One model replica per listed GPU ("0,1", MXNet's --gpus); empty: the CPU (docs/gpu.md).
+  std::string gpus;
+  std::vector<int> gpu_list;  // parsed from it
   double sync_timeout_s = 120;
   // Gradient compression of the pushes (MXNet's fit.py --gc-type / --gc-threshold):
   // none, 2bit, 1bit or fp16; the threshold is 2bit's quantum.

@@ -15,6 +15,7 @@
 #include "common/status_macros.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
+#include "services/worker/gpu_devices.h"
 #include "services/worker/worker_metrics.h"
 #include "services/worker/kv/dist_kvstore.h"
 #include "services/worker/kv/local_kvstore.h"
@@ -87,6 +88,8 @@ int Run(int argc, char** argv) {
   if (s.ok()) s = FinishTrainFlags(&options);
   if (s.ok()) s = FinishClusterFlags(&cluster_flags, IsDistributed(options.mode));
   if (s.ok()) s = metrics::CheckMetricsFlags(metrics_flags);
+  // --gpus is refused here, before the job waits on this worker, unless it can be honoured.
+  if (s.ok()) s = PrepareGpus(options.gpu_list).status();
   // A worker serves no gRPC: nothing to warn about when plaintext.
   if (s.ok()) s = ApplyTlsFlags(cluster_flags.tls, TlsUse::kClusterNode, /*listen_host=*/"");
   if (!s.ok()) {

@@ -143,5 +143,20 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
   }
 }
 
+// --gpus (issue 14): MXNet's comma list, parsed into gpu_list; the CPU when empty.
+TEST(TrainOptionsTest, GpusAreACommaListOfOrdinals) {
+  TrainOptions o;
+  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  EXPECT_TRUE(o.gpu_list.empty());
+  o.gpus = "0,1";
+  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  EXPECT_EQ(o.gpu_list, (std::vector<int>{0, 1}));
+  TrainOptions bad;
+  bad.gpus = "0-3";
+  absl::Status s = FinishTrainFlags(&bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--gpus: \"0-3\" is not a GPU ordinal"), absl::string_view::npos) << s;
+}
+
 }  // namespace
 }  // namespace dtrain::worker
