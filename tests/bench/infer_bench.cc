@@ -1,14 +1,19 @@
-// Inference benchmark: Predict latency (p50, p99) and throughput against a real
-// dtrain-infer process on loopback, with C concurrent clients (one channel each), at
-// each batch size; and, in the same run on the same batches, a direct in-process
-// LibTorch forward (uint8 -> float, forward, softmax, top-1) from the same number of
-// client threads through the same number of forward slots and LibTorch threads as the
-// server. The difference is what serving costs: gRPC, protobuf, validation, a process
-// hop. Phases alternate over --trials (shared machines drift); medians are reported,
-// one JSON line per batch size, with ratios served / direct.
+// Inference benchmark: latency (p50, p99) and throughput against a real dtrain-infer
+// process on loopback, with C concurrent clients (one channel each), at each batch
+// size, over each protocol (dtrain.v1 Predict, the Open Inference Protocol's
+// ModelInfer with raw FP32 contents); and, in the same run on the same batches, a
+// direct in-process LibTorch forward (uint8 -> float, forward, softmax, top-1) from the
+// same number of client threads through the same number of forward slots and LibTorch
+// threads as the server. The reference does not batch across clients: it is what a
+// client gets calling LibTorch itself. The server batches concurrent requests
+// (--max-batch-size, --max-batch-delay-us, passed through), which is how batch-1
+// traffic can come near or past the reference despite gRPC, protobuf, validation and
+// a process hop. Phases alternate over --trials (shared machines drift); medians are
+// reported, one JSON line per batch size and protocol, with ratios served / direct.
 //
 // usage: infer_bench --model-prefix DIR/m [--clients 8] [--batches 1,64] [--seconds 3]
 //                    [--trials 3] [--threads 0] [--intra-op-threads 1] [--infer-bin PATH]
+//                    [--protocols dtrain,oip] [--max-batch-size 8] [--max-batch-delay-us 500]
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,10 +29,12 @@
 #include <torch/torch.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
 #include "dtrain/v1/inference.grpc.pb.h"
+#include "kserve/v2/grpc_predict_v2.grpc.pb.h"
 #include "services/inference/forward_slots.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/data/idx_reader.h"
@@ -45,6 +52,10 @@ struct Options {
   int64_t trials = 3;
   int64_t threads = 0;  // 0: one per core, as dtrain-infer
   int64_t intra_op_threads = 1;
+  std::string protocols = "dtrain,oip";
+  int64_t max_batch_size = 8;
+  int64_t max_batch_delay_us = 500;
+  std::string server_args;  // more dtrain-infer flags, space-separated
 };
 
 struct Result {
@@ -135,9 +146,16 @@ pid_t StartServer(const Options& o, const std::string& port_file) {
   const pid_t pid = ::fork();
   if (pid == 0) {
     const std::string threads = std::to_string(o.threads), intra = std::to_string(o.intra_op_threads);
-    ::execl(o.infer_bin.c_str(), o.infer_bin.c_str(), "--model-prefix", o.model_prefix.c_str(), "--port", "0",
-            "--port-file", port_file.c_str(), "--watch-interval", "0", "--threads", threads.c_str(),
-            "--intra-op-threads", intra.c_str(), static_cast<char*>(nullptr));
+    const std::string max_size = std::to_string(o.max_batch_size), delay = std::to_string(o.max_batch_delay_us);
+    std::vector<std::string> args = {o.infer_bin, "--model-prefix", o.model_prefix, "--port", "0", "--port-file",
+                                      port_file, "--watch-interval", "0", "--threads", threads, "--intra-op-threads",
+                                      intra, "--max-batch-size", max_size, "--max-batch-delay-us", delay,
+                                      "--model-name", "bench"};
+    for (absl::string_view a : absl::StrSplit(o.server_args, ' ', absl::SkipEmpty())) args.emplace_back(a);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(o.infer_bin.c_str(), argv.data());
     ::_exit(127);
   }
   return pid;
@@ -157,9 +175,17 @@ int main(int argc, char** argv) {
   flags.AddInt("trials", &o.trials, "alternating direct/served trials per batch size; medians reported");
   flags.AddInt("threads", &o.threads, "dtrain-infer --threads (forwards at once; 0 = cores), also used direct");
   flags.AddInt("intra-op-threads", &o.intra_op_threads, "LibTorch threads per forward (server and reference)");
+  flags.AddString("protocols", &o.protocols, "served protocols to measure: dtrain (Predict), oip (ModelInfer)");
+  flags.AddInt("max-batch-size", &o.max_batch_size, "dtrain-infer --max-batch-size (1: no dynamic batching)");
+  flags.AddInt("max-batch-delay-us", &o.max_batch_delay_us, "dtrain-infer --max-batch-delay-us");
+  flags.AddString("server-args", &o.server_args, "more dtrain-infer flags, space-separated (e.g. --metrics-port 9400)");
   std::vector<int64_t> batches;
   absl::Status s = flags.Parse(argc, argv);
   if (s.ok()) s = dtrain::ParseIntList(o.batches, &batches);
+  const std::vector<std::string> protocols = absl::StrSplit(o.protocols, ',', absl::SkipEmpty());
+  for (const std::string& p : protocols) {
+    if (s.ok() && p != "dtrain" && p != "oip") s = absl::InvalidArgumentError("--protocols: dtrain or oip, got " + p);
+  }
   if (s.ok() && o.model_prefix.empty()) s = absl::InvalidArgumentError("--model-prefix is required");
   if (!s.ok()) {
     std::fprintf(stderr, "infer_bench: %s\n", std::string(s.message()).c_str());
@@ -192,8 +218,11 @@ int main(int argc, char** argv) {
   }
   const std::string address = absl::StrCat("127.0.0.1:", port);
   std::vector<std::unique_ptr<dtrain::v1::Inference::Stub>> stubs;
+  std::vector<std::unique_ptr<inference::GRPCInferenceService::Stub>> oip_stubs;
   for (int64_t c = 0; c < o.clients; ++c) {
-    stubs.push_back(dtrain::v1::Inference::NewStub(dtrain::MakeChannel(address)));
+    auto channel = dtrain::MakeChannel(address);
+    stubs.push_back(dtrain::v1::Inference::NewStub(channel));
+    oip_stubs.push_back(inference::GRPCInferenceService::NewStub(channel));
   }
   bool ready = false;
   for (int i = 0; port != 0 && i < 300 && !ready; ++i) {  // 30 s for the model
@@ -242,23 +271,55 @@ int main(int argc, char** argv) {
       dtrain::v1::PredictResponse resp;
       return stubs[static_cast<size_t>(c)]->Predict(&ctx, req, &resp).ok() && resp.predictions_size() == batch;
     };
-    std::vector<Result> directs, serveds;
+    // The Open Inference Protocol with the same pixels as FP32 raw contents (x / 255,
+    // converted once here, as a client would hold them).
+    std::vector<float> as_floats(images->data.size());
+    for (size_t i = 0; i < as_floats.size(); ++i) as_floats[i] = static_cast<float>(images->data[i]) / 255.0f;
+    auto oip_call = [&](int c, int64_t i) {
+      inference::ModelInferRequest req;
+      req.set_model_name("bench");
+      auto* in = req.add_inputs();
+      in->set_name("images");
+      in->set_datatype("FP32");
+      for (int64_t d : {batch, int64_t{1}, int64_t{28}, int64_t{28}}) in->add_shape(d);
+      const int64_t k = (c + i * o.clients) % distinct;
+      req.add_raw_input_contents(reinterpret_cast<const char*>(as_floats.data() + k * batch * 784),
+                                 static_cast<size_t>(batch * 784) * sizeof(float));
+      req.add_outputs()->set_name("probabilities");
+      grpc::ClientContext ctx;
+      ctx.set_deadline(dtrain::DeadlineAfter(absl::Seconds(30)));
+      inference::ModelInferResponse resp;
+      return oip_stubs[static_cast<size_t>(c)]->ModelInfer(&ctx, req, &resp).ok() && resp.outputs_size() == 1 &&
+             resp.outputs(0).shape_size() == 2 && resp.outputs(0).shape(0) == batch;
+    };
+    std::vector<Result> directs;
+    std::vector<std::vector<Result>> serveds(protocols.size());
     for (int64_t t = 0; t < o.trials; ++t) {
       directs.push_back(Measure(static_cast<int>(o.clients), o.seconds, batch, direct_call));
-      serveds.push_back(Measure(static_cast<int>(o.clients), o.seconds, batch, served_call));
+      for (size_t p = 0; p < protocols.size(); ++p) {
+        serveds[p].push_back(Measure(static_cast<int>(o.clients), o.seconds, batch,
+                                     protocols[p] == "oip" ? std::function<bool(int, int64_t)>(oip_call)
+                                                           : std::function<bool(int, int64_t)>(served_call)));
+      }
     }
-    const Result direct = MedianOf(directs), served = MedianOf(serveds);
-    if (served.failures > 0 || served.calls == 0) exit_code = 1;
-    std::printf(
-        "{\"batch\": %lld, \"clients\": %lld, \"served\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": %.1f, "
-        "\"calls\": %lld, \"failures\": %lld}, \"direct\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": "
-        "%.1f}, \"p50_ratio\": %.2f, \"p99_ratio\": %.2f, \"throughput_ratio\": %.3f}\n",
-        static_cast<long long>(batch), static_cast<long long>(o.clients), served.p50_ms, served.p99_ms,
-        served.images_per_s, static_cast<long long>(served.calls), static_cast<long long>(served.failures),
-        direct.p50_ms, direct.p99_ms, direct.images_per_s, served.p50_ms / direct.p50_ms,
-        served.p99_ms / direct.p99_ms, served.images_per_s / direct.images_per_s);
-    std::fflush(stdout);
+    const Result direct = MedianOf(directs);
+    for (size_t p = 0; p < protocols.size(); ++p) {
+      const Result served = MedianOf(serveds[p]);
+      if (served.failures > 0 || served.calls == 0) exit_code = 1;
+      std::printf(
+          "{\"batch\": %lld, \"clients\": %lld, \"protocol\": \"%s\", \"max_batch_size\": %lld, "
+          "\"max_batch_delay_us\": %lld, \"served\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": %.1f, "
+          "\"calls\": %lld, \"failures\": %lld}, \"direct\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": "
+          "%.1f}, \"p50_ratio\": %.2f, \"p99_ratio\": %.2f, \"throughput_ratio\": %.3f}\n",
+          static_cast<long long>(batch), static_cast<long long>(o.clients), protocols[p].c_str(),
+          static_cast<long long>(o.max_batch_size), static_cast<long long>(o.max_batch_delay_us), served.p50_ms,
+          served.p99_ms, served.images_per_s, static_cast<long long>(served.calls),
+          static_cast<long long>(served.failures), direct.p50_ms, direct.p99_ms, direct.images_per_s,
+          served.p50_ms / direct.p50_ms, served.p99_ms / direct.p99_ms, served.images_per_s / direct.images_per_s);
+      std::fflush(stdout);
+    }
   }
+  oip_stubs.clear();
   stubs.clear();
   ::kill(pid, SIGTERM);
   int status = 0;

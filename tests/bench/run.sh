@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrain benchmarks, each printed as a ratio to a reference measured in the same run.
-#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|replication|infer|tls|netns|all]   (default: all)
+#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|replication|infer|tls|netns|resnet|all]   (default: all)
 # Needs a build (deploy/build.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -174,13 +174,13 @@ transport() {
 }
 
 infer() {
-  echo "== inference: Predict p50/p99 and throughput, 8 clients, batch 1 and 64, vs in-process forward"
+  echo "== inference: Predict and ModelInfer (Open Inference Protocol) p50/p99 and throughput, 8 clients, batch 1 and 64, vs in-process forward"
   local dir; dir=$(mktemp -d)
   # A small LeNet checkpoint to serve (seconds); the model's accuracy does not matter here.
   "$BIN/dtrain-worker" --kv-store local --network lenet --num-epochs 1 --num-examples 2000 \
       --model-prefix "$dir/m" >"$dir/train.log" 2>&1 || { cat "$dir/train.log"; exit 1; }
   "$BIN/infer_bench" --infer-bin "$BIN/dtrain-infer" --model-prefix "$dir/m" --clients 8 --batches 1,64 \
-      --seconds 3 --trials 3
+      --seconds 3 --trials "${TRIALS:-3}" ${INFER_BENCH_FLAGS:-}   # e.g. INFER_BENCH_FLAGS="--max-batch-size 1" (no batching)
   rm -rf "$dir"
 }
 
@@ -233,6 +233,7 @@ case "$what" in
   tls) tls ;;
   replication) replication ;;
   netns) netns ;;
+  resnet) BIN="$BIN" REF="$REF" EPOCHS="$EPOCHS" bash tests/bench/resnet_throughput.sh ;;
   all) transport; throughput; metrics; snapshots; replication; infer; tls ;;
-  *) echo "usage: $0 [throughput|transport|metrics|snapshots|replication|infer|tls|netns|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [throughput|transport|metrics|snapshots|replication|infer|tls|netns|resnet|all]" >&2; exit 2 ;;
 esac
