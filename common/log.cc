@@ -14,7 +14,7 @@ namespace dtrain {
 namespace {
 
 std::mutex g_identity_mu;
-std::string g_identity;  // "worker 1 " or empty
+std::string g_identity;  // "[worker 1] " or empty
 
 bool IdentityEnabled() {
   const char* v = std::getenv("DTRAIN_LOG_IDENTITY");
@@ -29,15 +29,19 @@ void SetLogIdentity(const std::string& role, int rank) {
     g_identity.clear();
     return;
   }
-  g_identity = rank < 0 ? role + " " : role + " " + std::to_string(rank) + " ";
+  // The launcher's prefix exactly ("[worker 1] " before the time), so a hand-launched
+  // or Kubernetes process's lines read, and grep, like `dtrain launch`'s.
+  g_identity = rank < 0 ? "[" + role + "] " : "[" + role + " " + std::to_string(rank) + "] ";
 }
 
 LogLine::LogLine(LogLevel level, const char* /*file*/, int /*line*/) : level_(level) {
   const char tag = level_ == LogLevel::kINFO ? 'I' : level_ == LogLevel::kWARNING ? 'W' : 'E';
+  {
+    std::lock_guard<std::mutex> lock(g_identity_mu);
+    stream_ << g_identity;
+  }
   stream_ << absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), absl::LocalTimeZone()) << ' ' << tag
           << ' ';
-  std::lock_guard<std::mutex> lock(g_identity_mu);
-  stream_ << g_identity;
 }
 
 LogLine::~LogLine() {

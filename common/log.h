@@ -3,7 +3,9 @@
 //   DTRAIN_LOG(INFO) << "Epoch[" << e << "] Validation-accuracy=" << acc;
 //
 // Each line carries time, level and (once SetLogIdentity was called) the process's
-// role and rank, so `kubectl logs` of any pod reads on its own. `dtrain launch` sets
+// role and rank, so `kubectl logs` of any pod reads on its own. The identity comes
+// first, as `dtrain launch` prefixes its children's lines ("[worker 1] 2026-... I ..."):
+// one format however the process was started. `dtrain launch` sets
 // DTRAIN_LOG_IDENTITY=0 because it prefixes every child's lines itself.
 #pragma once
 
@@ -14,7 +16,7 @@ namespace dtrain {
 
 enum class LogLevel { kINFO, kWARNING, kERROR };
 
-// E.g. SetLogIdentity("worker", 1); rank < 0 prints the role alone.
+// E.g. SetLogIdentity("worker", 1): "[worker 1] "; rank < 0 prints the role alone ("[scheduler] ").
 void SetLogIdentity(const std::string& role, int rank);
 
 class LogLine {

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cluster_spec.h"
 #include "common/credentials.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
@@ -158,11 +159,19 @@ class SchedulerClient::Heartbeat {
   // The first request that goes out on a ready channel ends a "broken" spell.
   void Write(Stream& stream, absl::Time* broken_since) {
     bool wrote = false;
+    int64_t tick_ms = 0;  // the tick this request is for; 0: the first one, or a poke
     while (true) {
       v1::HeartbeatRequest request;
       request.set_role(client_->role_);
       request.set_rank(client_->rank_);
       request.set_step(client_->step_source_ ? client_->step_source_() : client_->step_.load());
+      if (tick_ms > 0 && !client_->step_source_) {
+        // The step of the tick itself, not of the moment this thread woke up.
+        if (std::optional<int64_t> at = client_->step_history_.StepAt(tick_ms)) {
+          request.set_step(*at);
+          request.set_step_at_unix_ms(tick_ms);
+        }
+      }
       request.set_samples_per_sec(client_->samples_per_sec_.load());
       request.set_job_id(client_->job_id_);
       request.set_incarnation(client_->incarnation_);
@@ -170,6 +179,7 @@ class SchedulerClient::Heartbeat {
       {
         absl::MutexLock lock(&client_->report_mu_);
         if (client_->snapshot_report_) *request.mutable_snapshots() = *client_->snapshot_report_;
+        if (client_->epoch_report_) *request.mutable_epoch_report() = *client_->epoch_report_;
       }
       if (!stream.Write(request)) return;
       if (!wrote && client_->channel_->GetState(false) == GRPC_CHANNEL_READY) {
@@ -177,9 +187,14 @@ class SchedulerClient::Heartbeat {
         *broken_since = absl::InfiniteFuture();
       }
       absl::MutexLock lock(&mu_);
-      const absl::Time next = absl::Now() + interval_;
+      // The next multiple of the interval on the wall clock: every worker's ticks fall
+      // on the same moments (issue 15), and no two requests are more than one interval apart.
+      const int64_t interval_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(interval_));
+      const int64_t next_ms = (absl::ToUnixMillis(absl::Now()) / interval_ms + 1) * interval_ms;
+      const absl::Time next = absl::FromUnixMillis(next_ms);
       while (!stop_ && !stream_done_ && !poke_ && absl::Now() < next) cv_.WaitWithDeadline(&mu_, next);
       if (stop_ || stream_done_) return;
+      tick_ms = poke_ ? 0 : next_ms;
       poke_ = false;
     }
   }
@@ -209,7 +224,10 @@ class SchedulerClient::Heartbeat {
 };
 
 SchedulerClient::SchedulerClient(const std::string& address)
-    : address_(address), channel_(MakeChannel(address)), stub_(v1::Scheduler::NewStub(channel_)) {}
+    : address_(address),
+      channel_(MakeChannel(address)),
+      stub_(v1::Scheduler::NewStub(channel_)),
+      cluster_spec_(ClusterSpecFromEnvironment()) {}
 
 // Stops the heartbeat before the stub and channel it uses go; a registration again
 // in progress (on the heartbeat thread) is cancelled first.
@@ -274,6 +292,7 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
   request.set_num_workers(num_workers_);
   request.set_num_servers(num_servers_);
   request.set_replication(replication_);
+  request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
   const absl::Time start = absl::Now();
@@ -343,6 +362,7 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   request.set_num_workers(num_workers);
   request.set_num_servers(num_servers);
   request.set_replication(replication_);
+  request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   bool told = false;
   RegisterResult r;
@@ -381,8 +401,17 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
 }
 
 void SchedulerClient::SetProgress(int64_t step, double samples_per_sec) {
+  step_history_.Set(step, absl::ToUnixMillis(absl::Now()));
   step_.store(step);
   samples_per_sec_.store(samples_per_sec);
+}
+
+void SchedulerClient::SetEpochReport(const v1::EpochReport& report) {
+  {
+    absl::MutexLock lock(&report_mu_);
+    epoch_report_ = report;
+  }
+  if (heartbeat_ != nullptr) heartbeat_->Poke();
 }
 
 void SchedulerClient::SetResuming(bool resuming) {

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/step_history.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
 
 namespace dtrain {
@@ -67,8 +68,16 @@ class SchedulerClient {
   // and must not destroy this client (its destructor joins that thread).
   // A stream that the scheduler ends with NOT_FOUND (a restarted scheduler) is not
   // a break: the client registers again (up to hooks.reregister_timeout) and reopens it.
+  //
+  // Workers' heartbeats go out at ticks shared by the job (multiples of `interval` on
+  // the wall clock) with the step of that tick (HeartbeatRequest.step_at_unix_ms), so
+  // that the scheduler compares steps of one moment (issue 15).
   void StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks);
+  // Cheap (call it every step): the step is remembered with the time it was reached.
   void SetProgress(int64_t step, double samples_per_sec);
+  // Workers (issue 15): the newest epoch's figures, sent on every heartbeat from now
+  // on (at once, then at each tick); other workers read them with GetStatus.
+  void SetEpochReport(const v1::EpochReport& report);
   // Recovery (docs/recovery.md): a rejoined worker says `resuming` on its heartbeats
   // until it has caught up with the job (its first redone step is done); the
   // scheduler shows the rank REJOINING meanwhile, then ALIVE. A change is sent at
@@ -131,6 +140,10 @@ class SchedulerClient {
   int rank_ = -1;
   std::string job_id_;
   int replication_ = 0;
+  // A spec-launched job's cluster spec (common/cluster_spec.h), from the environment
+  // `dtrain run` gave this process: every role's registration carries it with no flag
+  // to plumb through each main.
+  const std::string cluster_spec_;
   uint64_t incarnation_ = 0;
   bool rejoined_ = false;
   // What Register sent, for registering again.
@@ -147,6 +160,8 @@ class SchedulerClient {
   std::atomic<bool> resuming_{false};
   absl::Mutex report_mu_;
   std::optional<v1::SnapshotReport> snapshot_report_ ABSL_GUARDED_BY(report_mu_);
+  std::optional<v1::EpochReport> epoch_report_ ABSL_GUARDED_BY(report_mu_);
+  StepHistory step_history_;  // SetProgress's steps, for the ticks
   std::function<int64_t()> step_source_;
   std::atomic<bool> job_failed_{false};
   std::unique_ptr<Heartbeat> heartbeat_;

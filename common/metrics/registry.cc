@@ -15,15 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/metrics/process_metrics.h"
 #include "common/net_address.h"
 #include "common/port_file.h"
 
 namespace dtrain::metrics {
-namespace {
-
-
-}  // namespace
-
 // What the exposer sees: the families, with role and rank put in front of every
 // series' labels; nothing while the rank is unknown.
 class MetricsRegistry::Labelled : public prometheus::Collectable {
@@ -44,6 +40,8 @@ class MetricsRegistry::Labelled : public prometheus::Collectable {
     }
     if (rank.empty()) return {};
     std::vector<prometheus::MetricFamily> out = families_->Collect();
+    // Every process's build and /proc figures, whatever its role registered.
+    for (auto& family : CollectProcessFamilies()) out.push_back(std::move(family));
     for (auto& family : out) {
       for (auto& metric : family.metric) {
         metric.label.insert(metric.label.begin(), {{"role", role_}, {"rank", rank}});

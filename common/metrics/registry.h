@@ -8,7 +8,8 @@
 // Every series carries the labels `role` and `rank`, added when rendered rather than
 // when registered: a server or worker learns its rank only after it has been started
 // and registered, and its endpoint must already answer by then. Until SetRank the
-// page is empty (the target is up, with no series).
+// page is empty (the target is up, with no series). Besides the role's families every
+// page carries dtrain_build_info and the standard process_* series (process_metrics.h).
 #pragma once
 
 #include <memory>

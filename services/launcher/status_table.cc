@@ -113,8 +113,15 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const std::string&
     any_worker = true;
   }
   if (status.nodes_size() == 0) absl::StrAppend(&out, "(no node has registered yet)\n");
-  if (any_worker) {
-    absl::StrAppendFormat(&out, "workers: steps %d..%d (lag %d), %.1f samples/s in all\n", lo, hi, hi - lo,
+  if (any_worker && status.has_worker_lag()) {
+    // Steps of one moment (the scheduler's WorkerLag); the STEP column's latest reports
+    // are up to a heartbeat apart, so their spread is not a lag.
+    const v1::WorkerLag& lag = status.worker_lag();
+    absl::StrAppendFormat(&out, "workers: steps %d..%d %.1f s ago (lag %d), %.1f samples/s in all\n",
+                          lag.slowest_step(), lag.fastest_step(),
+                          std::max<int64_t>(0, now_ms - lag.at_unix_ms()) / 1000.0, lag.steps(), total_speed);
+  } else if (any_worker) {
+    absl::StrAppendFormat(&out, "workers: steps %d..%d (lag not sampled yet), %.1f samples/s in all\n", lo, hi,
                           total_speed);
   }
   absl::StrAppend(&out, ChainsText(status));

@@ -181,9 +181,12 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
   if (held > 0 && !all_registered_ && restart_seen_at_ == absl::InfiniteFuture()) restart_seen_at_ = Now();
   uint64_t replaced = 0;
   int restarts = 0;
+  // The rank's epoch reports stay: a replacement continues its predecessor's epochs.
+  google::protobuf::RepeatedPtrField<v1::EpochReport> recent_epochs;
   if (auto prev = nodes_.find(key); prev != nodes_.end()) {
     if (prev->second.info.incarnation() != held) replaced = prev->second.info.incarnation();
     restarts = prev->second.info.restarts();
+    recent_epochs.Swap(prev->second.info.mutable_recent_epochs());
   }
   uint64_t& last = last_incarnation_[key];
   // Before the job starts nobody is fenced: every first process is incarnation 1.
@@ -201,6 +204,7 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
   node.info.set_state(restart ? v1::NODE_STATE_REJOINING : v1::NODE_STATE_REGISTERED);
   node.info.set_incarnation(incarnation);
   node.info.set_restarts(restarts + (restart ? 1 : 0));
+  node.info.mutable_recent_epochs()->Swap(&recent_epochs);
   node.last_heard = Now();
   node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
   node.ticket = next_ticket_++;
@@ -306,6 +310,20 @@ absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, in
   node.last_heard = Now();
   node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
   return absl::OkStatus();
+}
+
+void Membership::RecordEpoch(const NodeKey& key, const v1::EpochReport& report) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(key);
+  if (it == nodes_.end() || key.role != v1::ROLE_WORKER) return;
+  auto* recent = it->second.info.mutable_recent_epochs();
+  // Every heartbeat repeats the newest report: one entry per epoch.
+  if (!recent->empty() && recent->rbegin()->epoch() == report.epoch()) {
+    *recent->rbegin() = report;
+    return;
+  }
+  *recent->Add() = report;
+  if (recent->size() > kRecentEpochs) recent->DeleteSubrange(0, recent->size() - kRecentEpochs);
 }
 
 absl::Status Membership::CheckCaller(const NodeKey& key, const std::string& job_id, uint64_t incarnation) const {

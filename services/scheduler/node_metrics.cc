@@ -19,26 +19,15 @@ std::string StateLabel(v1::NodeState state) {
   }
 }
 
-void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, scheduler::SchedulerMetrics& out) {
+void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, const std::optional<v1::WorkerLag>& lag,
+                       scheduler::SchedulerMetrics& out) {
   std::map<std::pair<std::string, std::string>, int64_t> counts;
   for (const char* role : {"worker", "server"}) {
     for (const char* state : {"registered", "alive", "dead", "finished", "rejoining"}) counts[{role, state}] = 0;
   }
-  bool any_worker = false;
-  int64_t slowest = 0, fastest = 0;
-  int slowest_rank = -1;
-  for (const v1::NodeInfo& n : nodes) {
-    ++counts[{RoleName(n.role()), StateLabel(n.state())}];
-    if (n.role() != v1::ROLE_WORKER || n.state() == v1::NODE_STATE_DEAD) continue;
-    if (!any_worker || n.last_step() < slowest) {
-      slowest = n.last_step();
-      slowest_rank = n.rank();
-    }
-    if (!any_worker || n.last_step() > fastest) fastest = n.last_step();
-    any_worker = true;
-  }
+  for (const v1::NodeInfo& n : nodes) ++counts[{RoleName(n.role()), StateLabel(n.state())}];
   for (const auto& [key, count] : counts) out.SetNodeCount(key.first, key.second, count);
-  if (any_worker) out.SetWorkerSteps(slowest, slowest_rank, fastest);
+  if (lag) out.SetWorkerSteps(lag->slowest_step(), lag->slowest_rank(), lag->fastest_step());
 }
 
 }  // namespace dtrain::scheduler

@@ -2,6 +2,7 @@
 // slowest and fastest worker's step. gRPC-free; called from SchedulerService::Tick.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "services/scheduler/scheduler_metrics.h"
@@ -9,9 +10,10 @@
 
 namespace dtrain::scheduler {
 
-// Steps count over the workers still in the job (not DEAD); with none, the step
-// gauges keep their last values.
-void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, scheduler::SchedulerMetrics& out);
+// The step gauges come from `lag` (WorkerLagTracker: steps sampled at one moment);
+// without one (no tick every worker reported yet) they keep their last values.
+void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, const std::optional<v1::WorkerLag>& lag,
+                       scheduler::SchedulerMetrics& out);
 
 // "registered", "alive", "dead", "finished" (lower case, as in the metric's labels).
 std::string StateLabel(v1::NodeState state);

@@ -31,13 +31,15 @@ SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
                                            {{"group", group}});
   }
   slowest_step_ = &AddGauge(r, "dtrain_scheduler_slowest_worker_step",
-                            "Lowest step reported by a worker still in the job.");
+                            "Lowest step of a worker still in the job, at the newest tick all of them sampled.");
   slowest_rank_ = &AddGauge(r, "dtrain_scheduler_slowest_worker_rank", "Rank of the worker at the lowest step.");
   fastest_step_ = &AddGauge(r, "dtrain_scheduler_fastest_worker_step",
-                            "Highest step reported by a worker still in the job.");
+                            "Highest step of a worker still in the job, at the newest tick all of them sampled.");
   failovers_ = &AddCounter(r, "dtrain_scheduler_failovers_total",
                            "Server deaths whose key ranges went on at another replica (--replication > 1).", {});
-  lag_ = &AddGauge(r, "dtrain_scheduler_worker_lag_steps", "Fastest worker's step minus the slowest one's.");
+  lag_ = &AddGauge(r, "dtrain_scheduler_worker_lag_steps",
+                   "Fastest worker's step minus the slowest one's, both sampled at the same moment "
+                   "(at most 1 in dist_sync).");
   rollbacks_ = &AddCounter(r, "dtrain_scheduler_rollbacks_total",
                            "Rollbacks of the whole job to the servers' snapshots (a shard was lost).");
   steps_lost_ = &AddCounter(r, "dtrain_scheduler_rollback_steps_lost_total",

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/auth/node_auth.h"
+#include "common/cluster_spec.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "services/scheduler/node_metrics.h"
@@ -47,6 +48,15 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
         auth::MayRegisterAs(caller.identity, RoleName(request->role()), request->requested_rank(), &rank_to_request);
     if (!s.ok()) return ToGrpc(auth::Refused(caller, s));
     admitted_request.set_requested_rank(rank_to_request);
+  }
+  // Before membership: a node told another cluster would be refused for its sizes at
+  // best, with a message that does not say which host list differs.
+  const std::string node_name = request->requested_rank() >= 0
+                                    ? absl::StrCat(RoleName(request->role()), " ", request->requested_rank())
+                                    : absl::StrCat("a ", RoleName(request->role()));
+  if (absl::Status s = CompareClusterSpecs(options_.cluster_spec, request->cluster_spec(), node_name); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << s.message();
+    return ToGrpc(s);
   }
   uint64_t ticket = 0;
   absl::StatusOr<int> rank = membership_->Register(admitted_request, &ticket);
@@ -148,6 +158,10 @@ grpc::Status SchedulerService::Heartbeat(
     if (s.ok()) {
       s = membership_->Heartbeat(self, &incarnation, request.step(), request.samples_per_sec(), request.resuming(),
                                  &revived);
+    }
+    if (s.ok() && self.role == v1::ROLE_WORKER) {
+      lag_.Record(self.rank, request.step_at_unix_ms(), request.step());
+      if (request.has_epoch_report()) membership_->RecordEpoch(self, request.epoch_report());
     }
     if (revived) DTRAIN_LOG(WARNING) << NodeName(self) << " is back after being declared dead; it resumes";
     if (s.code() == absl::StatusCode::kNotFound) {
@@ -279,6 +293,8 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context,
   }
   *response->mutable_cluster() = membership_->View();
   response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
+  std::vector<v1::NodeInfo> nodes(response->nodes().begin(), response->nodes().end());
+  if (auto lag = lag_.Lag(WorkersInJob(nodes))) *response->mutable_worker_lag() = *lag;
   if (options_.rollback != nullptr) {
     response->set_rollbacks(options_.rollback->rollbacks());
     response->set_last_rollback(options_.rollback->last_rollback());
@@ -346,7 +362,10 @@ void SchedulerService::Tick() {
     DTRAIN_LOG(ERROR) << why;
     barriers_->NodeDied(KeyOf(node.role(), node.rank()), why);
   }
-  if (options_.metrics != nullptr) RecordNodeMetrics(membership_->Nodes(), *options_.metrics);
+  if (options_.metrics != nullptr) {
+    const std::vector<v1::NodeInfo> nodes = membership_->Nodes();
+    RecordNodeMetrics(nodes, lag_.Lag(WorkersInJob(nodes)), *options_.metrics);
+  }
   if (membership_->AllRegistered()) return;
   absl::MutexLock lock(&mu_);
   if (absl::Now() - last_waiting_log_ < options_.waiting_log_interval) return;

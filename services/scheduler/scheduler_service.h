@@ -15,6 +15,7 @@
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
 #include "services/scheduler/rollback_coordinator.h"
+#include "services/scheduler/worker_lag.h"
 
 namespace dtrain::scheduler {
 
@@ -31,6 +32,9 @@ struct SchedulerServiceOptions {
   // admitted by certificate name, each node gets a token for its rank and incarnation,
   // and every later call must carry it. Empty (plaintext): nothing is checked.
   std::string token_key;
+  // A spec-launched job's cluster spec (common/cluster_spec.h; empty: none): a node
+  // that registers with another is refused, naming the difference.
+  std::string cluster_spec;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {
@@ -75,6 +79,8 @@ class SchedulerService final : public v1::Scheduler::Service {
   Membership* const membership_;
   BarrierSet* const barriers_;
   const SchedulerServiceOptions options_;
+  // Workers' steps at shared ticks, for the lag (metrics and GetStatus).
+  WorkerLagTracker lag_;
   absl::Mutex mu_;
   absl::Time last_waiting_log_ ABSL_GUARDED_BY(mu_);
   bool logged_complete_ ABSL_GUARDED_BY(mu_) = false;

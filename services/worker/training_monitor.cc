@@ -9,8 +9,8 @@
 namespace dtrain::worker {
 namespace {
 
-// How often the heartbeat's step and speed are refreshed: the scheduler sends them on
-// with every heartbeat (one a second), so faster would be unseen.
+// How often the heartbeat's speed is refreshed: the scheduler sends it on with every
+// heartbeat (one a second), so faster would be unseen. The step goes every step.
 constexpr absl::Duration kReportEvery = absl::Seconds(1);
 
 }  // namespace
@@ -44,10 +44,13 @@ void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64
   const absl::Time now = absl::Now();
   report_samples_ += samples;
   if (now - report_start_ >= kReportEvery) {
-    cluster_.ReportProgress(step + 1, static_cast<double>(report_samples_) / absl::ToDoubleSeconds(now - report_start_));
+    reported_speed_ = static_cast<double>(report_samples_) / absl::ToDoubleSeconds(now - report_start_);
     report_start_ = now;
     report_samples_ = 0;
   }
+  // Every step: the heartbeats sample the step at shared ticks (issue 15), and a step
+  // reported a second late would make a worker look behind.
+  cluster_.ReportProgress(step + 1, reported_speed_);
   if (metrics_ == nullptr) return;
   const PushPullTiming t = kv_.last_timing();
   metrics_->StepDone(samples, {compute_seconds, t.push, t.wait, t.pull, t.rejoin_wait, t.replica_lag});

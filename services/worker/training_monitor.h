@@ -65,6 +65,7 @@ class TrainingMonitor {
   // Progress for the scheduler, about once a second.
   absl::Time report_start_;
   int64_t report_samples_ = 0;
+  double reported_speed_ = 0;  // samples/s over the last report period
   KVStoreStats last_stats_;
 };
 

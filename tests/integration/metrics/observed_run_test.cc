@@ -176,9 +176,15 @@ TEST_F(ObservedRunTest, EveryEndpointParsesWithItsRolesMetricsLabelsAndMonotoneC
     for (const std::string& name : Required().at(t.role)) {
       EXPECT_FALSE(e.Find(name).empty()) << t.role << " " << t.rank << " lacks " << name;
     }
-    // "encoding": wire or float32 (gradient compression's bytes per step), two values.
-    static const std::set<std::string> kLabels = {"role",  "rank", "phase", "node_role",
-                                                  "state", "group", "le",   "encoding"};
+    // Every process (issue 15): its build, and Prometheus' standard process series.
+    for (const char* name : {"dtrain_build_info", "process_cpu_seconds_total", "process_resident_memory_bytes",
+                             "process_start_time_seconds", "process_open_fds"}) {
+      EXPECT_EQ(e.Find(name).size(), 1u) << t.role << " " << t.rank << " lacks " << name;
+    }
+    // "encoding": wire or float32 (gradient compression's bytes per step), two values;
+    // "version", "commit": dtrain_build_info's, one value per process.
+    static const std::set<std::string> kLabels = {"role",  "rank", "phase",    "node_role", "state",
+                                                  "group", "le",   "encoding", "version",   "commit"};
     for (const Sample& s : e.samples) {
       if (!absl::StartsWith(s.name, "dtrain_")) continue;
       EXPECT_EQ(s.labels.count("role") ? s.labels.at("role") : "", t.role) << s.name;
@@ -238,6 +244,23 @@ TEST_F(ObservedRunTest, StatusListsEveryNodeWithItsStep) {
   EXPECT_TRUE(stepping) << out;
   EXPECT_TRUE(absl::StrContains(out, "server     0")) << out;
   EXPECT_TRUE(absl::StrContains(out, "workers: steps")) << out;
+
+  // Issue 15: the lag compares steps sampled at one tick; in dist_sync no worker can
+  // be more than one step ahead (sampled a second apart they looked ~20 apart).
+  int sampled = 0;
+  for (int i = 0; i < 10 && sampled < 3; ++i) {
+    auto [lag_code, text] = RunToEnd({Bin("dtrain"), "status", "--scheduler", scheduler_}, absl::Seconds(20));
+    ASSERT_EQ(lag_code, 0) << text;
+    const size_t at = text.find("s ago (lag ");
+    if (at != std::string::npos) {
+      int64_t lag = -1;
+      ASSERT_TRUE(absl::SimpleAtoi(text.substr(at + 11, text.find(')', at) - at - 11), &lag)) << text;
+      EXPECT_LE(lag, 1) << text;
+      ++sampled;
+    }
+    absl::SleepFor(absl::Milliseconds(700));
+  }
+  EXPECT_GE(sampled, 1) << "dtrain status never showed a sampled lag";
 
   auto [code, watched] = RunToEnd(
       {Bin("dtrain"), "status", "--scheduler", scheduler_, "--watch", "--interval", "0.2", "--count", "2"},

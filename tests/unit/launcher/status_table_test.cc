@@ -43,6 +43,12 @@ TEST(StatusTableTest, ShowsIncarnationsRestartsRejoiningAndHowLongADeadNodeIsDea
   dead.set_dead_since_unix_ms(88000);
   dead.set_death_reason("heartbeat stream broke");
   *s.add_nodes() = dead;
+  // Issue 15: the lag comes from steps sampled at one tick, not from the STEP column.
+  s.mutable_worker_lag()->set_at_unix_ms(99000);
+  s.mutable_worker_lag()->set_slowest_step(789);
+  s.mutable_worker_lag()->set_slowest_rank(1);
+  s.mutable_worker_lag()->set_fastest_step(790);
+  s.mutable_worker_lag()->set_steps(1);
   EXPECT_EQ(FormatStatus(s, "127.0.0.1:9091"),
             "job at 127.0.0.1:9091: dist_sync, 3 workers, 1 server\n"
             "ROLE    RANK  ADDRESS          STATE      INC RESTARTS     STEP  SAMPLES/S  LAST HEARD\n"
@@ -51,7 +57,7 @@ TEST(StatusTableTest, ShowsIncarnationsRestartsRejoiningAndHowLongADeadNodeIsDea
             "worker     1  127.0.0.1        REJOINING    2        1      790        0.0  0.1 s ago\n"
             "worker     2  127.0.0.1        DEAD         3        2      805      980.0  dead for 12 s (heartbeat "
             "stream broke)\n"
-            "workers: steps 790..812 (lag 22), 1203.5 samples/s in all\n");
+            "workers: steps 789..790 1.0 s ago (lag 1), 1203.5 samples/s in all\n");
 }
 
 // An older scheduler: no incarnations, no clock in the answer, deaths without a time.
@@ -68,6 +74,7 @@ TEST(StatusTableTest, OlderSchedulersAnswerStillPrints) {
   EXPECT_TRUE(absl::StrContains(t, "worker     0  127.0.0.1  ALIVE        -        0        5       10.0  2.")) << t;
   EXPECT_TRUE(absl::StrContains(t, "DEAD         -        0        5       10.0  60.")) << t;
   EXPECT_TRUE(absl::StrContains(t, "DEAD         1        0        5       10.0  dead for 30 s\n")) << t;
+  EXPECT_TRUE(absl::StrContains(t, "workers: steps 5..5 (lag not sampled yet)")) << t;
 }
 
 // Replication: each home server's chain, the member serving the weights starred; a

@@ -97,5 +97,18 @@ TEST(TrainingMonitorTest, WorksWithoutMetricsOrCsv) {
   EXPECT_TRUE(monitor.EpochDone(1.0, 0.5).ok());
 }
 
+// Issue 15: the heartbeats sample the step at shared ticks, so it must be current at
+// every step, not refreshed once a second (that made dist_sync workers look 20 apart).
+TEST(TrainingMonitorTest, ReportsTheStepAtEveryStep) {
+  FakeKV kv;
+  FakeCluster cluster;
+  TrainingMonitor monitor(cluster, kv, nullptr, "");
+  monitor.StartEpoch(0);
+  for (int64_t step = 0; step < 5; ++step) {
+    monitor.StepDone(step, 10, 1.0, 5, 0.0);
+    EXPECT_EQ(cluster.reported_step, step + 1);
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::worker
