@@ -29,6 +29,17 @@ struct RollbackOrder {
   std::vector<ServerEndpoint> servers;  // as registered now: a restarted one may have moved
 };
 
+// One worker's figures of one epoch (issue 15), for the job-wide progress line and
+// the validation combined over every worker's part of the test set.
+struct EpochFigures {
+  int64_t epoch = 0;
+  int64_t samples = 0;         // trained by this worker in the epoch
+  double train_seconds = 0;    // its training time
+  int64_t eval_correct = 0;    // its part of the test set classified right
+  int64_t eval_count = 0;      // the part's size
+  double eval_loss_sum = 0;    // the part's summed cross-entropy
+};
+
 // A worker the scheduler reports dead and not (yet) back.
 struct DeadPeer {
   int rank = 0;
@@ -55,6 +66,17 @@ class Cluster {
   virtual absl::Status JobStatus() const = 0;
   // Tells the job this worker is done (or failed, with the reason).
   virtual absl::Status Finish(bool failed, const std::string& reason) = 0;
+
+  // Issue 15: this worker's figures of an epoch, for the other workers. Replaces the
+  // previous report; a rank's reports outlive its process (a replacement continues).
+  virtual void ReportEpoch(const EpochFigures& /*figures*/) {}
+  // Every worker's figures of `epoch`, by rank, once all have reported it: blocks up to
+  // `timeout` (DEADLINE_EXCEEDED naming the workers whose report is missing), or until
+  // the job ends (its JobStatus). UNIMPLEMENTED where the cluster has no channel for it
+  // (the trainer then reports its own part).
+  virtual absl::StatusOr<std::vector<EpochFigures>> GatherEpoch(int64_t /*epoch*/, absl::Duration /*timeout*/) {
+    return absl::UnimplementedError("this cluster cannot gather the workers' epoch figures");
+  }
 
   // Recovery (docs/recovery.md). This process took its rank after the job started,
   // replacing a dead one: the servers are configured and hold the weights, so it
@@ -100,9 +122,17 @@ class LocalCluster final : public Cluster {
   void ReportProgress(int64_t, double) override {}
   absl::Status JobStatus() const override { return absl::OkStatus(); }
   absl::Status Finish(bool, const std::string&) override { return absl::OkStatus(); }
+  void ReportEpoch(const EpochFigures& figures) override { last_epoch_ = figures; }
+  absl::StatusOr<std::vector<EpochFigures>> GatherEpoch(int64_t epoch, absl::Duration) override {
+    if (!last_epoch_ || last_epoch_->epoch != epoch) {
+      return absl::FailedPreconditionError("GatherEpoch before ReportEpoch of that epoch");
+    }
+    return std::vector<EpochFigures>{*last_epoch_};
+  }
 
  private:
   std::vector<ServerEndpoint> servers_;
+  std::optional<EpochFigures> last_epoch_;
 };
 
 }  // namespace dtrain::worker

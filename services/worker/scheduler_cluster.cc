@@ -3,8 +3,11 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "services/worker/epoch_reports.h"
 
 namespace dtrain::worker {
 
@@ -118,6 +121,40 @@ void SchedulerCluster::ReportProgress(int64_t step, double samples_per_sec) {
 }
 
 void SchedulerCluster::SetResuming(bool resuming) { scheduler_.SetResuming(resuming); }
+
+void SchedulerCluster::ReportEpoch(const EpochFigures& figures) { scheduler_.SetEpochReport(ToReport(figures)); }
+
+absl::StatusOr<std::vector<EpochFigures>> SchedulerCluster::GatherEpoch(int64_t epoch, absl::Duration timeout) {
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  absl::Time next_log = start + absl::Seconds(10);
+  std::vector<EpochFigures> all;
+  std::vector<int> missing;
+  std::string last_error;
+  while (true) {
+    DTRAIN_RETURN_IF_ERROR(JobStatus());
+    const absl::Duration left = deadline - absl::Now();
+    absl::StatusOr<v1::GetStatusResponse> status = scheduler_.GetStatus(std::max(left, absl::Seconds(1)));
+    if (status.ok()) {
+      if (EpochReportsOf(*status, num_workers_, epoch, &all, &missing)) return all;
+    } else {
+      last_error = std::string(status.status().message());
+    }
+    const std::string who = missing.empty() ? std::string("the scheduler (") + last_error + ")"
+                                            : absl::StrCat("worker", missing.size() > 1 ? "s " : " ",
+                                                           absl::StrJoin(missing, ", "));
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat("epoch %d's figures: waited %.0f s for %s", epoch,
+                                                         absl::ToDoubleSeconds(absl::Now() - start), who));
+    }
+    if (absl::Now() >= next_log) {
+      DTRAIN_LOG(INFO) << "epoch " << epoch << "'s figures: still waiting for " << who;
+      next_log += absl::Seconds(10);
+    }
+    // Reports come with the next heartbeat at the latest (an interval), usually at once.
+    absl::SleepFor(std::min(absl::Milliseconds(100), std::max(absl::ZeroDuration(), deadline - absl::Now())));
+  }
+}
 
 absl::Status SchedulerCluster::Finish(bool failed, const std::string& reason) {
   return scheduler_.Leave(failed, reason);

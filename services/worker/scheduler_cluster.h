@@ -46,6 +46,9 @@ class SchedulerCluster final : public Cluster {
   void ReportProgress(int64_t step, double samples_per_sec) override;
   absl::Status JobStatus() const override;
   absl::Status Finish(bool failed, const std::string& reason) override;
+  void ReportEpoch(const EpochFigures& figures) override;
+  // Polls GetStatus until every worker's report is there (epoch_reports.h).
+  absl::StatusOr<std::vector<EpochFigures>> GatherEpoch(int64_t epoch, absl::Duration timeout) override;
   bool rejoined() const override { return rejoined_; }
   void SetResuming(bool resuming) override;
   std::vector<DeadPeer> DeadPeers() const override { return peers_.DeadPeers(); }

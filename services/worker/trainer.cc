@@ -24,6 +24,8 @@
 #include "services/worker/early_pushes.h"
 #include "common/models/models.h"
 #include "services/worker/trainer_checkpoints.h"
+#include "services/worker/trainer_eval.h"
+#include "services/worker/trainer_lr_log.h"
 #include "services/worker/training_monitor.h"
 
 namespace dtrain::worker {
@@ -32,6 +34,13 @@ namespace {
 constexpr int kNumClasses = 10;
 
 double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+
+// "0:25", "12:05", "1:02:09": an ETA, to the second.
+std::string EtaText(double seconds) {
+  const int64_t s = std::max<int64_t>(0, std::llround(seconds));
+  if (s >= 3600) return absl::StrFormat("%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return absl::StrFormat("%d:%02d", s / 60, s % 60);
+}
 
 std::vector<checkpoint::NamedTensor> ShapesOf(models::Network& net) {
   std::vector<checkpoint::NamedTensor> out;
@@ -58,20 +67,6 @@ uint64_t Fnv1a(models::Network& net) {
     }
   }
   return h;
-}
-
-double Evaluate(models::Network& net, const TensorSet& set) {
-  torch::NoGradGuard no_grad;
-  net.eval();
-  int64_t correct = 0;
-  constexpr int64_t kChunk = 1000;
-  for (int64_t i = 0; i < set.size(); i += kChunk) {
-    const int64_t n = std::min(kChunk, set.size() - i);
-    auto logits = net.forward(set.images.narrow(0, i, n));
-    correct += logits.argmax(1).eq(set.labels.narrow(0, i, n)).sum().item<int64_t>();
-  }
-  net.train();
-  return static_cast<double>(correct) / static_cast<double>(set.size());
 }
 
 // Loads PREFIX-N.states into *states, after checking that it was saved by a run with
@@ -138,7 +133,8 @@ absl::StatusOr<Data> LoadData(const TrainOptions& o, int rank, int workers) {
   DTRAIN_ASSIGN_OR_RETURN(data::ImageSet test_raw, data::LoadImageSet(o.data_dir, "t10k"));
   Data d;
   d.train = Partition(ToTensors(train_raw, o.num_examples), rank, workers);
-  d.test = ToTensors(test_raw, o.num_test_examples);
+  // Each worker evaluates its part; ValidateEpoch combines them (issue 15).
+  d.test = EvalPart(ToTensors(test_raw, o.num_test_examples), rank, workers);
   d.batches = d.train.size() / o.batch_size;
   d.input_shape = {1, train_raw.rows, train_raw.cols};
   if (d.batches == 0) {
@@ -225,7 +221,7 @@ absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double l
 // backward, PushPull, progress lines. The batch order depends only on (seed, epoch,
 // rank), so a replacement starting mid-epoch sees the same batches as the dead worker.
 absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch, int rank, const Data& data,
-                      models::Network& net, KVStore& kv, TrainingMonitor& monitor) {
+                      models::Network& net, KVStore& kv, TrainingMonitor& monitor, const LrChangeLog& lr_log) {
   std::vector<torch::Tensor> params = net.parameters();
   std::vector<const float*> grads(params.size());
   const std::vector<int64_t> order = EpochOrder(data.train.size(), o.seed, epoch, rank);
@@ -241,6 +237,7 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
     auto logits = net.forward(x);
     auto loss = torch::nn::functional::cross_entropy(logits, y);
     const int64_t step = epoch * data.batches + b;
+    if (const std::string line = lr_log.LineForStep(step); !line.empty()) DTRAIN_LOG(INFO) << line;
     if (early) early->StartStep(step);
     loss.backward();
     for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
@@ -254,9 +251,16 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
     monitor.StepDone(step, o.batch_size, loss_value, correct, compute_s);
     if ((b + 1) % o.disp_batches == 0) {
       const TrainingMonitor::Figures w = monitor.TakeWindow();
+      // MXNet's Speedometer line, then where the epoch is and when it and the run end
+      // at the window's pace (validation and checkpoints not counted).
+      const double per_batch = w.seconds / static_cast<double>(std::max<int64_t>(1, w.samples / o.batch_size));
+      const double epoch_left = per_batch * static_cast<double>(data.batches - (b + 1));
+      const double run_left = epoch_left + per_batch * static_cast<double>(data.batches * (o.num_epochs - epoch - 1));
       DTRAIN_LOG(INFO) << absl::StrFormat(
-          "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f\tTrain-cross-entropy=%f", epoch, b + 1,
-          w.samples_per_sec, w.accuracy, w.loss);
+          "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f\tTrain-cross-entropy=%f\tbatch %d/%d"
+          "\teta %s (epoch), %s (run)",
+          epoch, b + 1, w.samples_per_sec, w.accuracy, w.loss, b + 1, data.batches, EtaText(epoch_left),
+          EtaText(run_left));
     }
   }
   return absl::OkStatus();
@@ -312,12 +316,23 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   }
 
   TrainResult result;
+  const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
+  if (kv.resume_step() >= 0 && first_batch == 0 && first_epoch > o.load_epoch) {
+    // Issue 15: the worker this one replaces may have died before reporting its part
+    // of epoch first_epoch-1's validation, which the others wait for. The weights just
+    // pulled are that epoch's end (see above), so the part is evaluated again: the same
+    // figures (training time unknown here: 0).
+    DTRAIN_RETURN_IF_ERROR(
+        ValidateEpoch(*net, data.test, cluster, first_epoch - 1, 0, 0, gather_timeout).status());
+  }
+  // The servers apply the learning-rate schedule; the worker says when it changes.
+  const LrChangeLog lr_log(init.optimizer, IsAsync(o.mode) ? cluster.num_workers() : 1);
   TrainingMonitor monitor(cluster, kv, metrics, writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
   int64_t start_batch = first_batch;  // of the next epoch to run (0 but after a resume or rollback)
   for (int64_t epoch = first_epoch; epoch < o.num_epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
-    const absl::Status ran = RunEpoch(o, epoch, start_batch, rank, data, *net, kv, monitor);
+    const absl::Status ran = RunEpoch(o, epoch, start_batch, rank, data, *net, kv, monitor, lr_log);
     start_batch = 0;
     if (IsRollback(ran)) {
       // Issue 11: a server lost its shard and every server reloaded the snapshot of
@@ -341,8 +356,9 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-cross-entropy=%f", epoch, ep.loss);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
     if (writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, run, *net, kv, static_cast<int>(epoch + 1)));
-    result.validation_accuracy = Evaluate(*net, data.test);
-    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-accuracy=%f", epoch, result.validation_accuracy);
+    DTRAIN_ASSIGN_OR_RETURN(const Validation v, ValidateEpoch(*net, data.test, cluster, epoch, ep.samples, train_s,
+                                                               gather_timeout));
+    result.validation_accuracy = v.accuracy;
     // The CSV is for people and plots: failing to write it is no reason to stop training.
     if (absl::Status s = monitor.EpochDone(train_s, result.validation_accuracy); !s.ok()) {
       DTRAIN_LOG(WARNING) << "epoch figures not saved: " << s.message();

@@ -23,8 +23,11 @@ struct TrainResult {
 
 // Runs epochs load_epoch .. num_epochs-1 and logs MXNet-style lines:
 //   Epoch[0] Batch [100]	Speed: 1234.56 samples/sec	Train-accuracy=0.812500	Train-cross-entropy=0.52
+//     	batch 100/468	eta 0:21 (epoch), 2:05 (run)
+//   Update[469]: Change learning rate to 5.00000e-03        (trainer_lr_log.h)
 //   Epoch[0] Train-accuracy=0.85   Epoch[0] Train-cross-entropy=0.41   Epoch[0] Time cost=12.345
-//   Epoch[0] Validation-accuracy=0.87
+//   Epoch[0] Validation-accuracy=0.87   Epoch[0] Validation-cross-entropy=0.35   (over every worker's part)
+//   Epoch[0] Job: 2 workers	Speed: 2468.12 samples/sec	...   (rank 0; trainer_eval.h)
 // Rank 0 writes PREFIX-symbol.json once and PREFIX-NNNN.params/.states each epoch, and
 // appends the epoch's figures to PREFIX-metrics.csv. `metrics` (null: off) gets every
 // step's figures and timing.
