@@ -23,7 +23,6 @@ TensorSet Partition(const TensorSet& all, int rank, int num_workers) {
   return {all.images.index_select(0, idx), all.labels.index_select(0, idx)};
 }
 
-std::vector<int64_t> EpochOrder(int64_t n, int64_t seed, int64_t epoch, int rank) {
 TensorSet EvalPart(const TensorSet& all, int rank, int num_workers) {
   const int64_t n = all.size();
   const int64_t begin = n * rank / num_workers;
@@ -31,6 +30,7 @@ TensorSet EvalPart(const TensorSet& all, int rank, int num_workers) {
   return {all.images.narrow(0, begin, end - begin), all.labels.narrow(0, begin, end - begin)};
 }
 
+std::vector<int64_t> EpochOrder(int64_t n, int64_t seed, int64_t epoch, int rank) {
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   std::seed_seq seq{static_cast<uint64_t>(seed), static_cast<uint64_t>(epoch), static_cast<uint64_t>(rank)};

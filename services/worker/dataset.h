@@ -25,7 +25,6 @@ TensorSet ToTensors(const data::ImageSet& set, int64_t limit = 0);
 // batches per epoch (a sync step needs every worker).
 TensorSet Partition(const TensorSet& all, int rank, int num_workers);
 
-// A fresh order of [0, n) for an epoch; depends only on (seed, epoch, rank), so a
 // Worker `rank`'s part of the test set (issue 15): examples [rank*N/W, (rank+1)*N/W),
 // contiguous, so the W parts cover the set exactly once whatever N (sizes differ by at
 // most one). Each worker evaluates its part and the counts are summed (MXNet's
@@ -33,6 +32,7 @@ TensorSet Partition(const TensorSet& all, int rank, int num_workers);
 // whole set's.
 TensorSet EvalPart(const TensorSet& all, int rank, int num_workers);
 
+// A fresh order of [0, n) for an epoch; depends only on (seed, epoch, rank), so a
 // resumed run shuffles exactly as an uninterrupted one.
 std::vector<int64_t> EpochOrder(int64_t n, int64_t seed, int64_t epoch, int rank);
 

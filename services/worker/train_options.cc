@@ -43,14 +43,14 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddBool("overwrite-checkpoints", &o->overwrite_checkpoints,
             "delete the --model-prefix checkpoints of an earlier run (or those after --load-epoch) "
             "instead of refusing to mix them with this run's");
+  f.AddBool("save-safetensors", &o->save_safetensors,
+            "also write PREFIX-NNNN.safetensors beside each epoch's .params (loadable by Python's safetensors, "
+            "numpy; `dtrain export` does the same for an existing checkpoint)");
   f.AddInt("disp-batches", &o->disp_batches, "print speed and accuracy every N batches");
   f.AddInt("num-examples", &o->num_examples, "training examples to use (the first N of the set)");
   f.AddInt("num-test-examples", &o->num_test_examples,
            "test examples the validation accuracy is measured on (the first N; 0: all)");
   f.AddString("data-dir", &o->data_dir, "directory of the IDX files (raw or .gz)", {"DTRAIN_DATA_DIR"});
-  f.AddBool("save-safetensors", &o->save_safetensors,
-            "also write PREFIX-NNNN.safetensors beside each epoch's .params (loadable by Python's safetensors, "
-            "numpy; `dtrain export` does the same for an existing checkpoint)");
   f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)",
            {"DTRAIN_THREADS"});
   f.AddInt("seed", &o->seed, "random seed for initialisation and shuffling");

@@ -37,13 +37,13 @@ struct TrainOptions {
   // Delete the prefix's checkpoints that a fresh start (all) or a resume (those after
   // --load-epoch) would otherwise be refused over: a set holds one run's epochs.
   bool overwrite_checkpoints = false;
+  // Also write PREFIX-NNNN.safetensors beside each epoch's .params (issue 15), for
+  // tools that cannot read dtrain's own format.
+  bool save_safetensors = false;
   int64_t disp_batches = 100;
   int64_t num_examples = 60000;
   int64_t num_test_examples = 0;  // 0: the whole test set
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  // Also write PREFIX-NNNN.safetensors beside each epoch's .params (issue 15), for
-  // tools that cannot read dtrain's own format.
-  bool save_safetensors = false;
   int64_t threads = 0;  // 0: cores / workers on this host
   int64_t seed = 42;
   // One model replica per listed GPU ("0,1", MXNet's --gpus); empty: the CPU (docs/gpu.md).
