@@ -3,6 +3,8 @@
 // here, since CIFAR-10 cannot be downloaded on the test machines; `dtrain launch` trains
 // the CIFAR-style resnet 20 on it; the symbol file records the data's shape and classes;
 // dtrain-infer serves it and `dtrain predict` classifies 32x32 colour images.
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -16,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/common/subprocess.h"
 #include "tests/integration/inference/infer_process.h"
+#include "tests/integration/recovery/launched_job.h"
 
 namespace dtrain::testing {
 namespace {
@@ -71,10 +74,14 @@ std::string WriteCifar() {
   return dir;
 }
 
-std::vector<std::string> Launch(int servers, const std::string& data, std::vector<std::string> extra) {
+std::vector<std::string> Launch(int servers, const std::string& data, std::vector<std::string> extra,
+                                std::vector<std::string> launch_flags = {}) {
   std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", std::to_string(servers), "--kv-store",
-                                   "dist_sync", "--", "--network", "resnet", "--num-layers", "20", "--data-dir",
-                                   data, "--batch-size", "20", "--disp-batches", "1000"};
+                                   "dist_sync"};
+  argv.insert(argv.end(), launch_flags.begin(), launch_flags.end());
+  for (const char* f : {"--", "--network", "resnet", "--num-layers", "20", "--data-dir"}) argv.push_back(f);
+  argv.push_back(data);
+  for (const char* f : {"--batch-size", "20", "--disp-batches", "1"}) argv.push_back(f);
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -148,6 +155,29 @@ TEST(CifarResNetTest, ResumeIsBitIdentical) {
             ValuesAfter(resumed.second, "weights-fnv64", "[worker 1]"));
   EXPECT_EQ(ValuesAfter(straight.second, "Validation-accuracy", "[worker 1]").back(),
             ValuesAfter(resumed.second, "Validation-accuracy", "[worker 1]").back());
+  const std::string a = ReadFile(dir + "/a-0002.params");
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, ReadFile(dir + "/b-0002.params"));
+}
+
+// A worker 0 killed mid-epoch and restarted rejoins with fresh batch-norm buffers; the
+// statistics are recomputed from the weights at the epoch's end, so its checkpoints and
+// final state are still those of the uninterrupted run, bit for bit.
+TEST(CifarResNetTest, RejoinedWorkerEndsBitIdentical) {
+  const std::string data = WriteCifar();
+  const std::string dir = MakeTempDir();
+  auto straight = RunToEnd(Launch(1, data, {"--num-epochs", "2", "--model-prefix", dir + "/a"}), kRunTimeout);
+  ASSERT_EQ(straight.first, 0) << straight.second;
+  Subprocess job(Launch(1, data, {"--num-epochs", "2", "--model-prefix", dir + "/b"}, {"--max-restarts", "1"}));
+  ASSERT_NE(WaitForLine(job, "[worker 0]", "Epoch[1] Batch [2]", kRunTimeout), std::string::npos) << job.output();
+  const pid_t worker0 = FindLaunchedChild(job.pid(), "worker", 0);
+  ASSERT_GT(worker0, 0) << job.output();
+  ASSERT_EQ(kill(worker0, SIGKILL), 0);
+  ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
+  EXPECT_TRUE(absl::StrContains(job.output(), "restarting worker 0")) << job.output();
+  const std::vector<std::string> want = FinalWeights(straight.second);
+  ASSERT_EQ(want.size(), 2u) << straight.second;
+  EXPECT_EQ(FinalWeights(job.output()), want) << job.output();
   const std::string a = ReadFile(dir + "/a-0002.params");
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a, ReadFile(dir + "/b-0002.params"));
