@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "common/checkpoint/checkpoint.h"
+#include "common/models/model_state.h"
 #include "common/models/models.h"
 
 namespace dtrain::inference {
@@ -80,12 +81,12 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
   const std::string path = checkpoint::ParamsPath(prefix, epoch);
   DTRAIN_ASSIGN_OR_RETURN(std::vector<checkpoint::NamedTensor> tensors, checkpoint::ReadParams(path));
   DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> module,
-                          models::CreateNetwork(models::NetworkSpec{symbol.network, symbol.hidden},
-                                                symbol.num_classes));
+                          models::CreateNetwork(models::NetworkSpec{symbol.network, symbol.hidden, symbol.num_layers},
+                                                symbol.num_classes, symbol.input_shape));
+  // Weights and the float buffers (batch-norm statistics, input normalisation), as the
+  // trainer saved them (models::CheckpointTensors).
   std::vector<checkpoint::NamedTensor> expected;
-  for (const auto& p : module->named_parameters()) {
-    expected.push_back({p.key(), p.value().sizes().vec(), {}});
-  }
+  for (const auto& [name, t] : models::CheckpointTensors(*module)) expected.push_back({name, t.sizes().vec(), {}});
   DTRAIN_RETURN_IF_ERROR(checkpoint::CheckParamsMatch(path, tensors, expected));
   DTRAIN_RETURN_IF_ERROR(CheckFinite(path, tensors));
 
@@ -94,8 +95,8 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
   try {
     torch::NoGradGuard no_grad;
     size_t i = 0;
-    for (auto& p : module->parameters()) {
-      std::memcpy(p.data_ptr<float>(), tensors[i++].data.data(), sizeof(float) * p.numel());
+    for (auto& [name, t] : models::CheckpointTensors(*module)) {
+      std::memcpy(t.data_ptr<float>(), tensors[i++].data.data(), sizeof(float) * t.numel());
     }
     module->eval();
     // One blank image: a symbol whose input shape the network cannot take is refused

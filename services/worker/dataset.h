@@ -1,4 +1,5 @@
-// Images as LibTorch tensors, and each worker's part of the training set.
+// Images as LibTorch tensors, each worker's part of the training set, and the
+// per-batch augmentation.
 #pragma once
 
 #include <cstdint>
@@ -7,12 +8,12 @@
 
 #include <torch/torch.h>
 
-#include "common/data/idx_reader.h"
+#include "common/data/image_set.h"
 
 namespace dtrain::worker {
 
 struct TensorSet {
-  torch::Tensor images;  // float32 [N, 1, rows, cols] in [0, 1]
+  torch::Tensor images;  // float32 [N, C, rows, cols] in [0, 1]
   torch::Tensor labels;  // int64 [N]
   int64_t size() const { return labels.size(0); }
 };
@@ -35,5 +36,18 @@ TensorSet EvalPart(const TensorSet& all, int rank, int num_workers);
 // A fresh order of [0, n) for an epoch; depends only on (seed, epoch, rank), so a
 // resumed run shuffles exactly as an uninterrupted one.
 std::vector<int64_t> EpochOrder(int64_t n, int64_t seed, int64_t epoch, int rank);
+
+// Per-channel mean and standard deviation (population) of `images` [N, C, H, W], as
+// float [C] each; a channel with no spread gets std 1. Computed in double, in one fixed
+// order, so every worker gets the same values from the same images.
+std::pair<torch::Tensor, torch::Tensor> ChannelStats(const torch::Tensor& images);
+
+// MXNet's train_cifar10.py augmentation (rand_crop + rand_mirror with pad 4): each image
+// of `batch` [B, C, H, W] is padded with `pad` zero pixels on every side, cropped back to
+// H x W at a random offset, and flipped left-right with probability 1/2. The randomness
+// depends only on (seed, epoch, rank, batch_index), like EpochOrder, so a resumed or
+// rejoined worker that redoes a batch augments it exactly as before.
+torch::Tensor AugmentBatch(const torch::Tensor& batch, int64_t pad, int64_t seed, int64_t epoch, int rank,
+                           int64_t batch_index);
 
 }  // namespace dtrain::worker

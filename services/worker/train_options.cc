@@ -13,9 +13,13 @@
 namespace dtrain::worker {
 
 void AddTrainFlags(FlagSet& f, TrainOptions* o) {
-  f.AddString("network", &o->network, "the network: mlp or lenet");
+  f.AddString("network", &o->network, "the network: mlp, lenet, resnet (CIFAR-style, --num-layers) or resnet18");
   f.AddString("hidden", &o->hidden,
               "the mlp's hidden layer widths, e.g. 2048,2048 (empty: MXNet's 128,64; as torch_fmnist.py --hidden)");
+  f.AddInt("num-layers", &o->num_layers, "the resnet's depth, 6n+2: 20, 56, 110 (0: 20)");
+  f.AddString("augment", &o->augment,
+              "random crop (4-pixel padding) and horizontal flip of training images, as MXNet's train_cifar10.py: "
+              "auto (on for CIFAR-format data), on or off");
   f.AddInt("num-epochs", &o->num_epochs, "epochs to train (counting the resumed ones)");
   f.AddInt("batch-size", &o->batch_size, "samples per batch, per worker");
   f.AddDouble("lr", &o->lr, "initial learning rate");
@@ -97,8 +101,15 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   if (std::find(known.begin(), known.end(), o->network) == known.end()) {
     return bad("network", absl::StrCat("\"", o->network, "\" is not one of ", absl::StrJoin(known, ", ")));
   }
-  absl::StatusOr<models::NetworkSpec> spec = models::ResolveNetworkSpec(o->network, hidden);
-  if (!spec.ok()) return bad("hidden", std::string(spec.status().message()));
+  if (o->num_layers < 0 || o->num_layers > models::kMaxResNetLayers) {
+    return bad("num-layers", absl::StrCat("must be in 0..", models::kMaxResNetLayers));
+  }
+  absl::StatusOr<models::NetworkSpec> spec = models::ResolveNetworkSpec(
+      o->network, hidden, 28 * 28, 10, static_cast<int>(o->num_layers));
+  if (!spec.ok()) return bad(o->hidden.empty() ? "num-layers" : "hidden", std::string(spec.status().message()));
+  if (o->augment != "auto" && o->augment != "on" && o->augment != "off") {
+    return bad("augment", absl::StrCat("\"", o->augment, "\" is not auto, on or off"));
+  }
   o->network_spec = *std::move(spec);
   if (o->num_epochs < 1) return bad("num-epochs", "must be >= 1");
   if (o->batch_size < 1) return bad("batch-size", "must be >= 1");

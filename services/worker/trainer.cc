@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <tuple>
 
 #include <torch/torch.h>
 
@@ -22,6 +23,8 @@
 #include "common/kv/finite_check.h"
 #include "services/worker/dataset.h"
 #include "services/worker/early_pushes.h"
+#include "common/data/dataset.h"
+#include "common/models/model_state.h"
 #include "common/models/models.h"
 #include "services/worker/trainer_checkpoints.h"
 #include "services/worker/trainer_eval.h"
@@ -31,7 +34,10 @@
 namespace dtrain::worker {
 namespace {
 
-constexpr int kNumClasses = 10;
+// Batch-norm statistics are recomputed at each epoch's end on the first this many
+// training images (every worker the same ones), in batches of kCalibrationBatch.
+constexpr int64_t kCalibrationImages = 2000;
+constexpr int64_t kCalibrationBatch = 200;
 
 double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
 
@@ -42,17 +48,18 @@ std::string EtaText(double seconds) {
   return absl::StrFormat("%d:%02d", s / 60, s % 60);
 }
 
+// Parameters and float buffers (batch-norm statistics, input normalisation): models::CheckpointTensors.
 std::vector<checkpoint::NamedTensor> ShapesOf(models::Network& net) {
   std::vector<checkpoint::NamedTensor> out;
-  for (const auto& p : net.named_parameters()) out.push_back({p.key(), p.value().sizes().vec(), {}});
+  for (const auto& [name, t] : models::CheckpointTensors(net)) out.push_back({name, t.sizes().vec(), {}});
   return out;
 }
 
 std::vector<checkpoint::NamedTensor> WeightsOf(models::Network& net) {
   std::vector<checkpoint::NamedTensor> out;
-  for (const auto& p : net.named_parameters()) {
-    torch::Tensor t = p.value().detach().contiguous();
-    out.push_back({p.key(), t.sizes().vec(),
+  for (const auto& [name, value] : models::CheckpointTensors(net)) {
+    torch::Tensor t = value.detach().contiguous();
+    out.push_back({name, t.sizes().vec(),
                    std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())});
   }
   return out;
@@ -60,7 +67,7 @@ std::vector<checkpoint::NamedTensor> WeightsOf(models::Network& net) {
 
 uint64_t Fnv1a(models::Network& net) {
   uint64_t h = 1469598103934665603ULL;
-  for (const auto& p : net.parameters()) {
+  for (const auto& [name, p] : models::CheckpointTensors(net)) {
     const auto* b = reinterpret_cast<const unsigned char*>(p.data_ptr<float>());
     for (int64_t i = 0; i < p.numel() * static_cast<int64_t>(sizeof(float)); ++i) {
       h = (h ^ b[i]) * 1099511628211ULL;
@@ -82,8 +89,8 @@ absl::Status LoadCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& 
   DTRAIN_RETURN_IF_ERROR(checkpoint::CheckParamsMatch(params_path, loaded, ShapesOf(net)));
   torch::NoGradGuard no_grad;
   size_t i = 0;
-  for (auto& p : net.parameters()) {
-    std::memcpy(p.data_ptr<float>(), loaded[i++].data.data(), sizeof(float) * p.numel());
+  for (auto& [name, t] : models::CheckpointTensors(net)) {
+    std::memcpy(t.data_ptr<float>(), loaded[i++].data.data(), sizeof(float) * t.numel());
   }
   return absl::OkStatus();
 }
@@ -108,35 +115,34 @@ absl::Status SaveCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& 
   return absl::OkStatus();
 }
 
-}  // namespace
-
-std::vector<std::string> ClassNamesFor(const std::string& data_dir) {
-  if (absl::StrContains(absl::AsciiStrToLower(data_dir), "fashion")) {
-    return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-            "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-  }
-  return {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
-}
-
-namespace {
-
 // The training and test data, this rank's share of the training set.
 struct Data {
   TensorSet train;
   TensorSet test;
   int64_t batches = 0;  // per epoch
-  std::vector<int64_t> input_shape;  // without batch: {1, rows, cols}
+  std::vector<int64_t> input_shape;  // without batch: {channels, rows, cols}
+  std::vector<std::string> class_names;  // one per class: their number is the output layer's width
+  torch::Tensor mean, std;  // per channel, of the training images used (every worker the same)
+  torch::Tensor calibration;  // the first training images (every worker the same): RecalibrateBatchNorm's
+  bool augment = false;
 };
 
 absl::StatusOr<Data> LoadData(const TrainOptions& o, int rank, int workers) {
-  DTRAIN_ASSIGN_OR_RETURN(data::ImageSet train_raw, data::LoadImageSet(o.data_dir, "train"));
-  DTRAIN_ASSIGN_OR_RETURN(data::ImageSet test_raw, data::LoadImageSet(o.data_dir, "t10k"));
+  DTRAIN_ASSIGN_OR_RETURN(data::Dataset set, data::LoadDataset(o.data_dir));
   Data d;
-  d.train = Partition(ToTensors(train_raw, o.num_examples), rank, workers);
+  const TensorSet all = ToTensors(set.train, o.num_examples);
+  std::tie(d.mean, d.std) = ChannelStats(all.images);
+  d.calibration = all.images.narrow(0, 0, std::min(kCalibrationImages, all.size())).clone();
+  d.train = Partition(all, rank, workers);
   // Each worker evaluates its part; ValidateEpoch combines them (issue 15).
-  d.test = EvalPart(ToTensors(test_raw, o.num_test_examples), rank, workers);
+  d.test = EvalPart(ToTensors(set.test, o.num_test_examples), rank, workers);
   d.batches = d.train.size() / o.batch_size;
-  d.input_shape = {1, train_raw.rows, train_raw.cols};
+  d.input_shape = {set.train.channels, set.train.rows, set.train.cols};
+  d.class_names = std::move(set.class_names);
+  d.augment = o.augment == "on" || (o.augment == "auto" && set.format == "cifar10");
+  DTRAIN_LOG(INFO) << o.data_dir << ": " << set.format << ", " << set.train.count << " training and " << set.test.count
+                   << " test images of " << absl::StrJoin(d.input_shape, "x") << ", " << d.class_names.size()
+                   << " classes from " << set.classes_from << (d.augment ? "; random crop and flip" : "");
   if (d.batches == 0) {
     return absl::InvalidArgumentError(absl::StrCat("--num-examples ", o.num_examples, " over ", workers,
                                                    " workers leaves ", d.train.size(),
@@ -188,13 +194,13 @@ std::vector<ParamRef> ParamRefsOf(models::Network& net) {
   return refs;
 }
 
-absl::Status WriteSymbolFile(const TrainOptions& o, const std::vector<int64_t>& input_shape,
-                             const std::string& run_id) {
+absl::Status WriteSymbolFile(const TrainOptions& o, const Data& data, const std::string& run_id) {
   const std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
   std::error_code ec;
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  checkpoint::SymbolInfo sym{o.network, kNumClasses, input_shape, ClassNamesFor(o.data_dir), run_id,
-                             o.network_spec.hidden};
+  checkpoint::SymbolInfo sym{o.network, static_cast<int>(data.class_names.size()), data.input_shape,
+                             data.class_names, run_id, o.network_spec.hidden};
+  sym.num_layers = o.network_spec.num_layers;
   return checkpoint::WriteSymbol(o.model_prefix, sym);
 }
 
@@ -232,6 +238,7 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
     const absl::Time step_start = absl::Now();
     auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
     auto x = data.train.images.index_select(0, idx);
+    if (data.augment) x = AugmentBatch(x, /*pad=*/4, o.seed, epoch, rank, b);
     auto y = data.train.labels.index_select(0, idx);
     net.zero_grad(/*set_to_none=*/true);
     auto logits = net.forward(x);
@@ -273,7 +280,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   DTRAIN_ASSIGN_OR_RETURN(const Data data, LoadData(o, rank, cluster.num_workers()));
 
   torch::manual_seed(o.seed);
-  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net, models::CreateNetwork(o.network_spec, kNumClasses));
+  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net,
+                          models::CreateNetwork(o.network_spec, static_cast<int>(data.class_names.size()),
+                                                data.input_shape));
+  net->SetInputNormalization(data.mean, data.std);
 
   const bool writes_files = rank == 0 && !o.model_prefix.empty();
   // A rejoined worker 0 continues its predecessor's run: the checkpoints there are its own.
@@ -296,7 +306,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   if (writes_files && rejoined) run.run_id = RunIdOfPredecessor(o, run.run_id);
   DTRAIN_RETURN_IF_ERROR(kv.Init(ParamRefsOf(*net), init));
 
-  if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data.input_shape, run.run_id));
+  if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data, run.run_id));
 
   // A worker that replaced a dead one redoes the step the servers say is unfinished.
   int64_t first_epoch = o.load_epoch;
@@ -305,6 +315,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
     first_epoch = t / data.batches;
     first_batch = t % data.batches;
     DTRAIN_LOG(INFO) << "resuming at epoch " << first_epoch << " batch " << first_batch << " (step " << t << ")";
+    // At an epoch's start the weights just pulled are the previous epoch's end: its
+    // batch-norm statistics, which the checkpoint and validation below use.
+    if (first_batch == 0 && first_epoch > o.load_epoch) {
+      models::RecalibrateBatchNorm(*net, data.calibration, kCalibrationBatch);
+    }
     // Worker 0 died after an epoch's last step but before its checkpoint was complete:
     // the weights just pulled are that epoch's end (nobody can move on without our
     // next push), so the save is redone exactly.
@@ -355,6 +370,10 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch, ep.accuracy);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-cross-entropy=%f", epoch, ep.loss);
     DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
+    // The epoch's weights decide the batch-norm statistics that validation, the
+    // checkpoint and inference use (model_state.h: the same on every worker and run).
+    // Like validation, not counted in the epoch's training time.
+    models::RecalibrateBatchNorm(*net, data.calibration, kCalibrationBatch);
     if (writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, run, *net, kv, static_cast<int>(epoch + 1)));
     DTRAIN_ASSIGN_OR_RETURN(const Validation v, ValidateEpoch(*net, data.test, cluster, epoch, ep.samples, train_s,
                                                                gather_timeout));

@@ -34,7 +34,4 @@ struct TrainResult {
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, Cluster& cluster, KVStore& kvstore,
                                   WorkerMetrics* metrics = nullptr);
 
-// Fashion-MNIST's class names, or "0".."9" for plain MNIST (by the data directory).
-std::vector<std::string> ClassNamesFor(const std::string& data_dir);
-
 }  // namespace dtrain::worker

@@ -69,7 +69,10 @@ TEST(TrainOptionsTest, BadHiddenListsAreRefusedNamingTheFlag) {
            {{"--hidden", " "}, "--hidden: empty list"},
            {{"--hidden", "65536,65536"}, "--hidden: mlp with hidden layers 65536,65536 has"},
            {{"--network", "lenet", "--hidden", "64"}, "--hidden: the lenet network has no configurable hidden layers"},
-           {{"--network", "resnet"}, "--network: \"resnet\" is not one of mlp, lenet"},
+           {{"--network", "vgg"}, "--network: \"vgg\" is not one of mlp, lenet, resnet, resnet18"},
+           {{"--network", "resnet", "--num-layers", "21"}, "--num-layers: resnet: 21 layers is not 6n+2"},
+           {{"--network", "lenet", "--num-layers", "20"}, "--num-layers: the lenet network has a fixed depth"},
+           {{"--network", "resnet", "--augment", "yes"}, "--augment: \"yes\" is not auto, on or off"},
        }) {
     TrainOptions o;
     absl::Status s = ParseWorkerFlags(c.args, &o);
