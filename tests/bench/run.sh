@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # dtrain benchmarks, each printed as a ratio to a reference measured in the same run.
-#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|replication|infer|tls|netns|all]   (default: all)
+#   bash tests/bench/run.sh [throughput|transport|metrics|snapshots|replication|infer|tls|netns|resnet|all]   (default: all)
 # Needs a build (deploy/build.sh) and /usr/bin/python3 with python3-torch.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -233,6 +233,7 @@ case "$what" in
   tls) tls ;;
   replication) replication ;;
   netns) netns ;;
+  resnet) BIN="$BIN" REF="$REF" EPOCHS="$EPOCHS" bash tests/bench/resnet_throughput.sh ;;
   all) transport; throughput; metrics; snapshots; replication; infer; tls ;;
-  *) echo "usage: $0 [throughput|transport|metrics|snapshots|replication|infer|tls|netns|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 [throughput|transport|metrics|snapshots|replication|infer|tls|netns|resnet|all]" >&2; exit 2 ;;
 esac
