@@ -67,6 +67,14 @@ TEST(InferenceMetricsTest, RequestsByCodeLatencyAndLoadedEpoch) {
   auto epoch = exp->Find("dtrain_inference_loaded_epoch", me);
   ASSERT_EQ(epoch.size(), 1u) << page->body;
   EXPECT_EQ(epoch[0].value, 2);
+  // The three valid calls ran one after another: three forwards of 4 images each (the
+  // refused call never reached the batcher).
+  auto batches = exp->Find("dtrain_inference_batch_images_count", me);
+  ASSERT_EQ(batches.size(), 1u) << page->body;
+  EXPECT_EQ(batches[0].value, 3);
+  auto images = exp->Find("dtrain_inference_batch_images_sum", me);
+  ASSERT_EQ(images.size(), 1u) << page->body;
+  EXPECT_EQ(images[0].value, 12);
 }
 
 }  // namespace
