@@ -15,14 +15,15 @@ namespace dtrain::launcher {
 int PredictCommand(const std::vector<std::string>& args) {
   predict::PredictOptions o;
   FlagSet flags("dtrain predict",
-                "Classifies images with a dtrain-infer server: IDX files (--images, --labels) or PNG files\n"
-                "given as arguments. Prints one line per image, the accuracy when labels are known,\n"
-                "and with --render a grid picture of the images and answers.");
+                "Classifies images with a dtrain-infer server: IDX files (--images, --labels), a CIFAR-10\n"
+                "batch (--images test_batch.bin, labels included) or PNG files given as arguments, each\n"
+                "converted to the served model's [C,H,W]. Prints one line per image, the accuracy when labels\n"
+                "are known, and with --render a grid picture of the images and answers.");
   flags.AddString("server", &o.server, "HOST:PORT of dtrain-infer", {"DTRAIN_INFER_SERVER"});
-  flags.AddString("images", &o.images, "IDX image file (raw or .gz)");
+  flags.AddString("images", &o.images, "IDX image file (raw or .gz), or a CIFAR-10 binary batch (*.bin)");
   flags.AddString("labels", &o.labels, "IDX label file for --images (enables accuracy)");
   flags.AddInt("limit", &o.limit, "only the first N images of --images (0 = all)");
-  flags.AddString("invert", &o.invert, "PNGs: make them light-on-dark like the data: auto|yes|no");
+  flags.AddString("invert", &o.invert, "PNGs for a one-channel model: make them light-on-dark like the data: auto|yes|no");
   flags.AddString("render", &o.render, "write a PNG grid of the images with their predictions here");
   flags.AddInt("render-limit", &o.render_limit, "images drawn in the --render picture");
   flags.AddInt("batch", &o.batch, "images per Predict call (capped at the server's maximum)");
