@@ -10,8 +10,14 @@ namespace dtrain::launcher {
 // dtrain launch -n W -s S [--kv-store MODE] [--bin-dir DIR] [--scheduler-port P] -- WORKER-FLAGS
 int LaunchCommand(const std::vector<std::string>& args);
 
-// dtrain run ARGS: execs dtrain-<role> for DTRAIN_ROLE (or ps-lite's DMLC_ROLE).
+// dtrain run ARGS: execs dtrain-<role> for DTRAIN_ROLE (or ps-lite's DMLC_ROLE); with a
+// TensorFlow 1 style spec, TfRunCommand.
 int RunCommand(const std::vector<std::string>& args);
+
+// dtrain run --ps_hosts=... --worker_hosts=... --job_name=... --task_index=N [-- WORKER-FLAGS],
+// or TF_CONFIG (tf_run_command.cc). IsTfClusterRun: the args or environment ask for it.
+int TfRunCommand(const std::vector<std::string>& args);
+bool IsTfClusterRun(const std::vector<std::string>& args);
 
 // dtrain scheduler|server|worker ARGS: execs the sibling binary dtrain-<role>.
 // Returns only on failure.

@@ -42,7 +42,9 @@ namespace {
 constexpr const char* kRunUsage =
     "usage: dtrain run [ARGS]\n"
     "Runs the role named by DTRAIN_ROLE (or DMLC_ROLE): scheduler, server or worker,\n"
-    "passing ARGS on; the cluster comes from DTRAIN_* / DMLC_* variables.\n";
+    "passing ARGS on; the cluster comes from DTRAIN_* / DMLC_* variables.\n"
+    "   or: dtrain run --ps_hosts=H:P,... --worker_hosts=H:P,... --job_name=ps|worker --task_index=N\n"
+    "       [-- WORKER-FLAGS] (or TF_CONFIG): a TensorFlow 1 style task (dtrain run --ps_hosts= --help).\n";
 
 bool Has(const std::vector<std::string>& args, std::initializer_list<const char*> names) {
   for (const std::string& a : args) {
@@ -57,6 +59,7 @@ bool Has(const std::vector<std::string>& args, std::initializer_list<const char*
 }  // namespace
 
 int RunCommand(const std::vector<std::string>& args) {
+  if (IsTfClusterRun(args)) return TfRunCommand(args);
   const char* role = std::getenv("DTRAIN_ROLE");
   if (role == nullptr || *role == '\0') role = std::getenv("DMLC_ROLE");
   if (role == nullptr || *role == '\0') {

@@ -23,7 +23,7 @@ const std::vector<Command>& Commands() {
       {"launch", "start a scheduler, servers and workers on this machine", LaunchCommand},
       {"certs", "make a CA and per-process certificates for a job with mutual TLS", CertsCommand},
       {"predict", "classify images with a dtrain-infer server", PredictCommand},
-      {"run", "run the role named by DTRAIN_ROLE or DMLC_ROLE", RunCommand},
+      {"run", "run the role named by DTRAIN_ROLE or DMLC_ROLE, or a TF1 --ps_hosts/--worker_hosts task", RunCommand},
       {"status", "show a running job's nodes: role, rank, state, step, speed", StatusCommand},
       {"health", "ask a gRPC server's health service, over TLS if need be (exec probes)", HealthCommand},
       {"export", "write a checkpoint's weights as safetensors (Python, numpy, other frameworks)", ExportCommand},

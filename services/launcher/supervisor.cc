@@ -125,7 +125,7 @@ void Supervisor::Restart(Entry& e) {
 }
 
 void Supervisor::Message(const std::string& text) const {
-  WriteAll(options_.message_fd, absl::StrCat("dtrain launch: ", text, "\n"));
+  WriteAll(options_.message_fd, absl::StrCat(options_.message_prefix, text, "\n"));
 }
 
 void Supervisor::Forward(Entry& entry, bool flush) {

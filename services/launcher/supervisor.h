@@ -24,6 +24,7 @@ struct SupervisorOptions {
   absl::Duration finish_grace = absl::Seconds(30);  // after the workers, others must exit within this
   int output_fd = 1;                                // where prefixed child output goes
   int message_fd = 2;                               // where the launcher's own messages go
+  std::string message_prefix = "dtrain launch: ";   // before each of them (`dtrain run` says its own name)
   // A signal number once the launcher was asked to stop (SIGINT, SIGTERM), else 0.
   std::function<int()> pending_signal;
   // Applies once AllowRestarts was called; max_restarts 0: never.
@@ -76,7 +77,7 @@ class Supervisor {
   // SIGTERM to everyone still running; SIGKILL after stop_grace. Cancels pending restarts.
   void StopAll();
 
-  // "dtrain launch: " + text, on the message fd.
+  // options.message_prefix + text, on the message fd.
   void Message(const std::string& text) const;
 
  private:
