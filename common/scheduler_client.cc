@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/cluster_spec.h"
 #include "common/credentials.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
@@ -223,7 +224,10 @@ class SchedulerClient::Heartbeat {
 };
 
 SchedulerClient::SchedulerClient(const std::string& address)
-    : address_(address), channel_(MakeChannel(address)), stub_(v1::Scheduler::NewStub(channel_)) {}
+    : address_(address),
+      channel_(MakeChannel(address)),
+      stub_(v1::Scheduler::NewStub(channel_)),
+      cluster_spec_(ClusterSpecFromEnvironment()) {}
 
 // Stops the heartbeat before the stub and channel it uses go; a registration again
 // in progress (on the heartbeat thread) is cancelled first.
@@ -288,6 +292,7 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
   request.set_num_workers(num_workers_);
   request.set_num_servers(num_servers_);
   request.set_replication(replication_);
+  request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
   const absl::Time start = absl::Now();
@@ -357,6 +362,7 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   request.set_num_workers(num_workers);
   request.set_num_servers(num_servers);
   request.set_replication(replication_);
+  request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   bool told = false;
   RegisterResult r;

@@ -140,6 +140,10 @@ class SchedulerClient {
   int rank_ = -1;
   std::string job_id_;
   int replication_ = 0;
+  // A spec-launched job's cluster spec (common/cluster_spec.h), from the environment
+  // `dtrain run` gave this process: every role's registration carries it with no flag
+  // to plumb through each main.
+  const std::string cluster_spec_;
   uint64_t incarnation_ = 0;
   bool rejoined_ = false;
   // What Register sent, for registering again.

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/auth/node_token.h"
+#include "common/cluster_spec.h"
 #include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
@@ -52,6 +53,7 @@ struct Flags {
   double exit_grace_s = 15;
   std::string job_id;
   double rejoin_timeout_s = 0;
+  std::string cluster_spec;
   metrics::MetricsFlags metrics;
   TlsFlags tls;
 };
@@ -83,6 +85,10 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
                   "seconds a dead worker may take to come back (a restart takes its rank) before the job fails; "
                   "0: a death fails waits at once",
                   {"DTRAIN_REJOIN_TIMEOUT"});
+  flags.AddString("cluster-spec", &f->cluster_spec,
+                  "the job's static cluster spec, ps=H:P,...;worker=H:P,... (set by dtrain run --ps_hosts ...); "
+                  "nodes registering with another are refused, naming the difference",
+                  {kClusterSpecEnv});
   metrics::AddMetricsFlags(flags, &f->metrics);
   AddTlsFlags(flags, &f->tls);
   absl::Status s = flags.Parse(argc, argv);
@@ -101,6 +107,10 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
     return absl::InvalidArgumentError(
         "--register-timeout and --heartbeat-timeout must be positive, --exit-grace and --rejoin-timeout not "
         "negative");
+  }
+  if (!f->cluster_spec.empty()) {
+    absl::StatusOr<ClusterSpec> spec = ParseCanonicalClusterSpec(f->cluster_spec);
+    if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--cluster-spec: ", spec.status().message()));
   }
   if (absl::Status m = metrics::CheckMetricsFlags(f->metrics); !m.ok()) return m;
   return ApplyTlsFlags(f->tls, TlsUse::kClusterNode, f->host);
@@ -208,6 +218,7 @@ int Run(int argc, char** argv) {
   SchedulerServiceOptions so;
   so.register_timeout = absl::Seconds(f.register_timeout_s);
   so.metrics = metrics->families.get();
+  so.cluster_spec = f.cluster_spec;
   // Servers with --snapshot-every report their snapshots; a lost shard rolls the job
   // back (issue 11). The servers get as long to reload as a worker to rejoin.
   RollbackCoordinator rollback(mo.num_servers, std::max(absl::Seconds(60), mo.rejoin_timeout));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/auth/node_auth.h"
+#include "common/cluster_spec.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
 #include "services/scheduler/node_metrics.h"
@@ -47,6 +48,15 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
         auth::MayRegisterAs(caller.identity, RoleName(request->role()), request->requested_rank(), &rank_to_request);
     if (!s.ok()) return ToGrpc(auth::Refused(caller, s));
     admitted_request.set_requested_rank(rank_to_request);
+  }
+  // Before membership: a node told another cluster would be refused for its sizes at
+  // best, with a message that does not say which host list differs.
+  const std::string node_name = request->requested_rank() >= 0
+                                    ? absl::StrCat(RoleName(request->role()), " ", request->requested_rank())
+                                    : absl::StrCat("a ", RoleName(request->role()));
+  if (absl::Status s = CompareClusterSpecs(options_.cluster_spec, request->cluster_spec(), node_name); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << s.message();
+    return ToGrpc(s);
   }
   uint64_t ticket = 0;
   absl::StatusOr<int> rank = membership_->Register(admitted_request, &ticket);

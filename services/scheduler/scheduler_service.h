@@ -32,6 +32,9 @@ struct SchedulerServiceOptions {
   // admitted by certificate name, each node gets a token for its rank and incarnation,
   // and every later call must carry it. Empty (plaintext): nothing is checked.
   std::string token_key;
+  // A spec-launched job's cluster spec (common/cluster_spec.h; empty: none): a node
+  // that registers with another is refused, naming the difference.
+  std::string cluster_spec;
 };
 
 class SchedulerService final : public v1::Scheduler::Service {
