@@ -5,6 +5,7 @@
 #   dtrain run --ps_hosts=H0:2222 --worker_hosts=H1:2222,H2:2222 --job_name=J --task_index=N -- TRAINING-FLAGS
 # (the data set is on the one filesystem every host sees, as on a shared NFS mount).
 #   train     every host exits 0 and both workers end with the same weights-fnv64;
+#   tf_config the same cluster in TF_CONFIG with a chief (worker 0's host): the same weights;
 #   index     a --task_index out of range, and one naming another host's entry, are
 #             refused at once, naming the list and what this host is;
 #   mismatch  worker 1 started with another --ps_hosts than worker 0 is refused by the
@@ -68,6 +69,34 @@ if grep -q "serving at $PS" "$NB_LOGS/worker0.log"; then
   ok "the scheduler (on worker 0's host) saw server 0 serving at its listed address $PS"
 else
   bad "the scheduler's log does not show server 0 at $PS"
+fi
+for i in 0 1 2; do nb_kill_ns "${NB_NS[i]}"; done
+
+# ---- tf_config: the same cluster as TF_CONFIG, with worker 0's host as the chief ------------
+# The chief is worker rank 0 and TF_CONFIG's worker 0 is rank 1: the same ranks on the same
+# hosts as above, so the same weights, bit for bit.
+cluster="{\"chief\": [\"$W0\"], \"worker\": [\"$W1\"], \"ps\": [\"$PS\"], \"evaluator\": [\"${NB_IP[0]}:2300\"]}"
+tf_config() { echo "{\"cluster\": $cluster, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
+nb_start 0 tc-ps env TF_CONFIG="$(tf_config ps 0)" "$DTRAIN" run -- "${TRAIN[@]}"
+nb_start 1 tc-chief env TF_CONFIG="$(tf_config chief 0)" "$DTRAIN" run -- "${TRAIN[@]}"
+nb_start 2 tc-worker env TF_CONFIG="$(tf_config worker 0)" "$DTRAIN" run -- "${TRAIN[@]}"
+if nb_wait 100 "the TF_CONFIG job" tc-chief tc-worker tc-ps; then
+  ok "TF_CONFIG: ps 0, the chief (with the scheduler) and worker 0 exited 0"
+else
+  bad "the TF_CONFIG job failed"
+  for n in tc-ps tc-chief tc-worker; do show "$n"; done
+fi
+fnv_chief=$(grep -o 'weights-fnv64=[0-9a-f]*' "$NB_LOGS/tc-chief.log" | tail -1 || true)
+fnv_worker=$(grep -o 'weights-fnv64=[0-9a-f]*' "$NB_LOGS/tc-worker.log" | tail -1 || true)
+if [ -n "$fnv0" ] && [ "$fnv_chief" = "$fnv0" ] && [ "$fnv_worker" = "$fnv0" ]; then
+  ok "TF_CONFIG: the chief and the worker end with the flags launch's weights ($fnv0)"
+else
+  bad "TF_CONFIG: weights chief '$fnv_chief', worker '$fnv_worker', flags launch '$fnv0'"
+fi
+if grep -q "cluster.evaluator (${NB_IP[0]}:2300) is ignored" "$NB_LOGS/tc-ps.log"; then
+  ok "TF_CONFIG: the evaluator in the cluster is ignored with a note"
+else
+  bad "TF_CONFIG: no note about the ignored evaluator"
 fi
 for i in 0 1 2; do nb_kill_ns "${NB_NS[i]}"; done
 
