@@ -336,7 +336,7 @@ check_training() {
   local r log fnvs
   for ((r = 0; r < WORKERS; r++)); do
     log="$RUN/logs/$PREFIX-$r.worker.log"
-    if grep -q "worker $r .*Training done" "$log" 2> /dev/null; then
+    if grep -q "\[worker $r\] .*Training done" "$log" 2> /dev/null; then
       ok "worker $r (pod $PREFIX-$r) trained to the end: $(grep -o 'Validation-accuracy=[0-9.]*' "$log" | tail -1)"
     else
       bad "worker $r (pod $PREFIX-$r): no 'Training done' as rank $r"
@@ -525,7 +525,7 @@ scenario_restart() {
     fi
     # The replacement rejoined as the same rank and redid the unfinished step.
     log="$RUN/logs/$pod.worker.log"
-    if grep -q "worker $r .*rejoined the job $JOB_ID" "$log" && grep -q "worker $r .*resuming at epoch" "$log"; then
+    if grep -q "\[worker $r\] .*rejoined the job $JOB_ID" "$log" && grep -q "\[worker $r\] .*resuming at epoch" "$log"; then
       ok "worker $r's replacement rejoined job $JOB_ID as rank $r: $(grep -o 'resuming at epoch.*' "$log" | head -1)"
     else
       bad "worker $r's replacement did not say it rejoined job $JOB_ID and resumed ($(grep -m3 -o 'joined.*\|resuming.*' "$log" | tr '\n' ';'))"
