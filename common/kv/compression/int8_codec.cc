@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace dtrain::kv {
 
@@ -15,9 +16,10 @@ void Int8Codec::Encode(const float* grad, float* residual, int64_t numel, char* 
   const float scale = max_abs / 127.0f;
   std::memcpy(out, &scale, sizeof(scale));
   auto* q = reinterpret_cast<int8_t*>(out + sizeof(scale));
-  if (!(scale > 0.0f) || !std::isfinite(scale)) {
-    // All zero, or nothing finite to scale by: send zeros (with the scale that says
-    // which) and keep everything in the residual.
+  if (!(scale >= std::numeric_limits<float>::min()) || !std::isfinite(scale)) {
+    // All zero, too small for a scale whose reciprocal is finite, or nothing finite to
+    // scale by: send zeros (with the scale that says which) and keep everything in the
+    // residual.
     for (int64_t i = 0; i < numel; ++i) {
       q[i] = 0;
       residual[i] += grad[i];

@@ -35,7 +35,9 @@
 // The gradient codecs (common/kv/compression), where this tree has them: a compressed
 // push's payload is unpacked as the server does.
 #if __has_include("common/kv/compression/gradient_codec.h")
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "common/kv/compression/gradient_codec.h"
 #define DTRAIN_FUZZ_COMPRESSION 1
@@ -90,7 +92,28 @@ void Unpack(const v1::PushPullRequest& req, const std::string& payload) {
     codec->Encode(out.data(), residual.data(), n, again.data());
     std::vector<float> back(static_cast<size_t>(n));
     if (!codec->Decode(again.data(), static_cast<int64_t>(again.size()), back.data(), n).ok()) abort();
+    // int8 derives its scale from the values it packs (their largest magnitude / 127):
+    // bytes from the wire whose largest |q| is below 127, or -128, unpack to values that
+    // pack again on another scale. What holds for it is the codec's own bound: every
+    // value comes back within half of that scale.
+    float int8_bound = 0.0f;
+    if (spec.type == kv::CompressionType::kInt8) {
+      float max_abs = 0.0f;
+      for (float v : out) max_abs = std::max(max_abs, std::fabs(v));
+      // A scale below the smallest normal float sends zeros (its reciprocal would not be finite).
+      int8_bound = max_abs / 127.0f < std::numeric_limits<float>::min()
+                       ? max_abs
+                       : max_abs / 127.0f * 0.5f * 1.0001f;
+    }
     for (int64_t i = 0; i < n; ++i) {
+      if (spec.type == kv::CompressionType::kInt8) {
+        if (std::fabs(back[i] - out[i]) > int8_bound) {
+          std::fprintf(stderr, "int8: value %lld unpacked as %g packs again as %g, beyond half a quantum\n",
+                       static_cast<long long>(i), out[i], back[i]);
+          abort();
+        }
+        continue;
+      }
       if (back[i] != out[i]) {
         std::fprintf(stderr, "%s: value %lld unpacked as %g packs again as %g\n",
                      kv::CompressionTypeName(spec.type), static_cast<long long>(i), out[i], back[i]);
