@@ -139,7 +139,11 @@ TEST(SchedulerRestartTest, ClientsRegisterAgainAndABarrierCompletes) {
   EXPECT_TRUE(w0.Leave(false, "").ok());
   EXPECT_TRUE(w1.Leave(false, "").ok());
   EXPECT_EQ(sched.process().Wait(kTimeout), 0) << sched.output();
-  EXPECT_TRUE(absl::StrContains(sched.output(), "should register again")) << sched.output();
+  // The restarted scheduler told them to register again: through the heartbeat stream,
+  // or through a refused call when the barrier got there first (a race of a few ms).
+  EXPECT_TRUE(absl::StrContains(sched.output(), "should register again") ||
+              absl::StrContains(sched.output(), "is not registered with this scheduler"))
+      << sched.output();
 }
 
 // Worker 0 finished and left, then the scheduler died. The restarted scheduler gets
