@@ -36,22 +36,20 @@ double Accuracy(const std::string& out, const std::string& who) {
   return acc;
 }
 
-// The compression ratio worker `who` logged at the end.
-double Ratio(const std::string& out, const std::string& who) {
-  const std::regex re(std::regex_replace(who, std::regex(R"([\[\]])"), R"(\$&)") +
-                      R"([^\n]*pushed ([0-9]+) bytes on the wire for ([0-9]+) bytes[^\n]*compression ratio)");
+// The float32 bytes over the bytes on the wire that worker `who` logged at the end for
+// `what`: "pushed ([0-9]+) bytes on the wire" (the push) or "pulled ([0-9]+) bytes" (the pull).
+double LoggedRatio(const std::string& out, const std::string& who, const std::string& what) {
+  const std::regex re(std::regex_replace(who, std::regex(R"([\[\]])"), R"(\$&)") + "[^\n]*" + what +
+                      R"( for ([0-9]+) bytes)");
   std::smatch m;
   if (!std::regex_search(out, m, re)) return -1;
   return std::stod(m[2].str()) / std::stod(m[1].str());
 }
-
-// The pull compression ratio worker `who` logged at the end.
+double Ratio(const std::string& out, const std::string& who) {
+  return LoggedRatio(out, who, "pushed ([0-9]+) bytes on the wire");
+}
 double PullRatio(const std::string& out, const std::string& who) {
-  const std::regex re(std::regex_replace(who, std::regex(R"([\[\]])"), R"(\$&)") +
-                      R"([^\n]*pulled ([0-9]+) bytes for ([0-9]+) bytes of float32 weights)");
-  std::smatch m;
-  if (!std::regex_search(out, m, re)) return -1;
-  return std::stod(m[2].str()) / std::stod(m[1].str());
+  return LoggedRatio(out, who, "pulled ([0-9]+) bytes");
 }
 
 TEST(CompressionTest, TwoBitLenetLearnsWithWorkersBitIdenticalAndSixteenfoldLessPushed) {
