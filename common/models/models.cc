@@ -30,7 +30,11 @@ class Mlp : public Network {
 
   torch::Tensor forward(torch::Tensor x) override {
     x = x.flatten(1);
-    for (size_t i = 0; i + 1 < layers_.size(); ++i) x = torch::relu(layers_[i]->forward(x));
+    for (size_t i = 0; i + 1 < layers_.size(); ++i) {
+      Gate(*layers_[i]);
+      x = torch::relu(layers_[i]->forward(x));
+    }
+    Gate(*layers_.back());
     return layers_.back()->forward(x);
   }
 
@@ -56,9 +60,13 @@ class LeNet : public Network {
         fc2_(register_module("fc2", torch::nn::Linear(500, num_classes))) {}
 
   torch::Tensor forward(torch::Tensor x) override {
+    Gate(*conv1_);
     x = torch::max_pool2d(torch::tanh(conv1_->forward(x)), /*kernel_size=*/2, /*stride=*/2);
+    Gate(*conv2_);
     x = torch::max_pool2d(torch::tanh(conv2_->forward(x)), /*kernel_size=*/2, /*stride=*/2);
+    Gate(*fc1_);
     x = torch::tanh(fc1_->forward(x.flatten(1)));
+    Gate(*fc2_);
     return fc2_->forward(x);
   }
 
@@ -89,6 +97,15 @@ absl::Status CheckInputShape(const std::string& network, const std::vector<int64
 }  // namespace
 
 std::vector<int64_t> DefaultInputShape() { return {1, 28, 28}; }
+
+torch::Tensor Network::ForwardGated(torch::nn::SequentialImpl& seq, torch::Tensor x) const {
+  if (!gate_) return seq.forward(x);
+  for (auto& module : seq) {
+    gate_(*module.ptr());
+    x = module.forward(x);
+  }
+  return x;
+}
 
 absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const NetworkSpec& spec, int num_classes,
                                                        const std::vector<int64_t>& input_shape) {

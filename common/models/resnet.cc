@@ -84,7 +84,10 @@ CifarResNet::CifarResNet(int layers, int64_t in_channels, int num_classes) {
 }
 
 torch::Tensor CifarResNet::forward(torch::Tensor x) {
-  x = blocks_->forward(stem_->forward(Normalize(x, mean_, std_)));
+  Gate(*stem_);
+  x = stem_->forward(Normalize(x, mean_, std_));
+  x = ForwardGated(*blocks_, x);
+  Gate(*fc_);
   return fc_->forward(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
 }
 
@@ -110,9 +113,12 @@ ResNet18::ResNet18(int64_t in_channels, int64_t height, int64_t width, int num_c
 }
 
 torch::Tensor ResNet18::forward(torch::Tensor x) {
+  Gate(*conv1_);
+  Gate(*bn1_);
   x = torch::relu(bn1_->forward(conv1_->forward(Normalize(x, mean_, std_))));
   if (imagenet_stem_) x = torch::max_pool2d(x, /*kernel_size=*/3, /*stride=*/2, /*padding=*/1);
-  for (auto& layer : layers_) x = layer->forward(x);
+  for (auto& layer : layers_) x = ForwardGated(*layer, x);
+  Gate(*fc_);
   return fc_->forward(torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1));
 }
 

@@ -34,8 +34,9 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
            "dist_ssp: steps a worker may run ahead of the slowest (0..64; 0 is dist_sync bit for bit)",
            {"DTRAIN_STALENESS"});
   f.AddBool("overlap", &o->overlap,
-            "dist_*: push each parameter's gradient as soon as backward computes it, so that communication "
-            "overlaps the rest of backward (the same weights, bit for bit)",
+            "dist_*: push each parameter's gradient as soon as backward computes it, and start the next "
+            "forward before the new weights are all in, waiting for each layer's as it reaches it, so that "
+            "communication overlaps the rest of backward and the next forward (the same weights, bit for bit)",
             {"DTRAIN_OVERLAP"});
   f.AddInt("bigarray-bound", &o->bigarray_bound,
            "dist_*: parameters with more elements are cut into keys of this many and spread over the servers "

@@ -23,6 +23,7 @@
 #include "common/kv/finite_check.h"
 #include "services/worker/dataset.h"
 #include "services/worker/early_pushes.h"
+#include "services/worker/lazy_pulls.h"
 #include "common/data/dataset.h"
 #include "common/models/model_state.h"
 #include "common/models/models.h"
@@ -233,7 +234,11 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
   const std::vector<int64_t> order = EpochOrder(data.train.size(), o.seed, epoch, rank);
   auto order_t = torch::tensor(order, torch::kInt64);
   std::optional<EarlyPushes> early;
-  if (o.overlap) early.emplace(params, kv);
+  std::optional<LazyPulls> lazy;  // its destructor ends a step still pending
+  if (o.overlap) {
+    early.emplace(params, kv);
+    lazy.emplace(net, kv);
+  }
   for (int64_t b = first_batch; b < data.batches; ++b) {
     const absl::Time step_start = absl::Now();
     auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
@@ -242,17 +247,19 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
     auto y = data.train.labels.index_select(0, idx);
     net.zero_grad(/*set_to_none=*/true);
     auto logits = net.forward(x);
+    // The previous step's weights all in (most arrived while forward ran); its error.
+    if (lazy) DTRAIN_RETURN_IF_ERROR(lazy->Finish());
     auto loss = torch::nn::functional::cross_entropy(logits, y);
     const int64_t step = epoch * data.batches + b;
     if (const std::string line = lr_log.LineForStep(step); !line.empty()) DTRAIN_LOG(INFO) << line;
     if (early) early->StartStep(step);
     loss.backward();
     for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
-    const double compute_s = Seconds(step_start);
+    const double compute_s = Seconds(step_start) - (lazy ? lazy->TakeGateSeconds() : 0.0);
     const double loss_value = loss.item<double>();
     DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net, early && early->active()));
     if (early) DTRAIN_RETURN_IF_ERROR(early->status());
-    DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
+    DTRAIN_RETURN_IF_ERROR(lazy ? lazy->Start(step, params, grads) : kv.PushPull(step, grads));
 
     const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
     monitor.StepDone(step, o.batch_size, loss_value, correct, compute_s);
@@ -270,6 +277,7 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
           EtaText(run_left));
     }
   }
+  if (lazy) DTRAIN_RETURN_IF_ERROR(lazy->Finish());
   return absl::OkStatus();
 }
 

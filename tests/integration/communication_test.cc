@@ -64,6 +64,47 @@ TEST(OverlapTest, GradientsLeaveFromBackwardLastLayerFirstAndTheWeightsAreTheSam
   ASSERT_TRUE(std::regex_search(out, m, std::regex("\\[worker 0\\][^\\n]*overlap: [^\\n]*the first: parameter ([0-9]+) of 8")))
       << out;
   EXPECT_GE(std::stoi(m[1].str()), 6) << m[0];
+  // The pulls overlap the next forward too, which waits for each layer's weights.
+  EXPECT_NE(out.find("overlap: each step's weights arrive during the next forward"), std::string::npos) << out;
+}
+
+// With --overlap a step's weights are still arriving when the next forward starts, so a
+// failure lands in the middle of a forward. Recovery must stay exact: a worker killed
+// mid-step rejoins and redoes its step, and the job ends with the reference weights.
+TEST(OverlapTest, AWorkerKilledMidStepRejoinsAndTheWeightsAreTheSame) {
+  const std::string ref = ChaosReference(kRunTimeout);
+  ASSERT_FALSE(ref.empty());
+  Subprocess job(ChaosRecipe(MakeTempDir() + "/m", {"--max-restarts", "3", "--restart-backoff", "0.1"},
+                             {"--overlap"}));
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [9]", absl::Minutes(3)), std::string::npos)
+      << job.output();
+  const pid_t victim = FindLaunchedChild(job.pid(), "worker", 1);
+  ASSERT_GT(victim, 0) << job.output();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "caught up: step", absl::Minutes(3)), std::string::npos) << job.output();
+  ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
+  EXPECT_EQ(FinalWeights(job.output()), (std::vector<std::string>{ref, ref})) << job.output();
+}
+
+// ... and a server that loses its shard rolls the job back to the snapshot, which the
+// workers may learn in a forward's wait for a layer: the same weights again.
+TEST(OverlapTest, AServerKilledRollsBackAndTheWeightsAreTheSame) {
+  const std::string ref = ChaosReference(kRunTimeout);
+  ASSERT_FALSE(ref.empty());
+  Subprocess job(ChaosRecipe(MakeTempDir() + "/m",
+                             {"--max-restarts", "3", "--restart-backoff", "0.1", "--snapshot-every", "10"},
+                             {"--overlap"}));
+  ASSERT_NE(WaitForLine(job, "[server 1]", "snapshot of step 20", absl::Minutes(3)), std::string::npos)
+      << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[1] Batch [2]", absl::Minutes(3)), std::string::npos)
+      << job.output();
+  const pid_t server = FindLaunchedChild(job.pid(), "server", 1);
+  ASSERT_GT(server, 0) << job.output();
+  ASSERT_EQ(::kill(server, SIGKILL), 0);
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "after the rollback", absl::Minutes(3)), std::string::npos)
+      << job.output();
+  ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
+  EXPECT_EQ(FinalWeights(job.output()), (std::vector<std::string>{ref, ref})) << job.output();
 }
 
 TEST(SspTest, AStoppedWorkerHoldsTheOtherWithinTheStalenessBound) {

@@ -111,6 +111,8 @@ absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, c
 }
 
 absl::StatusOr<int64_t> DistKVStore::Rollback() {
+  // A failed lazy push-pull (the step the order stopped) is over: nothing of it is kept.
+  FinishPushPull().IgnoreError();
   const std::optional<RollbackOrder> order = cluster_.PendingRollback();
   if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
   if (!StepsAreExact(options_.mode)) {
@@ -367,6 +369,15 @@ absl::Status DistKVStore::PushEarly(int64_t step, size_t param_index, const floa
 }
 
 absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>& grads) {
+  DTRAIN_RETURN_IF_ERROR(StartPushPull(step, grads));
+  return FinishPushPull();
+}
+
+absl::Status DistKVStore::StartPushPull(int64_t step, const std::vector<const float*>& grads) {
+  if (pending_step_ >= 0) {
+    return absl::FailedPreconditionError(absl::StrCat("push-pull of step ", step, " started while step ",
+                                                      pending_step_, "'s pulls are still outstanding"));
+  }
   // What PushEarly sent for this step; the next PushEarly starts afresh whatever step it
   // is for (a rollback may come back to a step number seen before).
   const bool some_early_sent = early_step_ == step;
@@ -395,34 +406,71 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
       return s;
     }
   }
-  const absl::Time submitted = absl::Now();
-  // Every worker sends the keys in the same order and a sync key is answered once all
-  // pushes of it are in, so the first key's answer marks the end of waiting for the
-  // others; the rest is mostly the weights' transfer.
-  absl::Duration rejoin_wait;
+  pending_step_ = step;
+  pending_status_ = absl::OkStatus();
+  awaited_.assign(placement_.slices.size(), false);
+  pending_push_ = absl::Now() - start;
+  pending_wait_ = pending_pull_ = pending_rejoin_wait_ = absl::ZeroDuration();
+  pending_answered_ = false;
   replica_lag_ = absl::ZeroDuration();
-  absl::Status first = AwaitSlice(0, step, &rejoin_wait);
-  const absl::Time first_answer = absl::Now();
-  for (size_t i = 1; i < placement_.slices.size() && first.ok(); ++i) first = AwaitSlice(i, step, &rejoin_wait);
-  if (!first.ok()) {
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStore::AwaitPending(size_t i) {
+  if (awaited_[i] || !pending_status_.ok()) return pending_status_;
+  const absl::Time t0 = absl::Now();
+  const absl::Status st = AwaitSlice(i, pending_step_, &pending_rejoin_wait_);
+  awaited_[i] = true;
+  // Every worker sends the keys in the same order and a sync key is answered once all
+  // pushes of it are in, so the first wait is mostly for the other workers; the rest is
+  // mostly the weights' transfer. Only time the caller was blocked counts: with
+  // StartPushPull what arrived during the next forward is hidden.
+  (pending_answered_ ? pending_pull_ : pending_wait_) += absl::Now() - t0;
+  pending_answered_ = true;
+  if (!st.ok()) {
     // Collect what is still out, so that no answer lands in a buffer after we return.
     WaitAllServers(absl::Now()).IgnoreError();
+    pending_status_ = st;
   }
-  const absl::Time end = absl::Now();
-  last_timing_.push = absl::ToDoubleSeconds(submitted - start);
-  last_timing_.wait = absl::ToDoubleSeconds(first_answer - submitted);
-  last_timing_.pull = absl::ToDoubleSeconds(end - first_answer);
-  last_timing_.rejoin_wait = absl::ToDoubleSeconds(rejoin_wait);
+  return st;
+}
+
+absl::Status DistKVStore::NothingPending(const char* what) const {
+  if (pending_step_ < 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(what, " while step ", pending_step_,
+                                                    "'s pulls are outstanding (FinishPushPull first)"));
+}
+
+absl::Status DistKVStore::AwaitParam(size_t param_index) {
+  if (pending_step_ < 0) return absl::OkStatus();
+  if (param_index >= slices_of_param_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("AwaitParam of parameter ", param_index, " of ",
+                                                   slices_of_param_.size()));
+  }
+  for (size_t i : slices_of_param_[param_index]) DTRAIN_RETURN_IF_ERROR(AwaitPending(i));
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStore::FinishPushPull() {
+  if (pending_step_ < 0) return absl::OkStatus();
+  for (size_t i = 0; i < placement_.slices.size() && pending_status_.ok(); ++i) AwaitPending(i).IgnoreError();
+  const int64_t step = pending_step_;
+  pending_step_ = -1;
+  last_timing_.push = absl::ToDoubleSeconds(pending_push_);
+  last_timing_.wait = absl::ToDoubleSeconds(pending_wait_);
+  last_timing_.pull = absl::ToDoubleSeconds(pending_pull_);
+  last_timing_.rejoin_wait = absl::ToDoubleSeconds(pending_rejoin_wait_);
   last_timing_.replica_lag = options_.replication > 1 ? absl::ToDoubleSeconds(replica_lag_) : -1;
-  if (first.ok() && options_.replication > 1) ApplyJoinNotices();
-  if (first.ok() && resuming_) {
+  if (!pending_status_.ok()) return pending_status_;
+  if (options_.replication > 1) ApplyJoinNotices();
+  if (resuming_) {
     // The redone step is in: this rank has caught up with the job.
     resuming_ = false;
     cluster_.SetResuming(false);
     DTRAIN_LOG(WARNING) << "caught up: step " << step << " done " << absl::FormatDuration(absl::Now() - joined_)
                         << " after rejoining";
   }
-  return first;
+  return absl::OkStatus();
 }
 
 PsClient::PushData DistKVStore::Compress(size_t i, const float* grad) {
@@ -567,6 +615,7 @@ absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
 }
 
 absl::Status DistKVStore::Settle(int64_t next_step) {
+  DTRAIN_RETURN_IF_ERROR(NothingPending("Settle"));
   if (options_.mode != KVStoreMode::kDistSsp || options_.staleness == 0) return absl::OkStatus();
   // Every worker pushed every step of the epoch before it gets here, so each key
   // reaches exactly `next_step`: nobody can push step `next_step` before settling.
@@ -582,6 +631,7 @@ absl::Status DistKVStore::Settle(int64_t next_step) {
 }
 
 absl::StatusOr<checkpoint::OptimizerStates> DistKVStore::SaveStates() {
+  DTRAIN_RETURN_IF_ERROR(NothingPending("SaveStates"));
   checkpoint::OptimizerStates out;
   out.optimizer = optimizer_name_;
   // Each key once, from the first live member of its chain; a member found gone on the

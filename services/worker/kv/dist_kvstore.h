@@ -69,6 +69,10 @@ class DistKVStore : public KVStore {
   KVStoreMode mode() const override { return options_.mode; }
   absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) override;
   absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) override;
+  bool PullsLazily() const override { return true; }
+  absl::Status StartPushPull(int64_t step, const std::vector<const float*>& grads) override;
+  absl::Status AwaitParam(size_t param_index) override;
+  absl::Status FinishPushPull() override;
   bool PushesEarly() const override { return true; }
   absl::Status PushEarly(int64_t step, size_t param_index, const float* grad) override;
   absl::StatusOr<checkpoint::OptimizerStates> SaveStates() override;
@@ -157,6 +161,18 @@ class DistKVStore : public KVStore {
   std::vector<std::string> packed_;
   kv::CompressionSpec wire_spec_;  // options_.compression with the quantum in pushed units
   absl::Duration replica_lag_;            // this step's, PushPullTiming::replica_lag
+  // The push-pull StartPushPull sent and FinishPushPull has not ended (-1: none): which
+  // slices were waited for, the first error, and where the caller's time went.
+  int64_t pending_step_ = -1;
+  absl::Status pending_status_;
+  std::vector<bool> awaited_;
+  absl::Duration pending_push_, pending_wait_, pending_pull_, pending_rejoin_wait_;
+  bool pending_answered_ = false;
+  // Waits for slice i of the pending step (once); an error is kept as pending_status_
+  // after every answer still out was collected.
+  absl::Status AwaitPending(size_t i);
+  // FAILED_PRECONDITION naming `what` while a lazy push-pull is outstanding.
+  absl::Status NothingPending(const char* what) const;
   // A rejoined process until its first step is done (it heartbeats "resuming").
   bool resuming_ = false;
   absl::Time joined_;

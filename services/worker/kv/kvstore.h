@@ -50,7 +50,9 @@ struct KVStoreStats {
   int64_t bytes_pulled_uncompressed = 0;
 };
 
-// Where the last PushPull's time went, in seconds.
+// Where the last PushPull's time went, in seconds. After StartPushPull, wait and pull
+// count only the time the caller was blocked in AwaitParam and FinishPushPull: what the
+// next forward hid is not there.
 struct PushPullTiming {
   double push = 0;  // building and submitting the requests (copying the gradients)
   double wait = 0;  // until the first answer: in sync mode, mostly the other workers
@@ -88,6 +90,22 @@ class KVStore {
   virtual absl::Status PushEarly(int64_t /*step*/, size_t /*param_index*/, const float* /*grad*/) {
     return absl::OkStatus();
   }
+
+  // Overlap of the pulls with the next forward (--overlap, issue 13). StartPushPull
+  // sends `step` as PushPull does but returns once everything is submitted: the weights
+  // land while the caller goes on with the next batch. AwaitParam(i) blocks until
+  // parameter i's weights of that step are all in (the next forward calls it as it
+  // reaches each layer, models::Network::SetParamGate), FinishPushPull until every
+  // parameter's are. Both return the step's error, the one PushPull would have
+  // returned. Until FinishPushPull returns, `grads` must stay valid and nothing but
+  // AwaitParam may be called. The weights are those PushPull writes, bit for bit: the
+  // only difference is when the caller waits. The default runs PushPull at once.
+  virtual bool PullsLazily() const { return false; }
+  virtual absl::Status StartPushPull(int64_t step, const std::vector<const float*>& grads) {
+    return PushPull(step, grads);
+  }
+  virtual absl::Status AwaitParam(size_t /*param_index*/) { return absl::OkStatus(); }
+  virtual absl::Status FinishPushPull() { return absl::OkStatus(); }
 
   // The optimizer state of every key, for PREFIX-N.states.
   virtual absl::StatusOr<checkpoint::OptimizerStates> SaveStates() = 0;
