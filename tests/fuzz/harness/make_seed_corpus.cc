@@ -247,6 +247,40 @@ void PngSeeds(const std::string& tmp) {
   Seed("predict_image", "alpha_only", 1, Slurp(tmp + "/a8.png"));
 }
 
+// CIFAR-10 binary records (dtrain writes none: built here as the archive has them):
+// a label byte, then the 32 x 32 red, green and blue planes.
+std::string CifarBatch(const std::vector<uint8_t>& labels) {
+  std::string out;
+  for (size_t r = 0; r < labels.size(); ++r) {
+    out.push_back(static_cast<char>(labels[r]));
+    for (size_t i = 0; i < 3 * 32 * 32; ++i) out.push_back(static_cast<char>(r * 101 + i * 37));
+  }
+  return out;
+}
+
+void CifarSeeds() {
+  // Options: % 4 = 0 batch, 1 data set (u32 LE batch length first, then the names file;
+  // bit 2 classes.txt, bit 3 no names file), 2 names file, 3 predict (bit 2 colour,
+  // bits 3-7 side - 1).
+  const std::string two = CifarBatch({3, 9}), one = CifarBatch({1});
+  Seed("cifar", "batch", 0, two);
+  Seed("cifar", "batch_label_10", 0, CifarBatch({2, 10}));
+  Seed("cifar", "batch_truncated", 0, two.substr(0, two.size() - 5));
+  const std::string meta = "airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n\n";
+  auto set = [](const std::string& batch, const std::string& names) {
+    std::string out;
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(batch.size() >> (8 * i)));
+    return out + batch + names;
+  };
+  Seed("cifar", "dataset_meta", 1, set(one, meta));
+  Seed("cifar", "dataset_classes_txt", 1 | 4, set(one, "a\n b \nc\n"));
+  Seed("cifar", "dataset_own_names", 1 | 8, set(one, ""));
+  Seed("cifar", "names", 2, meta);
+  Seed("cifar", "names_gap", 2, "cat\n\ndog\n");
+  Seed("cifar", "predict_colour_32", 3 | 4 | (31 << 3), two);
+  Seed("cifar", "predict_gray_28", 3 | (27 << 3), one);
+}
+
 void FlagSeeds() {
   auto line = [](std::vector<std::string> env, std::vector<std::string> args) {
     std::string out;
@@ -282,6 +316,7 @@ int main(int argc, char** argv) {
   IdxSeeds();
   PngSeeds(tmp);
   FlagSeeds();
+  CifarSeeds();
   std::filesystem::remove_all(tmp);
   return 0;
 }
