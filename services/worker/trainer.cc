@@ -391,6 +391,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
       DTRAIN_LOG(WARNING) << "epoch figures not saved: " << s.message();
     }
   }
+  DTRAIN_LOG(INFO) << monitor.StepTimeLine();
   result.weights_fnv = Fnv1a(*net);
   return result;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/metrics/metrics_csv.h"
 
@@ -51,8 +52,13 @@ void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64
   // Every step: the heartbeats sample the step at shared ticks (issue 15), and a step
   // reported a second late would make a worker look behind.
   cluster_.ReportProgress(step + 1, reported_speed_);
-  if (metrics_ == nullptr) return;
   const PushPullTiming t = kv_.last_timing();
+  ++timed_steps_;
+  compute_sum_ += compute_seconds;
+  push_sum_ += t.push;
+  wait_sum_ += t.wait;
+  pull_sum_ += t.pull;
+  if (metrics_ == nullptr) return;
   metrics_->StepDone(samples, {compute_seconds, t.push, t.wait, t.pull, t.rejoin_wait, t.replica_lag});
   const KVStoreStats stats = kv_.stats();
   metrics_->AddBytes(stats.bytes_pushed - last_stats_.bytes_pushed, stats.bytes_pulled - last_stats_.bytes_pulled,
@@ -60,6 +66,12 @@ void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64
   last_stats_ = stats;
   const Figures e = FiguresOf(epoch_totals_, now);
   metrics_->SetTrainFigures(e.loss, e.accuracy);
+}
+
+std::string TrainingMonitor::StepTimeLine() const {
+  const double n = static_cast<double>(std::max<int64_t>(1, timed_steps_)) / 1000.0;  // to ms
+  return absl::StrFormat("per step: compute %.2f ms, push %.2f ms, wait %.2f ms, pull %.2f ms (%d steps)",
+                         compute_sum_ / n, push_sum_ / n, wait_sum_ / n, pull_sum_ / n, timed_steps_);
 }
 
 TrainingMonitor::Figures TrainingMonitor::FiguresOf(const Totals& t, absl::Time now) {
