@@ -97,6 +97,19 @@ TEST(TrainingMonitorTest, WorksWithoutMetricsOrCsv) {
   EXPECT_TRUE(monitor.EpochDone(1.0, 0.5).ok());
 }
 
+// The run's "per step" line: each phase's mean over every step, metrics on or off.
+TEST(TrainingMonitorTest, StepTimeLineAveragesEveryPhaseOverTheRun) {
+  FakeKV kv;  // push 1 ms, wait 2 ms, pull 3 ms each step
+  FakeCluster cluster;
+  TrainingMonitor monitor(cluster, kv, nullptr, "");
+  monitor.StartEpoch(0);
+  monitor.StepDone(0, 10, 1.0, 5, 0.010);
+  monitor.StepDone(1, 10, 1.0, 5, 0.020);
+  monitor.StartEpoch(1);
+  monitor.StepDone(2, 10, 1.0, 5, 0.030);
+  EXPECT_EQ(monitor.StepTimeLine(), "per step: compute 20.00 ms, push 1.00 ms, wait 2.00 ms, pull 3.00 ms (3 steps)");
+}
+
 // Issue 15: the heartbeats sample the step at shared ticks, so it must be current at
 // every step, not refreshed once a second (that made dist_sync workers look 20 apart).
 TEST(TrainingMonitorTest, ReportsTheStepAtEveryStep) {
