@@ -33,7 +33,6 @@ void DynamicBatcher::Stop() {
     e->state = State::kDone;
   }
   queue_.clear();
-  ++changes_;
 }
 
 absl::Status DynamicBatcher::Submit(BatchJob& job, absl::Time deadline) {
@@ -41,13 +40,11 @@ absl::Status DynamicBatcher::Submit(BatchJob& job, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the server is stopping; the request was not run");
   queue_.push_back(&entry);
-  ++changes_;
   auto taken = [&entry] { return entry.state != State::kQueued; };
   if (!mu_.AwaitWithDeadline(absl::Condition(&taken), deadline)) {
     // Still queued (taking is done under mu_): leave, so no batch ever sees it.
     const size_t ahead = static_cast<size_t>(std::find(queue_.begin(), queue_.end(), &entry) - queue_.begin());
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(ahead));
-    ++changes_;
     return absl::DeadlineExceededError(absl::StrCat("deadline passed after ",
                                                     absl::FormatDuration(absl::Now() - entry.enqueued),
                                                     " in the batching queue (", ahead, " request(s) ahead)"));
@@ -73,10 +70,14 @@ std::vector<DynamicBatcher::Entry*> DynamicBatcher::FormBatch() {
     const Entry* oldest = queue_.front();
     const absl::Time due = oldest->enqueued + options_.max_delay;
     if (RowsQueuedFor(oldest->job->group()) >= options_.max_batch_size || absl::Now() >= due) break;
-    // Wake when a job arrives or leaves (the front may change), or when the oldest is due.
-    const uint64_t seen = changes_;
-    auto changed = [this, seen]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return changes_ != seen || stopping_; };
-    mu_.AwaitWithDeadline(absl::Condition(&changed), due);
+    // Wake when the batch is full, the oldest left (at its deadline: the front and its
+    // due time change) or the oldest is due; not at every arrival that leaves the batch
+    // short (a context switch per request for nothing).
+    const void* group = oldest->job->group();
+    auto act = [this, oldest, group]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || queue_.empty() || queue_.front() != oldest || RowsQueuedFor(group) >= options_.max_batch_size;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&act), due);
   }
   // Oldest first, the oldest's group only, stopping at the first job that would not
   // fit: later jobs never overtake an earlier one of the same model.
@@ -95,7 +96,6 @@ std::vector<DynamicBatcher::Entry*> DynamicBatcher::FormBatch() {
     batch.push_back(e);
     it = queue_.erase(it);
   }
-  ++changes_;
   return batch;
 }
 

@@ -2,11 +2,11 @@
 // one forward pass.
 //
 // Small requests are the common case (one image per call from interactive clients),
-// and a forward of one image costs nearly as much as a forward of eight: the per-call
-// overhead (operator dispatch, thread hand-offs, memory) dominates. So a runner takes
-// the oldest queued request and waits for company: it runs once the queued requests of
-// the same group (the same loaded model) hold `max_batch_size` images, or once the
-// oldest has waited `max_delay`, whichever comes first. A request larger than
+// and a forward of one image costs more per image than a forward of eight: the per-call
+// overhead (operator dispatch, thread hand-offs, memory) is paid once per batch. So a
+// runner takes the oldest queued request and waits for company: it runs once the queued
+// requests of the same group (the same loaded model) hold `max_batch_size` images, or
+// once the oldest has waited `max_delay`, whichever comes first. A request larger than
 // `max_batch_size` runs alone.
 //
 // No gRPC and no LibTorch here: what a batch does is injected (RunBatch), so the queue,
@@ -96,7 +96,6 @@ class DynamicBatcher {
 
   absl::Mutex mu_;
   std::deque<Entry*> queue_ ABSL_GUARDED_BY(mu_);  // oldest first; entries live in Submit's frame
-  uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;      // bumped whenever queue_ changes
   bool forming_ ABSL_GUARDED_BY(mu_) = false;      // one runner gathers a batch at a time
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> runners_;

@@ -21,6 +21,7 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/credentials.h"
 #include "common/flags.h"
@@ -211,6 +212,11 @@ int Run(int argc, char** argv) {
     return s.ok() ? 0 : 2;
   }
   SetLogIdentity("infer", -1);
+  // Debian builds abseil without NDEBUG, which leaves absl::Mutex's deadlock detection
+  // on: every lock and every mutex destroyed (gRPC makes several per call) updates a
+  // process-wide lock graph under one global lock. A debugging aid, not a safety net:
+  // off, as in abseil's release default.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   at::set_num_threads(static_cast<int>(f.intra_op_threads));
 

@@ -42,28 +42,30 @@ absl::Status CheckFinite(const std::string& path, const std::vector<checkpoint::
 }
 
 // The parts' images, one after another, as the float tensor training used: uint8 pixels
-// become x / 255 through the same LibTorch ops as services/worker/dataset.cc (exact
-// conversion, then one correctly rounded division per pixel), so results match the
-// trainer's validation bit for bit whatever else shares the batch.
+// become x / 255 as in services/worker/dataset.cc (an exact conversion, then one
+// correctly rounded float division per pixel), so results match the trainer's
+// validation bit for bit whatever else shares the batch. Written as a plain loop
+// rather than LibTorch's copy_ and div_ (the same arithmetic: IEEE division, no
+// reciprocal, no fast-math here): two operator dispatches per request in a batch cost
+// more than the conversion of a small image itself.
 torch::Tensor ToTensor(const std::vector<const ImageBatchView*>& parts, const std::vector<int64_t>& image_shape) {
   int64_t total = 0;
   for (const ImageBatchView* p : parts) total += p->count;
   std::vector<int64_t> sizes = {total};
   sizes.insert(sizes.end(), image_shape.begin(), image_shape.end());
   torch::Tensor x = torch::empty(sizes, torch::kFloat32);
-  int64_t first = 0;
+  float* out = x.data_ptr<float>();
   for (const ImageBatchView* p : parts) {
-    torch::Tensor rows = x.narrow(0, first, p->count);
     if (p->type == PixelType::kUint8) {
-      std::vector<int64_t> part_sizes = sizes;
-      part_sizes[0] = p->count;
-      rows.copy_(torch::from_blob(const_cast<char*>(p->data.data()), part_sizes, torch::kUInt8));
-      rows.div_(255.0f);
+      const auto* in = reinterpret_cast<const unsigned char*>(p->data.data());
+      const size_t n = p->data.size();
+      for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) / 255.0f;
+      out += n;
     } else {
       // memcpy: protobuf's bytes carry no alignment promise for floats.
-      std::memcpy(rows.data_ptr<float>(), p->data.data(), p->data.size());
+      std::memcpy(out, p->data.data(), p->data.size());
+      out += p->data.size() / sizeof(float);
     }
-    first += p->count;
   }
   return x;
 }

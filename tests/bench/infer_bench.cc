@@ -10,11 +10,16 @@
 // traffic can come near or past the reference despite gRPC, protobuf, validation and
 // a process hop. Phases alternate over --trials (shared machines drift); medians are
 // reported, one JSON line per batch size and protocol, with ratios served / direct.
+// Each side's CPU time per image (this process and the server together) comes with
+// it: on a shared machine the load moves throughput a lot and CPU per image little, and
+// on an idle machine where both sides are CPU-bound the throughput ratio tends to
+// 1 / cpu_ratio.
 //
 // usage: infer_bench --model-prefix DIR/m [--clients 8] [--batches 1,64] [--seconds 3]
 //                    [--trials 3] [--threads 0] [--intra-op-threads 1] [--infer-bin PATH]
 //                    [--protocols dtrain,oip] [--max-batch-size 8] [--max-batch-delay-us 500]
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +28,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -30,6 +36,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
@@ -60,12 +67,34 @@ struct Options {
 
 struct Result {
   double p50_ms = 0, p99_ms = 0, images_per_s = 0;
+  // CPU time of this process and the server together per image: what each image costs
+  // the machine, which a shared machine's load shifts far less than throughput.
+  double cpu_ms_per_image = 0;
   int64_t calls = 0, failures = 0;
 };
 
+// CPU seconds (user + system, all threads) of this process, and of `pid` when > 0.
+double CpuSeconds(pid_t pid) {
+  struct rusage self;
+  ::getrusage(RUSAGE_SELF, &self);
+  double s = static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+             static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
+  if (pid <= 0) return s;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces) in parentheses: state is 3,
+  // utime 14 and stime 15.
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return s;
+  std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ');
+  if (f.size() < 13) return s;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return s + (std::stod(f[11]) + std::stod(f[12])) / ticks;
+}
+
 // Runs `call(client, i)` from `clients` threads for `seconds` after a short warm-up and
-// collects per-call latencies.
-Result Measure(int clients, double seconds, int64_t batch,
+// collects per-call latencies, and the CPU time of this process and `server` meanwhile.
+Result Measure(int clients, double seconds, int64_t batch, pid_t server,
                const std::function<bool(int client, int64_t i)>& call) {
   std::atomic<bool> measuring{false}, stop{false};
   std::atomic<int64_t> failures{0};
@@ -87,9 +116,11 @@ Result Measure(int clients, double seconds, int64_t batch,
   absl::SleepFor(absl::Milliseconds(500));  // warm-up: threads, connections, allocator
   measuring.store(true);
   const absl::Time t0 = absl::Now();
+  const double cpu0 = CpuSeconds(server);
   absl::SleepFor(absl::Seconds(seconds));
   stop.store(true);
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - t0);
+  const double cpu = CpuSeconds(server) - cpu0;
   for (auto& t : threads) t.join();
   std::vector<double> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
@@ -101,6 +132,7 @@ Result Measure(int clients, double seconds, int64_t batch,
   r.p50_ms = all[all.size() / 2];
   r.p99_ms = all[std::min(all.size() - 1, all.size() * 99 / 100)];
   r.images_per_s = static_cast<double>(r.calls * batch) / elapsed;
+  r.cpu_ms_per_image = 1e3 * cpu / static_cast<double>(r.calls * batch);
   return r;
 }
 
@@ -128,17 +160,19 @@ double Median(std::vector<double> v) {
 // Medians over trials, metric by metric.
 Result MedianOf(const std::vector<Result>& rs) {
   Result m;
-  std::vector<double> p50, p99, ips;
+  std::vector<double> p50, p99, ips, cpu;
   for (const Result& r : rs) {
     p50.push_back(r.p50_ms);
     p99.push_back(r.p99_ms);
     ips.push_back(r.images_per_s);
+    cpu.push_back(r.cpu_ms_per_image);
     m.calls += r.calls;
     m.failures += r.failures;
   }
   m.p50_ms = Median(p50);
   m.p99_ms = Median(p99);
   m.images_per_s = Median(ips);
+  m.cpu_ms_per_image = Median(cpu);
   return m;
 }
 
@@ -164,6 +198,10 @@ pid_t StartServer(const Options& o, const std::string& port_file) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As in dtrain-infer: Debian's abseil leaves absl::Mutex deadlock detection on, a
+  // process-wide lock graph updated on every lock gRPC's client takes; the in-process
+  // reference's forward slots pay it too. Off, so neither side measures a debugging aid.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   Options o;
   dtrain::FlagSet flags("infer_bench", "dtrain-infer Predict latency/throughput vs in-process LibTorch");
   flags.AddString("infer-bin", &o.infer_bin, "dtrain-infer binary");
@@ -295,9 +333,9 @@ int main(int argc, char** argv) {
     std::vector<Result> directs;
     std::vector<std::vector<Result>> serveds(protocols.size());
     for (int64_t t = 0; t < o.trials; ++t) {
-      directs.push_back(Measure(static_cast<int>(o.clients), o.seconds, batch, direct_call));
+      directs.push_back(Measure(static_cast<int>(o.clients), o.seconds, batch, pid, direct_call));
       for (size_t p = 0; p < protocols.size(); ++p) {
-        serveds[p].push_back(Measure(static_cast<int>(o.clients), o.seconds, batch,
+        serveds[p].push_back(Measure(static_cast<int>(o.clients), o.seconds, batch, pid,
                                      protocols[p] == "oip" ? std::function<bool(int, int64_t)>(oip_call)
                                                            : std::function<bool(int, int64_t)>(served_call)));
       }
@@ -309,13 +347,15 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"batch\": %lld, \"clients\": %lld, \"protocol\": \"%s\", \"max_batch_size\": %lld, "
           "\"max_batch_delay_us\": %lld, \"served\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": %.1f, "
-          "\"calls\": %lld, \"failures\": %lld}, \"direct\": {\"p50_ms\": %.3f, \"p99_ms\": %.3f, \"images_per_s\": "
-          "%.1f}, \"p50_ratio\": %.2f, \"p99_ratio\": %.2f, \"throughput_ratio\": %.3f}\n",
+          "\"cpu_ms_per_image\": %.3f, \"calls\": %lld, \"failures\": %lld}, \"direct\": {\"p50_ms\": %.3f, "
+          "\"p99_ms\": %.3f, \"images_per_s\": %.1f, \"cpu_ms_per_image\": %.3f}, \"p50_ratio\": %.2f, "
+          "\"p99_ratio\": %.2f, \"throughput_ratio\": %.3f, \"cpu_ratio\": %.3f}\n",
           static_cast<long long>(batch), static_cast<long long>(o.clients), protocols[p].c_str(),
           static_cast<long long>(o.max_batch_size), static_cast<long long>(o.max_batch_delay_us), served.p50_ms,
-          served.p99_ms, served.images_per_s, static_cast<long long>(served.calls),
+          served.p99_ms, served.images_per_s, served.cpu_ms_per_image, static_cast<long long>(served.calls),
           static_cast<long long>(served.failures), direct.p50_ms, direct.p99_ms, direct.images_per_s,
-          served.p50_ms / direct.p50_ms, served.p99_ms / direct.p99_ms, served.images_per_s / direct.images_per_s);
+          direct.cpu_ms_per_image, served.p50_ms / direct.p50_ms, served.p99_ms / direct.p99_ms,
+          served.images_per_s / direct.images_per_s, served.cpu_ms_per_image / direct.cpu_ms_per_image);
       std::fflush(stdout);
     }
   }
