@@ -251,8 +251,9 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
       if (version_only) {
         Send(box, r);
       } else {
-        Send(box, kv::EncodeWithPayload(
-                      r, v1::PushPullResponse::kDataFieldNumber, std::move(w)));
+        Send(box, r.key(),
+             kv::EncodeWithPayload(
+                 r, v1::PushPullResponse::kDataFieldNumber, std::move(w)));
       }
     };
     // Replication: a restarted chain member may have to get the key first
@@ -313,10 +314,10 @@ bool PushPullReactor::Admit(const v1::PushPullRequest& req, v1::PushPullResponse
 }
 
 void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp) {
-  Send(box, kv::EncodeMessage(resp));
+  Send(box, resp.key(), kv::EncodeMessage(resp));
 }
 
-void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer resp) {
+void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, uint64_t key, grpc::ByteBuffer resp) {
   PushPullReactor* reactor = nullptr;
   {
     absl::MutexLock lock(&box->mu);
@@ -324,12 +325,11 @@ void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer 
     --box->unanswered;
     if (box->broken) return;
     box->queued_bytes += static_cast<int64_t>(resp.Length());
-    box->queue.push_back(std::move(resp));
+    box->queue.Push(key, std::move(resp));
     if (box->writing) return;  // OnWriteDone picks it up
     box->writing = true;
     reactor = box->reactor;
-    reactor->writing_ = std::move(box->queue.front());
-    box->queue.pop_front();
+    reactor->writing_ = box->queue.Pop();
     box->queued_bytes -= static_cast<int64_t>(reactor->writing_.Length());
   }
   // Not under box->mu: gRPC may run the reaction inline. While `writing` is set the
@@ -349,8 +349,7 @@ void PushPullReactor::OnWriteDone(bool ok) {
       box_->queued_bytes = 0;
       if (box_->read_paused) box_->reads_done = true;  // no read in flight to say so
     } else if (!box_->queue.empty()) {
-      writing_ = std::move(box_->queue.front());
-      box_->queue.pop_front();
+      writing_ = box_->queue.Pop();
       box_->queued_bytes -= static_cast<int64_t>(writing_.Length());
       box_->writing = next = true;
     }

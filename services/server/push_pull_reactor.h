@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -20,6 +19,7 @@
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/shard_store.h"
 #include "common/auth/node_token.h"
+#include "services/server/answer_queue.h"
 #include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
@@ -76,7 +76,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     absl::Mutex mu;
     bool alive ABSL_GUARDED_BY(mu) = true;  // false once Finish is called: answers are dropped
     PushPullReactor* reactor ABSL_GUARDED_BY(mu);  // valid while `alive`
-    std::deque<grpc::ByteBuffer> queue ABSL_GUARDED_BY(mu);
+    AnswerQueue queue ABSL_GUARDED_BY(mu);  // lowest key first (answer_queue.h)
     bool writing ABSL_GUARDED_BY(mu) = false;  // exactly one write in flight
     int64_t unanswered ABSL_GUARDED_BY(mu) = 0;  // requests read, answer not yet queued
     bool reads_done ABSL_GUARDED_BY(mu) = false;
@@ -92,8 +92,8 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   // Whether the request's job id and incarnation may use the store; if not, answers it
   // and marks the stream refused (docs/recovery.md: a fenced process is cut off).
   bool Admit(const v1::PushPullRequest& req, v1::PushPullResponse& resp);
-  // Queues an answer, from any thread; starts a write if none is in flight.
-  static void Send(const std::shared_ptr<Outbox>& box, grpc::ByteBuffer resp);
+  // Queues an answer about `key`, from any thread; starts a write if none is in flight.
+  static void Send(const std::shared_ptr<Outbox>& box, uint64_t key, grpc::ByteBuffer resp);
   static void Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp);
   // Finishes the RPC once nothing more can or need be written.
   void MaybeFinish();
