@@ -174,7 +174,7 @@ transport() {
 }
 
 infer() {
-  echo "== inference: Predict and ModelInfer (Open Inference Protocol) p50/p99 and throughput, 8 clients, batch 1 and 64, vs in-process forward"
+  echo "== inference: Predict and ModelInfer (Open Inference Protocol) p50/p99, throughput and CPU per image, 8 clients, batch 1 and 64, vs in-process forward (load: $(cut -d' ' -f1-3 /proc/loadavg))"
   local dir; dir=$(mktemp -d)
   # A small LeNet checkpoint to serve (seconds); the model's accuracy does not matter here.
   "$BIN/dtrain-worker" --kv-store local --network lenet --num-epochs 1 --num-examples 2000 \
