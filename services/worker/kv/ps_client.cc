@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <deque>
+#include <map>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -120,7 +120,13 @@ struct PsClient::Impl {
     int64_t payload_bytes = 0;
     int64_t uncompressed_bytes = 0;  // a push's payload as float32s
   };
-  std::deque<Outgoing> outbox ABSL_GUARDED_BY(mu);
+  // Waiting for the writer, lowest key first (then in order): keys are param_index << 24 |
+  // chunk, so when the link is slower than backward (flow control holds the writer) the
+  // first layer's push, computed last, overtakes what is still queued, and its weights,
+  // which the next forward needs first, come back sooner (issue 13, P3's priority). One
+  // key's requests keep their order; nothing else depends on the order between keys.
+  std::map<std::pair<uint64_t, uint64_t>, Outgoing> outbox ABSL_GUARDED_BY(mu);
+  uint64_t outbox_seq ABSL_GUARDED_BY(mu) = 0;
   uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   bool closing ABSL_GUARDED_BY(mu) = false;  // the destructor runs
   bool broken ABSL_GUARDED_BY(mu) = false;   // the stream ended: new tickets fail at once
@@ -223,7 +229,7 @@ struct PsClient::Impl {
         t.status = broken ? broken_status : absl::CancelledError(absl::StrCat(Who(), ": client closed"));
       }
     } else {
-      outbox.push_back(std::move(out));
+      outbox.emplace(std::make_pair(req.key(), outbox_seq++), std::move(out));
     }
     return id;
   }
@@ -238,8 +244,8 @@ struct PsClient::Impl {
         mu.Await(absl::Condition(
             +[](Impl* impl) { return !impl->outbox.empty() || impl->closing || impl->broken; }, this));
         if (closing || broken) break;
-        msg = std::move(outbox.front());
-        outbox.pop_front();
+        msg = std::move(outbox.begin()->second);
+        outbox.erase(outbox.begin());
       }
       if (!stream->Write(msg.buffer)) break;  // the stream ended; the reader fails the tickets
       bytes_pushed.fetch_add(msg.payload_bytes, std::memory_order_relaxed);
