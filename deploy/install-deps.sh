@@ -7,12 +7,6 @@ PKGS=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
   libtorch-dev prometheus-cpp-dev libgtest-dev nlohmann-json3-dev zlib1g-dev
-  # Debian's libtorch does its matrix products through libblas.so.3, which is the reference
-  # (netlib) BLAS unless an optimised one is installed: OpenBLAS takes over the alternative
-  # and makes LeNet's steps about 3x faster. The serial build: each process already runs
-  # as many compute threads as it was given (--threads), and OpenBLAS's own thread pool
-  # would oversubscribe the cores. The PyTorch reference (python3-torch) uses it too.
-  libopenblas0-serial
   dataset-fashion-mnist
   python3-torch   # the reference for benchmarks (/usr/bin/python3)
   libssl-dev openssl   # TLS: certificates (dtrain certs, launch --tls) and deploy/make-certs.sh
