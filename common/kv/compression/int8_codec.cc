@@ -13,7 +13,11 @@ void Int8Codec::Encode(const float* grad, float* residual, int64_t numel, char* 
     // NaN compares false: make it win, so the scale (and the decode) says so.
     if (!(std::fabs(v) <= max_abs)) max_abs = std::isnan(v) ? v : std::fabs(v);
   }
-  const float scale = max_abs / 127.0f;
+  float scale = max_abs / 127.0f;
+  // Near FLT_MAX the rounded scale times 127 can overflow: the largest value would come
+  // back as inf (and its residual as -inf). A scale an ulp or two smaller decodes finite;
+  // the largest value then packs as 127 (clamped) and the residual keeps the rest.
+  while (std::isfinite(scale) && !std::isfinite(127.0f * scale)) scale = std::nextafter(scale, 0.0f);
   std::memcpy(out, &scale, sizeof(scale));
   auto* q = reinterpret_cast<int8_t*>(out + sizeof(scale));
   if (!(scale >= std::numeric_limits<float>::min()) || !std::isfinite(scale)) {

@@ -232,6 +232,22 @@ TEST(Int8CodecTest, ScaleIsTheLargestMagnitudeOver127AndValuesRoundToNearest) {
   EXPECT_EQ(codec.Decode(packed.data(), 8, dst.data(), 5).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Values near FLT_MAX (a fuzzer repacked one from the wire): the scale times 127 must not
+// overflow, or the largest value would decode as inf and its residual as -inf.
+TEST(Int8CodecTest, ValuesNearTheLargestFloatDecodeFinite) {
+  Int8Codec codec;
+  const float big = std::numeric_limits<float>::max();
+  for (const float v : {big, -big, std::nextafter(big, 0.0f), big * 0.9999f}) {
+    std::vector<float> residual(3, 0.0f);
+    const std::vector<float> out = RoundTrip(codec, {v, v / 2, 0.0f}, residual);
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_TRUE(std::isfinite(out[i])) << v << " [" << i << "] decoded as " << out[i];
+      EXPECT_TRUE(std::isfinite(residual[i])) << v << " [" << i << "] residual " << residual[i];
+    }
+    EXPECT_GT(std::fabs(out[0]), std::fabs(v) * 0.99f) << v;
+  }
+}
+
 // Error feedback: what is not sent now is sent later. Over many steps the running sum
 // of decoded values equals the running sum of the inputs minus the residual, and the
 // residual stays within a quantum: the sums track each other within one quantum.
