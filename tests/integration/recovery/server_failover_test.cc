@@ -39,8 +39,8 @@ std::vector<std::string> Argv(const std::string& prefix, int replication, bool r
   if (restarts) {
     for (const char* f : {"--max-restarts", "3", "--restart-backoff", "0.1"}) argv.push_back(f);
   }
-  // 6 epochs (138 steps): with OpenBLAS a LeNet step of this size takes ~15 ms, and two
-  // epochs ended before a second replacement server had been copied in.
+  // 6 epochs (138 steps): with an optimised BLAS (OpenBLAS) a LeNet step of this size
+  // takes ~15 ms, and two epochs ended before a second replacement server was copied in.
   for (const char* f : {"--", "--network", "lenet", "--num-epochs", "6", "--num-examples", "3000",
                         "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
     argv.push_back(f);
