@@ -1,23 +1,84 @@
 #include "common/shutdown_signal.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
-#include <ctime>
 
 #include "common/log.h"
 
 namespace dtrain {
+namespace {
+
+// The write end of the pipe the handler reports to. One ShutdownSignal per process (main
+// makes it); a second one takes the handler over.
+std::atomic<int> g_signal_pipe{-1};
+
+// Runs in whichever thread the kernel picked; only async-signal-safe calls here. A full
+// pipe (signals far faster than Loop reads them) drops the extra byte, which loses
+// nothing: one signal is enough to stop.
+void OnSignal(int sig) {
+  const int saved_errno = errno;
+  const int fd = g_signal_pipe.load();
+  if (fd >= 0) {
+    const unsigned char byte = static_cast<unsigned char>(sig);
+    [[maybe_unused]] ssize_t n = ::write(fd, &byte, 1);
+  }
+  errno = saved_errno;
+}
+
+}  // namespace
 
 ShutdownSignal::ShutdownSignal() {
-  sigemptyset(&signals_);
-  sigaddset(&signals_, SIGTERM);
-  sigaddset(&signals_, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
-  thread_ = std::thread([this] { Loop(); });
+  // A handler, not only a blocked mask: threads that a shared library starts while it is
+  // loaded, before main runs (OpenBLAS's pthread pool does), keep the default mask, and
+  // the kernel may hand them the signal, whose default action would end the process.
+  if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    DTRAIN_LOG(ERROR) << "shutdown signal: pipe2 failed (errno " << errno << ")";
+    std::abort();  // out of file descriptors before main did anything: nothing to save
+  }
+  g_signal_pipe.store(pipe_[1]);
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &action, &old_term_);
+  sigaction(SIGINT, &action, &old_int_);
+  // Blocked as well in this thread and every thread it starts from now on, so that the
+  // handler runs in few places and interrupts no system call of gRPC's or LibTorch's.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  thread_ = std::thread([this] {
+    // The one thread of ours that takes the signals.
+    sigset_t mine;
+    sigemptyset(&mine);
+    sigaddset(&mine, SIGTERM);
+    sigaddset(&mine, SIGINT);
+    pthread_sigmask(SIG_UNBLOCK, &mine, nullptr);
+    Loop();
+  });
 }
 
 ShutdownSignal::~ShutdownSignal() {
   stop_.store(true);
   thread_.join();
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  // Back to what was there, with the signals still blocked in this thread: a late signal
+  // waits instead of running a handler whose pipe is gone.
+  int expected = pipe_[1];
+  g_signal_pipe.compare_exchange_strong(expected, -1);
+  sigaction(SIGTERM, &old_term_, nullptr);
+  sigaction(SIGINT, &old_int_, nullptr);
+  ::close(pipe_[0]);
+  ::close(pipe_[1]);
 }
 
 void ShutdownSignal::Request(const std::string& reason) {
@@ -48,8 +109,11 @@ std::string ShutdownSignal::Wait() {
 void ShutdownSignal::Loop() {
   // A short tick so the destructor's stop_ is seen promptly.
   while (!stop_.load()) {
-    timespec tick{0, 100 * 1000 * 1000};
-    const int sig = sigtimedwait(&signals_, nullptr, &tick);
+    pollfd readable{pipe_[0], POLLIN, 0};
+    if (::poll(&readable, 1, 100) <= 0) continue;
+    unsigned char byte = 0;
+    if (::read(pipe_[0], &byte, 1) != 1) continue;
+    const int sig = byte;
     if (sig != SIGTERM && sig != SIGINT) continue;
     const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
     absl::MutexLock lock(&mu_);

@@ -1,9 +1,12 @@
 // Why a process should stop: SIGTERM / SIGINT, or a reason given from inside (the
 // scheduler ending the job), as an event main can wait for, with or without a timeout.
 //
-// The signals are blocked in every thread and taken by one thread with sigtimedwait, so
-// there is no async-signal handler to get wrong. Construct it first in main, before
-// gRPC or LibTorch start threads, so that they inherit the blocked mask.
+// A handler that only writes the signal's number to a pipe, read by one thread of its
+// own: nothing else runs in signal context. The signals are also blocked in the thread
+// that constructs it and in every thread started after, so the handler rarely
+// interrupts anyone; threads a library started before main (OpenBLAS's pool) may still
+// take a signal, and then the handler, not the default action, runs there. Construct it
+// first in main, before gRPC or LibTorch start threads.
 #pragma once
 
 #include <signal.h>
@@ -42,7 +45,9 @@ class ShutdownSignal {
  private:
   void Loop();
 
-  sigset_t signals_;
+  int pipe_[2] = {-1, -1};  // the handler writes [1], Loop reads [0]
+  struct sigaction old_term_ {};
+  struct sigaction old_int_ {};
   std::atomic<bool> stop_{false};
   absl::Mutex mu_;
   std::string reason_ ABSL_GUARDED_BY(mu_);
