@@ -156,6 +156,12 @@ absl::StatusOr<std::vector<ClassOutputs>> LoadedModel::Forward(
     // The module is shared by every request: inference mode keeps autograd from
     // recording anything, and forward() only reads the weights.
     c10::InferenceMode inference;
+    // Forwards run on the server's threads, whose OpenMP thread count is the machine's
+    // until set: OpenBLAS (libblas.so.3, deploy/install-deps.sh) follows it, and would
+    // put every core behind each of the concurrent forwards. LibTorch's own count
+    // (--intra-op-threads), once per thread.
+    thread_local const bool threads_held = (at::init_num_threads(), true);
+    (void)threads_held;
     torch::Tensor logits = net_->module->forward(ToTensor(parts, meta_.input_shape)).contiguous();
     torch::Tensor probs = torch::softmax(logits, 1).contiguous();
     all.images = logits.size(0);
