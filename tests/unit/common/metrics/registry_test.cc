@@ -1,9 +1,12 @@
 // MetricsRegistry and StartMetrics: the endpoint, its labels, its flags.
 #include "common/metrics/registry.h"
 
+#include <pthread.h>
+
 #include <fstream>
 #include <string>
 
+#include "common/metrics/thread_stack_floor.h"
 #include "services/worker/worker_metrics.h"
 #include "gtest/gtest.h"
 #include "tests/unit/common/temp_dir.h"
@@ -44,6 +47,27 @@ TEST(MetricsRegistryTest, ServesNothingUntilTheRankIsKnownThenLabelsEverySeries)
   ASSERT_EQ(parsed->Find("dtrain_worker_samples_total").size(), 1u);
   EXPECT_EQ(parsed->Find("dtrain_worker_samples_total")[0].value, 64);
   EXPECT_EQ(parsed->types.at("dtrain_worker_step_seconds"), "histogram");
+}
+
+// civetweb's 100 KB thread stacks are raised to the floor (thread_stack_floor.h): without
+// it, a process holding OpenBLAS's thread-local storage cannot start the endpoint.
+TEST(MetricsRegistryTest, TheEndpointsThreadsGetAtLeastTheStackFloor) {
+  const size_t before = RaisedStackRequests();
+  MetricsRegistry registry("worker");
+  ASSERT_TRUE(registry.Serve("127.0.0.1", 0).ok());
+  EXPECT_GT(RaisedStackRequests(), before) << "civetweb's stack requests did not reach the floor";
+  // What the floor does, seen from here: a small request comes back raised, a large one
+  // unchanged.
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  size_t size = 0;
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 100 * 1024), 0);
+  ASSERT_EQ(pthread_attr_getstacksize(&attr, &size), 0);
+  EXPECT_EQ(size, kThreadStackFloor);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 4 * kThreadStackFloor), 0);
+  ASSERT_EQ(pthread_attr_getstacksize(&attr, &size), 0);
+  EXPECT_EQ(size, 4 * kThreadStackFloor);
+  pthread_attr_destroy(&attr);
 }
 
 TEST(MetricsRegistryTest, ABusyPortIsUnavailableNamingTheAddress) {
