@@ -6,6 +6,12 @@
 #include "absl/time/clock.h"
 
 namespace dtrain::inference {
+namespace {
+// How long a peak of rows in flight counts for the target: one to two of these. Long
+// enough to span the gaps of closed-loop clients (answer, think, ask again), short
+// enough that a client mix that shrank stops being waited for within seconds.
+constexpr absl::Duration kPeakWindow = absl::Seconds(1);
+}  // namespace
 
 DynamicBatcher::DynamicBatcher(BatcherOptions options, RunBatch run, BatchObserver observer)
     : options_([&] {
@@ -33,6 +39,7 @@ void DynamicBatcher::Stop() {
     e->state = State::kDone;
   }
   queue_.clear();
+  rows_queued_ = 0;
 }
 
 absl::Status DynamicBatcher::Submit(BatchJob& job, absl::Time deadline) {
@@ -40,11 +47,14 @@ absl::Status DynamicBatcher::Submit(BatchJob& job, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the server is stopping; the request was not run");
   queue_.push_back(&entry);
+  rows_queued_ += entry.rows;
+  NoteInFlight(entry.enqueued);
   auto taken = [&entry] { return entry.state != State::kQueued; };
   if (!mu_.AwaitWithDeadline(absl::Condition(&taken), deadline)) {
     // Still queued (taking is done under mu_): leave, so no batch ever sees it.
     const size_t ahead = static_cast<size_t>(std::find(queue_.begin(), queue_.end(), &entry) - queue_.begin());
     queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(ahead));
+    rows_queued_ -= entry.rows;
     return absl::DeadlineExceededError(absl::StrCat("deadline passed after ",
                                                     absl::FormatDuration(absl::Now() - entry.enqueued),
                                                     " in the batching queue (", ahead, " request(s) ahead)"));
@@ -64,18 +74,40 @@ int64_t DynamicBatcher::RowsQueuedFor(const void* group) const {
   return rows;
 }
 
+void DynamicBatcher::NoteInFlight(absl::Time now) {
+  if (now - window_start_ >= kPeakWindow) {
+    // A window with no arrival at all leaves nothing to remember.
+    peak_before_ = now - window_start_ >= 2 * kPeakWindow ? 0 : peak_now_;
+    peak_now_ = 0;
+    window_start_ = now;
+  }
+  peak_now_ = std::max(peak_now_, rows_queued_ + rows_running_);
+}
+
+int64_t DynamicBatcher::TargetRows(absl::Time now) {
+  NoteInFlight(now);
+  const int64_t peak = std::max(peak_now_, peak_before_);
+  const int64_t share = (peak + options_.runners - 1) / options_.runners;
+  // Rows in running batches cannot join this one: with one runner, a burst of 8 whose
+  // first runs alone leaves 7 to wait for, not 8 (which would wait out max_delay).
+  return std::clamp<int64_t>(std::min(share, peak - rows_running_), 1, options_.max_batch_size);
+}
+
 std::vector<DynamicBatcher::Entry*> DynamicBatcher::FormBatch() {
   for (;;) {
     if (stopping_ || queue_.empty()) return {};
     const Entry* oldest = queue_.front();
     const absl::Time due = oldest->enqueued + options_.max_delay;
-    if (RowsQueuedFor(oldest->job->group()) >= options_.max_batch_size || absl::Now() >= due) break;
+    const absl::Time now = absl::Now();
+    const int64_t target = TargetRows(now);
+    if (RowsQueuedFor(oldest->job->group()) >= target || now >= due) break;
     // Wake when the batch is full, the oldest left (at its deadline: the front and its
     // due time change) or the oldest is due; not at every arrival that leaves the batch
-    // short (a context switch per request for nothing).
+    // short (a context switch per request for nothing). Woken, the loop looks at the
+    // target anew (arrivals may have raised it).
     const void* group = oldest->job->group();
-    auto act = [this, oldest, group]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return stopping_ || queue_.empty() || queue_.front() != oldest || RowsQueuedFor(group) >= options_.max_batch_size;
+    auto act = [this, oldest, group, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || queue_.empty() || queue_.front() != oldest || RowsQueuedFor(group) >= target;
     };
     mu_.AwaitWithDeadline(absl::Condition(&act), due);
   }
@@ -96,6 +128,8 @@ std::vector<DynamicBatcher::Entry*> DynamicBatcher::FormBatch() {
     batch.push_back(e);
     it = queue_.erase(it);
   }
+  rows_queued_ -= rows;
+  rows_running_ += rows;
   return batch;
 }
 
@@ -126,6 +160,7 @@ void DynamicBatcher::RunnerLoop() {
     run_(jobs);
     absl::MutexLock lock(&mu_);
     for (Entry* e : batch) e->state = State::kDone;
+    rows_running_ -= rows;
   }
 }
 

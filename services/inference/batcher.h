@@ -5,9 +5,18 @@
 // and a forward of one image costs more per image than a forward of eight: the per-call
 // overhead (operator dispatch, thread hand-offs, memory) is paid once per batch. So a
 // runner takes the oldest queued request and waits for company: it runs once the queued
-// requests of the same group (the same loaded model) hold `max_batch_size` images, or
-// once the oldest has waited `max_delay`, whichever comes first. A request larger than
-// `max_batch_size` runs alone.
+// requests of the same group (the same loaded model) hold the batch's target of images,
+// or once the oldest has waited `max_delay`, whichever comes first. A request larger
+// than `max_batch_size` runs alone.
+//
+// The target is each runner's share of the requests seen in flight lately (queued or
+// running, the most at any moment over the last one to two seconds), at most
+// `max_batch_size` and at most what is not running already. A fixed target of max_batch_size starves runners: with 8 closed-loop
+// clients and 2 runners, one runner waits for all 8 while the other idles, and the
+// clients wait for both in turn (measured: 0.61x the in-process throughput against 0.75x
+// with batches of 4). And a lone client would wait `max_delay` on every call for company
+// that never comes. A burst after a quiet spell runs its first request alone (nothing
+// was in flight lately) and batches the rest.
 //
 // No gRPC and no LibTorch here: what a batch does is injected (RunBatch), so the queue,
 // the timing and the hand-back are unit-tested with plain functions.
@@ -89,6 +98,11 @@ class DynamicBatcher {
   // (every job left at its deadline) or on Stop.
   std::vector<Entry*> FormBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t RowsQueuedFor(const void* group) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the rows in flight now (queued + running) in the current window.
+  void NoteInFlight(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Images a batch waits for: ceil(peak in flight lately / runners), less what runs
+  // now, in [1, max_batch_size].
+  int64_t TargetRows(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const BatcherOptions options_;
   const RunBatch run_;
@@ -98,6 +112,12 @@ class DynamicBatcher {
   std::deque<Entry*> queue_ ABSL_GUARDED_BY(mu_);  // oldest first; entries live in Submit's frame
   bool forming_ ABSL_GUARDED_BY(mu_) = false;      // one runner gathers a batch at a time
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t rows_queued_ ABSL_GUARDED_BY(mu_) = 0;   // every group
+  int64_t rows_running_ ABSL_GUARDED_BY(mu_) = 0;  // taken into batches, not yet done
+  // The most rows in flight at once in the current and the previous window.
+  int64_t peak_now_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t peak_before_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time window_start_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::vector<std::thread> runners_;
 };
 
