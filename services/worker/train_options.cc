@@ -36,7 +36,8 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddBool("overlap", &o->overlap,
             "dist_*: push each parameter's gradient as soon as backward computes it, and start the next "
             "forward before the new weights are all in, waiting for each layer's as it reaches it, so that "
-            "communication overlaps the rest of backward and the next forward (the same weights, bit for bit)",
+            "communication overlaps the rest of backward and the next forward (the same weights, bit for bit); "
+            "on by default, --no-overlap for forward, backward, push-pull one after another",
             {"DTRAIN_OVERLAP"});
   f.AddInt("bigarray-bound", &o->bigarray_bound,
            "dist_*: parameters with more elements are cut into keys of this many and spread over the servers "

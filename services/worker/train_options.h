@@ -31,7 +31,7 @@ struct TrainOptions {
   std::string kv_store = "local";
   int64_t staleness = 0;  // dist_ssp: steps ahead of the slowest worker allowed
   // Push each parameter's gradient from backward as soon as it is computed (dist_*).
-  bool overlap = false;
+  bool overlap = true;  // --no-overlap: the strictly sequential step
   // Parameters with more elements are cut into keys of this many (MXNet's
   // MXNET_KVSTORE_BIGARRAY_BOUND), spread over the servers; the default, 2^20 (4 MB),
   // is what checkpoints so far were written with.

@@ -4,7 +4,7 @@
 # resnet, the same architecture, parameter for parameter), in the same run, same batch per
 # worker, one thread per worker, same examples; printed as a ratio (target >= 0.9).
 #   bash tests/bench/run.sh resnet        (or this script; EXAMPLES, EPOCHS, BATCH, LAYERS, and
-#   WORKER_FLAGS: more dtrain-worker flags, e.g. "--overlap")
+#   WORKER_FLAGS: more dtrain-worker flags, e.g. "--no-overlap"; overlap is the default)
 # Both sides count training only: dtrain's figure is the workers' "Training done" speed
 # (its end-of-epoch batch-norm recalibration and validation excluded), the reference's
 # its training loop.

@@ -49,7 +49,7 @@ what="${1:-all}"
 EPOCHS="${EPOCHS:-1}"
 
 throughput() {
-  # WORKER_FLAGS: more dtrain-worker flags, e.g. "--overlap" (issue 13).
+  # WORKER_FLAGS: more dtrain-worker flags, e.g. "--no-overlap" (the sequential step; overlap is the default).
   echo "== training throughput: dtrain launch -n 2 -s 1 -- --network lenet --batch-size 64 ${WORKER_FLAGS:-}" \
     "(epochs=$EPOCHS)"
   local log; log=$(mktemp)

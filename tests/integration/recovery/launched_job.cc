@@ -110,7 +110,10 @@ std::vector<std::string> ChaosRecipe(const std::string& prefix, const std::vecto
 }
 
 std::string ChaosReference(absl::Duration timeout) {
-  return SharedReference("chaos-reference", ChaosRecipe(MakeTempDir() + "/ref", {"--kv-store", "dist_sync"}), 2,
+  // The strictly sequential step: every recovery test runs the default (--overlap), so
+  // each checks the overlapped path against it bit for bit.
+  return SharedReference("chaos-reference",
+                         ChaosRecipe(MakeTempDir() + "/ref", {"--kv-store", "dist_sync"}, {"--no-overlap"}), 2,
                          timeout);
 }
 

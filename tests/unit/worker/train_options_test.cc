@@ -118,7 +118,10 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
   TrainOptions d;
   ASSERT_TRUE(ParseWorkerFlags({}, &d).ok());
   EXPECT_EQ(d.staleness, 0);
-  EXPECT_FALSE(d.overlap);
+  EXPECT_TRUE(d.overlap) << "overlap is the default since stop 23";
+  TrainOptions sequential;
+  ASSERT_TRUE(ParseWorkerFlags({"--no-overlap"}, &sequential).ok());
+  EXPECT_FALSE(sequential.overlap);
   EXPECT_EQ(d.bigarray_bound, int64_t{1} << 20) << "the keys checkpoints so far were written with";
   TrainOptions o;
   ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_ssp", "--staleness", "3", "--overlap", "--bigarray-bound",
