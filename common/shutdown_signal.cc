@@ -29,6 +29,14 @@ void OnSignal(int sig) {
   errno = saved_errno;
 }
 
+sigset_t StopSignals() {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGTERM);
+  sigaddset(&s, SIGINT);
+  return s;
+}
+
 }  // namespace
 
 ShutdownSignal::ShutdownSignal() {
@@ -48,18 +56,11 @@ ShutdownSignal::ShutdownSignal() {
   sigaction(SIGINT, &action, &old_int_);
   // Blocked as well in this thread and every thread it starts from now on, so that the
   // handler runs in few places and interrupts no system call of gRPC's or LibTorch's.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
+  const sigset_t signals = StopSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  thread_ = std::thread([this] {
+  thread_ = std::thread([this, signals] {
     // The one thread of ours that takes the signals.
-    sigset_t mine;
-    sigemptyset(&mine);
-    sigaddset(&mine, SIGTERM);
-    sigaddset(&mine, SIGINT);
-    pthread_sigmask(SIG_UNBLOCK, &mine, nullptr);
+    pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
     Loop();
   });
 }
@@ -67,12 +68,7 @@ ShutdownSignal::ShutdownSignal() {
 ShutdownSignal::~ShutdownSignal() {
   stop_.store(true);
   thread_.join();
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  // Back to what was there, with the signals still blocked in this thread: a late signal
-  // waits instead of running a handler whose pipe is gone.
+  // Back to the old handlers; a signal meanwhile finds no pipe and is dropped.
   int expected = pipe_[1];
   g_signal_pipe.compare_exchange_strong(expected, -1);
   sigaction(SIGTERM, &old_term_, nullptr);

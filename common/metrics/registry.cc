@@ -1,7 +1,5 @@
 #include "common/metrics/registry.h"
 
-#include "common/metrics/thread_stack_floor.h"
-
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
@@ -71,8 +69,7 @@ absl::Status MetricsRegistry::Serve(const std::string& host, int port) {
   // Bracketed for IPv6 hosts ("[::1]:9100"), which civetweb accepts.
   const std::string address = JoinHostPort(host, port);
   try {
-    // Its threads' stacks go through kThreadStackFloor (thread_stack_floor.h).
-    static_assert(kThreadStackFloor >= 512 * 1024);
+    // Its threads' stacks go through the floor in thread_stack_floor.h.
     exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2);
   } catch (const std::exception& e) {
     // civetweb's own text ("null context when constructing CivetServer") names neither.

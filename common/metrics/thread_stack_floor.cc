@@ -3,8 +3,8 @@
 #include <dlfcn.h>
 #include <pthread.h>
 
-#include <algorithm>
 #include <atomic>
+#include <cerrno>
 
 namespace dtrain::metrics {
 namespace {
@@ -21,7 +21,7 @@ extern "C" __attribute__((visibility("default"))) int pthread_attr_setstacksize(
                                                                                size_t size) {
   using Fn = int (*)(pthread_attr_t*, size_t);
   static const Fn glibc = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
-  if (glibc == nullptr) return 38;  // ENOSYS: cannot happen where glibc is loaded
+  if (glibc == nullptr) return ENOSYS;  // cannot happen where glibc is loaded
   if (size < dtrain::metrics::kThreadStackFloor) {
     dtrain::metrics::g_raised.fetch_add(1);
     size = dtrain::metrics::kThreadStackFloor;

@@ -160,8 +160,7 @@ absl::StatusOr<std::vector<ClassOutputs>> LoadedModel::Forward(
     // until set: OpenBLAS (libblas.so.3, deploy/install-deps.sh) follows it, and would
     // put every core behind each of the concurrent forwards. LibTorch's own count
     // (--intra-op-threads), once per thread.
-    thread_local const bool threads_held = (at::init_num_threads(), true);
-    (void)threads_held;
+    [[maybe_unused]] thread_local const bool threads_held = (at::init_num_threads(), true);
     torch::Tensor logits = net_->module->forward(ToTensor(parts, meta_.input_shape)).contiguous();
     torch::Tensor probs = torch::softmax(logits, 1).contiguous();
     all.images = logits.size(0);

@@ -289,6 +289,9 @@ int main(int argc, char** argv) {
     };
     dtrain::inference::ForwardSlots slots(forward_slots);
     auto direct_call = [&](int c, int64_t i) {
+      // As the server's forward threads do (LoadedModel::Forward): LibTorch's thread
+      // count for OpenMP, which OpenBLAS follows, not every core behind each call.
+      [[maybe_unused]] thread_local const bool threads_held = (at::init_num_threads(), true);
       auto lease = slots.Acquire(absl::InfiniteFuture());
       c10::InferenceMode guard;
       std::string_view bytes = batch_bytes(c, i);
