@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,40 @@ TEST(ModelsTest, LeNetParameters) {
                           P{"fc2.weight", {10, 500}}, P{"fc2.bias", {10}}));
   // 520 + 25,050 + 400,500 + 5,010: the size of MXNet's lenet on 28x28 inputs.
   EXPECT_EQ(ParamCount(*net), 431080);
+}
+
+// LeNet runs tanh after the pooling, on channels-last activations (models.cc): the
+// outputs and gradients must be MXNet's conv -> tanh -> pool, written out here in the
+// plain NCHW order. Odd sides check the pooling's floor too.
+TEST(ModelsTest, LeNetMatchesConvTanhPoolWrittenOut) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 28, 28}, std::vector<int64_t>{3, 31, 29}}) {
+    auto net = *models::CreateNetwork(models::NetworkSpec{"lenet", {}, 0}, 10, shape);
+    torch::manual_seed(3);
+    torch::Tensor x = torch::randn({5, shape[0], shape[1], shape[2]});
+    std::map<std::string, torch::Tensor> p;
+    for (const auto& kv : net->named_parameters()) p[kv.key()] = kv.value();
+    torch::Tensor h = torch::max_pool2d(torch::tanh(torch::conv2d(x, p["conv1.weight"], p["conv1.bias"])), 2, 2);
+    h = torch::max_pool2d(torch::tanh(torch::conv2d(h, p["conv2.weight"], p["conv2.bias"])), 2, 2);
+    h = torch::tanh(torch::linear(h.flatten(1), p["fc1.weight"], p["fc1.bias"]));
+    torch::Tensor want = torch::linear(h, p["fc2.weight"], p["fc2.bias"]);
+    torch::Tensor got = net->forward(x);
+    ASSERT_EQ(got.sizes(), want.sizes());
+    EXPECT_LE((got - want).abs().max().item<float>(), 1e-5f);
+
+    // Gradients: the same up to the summation order of the convolutions' backward.
+    auto grads = [&](const torch::Tensor& out) {
+      net->zero_grad();
+      out.square().sum().backward();
+      std::vector<torch::Tensor> g;
+      for (const auto& t : net->parameters()) g.push_back(t.grad().clone());
+      return g;
+    };
+    std::vector<torch::Tensor> g_want = grads(want), g_got = grads(net->forward(x));
+    for (size_t i = 0; i < g_want.size(); ++i) {
+      EXPECT_TRUE(g_got[i].is_contiguous()) << i;
+      EXPECT_TRUE(torch::allclose(g_got[i], g_want[i], 1e-4, 1e-5)) << "parameter " << i;
+    }
+  }
 }
 
 TEST(ModelsTest, MlpParameters) {
