@@ -15,10 +15,14 @@
 #   --workers N [2]   --servers N [2]   --threads T [1]   --batch B [64]   --epochs E [1]
 #   --num-examples N  training examples in all (0: the whole set) [0]
 #   --kv-store M      dtrain's mode [dist_sync]
+#   --cc NAME         every host's TCP congestion control (cubic, bbr, reno) [the machine's]
 #   --straggler-cpu C worker N-1 (and the reference's last rank) limited to C cores (0.33)
 #   --only dtrain|torch   run one side only (no ratio)
 #   --deadline S      seconds each side may take [900]
 #   --logs DIR        keep every process's log in DIR (default: a temp dir, removed)
+#   --link-trace      sample each host's link every 2 ms while a side runs; print how
+#                     much of the time each direction was in use (link_trace.py; the
+#                     samples stay in the logs' directory as links-<side>-<host>.txt)
 # Prints one line per side and, last, one "RESULT key=value ..." line.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -40,10 +44,10 @@ if [ "${1:-}" = clean ]; then
 fi
 
 RATE=1gbit NETWORK=lenet HIDDEN="" WORKERS=2 SERVERS=2 THREADS=1 BATCH=64 EPOCHS=1 EXAMPLES=0
-KV=dist_sync STRAGGLER="" ONLY=both DEADLINE=900 LOGS=""
+KV=dist_sync NB_CC="" LINK_TRACE="" STRAGGLER="" ONLY=both DEADLINE=900 LOGS=""
 EXTRA=()
 while [ $# -gt 0 ]; do
-  case "$1" in --) ;; -h | --help) ;; *) [ $# -ge 2 ] || { echo "netns_cluster.sh: $1 needs a value" >&2; exit 2; } ;; esac
+  case "$1" in --) ;; -h | --help) ;; --link-trace) LINK_TRACE=1; shift; continue ;; *) [ $# -ge 2 ] || { echo "netns_cluster.sh: $1 needs a value" >&2; exit 2; } ;; esac
   case "$1" in
     --rate) RATE=$2 ;;
     --network) NETWORK=$2 ;;
@@ -55,6 +59,7 @@ while [ $# -gt 0 ]; do
     --epochs) EPOCHS=$2 ;;
     --num-examples) EXAMPLES=$2 ;;
     --kv-store) KV=$2 ;;
+    --cc) NB_CC=$2 ;;
     --straggler-cpu) STRAGGLER=$2 ;;
     --only) ONLY=$2 ;;
     --deadline) DEADLINE=$2 ;;
@@ -129,6 +134,29 @@ straggler_note() { # WHO
     "$(nb_cgroup_throttling "$STRAGGLER_NAME")"
 }
 
+# --link-trace: a sampler in each host's namespace while one side runs.
+trace_start() { # SIDE
+  [ -n "$LINK_TRACE" ] || return 0
+  local i
+  for ((i = 0; i < SERVERS + WORKERS; i++)); do
+    nb_start "$i" "links-$1-h$i" "$PY" "$HERE/link_trace.py" sample "$NB_LOGS/links-$1-$(host_name "$i").txt"
+  done
+}
+trace_stop() { # SIDE
+  [ -n "$LINK_TRACE" ] || return 0
+  local i files=()
+  for ((i = 0; i < SERVERS + WORKERS; i++)); do
+    kill -TERM "${NB_PID[links-$1-h$i]}" 2> /dev/null || true
+    wait "${NB_PID[links-$1-h$i]}" 2> /dev/null || true
+    files+=("$(host_name "$i")=$NB_LOGS/links-$1-$(host_name "$i").txt")
+  done
+  [ "$RATE" != none ] || { echo "$1 links: not limited, no rate to compare with (samples in $NB_LOGS)"; return 0; }
+  echo "$1 $("$PY" "$HERE/link_trace.py" summary "$(nb_rate_bits "$RATE")" "${files[@]}")"
+}
+host_name() { # I: server<i> or worker<i>
+  if [ "$1" -lt "$SERVERS" ]; then echo "server$1"; else echo "worker$(($1 - SERVERS))"; fi
+}
+
 DTRAIN_SPS="" TORCH_SPS=""
 run_dtrain() {
   local port=9091 sched="${NB_IP[0]}" i names=() w
@@ -136,6 +164,7 @@ run_dtrain() {
   bytes_before
   local env=(env DMLC_PS_ROOT_URI="$sched" DMLC_PS_ROOT_PORT="$port" DMLC_NUM_WORKER="$WORKERS"
     DMLC_NUM_SERVER="$SERVERS" DTRAIN_REGISTER_TIMEOUT=120)
+  trace_start dtrain
   nb_start 0 scheduler "${env[@]}" "$BIN/dtrain-scheduler" --port "$port" --kv-store "$KV"
   for ((i = 0; i < SERVERS; i++)); do
     nb_start "$(server_host "$i")" "server$i" "${env[@]}" DMLC_SERVER_ID="$i" "$BIN/dtrain-server"
@@ -150,6 +179,7 @@ run_dtrain() {
   done
   local n bad=""
   nb_wait "$DEADLINE" "the dtrain job (scheduler at $sched:$port)" scheduler "${names[@]}" || true
+  trace_stop dtrain
   straggler_note "worker $((WORKERS - 1))"
   for n in scheduler "${names[@]}"; do [ "${NB_RC[$n]:-}" = 0 ] || bad+=" $n(${NB_RC[$n]:+exit }${NB_RC[$n]:-running})"; done
   if [ -n "$bad" ]; then
@@ -179,12 +209,14 @@ run_torch() {
     --epochs "$EPOCHS")
   [ -z "$HIDDEN" ] || args+=(--hidden "$HIDDEN")
   [ "$EXAMPLES" -eq 0 ] || args+=(--num-examples "$EXAMPLES")
+  trace_start torch
   for ((r = 0; r < WORKERS; r++)); do
     # gloo binds the interface named here, not whatever the host name resolves to.
     start_worker_like "$(worker_host "$r")" "torch$r" env GLOO_SOCKET_IFNAME=eth0 "$PY" "$REF" "${args[@]}" --rank "$r"
     names+=("torch$r")
   done
   nb_wait "$DEADLINE" "the DDP/gloo reference (master $master)" "${names[@]}" || true
+  trace_stop torch
   straggler_note "reference rank $((WORKERS - 1))"
   local n
   for n in "${names[@]}"; do
@@ -205,6 +237,6 @@ if [ -n "$DTRAIN_SPS" ] && [ -n "$TORCH_SPS" ]; then
   ratio=$(awk -v a="$DTRAIN_SPS" -v b="$TORCH_SPS" 'BEGIN { printf "%.3f", a / b }')
   echo "ratio dtrain/torch samples/s = $ratio"
 fi
-echo "RESULT rate=$RATE network=$NETWORK${HIDDEN:+ hidden=$HIDDEN} workers=$WORKERS servers=$SERVERS threads=$THREADS" \
+echo "RESULT rate=$RATE network=$NETWORK${HIDDEN:+ hidden=$HIDDEN} workers=$WORKERS servers=$SERVERS threads=$THREADS cc=${NB_CC:-$(sysctl -n net.ipv4.tcp_congestion_control)}" \
   "batch=$BATCH epochs=$EPOCHS examples=$EXAMPLES kv=$KV straggler=${STRAGGLER:-none}" \
   "dtrain_sps=${DTRAIN_SPS:-} torch_sps=${TORCH_SPS:-} ratio=${ratio:-} dtrain_acc=${DTRAIN_ACC:-} torch_acc=${TORCH_ACC:-}"

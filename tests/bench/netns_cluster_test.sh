@@ -80,8 +80,9 @@ export BIN="$BUILD/bin"
 TINY=(--rate 100mbit --network mlp --workers 2 --servers 1 --num-examples 1280 --batch 64 --epochs 1 --deadline 180)
 
 # ---- 1. a tiny job, both sides, one straggler -------------------------------------------
-echo "== 1. tiny job: dtrain (1 server, 2 workers) and DDP/gloo, 100mbit links, worker 1 at 0.5 CPU"
-bash "$HARNESS" "${TINY[@]}" --straggler-cpu 0.5 --logs "$WORK/one" > "$WORK/one.out" 2>&1 &
+echo "== 1. tiny job: dtrain (1 server, 2 workers) and DDP/gloo, 100mbit links, worker 1 at 0.5 CPU," \
+  "reno congestion control, link trace"
+bash "$HARNESS" "${TINY[@]}" --straggler-cpu 0.5 --cc reno --link-trace --logs "$WORK/one" > "$WORK/one.out" 2>&1 &
 HPID=$!
 wait "$HPID" && rc=0 || rc=$?
 sed 's/^/  | /' "$WORK/one.out"
@@ -115,8 +116,33 @@ if grep -q "qdisc tbf .* rate 100Mbit" "$WORK/one.out"; then
 else
   bad "no tbf qdisc at 100Mbit was reported on the links"
 fi
+# --link-trace: each side's summary names every host, and the busy workers' links were
+# used at a plausible fraction of the rate (tbf passes at most the rate, plus its bucket).
+for side in dtrain torch; do
+  lines=$(grep -A3 "^$side links over" "$WORK/one.out" || true)
+  use=$(grep -o 'worker0 *sent [0-9.]*%' <<< "$lines" | grep -o '[0-9.]*%' | tr -d '%' || true)
+  if grep -q server0 <<< "$lines" && grep -q worker1 <<< "$lines" && [ -n "$use" ] &&
+    awk -v u="$use" 'BEGIN { exit !(u > 1 && u < 120) }'; then
+    ok "$side's link trace: worker 0 sent at $use% of the rate while bytes moved"
+  else
+    bad "$side's link trace missing or implausible: '${lines}'"
+  fi
+done
+if grep -q '^RESULT .* cc=reno ' "$WORK/one.out" && [ -s "$WORK/one/links-dtrain-worker0.txt" ]; then
+  ok "the result names the congestion control (reno) and the samples were kept"
+else
+  bad "no cc=reno in the result, or no samples in $WORK/one"
+fi
 left=$(leftovers "$HPID")
 if [ -z "$left" ]; then ok "nothing left after the run"; else bad "left after the run: $left"; fi
+# A congestion control the kernel does not have is refused before anything starts.
+if out=$(bash "$HARNESS" "${TINY[@]}" --cc nosuchcc 2>&1); then
+  bad "--cc nosuchcc was accepted"
+elif grep -q "congestion control 'nosuchcc' is not available" <<< "$out"; then
+  ok "--cc nosuchcc refused: $(grep -o "congestion control 'nosuchcc'.*" <<< "$out")"
+else
+  bad "--cc nosuchcc failed without naming it: $out"
+fi
 
 # ---- 2. SIGTERM mid-training ------------------------------------------------------------
 echo "== 2. the harness SIGTERMed while the workers train"

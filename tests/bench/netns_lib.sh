@@ -157,6 +157,14 @@ nb_network() { # N RATE
     ip -n "$ns" link set lo up
     ip -n "$ns" addr add "${NB_IP[i]}/24" dev eth0
     ip -n "$ns" link set eth0 up
+    # TCP congestion control is per namespace; a new one copies the machine's (bbr
+    # here). NB_CC (--cc) sets every host's, as a cluster's hosts would be configured.
+    # Outside the machine's own namespace only the "allowed" ones can be set.
+    if [ -n "${NB_CC:-}" ]; then
+      ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$NB_CC" ||
+        nb_fail "congestion control '$NB_CC' is not available in a namespace: want one of" \
+          "net.ipv4.tcp_allowed_congestion_control ($(sysctl -n net.ipv4.tcp_allowed_congestion_control))"
+    fi
     if [ "$rate" != none ]; then
       nb_tbf "$ns" eth0 "$rate"
       nb_tbf "$sw" "veth$i" "$rate"

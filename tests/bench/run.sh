@@ -209,7 +209,7 @@ PY
 # process on its own network-namespace host, links limited by tbf. Parameters:
 #   RATES (default "1gbit"; e.g. "250mbit 1gbit 10gbit"), NETWORK (lenet; or mlp),
 #   HIDDEN (mlp widths, e.g. 2048,2048), THREADS (1), EPOCHS (1), BATCH (64),
-#   EXAMPLES (0: the whole set), WORKERS (2), SERVERS (2), STRAGGLER_CPU (e.g. 0.33).
+#   EXAMPLES (0: the whole set), WORKERS (2), SERVERS (2), STRAGGLER_CPU (e.g. 0.33), CC (congestion control: reno, bbr), LINK_TRACE=1 (--link-trace).
 #   sudo RATES="1gbit" NETWORK=lenet bash tests/bench/run.sh netns
 #   sudo RATES=250mbit NETWORK=mlp HIDDEN=2048,2048 EXAMPLES=6000 bash tests/bench/run.sh netns
 netns() {
@@ -220,7 +220,7 @@ netns() {
     BIN="$BIN" REF="$REF" bash tests/bench/netns_cluster.sh --rate "$rate" --network "${NETWORK:-lenet}" \
       ${HIDDEN:+--hidden "$HIDDEN"} --workers "${WORKERS:-2}" --servers "${SERVERS:-2}" --threads "${THREADS:-1}" \
       --batch "${BATCH:-64}" --epochs "$EPOCHS" --num-examples "${EXAMPLES:-0}" \
-      ${STRAGGLER_CPU:+--straggler-cpu "$STRAGGLER_CPU"}
+      ${STRAGGLER_CPU:+--straggler-cpu "$STRAGGLER_CPU"} ${CC:+--cc "$CC"} ${LINK_TRACE:+--link-trace}
   done
 }
 
