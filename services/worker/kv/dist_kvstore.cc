@@ -14,6 +14,8 @@ namespace {
 constexpr absl::Duration kClientGrace = absl::Seconds(3);
 // How often a step waiting for the other workers checks whether the job still runs.
 constexpr absl::Duration kJobCheckEvery = absl::Seconds(1);
+// Connecting to a restarted server named by a join notice (ApplyJoinNotices).
+constexpr absl::Duration kRejoinConnectTimeout = absl::Seconds(5);
 }  // namespace
 
 DistKVStore::DistKVStore(DistOptions options, Cluster& cluster) : options_(options), cluster_(cluster) {}
@@ -91,15 +93,16 @@ absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) 
   }
   std::vector<std::unique_ptr<PsClient>> clients;
   for (const ServerEndpoint& server : servers) {
-    DTRAIN_ASSIGN_OR_RETURN(auto client, ConnectServer(server.rank, server.address));
+    DTRAIN_ASSIGN_OR_RETURN(auto client, ConnectServer(server.rank, server.address, options_.connect_timeout));
     clients.push_back(std::move(client));
   }
   servers_ = std::move(clients);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, const std::string& address) {
-  DTRAIN_ASSIGN_OR_RETURN(auto client, PsClient::Connect(address, rank, cluster_.rank(), options_.connect_timeout));
+absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, const std::string& address,
+                                                                      absl::Duration timeout) {
+  DTRAIN_ASSIGN_OR_RETURN(auto client, PsClient::Connect(address, rank, cluster_.rank(), timeout));
   // The server answers a stalled sync pull at sync_timeout naming the missing
   // workers; our own wait lasts a little longer so that answer arrives first.
   client->SetPullTimeout(options_.sync_timeout);
@@ -570,8 +573,12 @@ void DistKVStore::ApplyJoinNotices() {
       const std::vector<int>& chain = routing_->chain(i);
       if (std::find(chain.begin(), chain.end(), n.server) == chain.end() || routing_->InChain(i, n.server)) continue;
       if (!routing_->Alive(n.server)) {
-        // The restarted process listens elsewhere (a new port): connect to it.
-        absl::StatusOr<std::unique_ptr<PsClient>> client = ConnectServer(n.server, n.address);
+        // The restarted process listens elsewhere (a new port): connect to it. It answered
+        // its partner's copy a moment ago, so it is up or gone again; a restart after
+        // that one sends its own notice. So not the start-up --connect-timeout (2 min),
+        // for which the step would stall on a dead address while the keys' partners serve.
+        absl::StatusOr<std::unique_ptr<PsClient>> client =
+            ConnectServer(n.server, n.address, std::min(options_.connect_timeout, kRejoinConnectTimeout));
         if (!client.ok()) {
           DTRAIN_LOG(WARNING) << "server " << n.server << " is back at " << n.address
                               << " but cannot be reached: " << client.status().message();

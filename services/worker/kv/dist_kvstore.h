@@ -108,7 +108,8 @@ class DistKVStore : public KVStore {
   // Opens new streams to every server of `servers` (rank order).
   absl::Status Reconnect(const std::vector<ServerEndpoint>& servers);
   // A client for server `rank` at `address`, with this worker's pull timeout and identity.
-  absl::StatusOr<std::unique_ptr<PsClient>> ConnectServer(int rank, const std::string& address);
+  absl::StatusOr<std::unique_ptr<PsClient>> ConnectServer(int rank, const std::string& address,
+                                                          absl::Duration timeout);
 
   // One answer awaited for a slice, from one member of its chain.
   struct Sent {

@@ -99,9 +99,19 @@ TEST(WorkerClusterRejoinTest, ReplacementPassesItsPredecessorsBarriersAndShowsRe
   t.join();
   ASSERT_TRUE(b0.ok()) << b0;
 
-  // Worker 1 dies (its stream ends without Leave) and a new process takes rank 1.
-  first1->reset();
+  // Worker 1 dies (its stream ends without Leave) and a new process takes rank 1. Its
+  // heartbeat stream must be open first, or there is no stream to break and only the
+  // 30 s heartbeat timeout would tell (a loaded machine can delay the stream's start).
   SchedulerClient observer(sched.address);
+  const int64_t joined_ms = absl::ToUnixMillis(absl::Now());
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto n = FindNode(observer, v1::ROLE_WORKER, 1);
+        return n && n->last_heard_unix_ms() > joined_ms;
+      },
+      kTimeout))
+      << "worker 1's heartbeats never reached the scheduler\n" << sched.process->output();
+  first1->reset();
   ASSERT_TRUE(Eventually(
       [&] {
         auto n = FindNode(observer, v1::ROLE_WORKER, 1);
