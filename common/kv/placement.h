@@ -46,4 +46,15 @@ struct Placement {
 Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_servers,
                            int64_t max_chunk_elems = kMaxChunkElems);
 
+// When the busiest server holds over 1.25x its even share of the elements (a tensor
+// below the bound sits whole on one server: LeNet's fc1 with the default bound puts 93%
+// of the model, and so of every step's traffic, on one of two servers), a smaller
+// max_chunk_elems that cuts the largest whole tensor into 4 keys per server (rounded up
+// to a multiple of 1024): several keys per server let answers follow pushes key by key
+// (LeNet at 1 Gbit/s was fastest so, docs/benchmarks-network.md). 0 when the placement
+// is even enough, or no such bound is smaller. Advice only: the bound decides the keys,
+// which every worker and a resume must share (--bigarray-bound).
+int64_t SuggestChunkElems(const std::vector<int64_t>& param_elems, const Placement& placement,
+                          int64_t max_chunk_elems);
+
 }  // namespace dtrain::kv

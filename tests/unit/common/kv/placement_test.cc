@@ -100,5 +100,27 @@ TEST(PlacementTest, ChunkedTensorUsesEveryServer) {
   for (int s = 0; s < 4; ++s) EXPECT_EQ(p.elems_per_server[s], 20) << "server " << s;
 }
 
+// LeNet's parameters: with the default bound fc1 (400,000 elements) sits whole on one
+// of two servers, 93% of the model; the advice cuts it into 4 keys per server, and
+// that placement is even enough to need no more advice.
+TEST(PlacementTest, SuggestsABoundThatSpreadsLeNetsFc1) {
+  const std::vector<int64_t> lenet = {500, 20, 25000, 50, 400000, 500, 5000, 10};
+  Placement p = ComputePlacement(lenet, 2);
+  ASSERT_EQ(p.elems_per_server[0], 400000);  // fc1 alone; the rest on server 1
+  const int64_t bound = SuggestChunkElems(lenet, p, kMaxChunkElems);
+  EXPECT_EQ(bound, 50176);  // 400000 / 8 rounded up to a multiple of 1024
+  Placement better = ComputePlacement(lenet, 2, bound);
+  const int64_t total = 431080;
+  EXPECT_LE(*std::max_element(better.elems_per_server.begin(), better.elems_per_server.end()) * 4 * 2, total * 5);
+  EXPECT_EQ(SuggestChunkElems(lenet, better, bound), 0);
+  // One server, or an even placement: nothing to suggest.
+  EXPECT_EQ(SuggestChunkElems(lenet, ComputePlacement(lenet, 1), kMaxChunkElems), 0);
+  const std::vector<int64_t> even = {1000, 1000, 1000, 1000};
+  EXPECT_EQ(SuggestChunkElems(even, ComputePlacement(even, 2), kMaxChunkElems), 0);
+  // A tensor too small to cut below 1024 elements gets no advice either.
+  const std::vector<int64_t> tiny = {1000, 10};
+  EXPECT_EQ(SuggestChunkElems(tiny, ComputePlacement(tiny, 2, 1024), 1024), 0);
+}
+
 }  // namespace
 }  // namespace dtrain::kv
