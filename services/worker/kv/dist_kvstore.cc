@@ -66,7 +66,8 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
                         << absl::StrFormat("%.0f%%", 100.0 * static_cast<double>(*busiest) / static_cast<double>(total))
                         << " of the model's " << total << " elements (--bigarray-bound " << options_.max_chunk_elems
                         << " keeps smaller tensors whole), and so of every step's traffic; --bigarray-bound " << better
-                        << " would spread them (every worker the same, and a resume as its checkpoint's run)";
+                        << " would spread them (every worker must pass the same bound, and a resume the one its "
+                           "checkpoint was written with)";
   }
   std::vector<int> homes;
   slice_of_.clear();
