@@ -65,7 +65,7 @@ class LeNet : public Network {
     // gives its largest output. tanh then runs on a quarter of the values, and LibTorch's
     // max_pool2d is vectorised only for channels-last (its NCHW loop took 18% of a step);
     // conv2 keeps the layout its input has. The weights stay contiguous (NCHW), as the
-    // parameter servers and checkpoints hold them. Half the step's CPU on LeNet.
+    // parameter servers and checkpoints hold them. A step takes a third less CPU.
     Gate(*conv1_);
     x = torch::tanh(torch::max_pool2d(conv1_->forward(x).contiguous(at::MemoryFormat::ChannelsLast),
                                       /*kernel_size=*/2, /*stride=*/2));
