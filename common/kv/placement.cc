@@ -48,21 +48,26 @@ Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_serv
   return p;
 }
 
-int64_t SuggestChunkElems(const std::vector<int64_t>& param_elems, const Placement& placement,
-                          int64_t max_chunk_elems) {
+ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Placement& placement,
+                              int64_t max_chunk_elems) {
+  ChunkAdvice advice;
   const auto& per = placement.elems_per_server;
-  if (per.size() < 2) return 0;
-  const int64_t total = std::accumulate(per.begin(), per.end(), int64_t{0});
-  const int64_t busiest = *std::max_element(per.begin(), per.end());
+  if (per.size() < 2) return advice;
+  advice.total_elems = std::accumulate(per.begin(), per.end(), int64_t{0});
+  const auto busiest = std::max_element(per.begin(), per.end());
+  advice.busiest_server = static_cast<int>(busiest - per.begin());
   const auto servers = static_cast<int64_t>(per.size());
-  if (total == 0 || busiest * 4 * servers <= total * 5) return 0;  // within 1.25x of even
+  if (advice.total_elems == 0) return advice;
+  advice.busiest_share = static_cast<double>(*busiest) / static_cast<double>(advice.total_elems);
+  if (*busiest * 4 * servers <= advice.total_elems * 5) return advice;  // within 1.25x of even
   int64_t largest_whole = 0;
   for (int64_t n : param_elems) {
     if (n <= max_chunk_elems) largest_whole = std::max(largest_whole, n);
   }
   const int64_t share = (largest_whole + 4 * servers - 1) / (4 * servers);
   const int64_t bound = std::max<int64_t>(1024, (share + 1023) / 1024 * 1024);
-  return bound < max_chunk_elems && bound < largest_whole ? bound : 0;
+  if (bound < max_chunk_elems && bound < largest_whole) advice.bound = bound;
+  return advice;
 }
 
 }  // namespace dtrain::kv

@@ -51,10 +51,15 @@ Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_serv
 // of the model, and so of every step's traffic, on one of two servers), a smaller
 // max_chunk_elems that cuts the largest whole tensor into 4 keys per server (rounded up
 // to a multiple of 1024): several keys per server let answers follow pushes key by key
-// (LeNet at 1 Gbit/s was fastest so, docs/benchmarks-network.md). 0 when the placement
-// is even enough, or no such bound is smaller. Advice only: the bound decides the keys,
-// which every worker and a resume must share (--bigarray-bound).
-int64_t SuggestChunkElems(const std::vector<int64_t>& param_elems, const Placement& placement,
-                          int64_t max_chunk_elems);
+// (LeNet at 1 Gbit/s was fastest so, docs/benchmarks-network.md). Advice only: the bound
+// decides the keys, which every worker and a resume must share (--bigarray-bound).
+struct ChunkAdvice {
+  int64_t bound = 0;         // 0: the placement is even enough, or no smaller bound helps
+  int busiest_server = 0;
+  double busiest_share = 0;  // of all elements, 0..1
+  int64_t total_elems = 0;
+};
+ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Placement& placement,
+                              int64_t max_chunk_elems);
 
 }  // namespace dtrain::kv

@@ -1,7 +1,6 @@
 #include "services/worker/kv/dist_kvstore.h"
 
 #include <algorithm>
-#include <numeric>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -55,17 +54,15 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   std::vector<int64_t> sizes;
   for (const auto& p : params_) sizes.push_back(p.numel);
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()), options_.max_chunk_elems);
-  if (const int64_t better = kv::SuggestChunkElems(sizes, placement_, options_.max_chunk_elems);
-      better > 0 && cluster_.rank() == 0) {
+  if (const kv::ChunkAdvice advice = kv::SuggestChunkElems(sizes, placement_, options_.max_chunk_elems);
+      advice.bound > 0 && cluster_.rank() == 0) {
     // Every step's bytes follow the elements: one server's link then carries most of
     // them (LeNet at 1 Gbit/s: 0.72x DDP by default, 1.13x with --bigarray-bound 50000).
-    const auto& per = placement_.elems_per_server;
-    const int64_t total = std::accumulate(per.begin(), per.end(), int64_t{0});
-    const auto busiest = std::max_element(per.begin(), per.end());
-    DTRAIN_LOG(WARNING) << "placement: server " << (busiest - per.begin()) << " holds "
-                        << absl::StrFormat("%.0f%%", 100.0 * static_cast<double>(*busiest) / static_cast<double>(total))
-                        << " of the model's " << total << " elements (--bigarray-bound " << options_.max_chunk_elems
-                        << " keeps smaller tensors whole), and so of every step's traffic; --bigarray-bound " << better
+    DTRAIN_LOG(WARNING) << "placement: server " << advice.busiest_server << " holds "
+                        << absl::StrFormat("%.0f%%", 100.0 * advice.busiest_share) << " of the model's "
+                        << advice.total_elems << " elements (--bigarray-bound " << options_.max_chunk_elems
+                        << " keeps smaller tensors whole), and so of every step's traffic; --bigarray-bound "
+                        << advice.bound
                         << " would spread them (every worker must pass the same bound, and a resume the one its "
                            "checkpoint was written with)";
   }

@@ -107,19 +107,23 @@ TEST(PlacementTest, SuggestsABoundThatSpreadsLeNetsFc1) {
   const std::vector<int64_t> lenet = {500, 20, 25000, 50, 400000, 500, 5000, 10};
   Placement p = ComputePlacement(lenet, 2);
   ASSERT_EQ(p.elems_per_server[0], 400000);  // fc1 alone; the rest on server 1
-  const int64_t bound = SuggestChunkElems(lenet, p, kMaxChunkElems);
+  const ChunkAdvice advice = SuggestChunkElems(lenet, p, kMaxChunkElems);
+  const int64_t bound = advice.bound;
   EXPECT_EQ(bound, 50176);  // 400000 / 8 rounded up to a multiple of 1024
+  EXPECT_EQ(advice.busiest_server, 0);
+  EXPECT_EQ(advice.total_elems, 431080);
+  EXPECT_NEAR(advice.busiest_share, 400000.0 / 431080, 1e-9);
   Placement better = ComputePlacement(lenet, 2, bound);
   const int64_t total = 431080;
   EXPECT_LE(*std::max_element(better.elems_per_server.begin(), better.elems_per_server.end()) * 4 * 2, total * 5);
-  EXPECT_EQ(SuggestChunkElems(lenet, better, bound), 0);
+  EXPECT_EQ(SuggestChunkElems(lenet, better, bound).bound, 0);
   // One server, or an even placement: nothing to suggest.
-  EXPECT_EQ(SuggestChunkElems(lenet, ComputePlacement(lenet, 1), kMaxChunkElems), 0);
+  EXPECT_EQ(SuggestChunkElems(lenet, ComputePlacement(lenet, 1), kMaxChunkElems).bound, 0);
   const std::vector<int64_t> even = {1000, 1000, 1000, 1000};
-  EXPECT_EQ(SuggestChunkElems(even, ComputePlacement(even, 2), kMaxChunkElems), 0);
+  EXPECT_EQ(SuggestChunkElems(even, ComputePlacement(even, 2), kMaxChunkElems).bound, 0);
   // A tensor too small to cut below 1024 elements gets no advice either.
   const std::vector<int64_t> tiny = {1000, 10};
-  EXPECT_EQ(SuggestChunkElems(tiny, ComputePlacement(tiny, 2, 1024), 1024), 0);
+  EXPECT_EQ(SuggestChunkElems(tiny, ComputePlacement(tiny, 2, 1024), 1024).bound, 0);
 }
 
 }  // namespace
