@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace dtrain::kv {
 
 Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_servers,
@@ -68,6 +70,46 @@ ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Pla
   const int64_t bound = std::max<int64_t>(1024, (share + 1023) / 1024 * 1024);
   if (bound < max_chunk_elems && bound < largest_whole) advice.bound = bound;
   return advice;
+}
+
+int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers) {
+  const ChunkAdvice advice =
+      SuggestChunkElems(param_elems, ComputePlacement(param_elems, num_servers, kMaxChunkElems), kMaxChunkElems);
+  return advice.bound > 0 ? advice.bound : kMaxChunkElems;
+}
+
+namespace {
+
+bool CutsInto(const std::vector<int64_t>& param_elems, int64_t max_chunk_elems,
+              const absl::flat_hash_map<uint64_t, int64_t>& state_size_of) {
+  // Keys do not depend on the number of servers (see the top of placement.h).
+  const Placement p = ComputePlacement(param_elems, 1, max_chunk_elems);
+  if (p.slices.size() != state_size_of.size()) return false;
+  int64_t per_elem = -1;
+  for (const KeySlice& s : p.slices) {
+    const auto it = state_size_of.find(s.key);
+    if (it == state_size_of.end() || it->second % s.length != 0) return false;
+    if (per_elem >= 0 && it->second / s.length != per_elem) return false;
+    per_elem = it->second / s.length;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t FindChunkElems(const std::vector<int64_t>& param_elems, const std::vector<uint64_t>& keys,
+                       const std::vector<int64_t>& state_sizes) {
+  if (keys.size() != state_sizes.size()) return 0;
+  absl::flat_hash_map<uint64_t, int64_t> state_size_of;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!state_size_of.emplace(keys[i], state_sizes[i]).second) return 0;
+  }
+  if (CutsInto(param_elems, kMaxChunkElems, state_size_of)) return kMaxChunkElems;
+  for (int servers = 1; servers <= kMaxAutoServers; ++servers) {
+    const int64_t bound = AutoChunkElems(param_elems, servers);
+    if (CutsInto(param_elems, bound, state_size_of)) return bound;
+  }
+  return 0;
 }
 
 }  // namespace dtrain::kv

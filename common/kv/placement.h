@@ -51,8 +51,9 @@ Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_serv
 // of the model, and so of every step's traffic, on one of two servers), a smaller
 // max_chunk_elems that cuts the largest whole tensor into 4 keys per server (rounded up
 // to a multiple of 1024): several keys per server let answers follow pushes key by key
-// (LeNet at 1 Gbit/s was fastest so, docs/benchmarks-network.md). Advice only: the bound
-// decides the keys, which every worker and a resume must share (--bigarray-bound).
+// (LeNet at 1 Gbit/s was fastest so, docs/benchmarks-network.md). The bound decides the
+// keys, which every worker and a resume must share: AutoChunkElems below applies it
+// when no --bigarray-bound is given; with one given it is advice.
 struct ChunkAdvice {
   int64_t bound = 0;         // 0: the placement is even enough, or no smaller bound helps
   int busiest_server = 0;
@@ -61,5 +62,20 @@ struct ChunkAdvice {
 };
 ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Placement& placement,
                               int64_t max_chunk_elems);
+
+// The bound a run cuts keys with when none is given (--bigarray-bound 0, the default):
+// kMaxChunkElems (MXNet's default) unless that placement loads one server over 1.25x
+// its share, then SuggestChunkElems's bound. It depends only on the tensors' sizes and
+// the number of servers, so every worker, and every replacement, computes the same.
+int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers);
+
+// The bound a checkpoint's keys were cut with, for a resume that names none: among
+// kMaxChunkElems and AutoChunkElems for 1..kMaxAutoServers servers (the cluster may have
+// changed size since), the first whose keys are exactly `keys` and whose slices hold
+// the same number of optimizer-state floats per element (`state_sizes[i]` for keys[i]:
+// two bounds can give the same keys but not the same slices). 0 if none does.
+inline constexpr int kMaxAutoServers = 256;
+int64_t FindChunkElems(const std::vector<int64_t>& param_elems, const std::vector<uint64_t>& keys,
+                       const std::vector<int64_t>& state_sizes);
 
 }  // namespace dtrain::kv

@@ -42,7 +42,9 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("bigarray-bound", &o->bigarray_bound,
            "dist_*: parameters with more elements are cut into keys of this many and spread over the servers "
            "(MXNet's MXNET_KVSTORE_BIGARRAY_BOUND; 1024..1048576; every worker must use the same, and a resume "
-           "the one its checkpoint was written with)",
+           "the one its checkpoint was written with). 0, the default: 1048576 unless that would put over "
+           "1.25x its share of the elements on one server, then a bound that cuts the largest tensor into 4 "
+           "keys per server; a resume finds the one its checkpoint was cut with",
            {"MXNET_KVSTORE_BIGARRAY_BOUND"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
@@ -86,9 +88,9 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   if (o->staleness < 0 || o->staleness > kv::kMaxStaleness) {
     return bad("staleness", absl::StrCat("must be in 0..", kv::kMaxStaleness));
   }
-  if (o->bigarray_bound < 1024 || o->bigarray_bound > kv::kMaxChunkElems) {
-    return bad("bigarray-bound",
-               absl::StrCat(o->bigarray_bound, " is not in 1024..", kv::kMaxChunkElems, " elements"));
+  if (o->bigarray_bound != 0 && (o->bigarray_bound < 1024 || o->bigarray_bound > kv::kMaxChunkElems)) {
+    return bad("bigarray-bound", absl::StrCat(o->bigarray_bound, " is not in 1024..", kv::kMaxChunkElems,
+                                              " elements (or 0: chosen from the model and the servers)"));
   }
   if (o->staleness != 0 && o->mode != KVStoreMode::kDistSsp) {
     return bad("staleness", absl::StrCat("is for --kv-store dist_ssp, not ", o->kv_store));

@@ -33,9 +33,9 @@ struct TrainOptions {
   // Push each parameter's gradient from backward as soon as it is computed (dist_*).
   bool overlap = true;  // --no-overlap: the strictly sequential step
   // Parameters with more elements are cut into keys of this many (MXNet's
-  // MXNET_KVSTORE_BIGARRAY_BOUND), spread over the servers; the default, 2^20 (4 MB),
-  // is what checkpoints so far were written with.
-  int64_t bigarray_bound = int64_t{1} << 20;
+  // MXNET_KVSTORE_BIGARRAY_BOUND), spread over the servers. 0: chosen by the kvstore
+  // (kv::AutoChunkElems; a resume the bound its checkpoint was cut with).
+  int64_t bigarray_bound = 0;
   std::string model_prefix;  // empty: no checkpoints
   int64_t load_epoch = 0;    // 0: fresh start
   // Delete the prefix's checkpoints that a fresh start (all) or a resume (those after

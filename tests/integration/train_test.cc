@@ -109,6 +109,56 @@ TEST(TrainTest, ResumeFromLoadEpochContinuesExactly) {
   std::filesystem::remove_all(dir);
 }
 
+// No --bigarray-bound: on 2 servers LeNet's fc1 is cut into 8 keys (kv::AutoChunkElems),
+// and a resume without the flag cuts the keys as its checkpoint was cut, whatever the
+// bound that was and however many servers run now. A bound of the user's own must be
+// passed again, and the refusal says so.
+TEST(TrainTest, ResumeFindsTheBoundItsCheckpointWasCutWith) {
+  const std::string dir = MakeTempDir();
+  auto run = [&](int servers, const std::string& prefix, std::vector<std::string> extra) {
+    std::vector<std::string> f = {"--network", "lenet", "--num-examples", "2000", "--batch-size", "50",
+                                  "--model-prefix", dir + "/" + prefix};
+    f.insert(f.end(), extra.begin(), extra.end());
+    return RunToEnd(Launch(2, servers, "dist_sync", f), kRunTimeout);
+  };
+  auto keys_in = [&](const std::string& file) {
+    auto states = checkpoint::ReadStates(dir + "/" + file);
+    EXPECT_TRUE(states.ok()) << states.status();
+    return states.ok() ? states->keys.size() : size_t{0};
+  };
+  // LeNet's 8 tensors; fc1 (400,000 elements) whole or in 8 keys of at most 50,176.
+  constexpr size_t kWhole = 8, kCut = 15;
+
+  auto fresh = run(2, "auto", {"--num-epochs", "1"});
+  ASSERT_EQ(fresh.first, 0) << fresh.second;
+  EXPECT_NE(fresh.second.find("placement: parameters above 50176 elements are cut into keys of that many"),
+            std::string::npos)
+      << fresh.second;
+  EXPECT_EQ(fresh.second.find("would spread them"), std::string::npos) << "advice for a placement already even";
+  EXPECT_EQ(keys_in("auto-0001.states"), kCut);
+  auto on_three = run(3, "auto", {"--num-epochs", "2", "--load-epoch", "1"});
+  ASSERT_EQ(on_three.first, 0) << on_three.second;
+  EXPECT_EQ(keys_in("auto-0002.states"), kCut);
+
+  auto old = run(2, "old", {"--num-epochs", "1", "--bigarray-bound", "1048576"});  // the bound before it was chosen
+  ASSERT_EQ(old.first, 0) << old.second;
+  EXPECT_NE(old.second.find("--bigarray-bound 50176 would spread them"), std::string::npos) << old.second;
+  EXPECT_EQ(keys_in("old-0001.states"), kWhole);
+  auto old_resumed = run(2, "old", {"--num-epochs", "2", "--load-epoch", "1"});
+  ASSERT_EQ(old_resumed.first, 0) << old_resumed.second;
+  EXPECT_EQ(keys_in("old-0002.states"), kWhole);
+
+  auto own = run(2, "own", {"--num-epochs", "1", "--bigarray-bound", "20000"});
+  ASSERT_EQ(own.first, 0) << own.second;
+  auto own_resumed = run(2, "own", {"--num-epochs", "2", "--load-epoch", "1"});
+  EXPECT_NE(own_resumed.first, 0) << own_resumed.second;
+  EXPECT_NE(own_resumed.second.find("with a --bigarray-bound of its own (pass the same)"), std::string::npos)
+      << own_resumed.second;
+  auto own_again = run(2, "own", {"--num-epochs", "2", "--load-epoch", "1", "--bigarray-bound", "20000"});
+  EXPECT_EQ(own_again.first, 0) << own_again.second;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(TrainTest, DistAsyncLenetLearns) {
   auto [code, out] = RunToEnd(
       // Staleness adds momentum of its own (Mitliagkas et al. 2016), so async uses less.

@@ -53,14 +53,15 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   optimizer_name_ = init.optimizer.name;
   std::vector<int64_t> sizes;
   for (const auto& p : params_) sizes.push_back(p.numel);
-  placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()), options_.max_chunk_elems);
-  if (const kv::ChunkAdvice advice = kv::SuggestChunkElems(sizes, placement_, options_.max_chunk_elems);
+  DTRAIN_ASSIGN_OR_RETURN(const int64_t bound, ChunkElems(sizes, init));
+  placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()), bound);
+  if (const kv::ChunkAdvice advice = kv::SuggestChunkElems(sizes, placement_, bound);
       advice.bound > 0 && cluster_.rank() == 0) {
     // Every step's bytes follow the elements: one server's link then carries most of
     // them (LeNet at 1 Gbit/s: 0.72x DDP by default, 1.13x with --bigarray-bound 50000).
     DTRAIN_LOG(WARNING) << "placement: server " << advice.busiest_server << " holds "
                         << absl::StrFormat("%.0f%%", 100.0 * advice.busiest_share) << " of the model's "
-                        << advice.total_elems << " elements (--bigarray-bound " << options_.max_chunk_elems
+                        << advice.total_elems << " elements (--bigarray-bound " << bound
                         << " keeps smaller tensors whole), and so of every step's traffic; --bigarray-bound "
                         << advice.bound
                         << " would spread them (every worker must pass the same bound, and a resume the one its "
@@ -332,6 +333,34 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
     DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> DistKVStore::ChunkElems(const std::vector<int64_t>& sizes, const KVStoreInit& init) const {
+  if (options_.max_chunk_elems > 0) return options_.max_chunk_elems;
+  if (init.resume == nullptr) {
+    const int64_t bound = kv::AutoChunkElems(sizes, static_cast<int>(servers_.size()));
+    if (bound != kv::kMaxChunkElems && cluster_.rank() == 0) {
+      DTRAIN_LOG(INFO) << "placement: parameters above " << bound << " elements are cut into keys of that many, "
+                       << "so that no server holds over 1.25x its share of the model (--bigarray-bound to choose)";
+    }
+    return bound;
+  }
+  // A resume cuts the keys as its checkpoint's optimizer state was cut, whatever this
+  // cluster's size: the states are per key.
+  std::vector<uint64_t> keys;
+  std::vector<int64_t> state_sizes;
+  for (const kv::KeyState& k : init.resume->keys) {
+    keys.push_back(k.key);
+    state_sizes.push_back(static_cast<int64_t>(k.optimizer_state.size()));
+  }
+  const int64_t bound = kv::FindChunkElems(sizes, keys, state_sizes);
+  if (bound == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the checkpoint's optimizer state holds ", keys.size(),
+        " keys, which is not how dtrain cuts this model by itself: written for another model, or with a "
+        "--bigarray-bound of its own (pass the same)"));
+  }
+  return bound;
 }
 
 absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad) {

@@ -56,7 +56,8 @@ struct DistOptions {
   // dist_ssp: how many steps this worker may run ahead of the slowest (0..64).
   int staleness = 0;
   // Parameters above this many elements are cut into keys of this many (placement.h).
-  int64_t max_chunk_elems = kv::kMaxChunkElems;
+  // 0: kv::AutoChunkElems, or on a resume the bound its optimizer state was cut with.
+  int64_t max_chunk_elems = 0;
 };
 
 class DistKVStore : public KVStore {
@@ -154,6 +155,8 @@ class DistKVStore : public KVStore {
   std::vector<bool> early_sent_;
   // Sends slice `i`'s push-pull of `step` to every live member of its chain (sent_[i]).
   absl::Status SubmitSlice(int64_t step, size_t i, const float* grad);
+  // The bound Init cuts the keys with (DistOptions::max_chunk_elems, resolved).
+  absl::StatusOr<int64_t> ChunkElems(const std::vector<int64_t>& sizes, const KVStoreInit& init) const;
   // Compression (null codec_: none). Per slice, what the codec did not send yet
   // (the worker's error feedback, lost with the process: docs/recovery.md) and the
   // packed bytes of this step's push (lent to gRPC until the step's answers are in).

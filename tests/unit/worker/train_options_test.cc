@@ -122,7 +122,10 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
   TrainOptions sequential;
   ASSERT_TRUE(ParseWorkerFlags({"--no-overlap"}, &sequential).ok());
   EXPECT_FALSE(sequential.overlap);
-  EXPECT_EQ(d.bigarray_bound, int64_t{1} << 20) << "the keys checkpoints so far were written with";
+  EXPECT_EQ(d.bigarray_bound, 0) << "chosen by the kvstore from the model and the servers (kv::AutoChunkElems)";
+  TrainOptions old;
+  ASSERT_TRUE(ParseWorkerFlags({"--bigarray-bound", "1048576"}, &old).ok());
+  EXPECT_EQ(old.bigarray_bound, int64_t{1} << 20);
   TrainOptions o;
   ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_ssp", "--staleness", "3", "--overlap", "--bigarray-bound",
                                 "200000"},

@@ -126,5 +126,53 @@ TEST(PlacementTest, SuggestsABoundThatSpreadsLeNetsFc1) {
   EXPECT_EQ(SuggestChunkElems(tiny, ComputePlacement(tiny, 2, 1024), 1024).bound, 0);
 }
 
+
+// No bound given: MXNet's 2^20 where that spreads the model, the advice's bound where it
+// does not; the same on every call (every worker and replacement computes it).
+TEST(PlacementTest, AutoBoundIsTheAdviceOnlyWhereOneServerWouldCarryTheModel) {
+  const std::vector<int64_t> lenet = {500, 20, 25000, 50, 400000, 500, 5000, 10};
+  EXPECT_EQ(AutoChunkElems(lenet, 1), kMaxChunkElems);
+  EXPECT_EQ(AutoChunkElems(lenet, 2), 50176);
+  EXPECT_EQ(AutoChunkElems(lenet, 4), 25600);  // 400000 / 16, rounded up to 1024
+  const std::vector<int64_t> even = {1000, 1000, 1000, 1000};
+  EXPECT_EQ(AutoChunkElems(even, 2), kMaxChunkElems);
+}
+
+// A resume that names no bound finds the one its checkpoint's keys were cut with, from
+// the keys and their optimizer states' sizes, whatever the number of servers now.
+TEST(PlacementTest, FindsTheBoundACheckpointWasCutWith) {
+  const std::vector<int64_t> lenet = {500, 20, 25000, 50, 400000, 500, 5000, 10};
+  auto keys_of = [&](int64_t bound, int slots, std::vector<uint64_t>* keys, std::vector<int64_t>* sizes) {
+    keys->clear();
+    sizes->clear();
+    for (const KeySlice& s : ComputePlacement(lenet, 3, bound).slices) {
+      keys->push_back(s.key);
+      sizes->push_back(slots * s.length);
+    }
+  };
+  std::vector<uint64_t> keys;
+  std::vector<int64_t> sizes;
+  for (int slots : {0, 1, 2}) {  // sgd, sgd with momentum, adam
+    keys_of(kMaxChunkElems, slots, &keys, &sizes);  // written before the bound was chosen
+    EXPECT_EQ(FindChunkElems(lenet, keys, sizes), kMaxChunkElems) << slots;
+    keys_of(AutoChunkElems(lenet, 2), slots, &keys, &sizes);  // written by 2 servers, resumed by any
+    EXPECT_EQ(FindChunkElems(lenet, keys, sizes), 50176) << slots;
+    keys_of(AutoChunkElems(lenet, 4), slots, &keys, &sizes);
+    EXPECT_EQ(FindChunkElems(lenet, keys, sizes), 25600) << slots;
+  }
+  // 50000 cuts fc1 into the same 8 keys as 50176, but not the same slices: the states'
+  // sizes tell them apart (with no state, either cut restores the same).
+  keys_of(50000, 1, &keys, &sizes);
+  EXPECT_EQ(FindChunkElems(lenet, keys, sizes), 0);
+  keys_of(20000, 1, &keys, &sizes);  // a bound of the user's own: 20 keys for fc1
+  EXPECT_EQ(FindChunkElems(lenet, keys, sizes), 0);
+  // Another model's keys, or a key missing.
+  keys_of(kMaxChunkElems, 1, &keys, &sizes);
+  keys.pop_back();
+  sizes.pop_back();
+  EXPECT_EQ(FindChunkElems(lenet, keys, sizes), 0);
+  EXPECT_EQ(FindChunkElems({100, 10}, {MakeKey(0, 0)}, {100}), 0);
+}
+
 }  // namespace
 }  // namespace dtrain::kv
