@@ -66,10 +66,11 @@ TEST(OverlapTest, GradientsLeaveFromBackwardLastLayerFirstAndTheWeightsAreTheSam
   EXPECT_GE(std::stoi(m[1].str()), 6) << m[0];
   // The pulls overlap the next forward too, which waits for each layer's weights.
   EXPECT_NE(out.find("overlap: each step's weights arrive during the next forward"), std::string::npos) << out;
-  // LeNet on 2 servers with the default bound: fc1 sits whole on one of them, and worker
-  // 0 says so with a bound that would spread it (placement.h's SuggestChunkElems).
-  EXPECT_NE(out.find("placement: server 0 holds 93% of the model's 431080 elements"), std::string::npos) << out;
-  EXPECT_NE(out.find("--bigarray-bound 50176 would spread them"), std::string::npos) << out;
+  // LeNet on 2 servers: MXNet's bound would leave fc1 whole on one of them, so it is cut
+  // into keys of 50176 (placement.h's AutoChunkElems), and no advice follows.
+  EXPECT_NE(out.find("placement: parameters above 50176 elements are cut into keys of that many"), std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("would spread them"), std::string::npos) << out;
 }
 
 // With --overlap a step's weights are still arriving when the next forward starts, so a
