@@ -73,6 +73,9 @@ ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Pla
 }
 
 int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers) {
+  for (int64_t n : param_elems) {
+    if (n > kMaxChunkElems) return kLargeModelChunkElems;
+  }
   const ChunkAdvice advice =
       SuggestChunkElems(param_elems, ComputePlacement(param_elems, num_servers, kMaxChunkElems), kMaxChunkElems);
   return advice.bound > 0 ? advice.bound : kMaxChunkElems;

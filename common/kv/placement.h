@@ -63,10 +63,17 @@ struct ChunkAdvice {
 ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Placement& placement,
                               int64_t max_chunk_elems);
 
-// The bound a run cuts keys with when none is given (--bigarray-bound 0, the default):
-// kMaxChunkElems (MXNet's default) unless that placement loads one server over 1.25x
-// its share, then SuggestChunkElems's bound. It depends only on the tensors' sizes and
-// the number of servers, so every worker, and every replacement, computes the same.
+// The bound a run cuts keys with when none is given (--bigarray-bound 0, the default).
+// A model with a tensor above kMaxChunkElems, which MXNet would cut into 4 MB keys, gets
+// keys of kLargeModelChunkElems: a server answers a key once every worker's push of it
+// is in, so 4 MB keys leave the pulls trailing the pushes by a whole key (0.13 s at
+// 250 Mbit/s). The mlp 2048,2048 at 1 Gbit/s went from 388 to 511 samples/s with 512 KB
+// keys, and lost 1% where the links are unlimited (65536: +37% and -3%; 32768: -18%
+// there; docs/benchmarks-network.md). Other models: kMaxChunkElems unless that placement
+// loads one server over 1.25x its share, then SuggestChunkElems's bound. It depends only
+// on the tensors' sizes and the number of servers, so every worker, and every
+// replacement, computes the same.
+inline constexpr int64_t kLargeModelChunkElems = int64_t{1} << 17;
 int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers);
 
 // The bound a checkpoint's keys were cut with, for a resume that names none: among

@@ -136,6 +136,11 @@ TEST(PlacementTest, AutoBoundIsTheAdviceOnlyWhereOneServerWouldCarryTheModel) {
   EXPECT_EQ(AutoChunkElems(lenet, 4), 25600);  // 400000 / 16, rounded up to 1024
   const std::vector<int64_t> even = {1000, 1000, 1000, 1000};
   EXPECT_EQ(AutoChunkElems(even, 2), kMaxChunkElems);
+  // A tensor MXNet would cut (the mlp 2048,2048's fc2: 4,194,304): keys of 512 KB, also
+  // on one server, where 4 MB keys would leave the pulls a whole key behind the pushes.
+  const std::vector<int64_t> wide_mlp = {1605632, 2048, 4194304, 2048, 20480, 10};
+  for (int servers : {1, 2, 3}) EXPECT_EQ(AutoChunkElems(wide_mlp, servers), kLargeModelChunkElems) << servers;
+  EXPECT_EQ(AutoChunkElems({kMaxChunkElems, 10}, 1), kMaxChunkElems) << "not above the bound";
 }
 
 // A resume that names no bound finds the one its checkpoint's keys were cut with, from
@@ -160,6 +165,15 @@ TEST(PlacementTest, FindsTheBoundACheckpointWasCutWith) {
     keys_of(AutoChunkElems(lenet, 4), slots, &keys, &sizes);
     EXPECT_EQ(FindChunkElems(lenet, keys, sizes), 25600) << slots;
   }
+  // The wide mlp's 512 KB keys.
+  const std::vector<int64_t> wide_mlp = {1605632, 2048, 4194304, 2048, 20480, 10};
+  std::vector<uint64_t> mlp_keys;
+  std::vector<int64_t> mlp_sizes;
+  for (const KeySlice& s : ComputePlacement(wide_mlp, 2, kLargeModelChunkElems).slices) {
+    mlp_keys.push_back(s.key);
+    mlp_sizes.push_back(s.length);
+  }
+  EXPECT_EQ(FindChunkElems(wide_mlp, mlp_keys, mlp_sizes), kLargeModelChunkElems);
   // 50000 cuts fc1 into the same 8 keys as 50176, but not the same slices: the states'
   // sizes tell them apart (with no state, either cut restores the same).
   keys_of(50000, 1, &keys, &sizes);
