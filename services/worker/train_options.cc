@@ -42,9 +42,10 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("bigarray-bound", &o->bigarray_bound,
            "dist_*: parameters with more elements are cut into keys of this many and spread over the servers "
            "(MXNet's MXNET_KVSTORE_BIGARRAY_BOUND; 1024..1048576; every worker must use the same, and a resume "
-           "the one its checkpoint was written with). 0, the default: 1048576 unless that would put over "
-           "1.25x its share of the elements on one server, then a bound that cuts the largest tensor into 4 "
-           "keys per server; a resume finds the one its checkpoint was cut with",
+           "the one its checkpoint was written with). 0, the default: chosen, 131072 for a model with "
+           "tensors above 1048576 elements, otherwise 1048576 unless that would put over 1.25x its share of "
+           "the elements on one server, then a bound that cuts the largest tensor into 4 keys per server; a "
+           "resume finds the one its checkpoint was cut with",
            {"MXNET_KVSTORE_BIGARRAY_BOUND"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
