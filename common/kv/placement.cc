@@ -72,10 +72,12 @@ ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Pla
   return advice;
 }
 
+bool HasLargeTensor(const std::vector<int64_t>& param_elems) {
+  return std::any_of(param_elems.begin(), param_elems.end(), [](int64_t n) { return n > kMaxChunkElems; });
+}
+
 int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers) {
-  for (int64_t n : param_elems) {
-    if (n > kMaxChunkElems) return kLargeModelChunkElems;
-  }
+  if (HasLargeTensor(param_elems)) return kLargeModelChunkElems;
   const ChunkAdvice advice =
       SuggestChunkElems(param_elems, ComputePlacement(param_elems, num_servers, kMaxChunkElems), kMaxChunkElems);
   return advice.bound > 0 ? advice.bound : kMaxChunkElems;
@@ -107,9 +109,13 @@ int64_t FindChunkElems(const std::vector<int64_t>& param_elems, const std::vecto
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!state_size_of.emplace(keys[i], state_sizes[i]).second) return 0;
   }
-  if (CutsInto(param_elems, kMaxChunkElems, state_size_of)) return kMaxChunkElems;
+  // Many server counts give the same bound (a large model's is the same for all): try each once.
+  std::vector<int64_t> candidates = {kMaxChunkElems};
   for (int servers = 1; servers <= kMaxAutoServers; ++servers) {
     const int64_t bound = AutoChunkElems(param_elems, servers);
+    if (std::find(candidates.begin(), candidates.end(), bound) == candidates.end()) candidates.push_back(bound);
+  }
+  for (int64_t bound : candidates) {
     if (CutsInto(param_elems, bound, state_size_of)) return bound;
   }
   return 0;

@@ -74,6 +74,8 @@ ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Pla
 // on the tensors' sizes and the number of servers, so every worker, and every
 // replacement, computes the same.
 inline constexpr int64_t kLargeModelChunkElems = int64_t{1} << 17;
+// Whether some tensor is above kMaxChunkElems: AutoChunkElems's first rule.
+bool HasLargeTensor(const std::vector<int64_t>& param_elems);
 int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers);
 
 // The bound a checkpoint's keys were cut with, for a resume that names none: among

@@ -340,10 +340,8 @@ absl::StatusOr<int64_t> DistKVStore::ChunkElems(const std::vector<int64_t>& size
   if (init.resume == nullptr) {
     const int64_t bound = kv::AutoChunkElems(sizes, static_cast<int>(servers_.size()));
     if (bound != kv::kMaxChunkElems && cluster_.rank() == 0) {
-      const bool large =
-          std::any_of(sizes.begin(), sizes.end(), [](int64_t n) { return n > kv::kMaxChunkElems; });
       DTRAIN_LOG(INFO) << "placement: parameters above " << bound << " elements are cut into keys of that many, "
-                       << (large ? "so that each key's answer follows its pushes closely (the model has tensors "
+                       << (kv::HasLargeTensor(sizes) ? "so that each key's answer follows its pushes closely (the model has tensors "
                                    "above 1048576)"
                                  : "so that no server holds over 1.25x its share of the model")
                        << " (--bigarray-bound to choose)";
