@@ -295,6 +295,9 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
   request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
+  if (worker_incarnations_) {
+    for (uint64_t inc : worker_incarnations_()) request.add_worker_incarnations(inc);
+  }
   const absl::Time start = absl::Now();
   while (true) {
     RegisterResult r = RegisterOnce(request, deadline);

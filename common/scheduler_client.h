@@ -91,6 +91,11 @@ class SchedulerClient {
   // Where the heartbeats' step comes from, read at each one (servers: their shard's
   // step); call before StartHeartbeat. Unset: SetProgress's.
   void SetStepSource(std::function<int64_t()> step) { step_source_ = std::move(step); }
+  // Servers: the newest incarnation admitted per worker rank, sent when registering
+  // again at a restarted scheduler (RegisterRequest.worker_incarnations).
+  void SetWorkerIncarnationSource(std::function<std::vector<uint64_t>()> source) {
+    worker_incarnations_ = std::move(source);
+  }
 
   // Re-entered after UNAVAILABLE / NOT_FOUND (a scheduler restart: rounds are
   // counted per name, so a re-entered round completes once everyone re-entered)
@@ -163,6 +168,7 @@ class SchedulerClient {
   std::optional<v1::EpochReport> epoch_report_ ABSL_GUARDED_BY(report_mu_);
   StepHistory step_history_;  // SetProgress's steps, for the ticks
   std::function<int64_t()> step_source_;
+  std::function<std::vector<uint64_t>()> worker_incarnations_;
   std::atomic<bool> job_failed_{false};
   std::unique_ptr<Heartbeat> heartbeat_;
 };

@@ -623,6 +623,14 @@ std::string ShardStore::job_id() const {
   return impl_->setup == nullptr ? impl_->job_id : impl_->setup->fence->job_id();
 }
 
+std::vector<uint64_t> ShardStore::WorkerIncarnations() const {
+  absl::ReaderMutexLock lock(&impl_->mu);
+  std::vector<uint64_t> out;
+  if (impl_->setup == nullptr) return out;
+  for (int r = 0; r < impl_->setup->config.num_workers; ++r) out.push_back(impl_->setup->fence->incarnation(r));
+  return out;
+}
+
 absl::Status ShardStore::Versions(const std::vector<uint64_t>& keys, int worker_rank,
                                   std::vector<KeyVersion>* out) const {
   std::vector<std::pair<uint64_t, KeyEntry*>> found;

@@ -155,6 +155,9 @@ class ShardStore {
   absl::Status AdmitWorker(int worker_rank, absl::string_view job_id, uint64_t incarnation);
   // The job id adopted from the first worker that said one ("" until then), or SetJobId's.
   std::string job_id() const;
+  // The highest incarnation admitted per worker rank (index = rank, 0: none); empty
+  // before Configure.
+  std::vector<uint64_t> WorkerIncarnations() const;
   // The job this server belongs to (dtrain-server --job-id, or the scheduler's), so a
   // worker of another job is refused even when it is the first to speak. Before or
   // after Configure. INVALID_ARGUMENT over kMaxJobIdBytes; FAILED_PRECONDITION naming

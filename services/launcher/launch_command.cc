@@ -18,8 +18,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/cluster_flags.h"
 #include "common/file_io.h"
 #include "common/flags.h"
+#include "common/job_id.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
 #include "services/launcher/launch_tls.h"
@@ -61,6 +63,9 @@ struct LaunchFlags {
   // workers' --model-prefix, PREFIX-snapshots/).
   int64_t snapshot_every = 0;
   std::string snapshot_dir;
+  // Every child's DTRAIN_JOB_ID, the same for each restart: --job-id, else
+  // DTRAIN_JOB_ID from our environment, else one made up for this launch.
+  std::string job_id;
   std::vector<std::string> worker_args;
 };
 
@@ -124,6 +129,9 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                "restarted (--max-restarts) and the job rolls back to the newest step every server has; 0: off");
   flags.AddString("snapshot-dir", &f->snapshot_dir,
                   "where the servers' snapshots go; default: PREFIX-snapshots beside the workers' --model-prefix");
+  flags.AddString("job-id", &f->job_id,
+                  "the job's id, given to every process and every restart so that a restarted process always "
+                  "rejoins this job; default: DTRAIN_JOB_ID, else a new one (job-<16 hex>)");
   flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
   std::vector<std::string> own;
   bool passthrough = false;
@@ -184,6 +192,14 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
     f->snapshot_dir = prefix + "-snapshots";
   }
   if (f->bin_dir.empty()) f->bin_dir = SelfDir();
+  if (f->job_id.empty()) {
+    const char* env = std::getenv("DTRAIN_JOB_ID");
+    f->job_id = env != nullptr && *env != '\0' ? env : NewJobId();
+  }
+  if (f->job_id.size() > kMaxJobIdFlagBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--job-id (or DTRAIN_JOB_ID) has ", f->job_id.size(),
+                                                   " bytes, the limit is ", kMaxJobIdFlagBytes));
+  }
   return absl::OkStatus();
 }
 
@@ -346,6 +362,9 @@ int Launch(const LaunchFlags& f) {
       {"DTRAIN_BIND_HOST", kLoopback},
       {"DTRAIN_LOG_IDENTITY", "0"},  // we prefix every line ourselves
       {"DTRAIN_LOCAL_WORKERS", std::to_string(f.num_workers)},
+      // One id for every process and every restart: a process restarted at the moment
+      // the scheduler is can never bring the job another id (docs/recovery.md).
+      {"DTRAIN_JOB_ID", f.job_id},
   };
   if (f.restart.max_restarts > 0 && std::getenv("DTRAIN_REJOIN_TIMEOUT") == nullptr) {
     // A restarted worker needs the others to wait for it rather than fail at its death
@@ -390,7 +409,7 @@ int Launch(const LaunchFlags& f) {
     }
     const std::string address = JoinHostPort(kLoopback, port);
     sup.Message(absl::StrCat("scheduler at ", address, "; starting ", servers, " servers and ", f.num_workers,
-                             " workers (kv-store ", f.kv_store, ")"));
+                             " workers (kv-store ", f.kv_store, ", job ", f.job_id, ")"));
     env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
     env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   }

@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
+#include "common/job_id.h"
 #include "common/flags.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
@@ -250,6 +251,12 @@ int TfRunCommand(const std::vector<std::string>& args) {
       {"DTRAIN_NODE_HOST", me->host},
       {kClusterSpecEnv, canonical},
   };
+  // Every task is started by hand on its own host and restarted the same way: the
+  // cluster spec is the one text they all share, so the job id is made from it. A
+  // restarted task then never brings the scheduler an id of its own (docs/recovery.md).
+  if (const char* given = std::getenv("DTRAIN_JOB_ID"); given == nullptr || *given == '\0') {
+    env.emplace_back("DTRAIN_JOB_ID", JobIdOf(canonical));
+  }
   const bool is_ps = launch->role == TfRole::kPs;
   Say(absl::StrCat("cluster spec from ", launch->source, ": ", launch->cluster.ps.size(), " ps, ",
                    launch->cluster.worker.size(), " workers; this task is ", launch->task_name, " at ",

@@ -1,7 +1,6 @@
 #include "services/scheduler/membership.h"
 
 #include <algorithm>
-#include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,14 +17,6 @@ constexpr absl::Duration kPollSlice = absl::Milliseconds(200);
 bool Gone(v1::NodeState s) { return s == v1::NODE_STATE_DEAD || s == v1::NODE_STATE_FINISHED; }
 
 std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d)); }
-
-// A job id for a scheduler that was given none: unique enough to tell jobs apart.
-std::string NewJobId() {
-  std::random_device random;
-  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random() ^
-                        static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
-  return absl::StrFormat("job-%016x", bits);
-}
 
 }  // namespace
 
@@ -46,7 +37,7 @@ Membership::Membership(MembershipOptions options)
         return std::move(options);
       }()),
       start_(options_.clock()),
-      job_id_(options_.job_id) {}
+      job_(options_.job_id) {}
 
 int Membership::Expected(v1::Role role) const {
   if (role == v1::ROLE_WORKER) return options_.num_workers;
@@ -74,16 +65,54 @@ std::map<NodeKey, Membership::Node>::const_iterator Membership::FindTicket(uint6
   return nodes_.end();
 }
 
-absl::Status Membership::CheckJobLocked(const std::string& job_id, const std::string& who) const {
-  if (job_id.empty() || job_id_.empty() || job_id == job_id_) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(who, " belongs to job '", job_id,
-                                                    "', but this scheduler runs job '", job_id_, "'"));
+absl::Status Membership::AdoptJobLocked(const std::string& job_id, bool survivor, const std::string& who) {
+  std::string displaced;
+  if (absl::Status s = job_.Claim(job_id, survivor, who, &displaced); !s.ok()) return s;
+  if (displaced.empty()) return absl::OkStatus();
+  // A survivor of the job outranks the new processes that reached this scheduler first
+  // with another id: their registrations are withdrawn, and their waits say why.
+  for (auto it = nodes_.begin(); it != nodes_.end();) {
+    if (it->second.job_id != displaced) {
+      ++it;
+      continue;
+    }
+    withdrawn_[it->second.ticket] = absl::FailedPreconditionError(absl::StrCat(
+        NodeName(it->first), " (pid ", it->second.info.pid(), ") belongs to job '", displaced,
+        "', but this scheduler runs job '", job_.id(), "': ", who, ", which belonged to the job before this "
+        "scheduler started, says so"));
+    it = nodes_.erase(it);
+  }
+  changed_.SignalAll();
+  return absl::OkStatus();
 }
 
-absl::Status Membership::AdoptJobLocked(const std::string& job_id, const std::string& who) {
-  if (absl::Status s = CheckJobLocked(job_id, who); !s.ok()) return s;
-  if (job_id_.empty()) job_id_ = job_id.empty() ? NewJobId() : job_id;
-  return absl::OkStatus();
+void Membership::MarkAllRegisteredLocked() {
+  all_registered_ = true;
+  all_registered_at_ = Now();
+  job_.Settle();
+  if (restart_seen_at_ == absl::InfiniteFuture()) return;
+  // This scheduler restarted into a running job. A new process that registered before
+  // the survivors were all back replaces a process that died with the old scheduler:
+  // it rejoins (a worker skips start-up and resumes at the job's step), and takes an
+  // incarnation above any the servers admitted for its rank, since this scheduler's
+  // own count was lost with it.
+  for (auto& [key, node] : nodes_) {
+    if (node.rejoined || node.assumed_finished) continue;
+    uint64_t floor = 1;
+    if (key.role == v1::ROLE_WORKER) {
+      if (auto it = admitted_elsewhere_.find(key.rank); it != admitted_elsewhere_.end()) {
+        floor = std::max(floor, it->second);
+      }
+    }
+    uint64_t& last = last_incarnation_[key];
+    const uint64_t incarnation = std::max(last, floor) + 1;
+    last = incarnation;
+    node.info.set_incarnation(incarnation);
+    node.info.set_state(v1::NODE_STATE_REJOINING);
+    node.info.set_restarts(node.info.restarts() + 1);
+    node.rejoined = true;
+    comebacks_.push_back({key, incarnation});
+  }
 }
 
 std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) {
@@ -93,7 +122,7 @@ std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Nod
 
 std::string Membership::JobId() const {
   absl::MutexLock lock(&mu_);
-  return job_id_;
+  return job_.id();
 }
 
 absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uint64_t* ticket) {
@@ -113,6 +142,11 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
         "%s was started with --replication %d, but the job has --replication %d", what, request.replication(),
         options_.replication));
   }
+  if (request.worker_incarnations_size() > options_.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " reported incarnations of ", request.worker_incarnations_size(),
+                                                   " worker ranks, but the job has ", options_.num_workers,
+                                                   " workers"));
+  }
   const int expected = Expected(role);
   const uint64_t held = request.incarnation();
   if (held > 0 && request.requested_rank() < 0) {
@@ -120,7 +154,8 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
         absl::StrCat("a ", what, " that holds incarnation ", held, " must register again with its rank"));
   }
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = AdoptJobLocked(request.job_id(), absl::StrCat(what, " pid ", request.pid())); !s.ok()) {
+  if (absl::Status s = AdoptJobLocked(request.job_id(), held > 0, absl::StrCat(what, " pid ", request.pid()));
+      !s.ok()) {
     return s;
   }
   auto held_by_live = [&](int rank) {
@@ -211,12 +246,16 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
   node.provisional = request.requested_rank() < 0 && !all_registered_;
   node.rejoined = all_registered_ || held > 0;
   node.replaced = replaced;
+  node.job_id = request.job_id();
+  for (int r = 0; r < request.worker_incarnations_size(); ++r) {
+    uint64_t& floor = admitted_elsewhere_[r];
+    floor = std::max(floor, request.worker_incarnations(r));
+  }
   if (restart) comebacks_.push_back({key, incarnation});
   if (ticket != nullptr) *ticket = node.ticket;
   if (!all_registered_ && CountRegistered(v1::ROLE_WORKER) == options_.num_workers &&
       CountRegistered(v1::ROLE_SERVER) == options_.num_servers) {
-    all_registered_ = true;
-    all_registered_at_ = Now();
+    MarkAllRegisteredLocked();
   }
   changed_.SignalAll();
   return rank;
@@ -227,6 +266,7 @@ absl::StatusOr<int> Membership::AwaitAllRegistered(uint64_t ticket, absl::Time d
   absl::MutexLock lock(&mu_);
   absl::Status failure;
   while (!all_registered_) {
+    if (auto w = withdrawn_.find(ticket); w != withdrawn_.end()) return w->second;
     if (closed_) {
       failure = close_status_;
     } else if (cancelled && cancelled()) {
@@ -246,6 +286,7 @@ absl::StatusOr<int> Membership::AwaitAllRegistered(uint64_t ticket, absl::Time d
   }
   auto it = FindTicket(ticket);
   if (it == nodes_.end()) {
+    if (auto w = withdrawn_.find(ticket); w != withdrawn_.end()) return w->second;
     return absl::FailedPreconditionError("this registration was replaced by a newer one for the same rank");
   }
   return it->first.rank;
@@ -328,7 +369,7 @@ void Membership::RecordEpoch(const NodeKey& key, const v1::EpochReport& report) 
 
 absl::Status Membership::CheckCaller(const NodeKey& key, const std::string& job_id, uint64_t incarnation) const {
   absl::MutexLock lock(&mu_);
-  if (absl::Status s = CheckJobLocked(job_id, NodeName(key)); !s.ok()) return s;
+  if (absl::Status s = job_.Check(job_id, NodeName(key)); !s.ok()) return s;
   auto it = nodes_.find(key);
   if (it == nodes_.end()) {
     return absl::NotFoundError(absl::StrCat(NodeName(key), " is not registered with this scheduler"));
@@ -392,8 +433,7 @@ std::vector<NodeKey> Membership::SettleRestart() {
     node.assumed_finished = true;
     assumed.push_back(key);
   }
-  all_registered_ = true;
-  all_registered_at_ = Now();
+  MarkAllRegisteredLocked();
   changed_.SignalAll();
   return assumed;
 }
@@ -484,7 +524,7 @@ v1::ClusterView Membership::View() const {
   view.set_num_workers(options_.num_workers);
   view.set_num_servers(options_.num_servers);
   view.set_kv_store(options_.kv_store);
-  view.set_job_id(job_id_);
+  view.set_job_id(job_.id());
   view.set_replication(options_.replication);
   // std::map orders by (role, rank): servers come out sorted.
   for (const auto& [key, node] : nodes_) {

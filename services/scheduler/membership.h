@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "dtrain/v1/scheduler.pb.h"
+#include "services/scheduler/job_identity.h"
 
 namespace dtrain::scheduler {
 
@@ -49,8 +50,8 @@ struct MembershipOptions {
   std::string kv_store = "dist_sync";
   // A node that sent nothing for this long is DEAD.
   absl::Duration heartbeat_timeout = absl::Seconds(10);
-  // The job's id (--job-id). Empty: taken from the first node that registers with
-  // one (a restarted scheduler learns its job from the nodes), else made up then.
+  // The job's id (--job-id). Empty: learned from the nodes, a survivor's id over a new
+  // process's (JobIdentity), else made up once every node registered.
   std::string job_id;
   // How long a dead worker may take to come back before the job fails (--rejoin-timeout).
   // Zero: today's rules, a death is final for the process that died (a new process
@@ -123,7 +124,8 @@ class Membership {
   // node is not registered.
   absl::Status CheckCaller(const NodeKey& key, const std::string& job_id, uint64_t incarnation) const;
 
-  // The job id: the options', the first node's, or made up at the first registration.
+  // The job id: the options', the nodes' (JobIdentity), or made up once every node
+  // registered; "" before that when no node brought one.
   std::string JobId() const;
 
   // The node's heartbeat stream ended. Marks it DEAD (with `why`) unless it has left
@@ -198,6 +200,7 @@ class Membership {
     bool rejoined = false;     // registered after the job started (or kept its incarnation)
     uint64_t replaced = 0;     // the incarnation this registration fenced
     bool assumed_finished = false;  // SettleRestart's stand-in for a node that did not come back
+    std::string job_id;             // the id its registration brought ("" when none)
   };
   struct Comeback {
     NodeKey key;
@@ -208,12 +211,14 @@ class Membership {
   // The node registered with `incarnation`, or end().
   std::map<NodeKey, Node>::iterator FindTicket(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<NodeKey, Node>::const_iterator FindTicket(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // OK for an empty id or this job's; a scheduler without an id adopts the first one
-  // seen, or makes one up.
-  absl::Status AdoptJobLocked(const std::string& job_id, const std::string& who) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The same without adopting: FAILED_PRECONDITION naming both ids.
-  absl::Status CheckJobLocked(const std::string& job_id, const std::string& who) const
+  // The job id a registration brings (JobIdentity::Claim; `survivor`: it holds an
+  // incarnation). When it displaces a weaker id, the registrations that brought that id
+  // are withdrawn: their AwaitAllRegistered fails with FAILED_PRECONDITION saying why.
+  absl::Status AdoptJobLocked(const std::string& job_id, bool survivor, const std::string& who)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every expected node registered: the job starts and its id is fixed. At a restarted
+  // scheduler, the new processes among them become rejoining replacements.
+  void MarkAllRegisteredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "fenced: worker 1 incarnation 1 replaced by 2 (pid 77 on host-b)".
   static std::string FencedText(const NodeKey& key, uint64_t stale, const Node& holder);
   bool MayRejoinLocked(const NodeKey& key, const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -235,7 +240,13 @@ class Membership {
   // When the first registration that carried an incarnation arrived before the job
   // started here (this scheduler restarted; see SettleRestart); InfiniteFuture: none.
   absl::Time restart_seen_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  std::string job_id_ ABSL_GUARDED_BY(mu_);
+  JobIdentity job_ ABSL_GUARDED_BY(mu_);
+  // Per worker rank, the newest incarnation the servers admitted (what servers
+  // registering again at a restarted scheduler report): a new process for the rank
+  // gets a higher one.
+  std::map<int, uint64_t> admitted_elsewhere_ ABSL_GUARDED_BY(mu_);
+  // Registrations withdrawn because their job id lost to a survivor's, by ticket.
+  std::map<uint64_t, absl::Status> withdrawn_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);
   std::vector<Comeback> comebacks_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);

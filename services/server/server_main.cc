@@ -275,6 +275,9 @@ int Run(int argc, char** argv) {
     }
     // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
     scheduler->SetStepSource([&store] { return store.Step(); });
+    // A restarted scheduler learns from the servers how far each worker rank's
+    // incarnations went, so that it never hands a new process an old one.
+    scheduler->SetWorkerIncarnationSource([&store] { return store.WorkerIncarnations(); });
     absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get(), catch_up.get(),
                                         check_tokens ? &node_tokens : nullptr);
     if (!given.ok()) {

@@ -231,6 +231,13 @@ std::string DistKVStore::MissingKeys(const Versions& versions) const {
   return absl::StrCat(missing, " of ", placement_.slices.size(), " keys, first ", first);
 }
 
+bool DistKVStore::InitRoundPassed(const Versions& versions, int64_t start_version) {
+  for (const auto& [key, v] : versions) {
+    if (v.version > start_version || v.last_push_step >= start_version) return true;
+  }
+  return false;
+}
+
 absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
   joined_ = absl::Now();
@@ -245,8 +252,14 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
     if (cluster_.rank() == 0) DTRAIN_RETURN_IF_ERROR(ConfigureServers(init));
   }
   // The scheduler lets this call through at once when our predecessor passed the
-  // barrier already, and counts us in its round when it had not.
-  DTRAIN_RETURN_IF_ERROR(cluster_.Barrier("kvstore-init", timeout));
+  // barrier already, and counts us in its round when it had not. A scheduler that
+  // restarted since (it died with our predecessor) no longer knows; the servers do:
+  // a key that moved past the start, or a push of our rank they accepted, means the
+  // round completed for everyone (a round completes only when all have arrived), so
+  // nobody waits there for us.
+  if (!missing.empty() || !InitRoundPassed(versions, init.start_version)) {
+    DTRAIN_RETURN_IF_ERROR(cluster_.Barrier("kvstore-init", timeout));
+  }
   if (!missing.empty()) {
     DTRAIN_ASSIGN_OR_RETURN(versions, FetchVersions());
     if (const std::string still = MissingKeys(versions); !still.empty()) {

@@ -93,6 +93,9 @@ class DistKVStore : public KVStore {
   // the step to redo and pulls the weights that step starts from.
   absl::Status Rejoin(const KVStoreInit& init);
   using Versions = absl::flat_hash_map<uint64_t, kv::KeyVersion>;
+  // Whether the servers' versions show that the start-up barrier's round completed
+  // (a key past `start_version`, or a push of this rank accepted).
+  static bool InitRoundPassed(const Versions& versions, int64_t start_version);
   // Every server's keys, their versions and this rank's last accepted push step.
   absl::StatusOr<Versions> FetchVersions();
   // "" when every key of the placement is held; else how many are not, naming one.

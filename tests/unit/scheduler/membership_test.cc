@@ -542,6 +542,92 @@ TEST_F(RecoveryTest, RestartedSchedulerWithOnlyServersBackEndsTheJob) {
   EXPECT_TRUE(m.Failure().empty());
 }
 
+// A scheduler and a worker killed together: the restarted worker, a new process with
+// no job id, reaches the restarted scheduler before the survivors do. The job keeps the
+// survivors' id: none is made up before every node registered.
+TEST_F(RecoveryTest, ANewProcessFirstAtARestartedSchedulerTakesTheSurvivorsJob) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  uint64_t fresh_ticket = 0;
+  ASSERT_TRUE(m.Register(Rejoin(v1::ROLE_WORKER, 0, 0), &fresh_ticket).ok());
+  EXPECT_EQ(m.JobId(), "") << "nothing made up while survivors may be on their way";
+  Admit(m, Rejoin(v1::ROLE_SERVER, 0, 1, "job-a"));
+  Admit(m, Rejoin(v1::ROLE_WORKER, 1, 1, "job-a"));
+  ASSERT_TRUE(m.AllRegistered());
+  EXPECT_TRUE(m.AwaitAllRegistered(fresh_ticket, absl::Now() + absl::Seconds(5), nullptr).ok());
+  EXPECT_EQ(m.JobId(), "job-a");
+  EXPECT_EQ(m.View().job_id(), "job-a");
+  EXPECT_TRUE(m.CheckCaller({v1::ROLE_SERVER, 0}, "job-a", 1).ok());
+  // The new process replaces one that died with the old scheduler: it rejoins the
+  // running job rather than starting it, with an incarnation above its predecessor's.
+  auto fresh = m.Admitted(fresh_ticket);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_TRUE(fresh->rejoined);
+  EXPECT_EQ(fresh->node.state(), v1::NODE_STATE_REJOINING);
+  EXPECT_EQ(fresh->node.incarnation(), 2u);
+  EXPECT_EQ(fresh->node.restarts(), 1);
+  size_t cursor = 0;
+  const std::vector<v1::NodeInfo> back = m.RejoinsSince(&cursor);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].rank(), 0);
+  EXPECT_EQ(back[0].role(), v1::ROLE_WORKER);
+}
+
+// The restarted scheduler does not know how often a rank was restarted before; the
+// servers do (they fence by incarnation) and say so when they register again. A new
+// process for the rank gets an incarnation above theirs, so no server fences it as old.
+TEST_F(RecoveryTest, ANewProcessAtARestartedSchedulerOutranksTheIncarnationsServersAdmitted) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  uint64_t fresh_ticket = 0;
+  ASSERT_TRUE(m.Register(Rejoin(v1::ROLE_WORKER, 0, 0, "job-a"), &fresh_ticket).ok());
+  v1::RegisterRequest server = Rejoin(v1::ROLE_SERVER, 0, 1, "job-a");
+  server.add_worker_incarnations(3);  // worker 0 had been restarted twice
+  server.add_worker_incarnations(1);
+  Admit(m, server);
+  Admit(m, Rejoin(v1::ROLE_WORKER, 1, 1, "job-a"));
+  ASSERT_TRUE(m.AllRegistered());
+  auto fresh = m.Admitted(fresh_ticket);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  EXPECT_EQ(fresh->node.incarnation(), 4u);
+  EXPECT_TRUE(fresh->rejoined);
+  // A report for more worker ranks than the job has is refused, as nothing from the
+  // wire is trusted for a count.
+  v1::RegisterRequest bad = Rejoin(v1::ROLE_SERVER, 0, 1, "job-a");
+  for (int i = 0; i < 3; ++i) bad.add_worker_incarnations(1);
+  auto refused = m.Register(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("incarnations of 3 worker ranks, but the job has 2 workers"),
+            absl::string_view::npos)
+      << refused.status();
+}
+
+// The same with a new process that brings another id (a wrong DTRAIN_JOB_ID): the
+// survivors' id wins, whatever the order, and the newcomer is the one refused.
+TEST_F(RecoveryTest, ASurvivorsJobIdOutranksANewProcesssOther) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  uint64_t stray = 0;
+  ASSERT_TRUE(m.Register(Rejoin(v1::ROLE_WORKER, 0, 0, "job-x"), &stray).ok());
+  EXPECT_EQ(m.JobId(), "job-x");  // held only until a survivor says otherwise
+  Admit(m, Rejoin(v1::ROLE_SERVER, 0, 1, "job-a"));
+  EXPECT_EQ(m.JobId(), "job-a");
+  absl::StatusOr<int> refused = m.AwaitAllRegistered(stray, absl::Now() + absl::Seconds(5), nullptr);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+  EXPECT_NE(refused.status().message().find("worker 0 (pid 5000) belongs to job 'job-x', but this scheduler runs "
+                                            "job 'job-a': server pid 5001, which belonged to the job before"),
+            absl::string_view::npos)
+      << refused.status();
+  EXPECT_FALSE(m.Find({v1::ROLE_WORKER, 0}).has_value()) << "its rank is free again";
+  // Another new process with the wrong id is refused at once; with the right one it is admitted.
+  auto again = m.Register(Rejoin(v1::ROLE_WORKER, 0, 0, "job-x"));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  Admit(m, Rejoin(v1::ROLE_WORKER, 1, 1, "job-a"));
+  Admit(m, Rejoin(v1::ROLE_WORKER, 0, 0, "job-a"));
+  EXPECT_TRUE(m.AllRegistered());
+  EXPECT_EQ(m.JobId(), "job-a");
+  // Once the job runs its id is fixed, even against a node that claims to have survived.
+  EXPECT_EQ(m.Register(Rejoin(v1::ROLE_WORKER, 1, 7, "job-y")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 // A scheduler that did not restart (registrations without incarnations) never settles.
 TEST_F(RecoveryTest, AFreshStartIsNeverSettled) {
   Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
