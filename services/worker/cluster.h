@@ -18,6 +18,9 @@ namespace dtrain::worker {
 struct ServerEndpoint {
   int rank = 0;
   std::string address;  // host:port
+  // The scheduler holds it DEAD: its process is gone, and a replacement may come back
+  // at another address (with replicas its ranges go on at their other members).
+  bool dead = false;
 };
 
 // The scheduler's order to go back to the servers' snapshot of `step` (issue 11):

@@ -26,7 +26,9 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
     return absl::FailedPreconditionError(absl::StrCat("the scheduler reports ", reg.cluster().servers_size(),
                                                       " servers, this worker expects ", o.num_servers));
   }
-  for (const auto& s : reg.cluster().servers()) c->servers_.push_back({s.rank(), s.address()});
+  for (const auto& s : reg.cluster().servers()) {
+    c->servers_.push_back({s.rank(), s.address(), s.state() == v1::NODE_STATE_DEAD});
+  }
   SchedulerClient::HeartbeatHooks hooks;
   SchedulerCluster* self = c.get();  // the client (and its hooks' thread) dies with *c
   hooks.on_shutdown = [self](const std::string& reason) { self->OnJobEnded(reason); };

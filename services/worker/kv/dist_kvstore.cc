@@ -107,7 +107,17 @@ absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) 
   }
   std::vector<std::unique_ptr<PsClient>> clients;
   for (const ServerEndpoint& server : servers) {
-    DTRAIN_ASSIGN_OR_RETURN(auto client, ConnectServer(server.rank, server.address, options_.connect_timeout));
+    // A dead server's ranges go on at their other replicas: waiting the start-up
+    // --connect-timeout on its old address would stall a replacement worker (killed
+    // beside it) while its partners serve. Its client fails UNAVAILABLE, which fails it
+    // over, and its restarted process comes back by a join notice.
+    const bool skip_wait = server.dead && options_.replication > 1;
+    DTRAIN_ASSIGN_OR_RETURN(auto client, ConnectServer(server.rank, server.address,
+                                                       skip_wait ? absl::ZeroDuration() : options_.connect_timeout));
+    if (skip_wait) {
+      DTRAIN_LOG(WARNING) << "server " << server.rank << " at " << server.address
+                          << " is dead (the scheduler says): its ranges go on at their other replicas until it is back";
+    }
     clients.push_back(std::move(client));
   }
   servers_ = std::move(clients);

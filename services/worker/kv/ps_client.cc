@@ -427,7 +427,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(const std::string& a
   impl->server_rank = server_rank;
   impl->worker_rank = worker_rank;
   impl->channel = MakeChannel(address);
-  if (!impl->channel->WaitForConnected(DeadlineAfter(connect_timeout))) {
+  if (connect_timeout > absl::ZeroDuration() && !impl->channel->WaitForConnected(DeadlineAfter(connect_timeout))) {
     return absl::UnavailableError(absl::StrCat("cannot reach parameter server ", server_rank, " at ", address,
                                                " within ", absl::FormatDuration(connect_timeout)));
   }

@@ -29,7 +29,9 @@ class PsClient {
   using Ticket = uint64_t;
 
   // Opens the channel and the PushPull stream. UNAVAILABLE (naming the address) when
-  // the server cannot be reached within `connect_timeout`.
+  // the server cannot be reached within `connect_timeout`. A zero timeout does not
+  // wait (a server known dead): if it cannot be reached, the stream and every call
+  // fail UNAVAILABLE, as for a server that died later.
   static absl::StatusOr<std::unique_ptr<PsClient>> Connect(const std::string& address, int server_rank,
                                                            int worker_rank, absl::Duration connect_timeout);
   ~PsClient();  // closes the stream; pending tickets fail with CANCELLED

@@ -237,6 +237,13 @@ class Pair {
 
   Subprocess& job() { return *job_; }
 
+  // DTRAIN_CHAOS_VERBOSE=1: the job's whole output, also when the scenario passed
+  // (where a slow recovery spent its time).
+  ~Pair() {
+    const char* verbose = std::getenv("DTRAIN_CHAOS_VERBOSE");
+    if (job_ != nullptr && verbose != nullptr && *verbose == '1') std::cout << job_->output() << std::endl;
+  }
+
  private:
   Shape shape_;
   std::mt19937_64 rng_;
