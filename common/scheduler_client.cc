@@ -176,6 +176,8 @@ class SchedulerClient::Heartbeat {
       request.set_job_id(client_->job_id_);
       request.set_incarnation(client_->incarnation_);
       request.set_resuming(client_->resuming_.load());
+      request.set_awaiting_rollback(client_->awaiting_rollback_.load());
+      request.set_rollback_done(client_->rollback_done_.load());
       {
         absl::MutexLock lock(&client_->report_mu_);
         if (client_->snapshot_report_) *request.mutable_snapshots() = *client_->snapshot_report_;

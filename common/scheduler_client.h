@@ -84,6 +84,12 @@ class SchedulerClient {
   // once (not at the next interval) when the heartbeat runs. Thread-safe, but not
   // concurrently with StartHeartbeat.
   void SetResuming(bool resuming);
+  // Workers: whether a step waits for a rollback order, and the last order carried out
+  // (HeartbeatRequest.awaiting_rollback, rollback_done), on every heartbeat.
+  void SetRollbackState(bool awaiting, uint64_t done) {
+    awaiting_rollback_.store(awaiting);
+    rollback_done_.store(done);
+  }
   bool resuming() const { return resuming_.load(); }
   // Servers with snapshots (issue 11): sent on every heartbeat from now on; a change
   // is sent at once. Thread-safe.
@@ -163,6 +169,8 @@ class SchedulerClient {
   std::atomic<int64_t> step_{0};
   std::atomic<double> samples_per_sec_{0};
   std::atomic<bool> resuming_{false};
+  std::atomic<bool> awaiting_rollback_{false};
+  std::atomic<uint64_t> rollback_done_{0};
   absl::Mutex report_mu_;
   std::optional<v1::SnapshotReport> snapshot_report_ ABSL_GUARDED_BY(report_mu_);
   std::optional<v1::EpochReport> epoch_report_ ABSL_GUARDED_BY(report_mu_);

@@ -29,6 +29,29 @@ std::optional<v1::RollbackOrder> RollbackCoordinator::OnServerHeartbeat(int rank
   s.listed = report.listed();
   s.steps.assign(report.complete_steps().begin(), report.complete_steps().end());
   s.done = std::max(s.done, report.rollback_done());
+  if (report.rollback_done() > generation_) {
+    // A server carried out an order this coordinator never gave: it restarted (with
+    // the scheduler) in the middle of that rollback. It goes on with the same order:
+    // the servers that have not reloaded get it, then the workers that wait for it.
+    generation_ = report.rollback_done();
+    v1::RollbackOrder order;
+    order.set_generation(generation_);
+    order.set_step(report.rollback_step());
+    order.set_reason(report.rollback_reason());
+    order_ = order;
+    taken_up_ = generation_;
+    rollbacks_ = std::max<int64_t>(rollbacks_, static_cast<int64_t>(generation_));
+    DTRAIN_LOG(WARNING) << "taking up rollback " << generation_ << " to step " << order.step()
+                        << ", which server " << rank << " carried out before this scheduler started ("
+                        << order.reason() << ")";
+    if (waiting_since_ == absl::InfiniteFuture()) waiting_since_ = now;
+  }
+  // A replacement that says its shard is lost, with no order on the way that would
+  // bring it back: the loss a scheduler restarted since could not see by incarnation.
+  if (report.shard_lost() && !(order_ && s.done < order_->generation())) {
+    lost_.emplace(rank, job_step);
+    if (waiting_since_ == absl::InfiniteFuture()) waiting_since_ = now;
+  }
   MaybeOrder(job_step, now);
   if (order_ && s.done < order_->generation()) return order_;
   return std::nullopt;
@@ -81,6 +104,11 @@ void RollbackCoordinator::MaybeOrder(int64_t job_step, absl::Time now) {
   ++rollbacks_;
   lost_.clear();
   waiting_since_ = now;
+}
+
+bool RollbackCoordinator::TakenUp(uint64_t generation) const {
+  absl::MutexLock lock(&mu_);
+  return generation != 0 && generation == taken_up_;
 }
 
 std::optional<v1::RollbackOrder> RollbackCoordinator::ForWorkers() const {

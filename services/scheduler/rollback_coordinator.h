@@ -7,6 +7,11 @@
 // and orders a rollback: the servers reload S and acknowledge; once all did, the
 // workers are told to pull exactly version S and resume there. No step in common:
 // the job fails, saying so.
+//
+// A coordinator that restarted with the scheduler knows nothing of the orders given
+// before it: the servers report the last one they carried out (step and reason too) and
+// whether their shard is lost (a replacement holding nothing), so it takes up an order
+// in progress and sees a loss it did not witness.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +40,10 @@ class RollbackCoordinator {
                                                      absl::Time now);
   // The order for the workers: set once every server acknowledged it.
   std::optional<v1::RollbackOrder> ForWorkers() const;
+  // Whether order `generation` was taken up from the servers' reports (this scheduler
+  // restarted during it) rather than given here: it then goes only to the workers
+  // that say they wait for it, since which ones carried it out before is not known.
+  bool TakenUp(uint64_t generation) const;
   // Every server has reported its snapshots: a server's death can be rolled back.
   bool Enabled() const;
   // Fails a rollback waiting past its deadline (call every tick).
@@ -64,6 +73,7 @@ class RollbackCoordinator {
   std::optional<v1::RollbackOrder> order_ ABSL_GUARDED_BY(mu_);  // the current (or last) order
   absl::Time waiting_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // a loss or order not done
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t taken_up_ ABSL_GUARDED_BY(mu_) = 0;  // an order taken up from the servers (0: none)
   int64_t rollbacks_ ABSL_GUARDED_BY(mu_) = 0;
   std::string failure_ ABSL_GUARDED_BY(mu_);
 };

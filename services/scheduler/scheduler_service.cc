@@ -148,7 +148,11 @@ grpc::Status SchedulerService::Heartbeat(
       // Only comebacks from now on: older ones are this stream's own past.
       membership_->RejoinsSince(&rejoin_cursor);
       if (options_.rollback != nullptr) {
-        if (auto done = options_.rollback->ForWorkers()) rollback_stream.rollback_sent = done->generation();
+        // An order taken up after a restart is for the workers that still wait for it,
+        // whichever stream they ask on (AddRollback).
+        if (auto done = options_.rollback->ForWorkers(); done && !options_.rollback->TakenUp(done->generation())) {
+          rollback_stream.rollback_sent = done->generation();
+        }
       }
     }
     v1::HeartbeatResponse response;
@@ -325,6 +329,10 @@ void SchedulerService::AddRollback(const NodeKey& self, uint64_t incarnation, co
     return;
   }
   std::optional<v1::RollbackOrder> ready = rollback->ForWorkers();
+  if (ready && rollback->TakenUp(ready->generation()) &&
+      (!request.awaiting_rollback() || request.rollback_done() >= ready->generation())) {
+    ready.reset();  // this worker does not wait for it: it did it already, or joined since
+  }
   if (!ready || ready->generation() <= stream->rollback_sent) {
     if (!stream->told_enabled && rollback->Enabled()) {
       // Generation 0: no order, but a server's death will be rolled back: wait for it.

@@ -296,7 +296,9 @@ int Run(int argc, char** argv) {
   if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
   if (snapshots != nullptr) {
     snapshots->SetRank(rank);
-    if (rollback != nullptr) rollback->Start(rank);
+    // A new process admitted into a running job replaces a server whose shard died with
+    // it: unless a rollback brings the snapshot back, it holds nothing.
+    if (rollback != nullptr) rollback->Start(rank, /*replaced=*/scheduler->rejoined());
     DTRAIN_LOG(INFO) << "snapshots every " << f.snapshot_every << " steps in " << f.snapshot_dir;
   }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)

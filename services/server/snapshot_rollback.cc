@@ -14,10 +14,11 @@ namespace dtrain::server {
 SnapshotRollback::SnapshotRollback(std::string dir, kv::ShardStore* store, SnapshotWriter* writer, Reporter reporter)
     : dir_(std::move(dir)), store_(store), writer_(writer), reporter_(std::move(reporter)) {}
 
-void SnapshotRollback::Start(int rank) {
+void SnapshotRollback::Start(int rank, bool replaced) {
   {
     absl::MutexLock lock(&mu_);
     rank_ = rank;
+    shard_lost_ = replaced && !store_->configured();
   }
   Report();
 }
@@ -29,6 +30,9 @@ void SnapshotRollback::Report() {
     if (rank_ < 0) return;  // not listed yet: the scheduler must not take "none" for our answer
     report.set_listed(true);
     report.set_rollback_done(done_);
+    report.set_rollback_step(done_step_);
+    report.set_rollback_reason(done_reason_);
+    report.set_shard_lost(shard_lost_);
   }
   for (int64_t step : writer_->complete_steps()) report.add_complete_steps(step);
   reporter_(report);
@@ -75,6 +79,9 @@ void SnapshotRollback::OnOrder(const v1::RollbackOrder& order) {
   {
     absl::MutexLock lock(&mu_);
     done_ = order.generation();
+    done_step_ = order.step();
+    done_reason_ = order.reason();
+    shard_lost_ = false;
   }
   Report();
 }

@@ -29,7 +29,11 @@ class SnapshotRollback {
   SnapshotRollback(std::string dir, kv::ShardStore* store, SnapshotWriter* writer, Reporter reporter);
 
   // Once the rank is known and the writer has listed what is on disk: the first report.
-  void Start(int rank);
+  // `replaced`: this process took the rank of a server of a running job; while its
+  // store holds nothing it reports its shard lost (SnapshotReport.shard_lost), which is
+  // how a scheduler that restarted since (and never saw the old process) knows to
+  // order a rollback.
+  void Start(int rank, bool replaced = false);
   // The snapshots kept changed (the writer wrote one): report again.
   void Report();
   // An order from the scheduler (the heartbeat thread). Each generation is carried
@@ -48,6 +52,10 @@ class SnapshotRollback {
   absl::Mutex mu_;  // one order at a time
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+  // The order `done_` names, reported so that a restarted scheduler can take it up.
+  int64_t done_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string done_reason_ ABSL_GUARDED_BY(mu_);
+  bool shard_lost_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace dtrain::server

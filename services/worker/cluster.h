@@ -110,6 +110,9 @@ class Cluster {
   // within a second (DistKVStore::AwaitSlice).
   virtual std::optional<RollbackOrder> PendingRollback() const { return std::nullopt; }
   virtual void RollbackDone(uint64_t /*generation*/) {}
+  // A step waits for a rollback order (told to the scheduler, which after a restart
+  // sends an order it took up from the servers only to the workers that wait).
+  virtual void AwaitingRollback(bool /*awaiting*/) {}
   // The scheduler said every server snapshots: a server lost mid-step is followed by
   // a rollback order, so the step waits for it instead of failing.
   virtual bool RollbackEnabled() const { return false; }

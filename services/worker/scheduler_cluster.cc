@@ -102,6 +102,12 @@ bool SchedulerCluster::RollbackEnabled() const {
 void SchedulerCluster::RollbackDone(uint64_t generation) {
   absl::MutexLock lock(&mu_);
   rollback_done_ = std::max(rollback_done_, generation);
+  scheduler_.SetRollbackState(/*awaiting=*/false, rollback_done_);
+}
+
+void SchedulerCluster::AwaitingRollback(bool awaiting) {
+  absl::MutexLock lock(&mu_);
+  scheduler_.SetRollbackState(awaiting, rollback_done_);
 }
 
 void SchedulerCluster::OnJobEnded(const std::string& reason) {

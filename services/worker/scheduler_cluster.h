@@ -57,6 +57,7 @@ class SchedulerCluster final : public Cluster {
   std::string job_id() const override { return scheduler_.job_id(); }
   std::optional<RollbackOrder> PendingRollback() const override;
   void RollbackDone(uint64_t generation) override;
+  void AwaitingRollback(bool awaiting) override;
   bool RollbackEnabled() const override;
 
  private:

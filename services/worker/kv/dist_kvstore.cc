@@ -185,9 +185,16 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
   if (!StepsAreExact(options_.mode) || !may_be_rollback || !cluster_.RollbackEnabled()) return error;
   const absl::Time deadline = absl::Now() + options_.sync_timeout;
   bool logged = false;
+  cluster_.AwaitingRollback(true);
   while (absl::Now() < deadline) {
-    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
-    if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
+    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) {
+      cluster_.AwaitingRollback(false);
+      return RollbackStatus(r->reason);
+    }
+    if (absl::Status job = cluster_.JobStatus(); !job.ok()) {
+      cluster_.AwaitingRollback(false);
+      return job;
+    }
     if (!logged) {
       DTRAIN_LOG(WARNING) << error.message() << ": waiting up to " << absl::FormatDuration(options_.sync_timeout)
                           << " for the scheduler to roll the job back to the servers' snapshots";
@@ -195,6 +202,7 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
+  cluster_.AwaitingRollback(false);
   return error;
 }
 
