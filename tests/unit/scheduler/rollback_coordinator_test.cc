@@ -73,5 +73,53 @@ TEST(RollbackCoordinatorTest, ServersThatDoNotReloadInTimeFailTheJobNamingThem) 
   EXPECT_THAT(c.Failure(), HasSubstr("waiting for server 0 (not reloaded), server 1 (not reloaded)"));
 }
 
+// The scheduler restarted in the middle of rollback 3 to step 800: server 1 had
+// reloaded, server 0 not yet. The new coordinator takes the order up from server 1's
+// report, gives it to server 0, then (TakenUp) to the workers that wait for it.
+TEST(RollbackCoordinatorTest, ARestartedCoordinatorTakesUpTheOrderTheServersWereCarryingOut) {
+  RollbackCoordinator c(2, absl::Seconds(60));
+  v1::SnapshotReport done = Report({800}, 3);
+  done.set_rollback_step(800);
+  done.set_rollback_reason("rolled back from step 812 to step 800: server 1 lost its shard");
+  EXPECT_FALSE(c.OnServerHeartbeat(1, 2, done, 812, kT0)) << "server 1 did it already";
+  EXPECT_TRUE(c.TakenUp(3));
+  EXPECT_EQ(c.rollbacks(), 3);
+  EXPECT_FALSE(c.ForWorkers()) << "server 0 has not reloaded";
+  std::optional<v1::RollbackOrder> order = c.OnServerHeartbeat(0, 1, Report({850, 800}, 2), 812, kT0);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->generation(), 3u);
+  EXPECT_EQ(order->step(), 800);
+  EXPECT_EQ(order->reason(), "rolled back from step 812 to step 800: server 1 lost its shard");
+  EXPECT_FALSE(c.OnServerHeartbeat(0, 1, Report({800}, 3), 812, kT0));
+  ASSERT_TRUE(c.ForWorkers());
+  EXPECT_EQ(c.ForWorkers()->generation(), 3u);
+  // The next loss is rollback 4, not 1 again.
+  v1::SnapshotReport lost = Report({800});
+  lost.set_shard_lost(true);
+  EXPECT_FALSE(c.TakenUp(4));
+  order = c.OnServerHeartbeat(0, 2, lost, 830, kT0);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->generation(), 4u);
+}
+
+// A replacement server that registered at a scheduler which never saw its predecessor
+// (both restarted) says its shard is lost; that alone orders the rollback, once.
+TEST(RollbackCoordinatorTest, AShardReportedLostIsRolledBackWithoutAnIncarnationChange) {
+  RollbackCoordinator c(2, absl::Seconds(60));
+  EXPECT_FALSE(c.OnServerHeartbeat(0, 1, Report({100, 50}), 120, kT0));
+  v1::SnapshotReport lost = Report({100, 50});
+  lost.set_shard_lost(true);
+  std::optional<v1::RollbackOrder> order = c.OnServerHeartbeat(1, 2, lost, 120, kT0);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->generation(), 1u);
+  EXPECT_EQ(order->step(), 100);
+  EXPECT_FALSE(c.TakenUp(1)) << "ordered here";
+  // Still lost until it reloads: no second order meanwhile.
+  order = c.OnServerHeartbeat(1, 2, lost, 120, kT0);
+  ASSERT_TRUE(order.has_value());
+  EXPECT_EQ(order->generation(), 1u);
+  EXPECT_EQ(c.rollbacks(), 1);
+}
+
 }  // namespace
 }  // namespace dtrain::scheduler
