@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/models/models.h"
+#include "services/worker/device_copies.h"
 #include "services/worker/kv/local_aggregator.h"
 
 namespace dtrain::worker {
@@ -67,14 +68,12 @@ class DeviceReplicas {
 
   // One ReplicaBuffers per parameter: every replica's gradient (or weight) buffer.
   std::vector<ReplicaBuffers> Buffers(bool gradients) const;
-  // Waits for LibTorch's kernels on the CUDA devices, which run on LibTorch's streams,
-  // before the aggregator's collectives (on streams of their own) read their results.
-  void SynchronizeDevices() const;
 
   models::Network& master_;
   std::vector<std::shared_ptr<models::Network>> replicas_;
   std::vector<torch::Device> devices_;
   std::unique_ptr<LocalAggregator> aggregator_;
+  std::unique_ptr<DeviceCopies> copies_;  // host<->device, and waits for the replicas' kernels
   std::vector<torch::Tensor> master_params_;
   std::vector<std::vector<torch::Tensor>> replica_params_;  // [replica][parameter]
 };
