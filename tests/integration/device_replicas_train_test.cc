@@ -1,7 +1,9 @@
 // The trainer's multi-device path (--gpus) end to end, on CPU devices (--cpu-replicas):
 // real jobs through `dtrain launch`, whose workers train model replicas through
 // DeviceReplicas, push the host model's gradients and load the pulled weights back.
+#include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -20,10 +22,12 @@ struct Job {
   double accuracy = -1;          // worker 0's final validation accuracy
 };
 
-Job RunLenet(const std::string& kv_store, const std::vector<std::string>& extra) {
+// LeNet on 2 workers and 2 servers; `size` says how long (epochs, examples).
+Job RunLenet(const std::string& kv_store, const std::vector<std::string>& extra,
+             const std::vector<std::string>& size = {"--num-epochs", "1", "--num-examples", "6000"}) {
   std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", kv_store, "--",
-                                   "--network", "lenet", "--num-epochs", "1", "--num-examples", "6000",
-                                   "--seed", "7"};
+                                   "--network", "lenet", "--seed", "7"};
+  argv.insert(argv.end(), size.begin(), size.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   Job j;
   std::tie(j.code, j.out) = RunToEnd(argv, kRunTimeout);
@@ -64,6 +68,27 @@ TEST(DeviceReplicasTrainTest, TwoCpuReplicasLearnAsOneModelAndDistDeviceSyncWork
   EXPECT_EQ(two.fnv[0], two.fnv[1]) << "dist_device_sync workers ended with different weights";
   EXPECT_GE(two.accuracy, 0.70) << two.out;
   EXPECT_NEAR(two.accuracy, host.accuracy, 0.02) << "one model: " << host.accuracy;
+}
+
+// A resume loads the checkpoint into the host model, which the replicas must then be given:
+// two epochs straight and one epoch plus a resume end on the same weights, as without replicas.
+TEST(DeviceReplicasTrainTest, AResumeGivesTheReplicasTheCheckpointsWeights) {
+  const std::string dir = MakeTempDir();
+  auto run = [&](const std::string& epochs, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--batch-size", "50", "--cpu-replicas", "2"});
+    return RunLenet("dist_device_sync", extra, {"--num-epochs", epochs, "--num-examples", "3000"});
+  };
+  const Job straight = run("2", {"--model-prefix", dir + "/a"});
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  const Job first = run("1", {"--model-prefix", dir + "/b"});
+  ASSERT_EQ(first.code, 0) << first.out;
+  const Job resumed = run("2", {"--load-epoch", "1", "--model-prefix", dir + "/b"});
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resuming from epoch 1"), std::string::npos) << resumed.out;
+  ASSERT_FALSE(straight.fnv[0].empty()) << straight.out;
+  EXPECT_EQ(resumed.fnv[0], straight.fnv[0]);
+  EXPECT_EQ(resumed.fnv[1], straight.fnv[0]);
+  std::filesystem::remove_all(dir);
 }
 
 // A GPU asked of a LibTorch without CUDA is refused at start, by name, before the job
