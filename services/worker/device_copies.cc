@@ -18,25 +18,28 @@ class SyncCopies final : public DeviceCopies {
     for (const torch::Tensor& p : master_params) p.mutable_grad() = torch::zeros_like(p);
   }
 
-  std::pair<torch::Tensor, torch::Tensor> ToReplica(int r, const torch::Tensor& x, const torch::Tensor& y) override {
-    return {x.to(devices_[r]), y.to(devices_[r])};
+  absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> ToReplica(int r, const torch::Tensor& x,
+                                                                    const torch::Tensor& y) override {
+    return std::make_pair(x.to(devices_[r]), y.to(devices_[r]));
   }
 
-  void AwaitReplicas() override {
+  absl::Status AwaitReplicas() override {
     for (const torch::Device& dev : devices_) {
       if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
     }
+    return absl::OkStatus();
   }
 
-  void ToHost(const std::vector<torch::Tensor>& device, const std::vector<torch::Tensor>& host) override {
+  absl::Status ToHost(const std::vector<torch::Tensor>& device, const std::vector<torch::Tensor>& host) override {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < device.size(); ++i) host[i].copy_(device[i]);
+    return absl::OkStatus();
   }
 
-  void FromHost(const std::vector<torch::Tensor>& host, const std::vector<torch::Tensor>& device) override {
+  absl::Status FromHost(const std::vector<torch::Tensor>& host, const std::vector<torch::Tensor>& device) override {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < host.size(); ++i) device[i].copy_(host[i]);
-    AwaitReplicas();
+    return AwaitReplicas();
   }
 
  private:

@@ -8,6 +8,8 @@
 // - stream-ordered copies (device_copies_cuda.cc, DTRAIN_TORCH_CUDA): pinned host memory,
 //   non-blocking copies on a side stream per GPU ordered against LibTorch's stream by CUDA
 //   events, and waits on events instead of whole-device synchronisations.
+// LibTorch's own operations report failures by throwing c10::Error, as everywhere in the
+// trainer; what this code calls itself answers a status.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,9 @@
 #include <vector>
 
 #include <torch/torch.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace dtrain::worker {
 
@@ -30,19 +35,20 @@ class DeviceCopies {
 
   // Replica r's slice (x, y) of a host batch on its device. May return before the copy is
   // done: everything LibTorch queues afterwards for replica r's device sees the values.
-  virtual std::pair<torch::Tensor, torch::Tensor> ToReplica(int r, const torch::Tensor& x,
-                                                            const torch::Tensor& y) = 0;
+  // Errors (INTERNAL) name the CUDA call, the replica and the runtime's words.
+  virtual absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> ToReplica(int r, const torch::Tensor& x,
+                                                                            const torch::Tensor& y) = 0;
 
   // After every replica's backward was queued: returns once their kernels are done, so the
   // aggregator may read their gradients.
-  virtual void AwaitReplicas() = 0;
+  virtual absl::Status AwaitReplicas() = 0;
 
   // device[i] (replica 0's) into host[i], same shapes; returns once every value is on the host.
-  virtual void ToHost(const std::vector<torch::Tensor>& device, const std::vector<torch::Tensor>& host) = 0;
+  virtual absl::Status ToHost(const std::vector<torch::Tensor>& device, const std::vector<torch::Tensor>& host) = 0;
 
   // host[i] into device[i] (replica 0's), same shapes; returns once done, so the
   // aggregator's broadcast may read them.
-  virtual void FromHost(const std::vector<torch::Tensor>& host, const std::vector<torch::Tensor>& device) = 0;
+  virtual absl::Status FromHost(const std::vector<torch::Tensor>& host, const std::vector<torch::Tensor>& device) = 0;
 };
 
 // Stream-ordered copies when a device is a GPU and LibTorch has CUDA (DTRAIN_TORCH_CUDA);

@@ -89,7 +89,8 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
     const int64_t start = r * per;
     const int64_t len = std::min(per, n - start);
     if (len <= 0) continue;
-    const auto [xr, yr] = copies_->ToReplica(r, x.narrow(0, start, len), y.narrow(0, start, len));
+    DTRAIN_ASSIGN_OR_RETURN(const auto slice, copies_->ToReplica(r, x.narrow(0, start, len), y.narrow(0, start, len)));
+    const auto& [xr, yr] = slice;
     torch::Tensor logits = replicas_[r]->forward(xr);
     torch::Tensor loss = torch::nn::functional::cross_entropy(logits, yr) *
                          (static_cast<double>(len) / static_cast<double>(n));
@@ -97,7 +98,7 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
     losses.push_back(loss.detach());
     hits.push_back(logits.argmax(1).eq(yr).sum());
   }
-  copies_->AwaitReplicas();
+  DTRAIN_RETURN_IF_ERROR(copies_->AwaitReplicas());
   DTRAIN_RETURN_IF_ERROR(aggregator_->Reduce(Buffers(/*gradients=*/true)));
   DTRAIN_RETURN_IF_ERROR(aggregator_->Wait(deadline));
   std::vector<torch::Tensor> device_grads, host_grads;
@@ -105,7 +106,7 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
     device_grads.push_back(replica_params_[0][i].grad());
     host_grads.push_back(master_params_[i].grad());
   }
-  copies_->ToHost(device_grads, host_grads);
+  DTRAIN_RETURN_IF_ERROR(copies_->ToHost(device_grads, host_grads));
   StepResult result;
   for (const torch::Tensor& l : losses) result.loss += l.item<double>();
   for (const torch::Tensor& h : hits) result.correct += h.item<int64_t>();
@@ -113,7 +114,7 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
 }
 
 absl::Status DeviceReplicas::LoadWeights(absl::Time deadline) {
-  copies_->FromHost(master_params_, replica_params_[0]);
+  DTRAIN_RETURN_IF_ERROR(copies_->FromHost(master_params_, replica_params_[0]));
   DTRAIN_RETURN_IF_ERROR(aggregator_->Broadcast(Buffers(/*gradients=*/false)));
   return aggregator_->Wait(deadline);
 }
