@@ -130,7 +130,8 @@ EOF
     report "configure: LibTorch seen as built with CUDA" FAIL "$LOGS/configure.log"; return
   fi
   if ! cmake --build "$BUILD" -j "$JOBS" --target dtrain dtrain-scheduler dtrain-server dtrain-worker \
-         nccl_aggregator_test gpu_devices_test local_aggregator_test device_replicas_test > "$LOGS/build.log" 2>&1; then
+         nccl_aggregator_test gpu_devices_test local_aggregator_test device_replicas_test device_copies_test \
+         > "$LOGS/build.log" 2>&1; then
     report "build" FAIL "$LOGS/build.log"; return
   fi
   report "build" PASS "$LOGS/build.log"
@@ -150,6 +151,14 @@ EOF
   for t in gpu_devices_test local_aggregator_test device_replicas_test; do
     if "$BUILD/bin/$t" > "$LOGS/$t.log" 2>&1; then report "$t" PASS "$LOGS/$t.log"; else report "$t" FAIL "$LOGS/$t.log"; fi
   done
+  # The CUDA copies (device_copies_cuda.cc): their test must run, not skip, on a GPU.
+  if ! "$BUILD/bin/device_copies_test" > "$LOGS/device_copies_test.log" 2>&1; then
+    report device_copies_test FAIL "$LOGS/device_copies_test.log"
+  elif grep -q "SKIPPED ] DeviceCopiesTest.GpusCopy" "$LOGS/device_copies_test.log"; then
+    report device_copies_test FAIL "$LOGS/device_copies_test.log" "the GPU test skipped on a GPU machine"
+  else
+    report device_copies_test PASS "$LOGS/device_copies_test.log"
+  fi
 
   # Jobs on the GPUs: each worker trains a replica on each listed GPU (DeviceReplicas) and
   # must end as dist_device_sync promises, with the same weights as the other worker, and
