@@ -70,6 +70,30 @@ TEST(DeviceReplicasTrainTest, TwoCpuReplicasLearnAsOneModelAndDistDeviceSyncWork
   EXPECT_NEAR(two.accuracy, host.accuracy, 0.02) << "one model: " << host.accuracy;
 }
 
+// MXNet's `device` kvstore: one process, no servers, its replicas summed locally.
+TEST(DeviceReplicasTrainTest, TheDeviceKvstoreTrainsTwoCpuReplicasInOneProcess) {
+  auto run = [](const std::string& kv_store, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {Bin("dtrain-worker"), "--kv-store", kv_store, "--network", "lenet",
+                                     "--num-epochs", "1", "--num-examples", "3000", "--seed", "7",
+                                     "--threads", "1", "--metrics-port", "-1"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return RunToEnd(argv, kRunTimeout);
+  };
+  auto accuracy = [](const std::string& out) {
+    double v = -1;
+    const std::vector<std::string> acc = ValuesAfter(out, "Validation-accuracy", "Training done");
+    if (acc.size() == 1) EXPECT_TRUE(absl::SimpleAtod(acc[0], &v)) << acc[0];
+    return v;
+  };
+  auto [host_code, host] = run("local", {});
+  ASSERT_EQ(host_code, 0) << host;
+  auto [code, two] = run("device", {"--cpu-replicas", "2"});
+  ASSERT_EQ(code, 0) << two;
+  EXPECT_NE(two.find("training 2 model replicas on the CPU (--cpu-replicas 2)"), std::string::npos) << two;
+  EXPECT_GE(accuracy(two), 0.65) << two;
+  EXPECT_NEAR(accuracy(two), accuracy(host), 0.02) << host;
+}
+
 // A resume loads the checkpoint into the host model, which the replicas must then be given:
 // two epochs straight and one epoch plus a resume end on the same weights, as without replicas.
 TEST(DeviceReplicasTrainTest, AResumeGivesTheReplicasTheCheckpointsWeights) {
