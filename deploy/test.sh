@@ -5,8 +5,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash deploy/install-deps.sh
-bash deploy/build.sh
 build_dir="${BUILD_DIR:-build}"
+# A CUDA LibTorch's headers, so the build compiles the worker's GPU code too
+# (dtrain_cuda_compile_check); fails here, saying why, when they cannot be fetched.
+if [ -d /usr/local/cuda ] || command -v nvcc >/dev/null; then
+  bash deploy/fetch-torch-cuda-headers.sh "$build_dir"
+fi
+bash deploy/build.sh
 # Passed tests' two progress lines are left out so that a failure's output is what
 # one reads first, even in a CI excerpt of a few hundred lines.
 ctest --test-dir "$build_dir" --output-on-failure -j "${CTEST_JOBS:-2}" --timeout 600 \

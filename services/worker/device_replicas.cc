@@ -1,7 +1,5 @@
 #include "services/worker/device_replicas.h"
 
-#include <torch/cuda.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -55,18 +53,14 @@ absl::StatusOr<std::unique_ptr<DeviceReplicas>> DeviceReplicas::Create(
       new DeviceReplicas(master, std::move(replicas), std::move(devices), std::move(aggregator)));
   torch::NoGradGuard no_grad;
   d->master_params_ = master.parameters();
-  const bool any_cuda = std::any_of(d->devices_.begin(), d->devices_.end(),
-                                    [](const torch::Device& dev) { return dev.is_cuda(); });
+  d->copies_ = MakeDeviceCopies(d->devices_);
+  // Before the parameters are read below: pinning (GPUs) gives them new storage.
+  d->copies_->PrepareHost(d->master_params_);
   for (int r = 0; r < d->num_replicas(); ++r) {
     d->replicas_[r]->to(d->devices_[r]);
     d->replica_params_.push_back(d->replicas_[r]->parameters());
     DTRAIN_RETURN_IF_ERROR(CopyAll(d->master_params_, d->replica_params_[r], r, "parameters"));
     DTRAIN_RETURN_IF_ERROR(CopyAll(master.buffers(), d->replicas_[r]->buffers(), r, "buffers"));
-  }
-  // The master's gradients are what the kvstore reads: written here by one copy per step,
-  // from the GPU into pinned memory when there is a GPU (pageable memory would be staged).
-  for (const torch::Tensor& p : d->master_params_) {
-    p.mutable_grad() = any_cuda ? torch::zeros(p.sizes(), p.options().pinned_memory(true)) : torch::zeros_like(p);
   }
   return d;
 }
@@ -83,12 +77,6 @@ std::vector<ReplicaBuffers> DeviceReplicas::Buffers(bool gradients) const {
   return out;
 }
 
-void DeviceReplicas::SynchronizeDevices() const {
-  for (const torch::Device& dev : devices_) {
-    if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
-  }
-}
-
 absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Tensor& x, const torch::Tensor& y,
                                                                 absl::Time deadline) {
   const int64_t n = x.size(0);
@@ -101,8 +89,8 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
     const int64_t start = r * per;
     const int64_t len = std::min(per, n - start);
     if (len <= 0) continue;
-    torch::Tensor xr = x.narrow(0, start, len).to(devices_[r]);
-    torch::Tensor yr = y.narrow(0, start, len).to(devices_[r]);
+    DTRAIN_ASSIGN_OR_RETURN(const auto slice, copies_->ToReplica(r, x.narrow(0, start, len), y.narrow(0, start, len)));
+    const auto& [xr, yr] = slice;
     torch::Tensor logits = replicas_[r]->forward(xr);
     torch::Tensor loss = torch::nn::functional::cross_entropy(logits, yr) *
                          (static_cast<double>(len) / static_cast<double>(n));
@@ -110,11 +98,15 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
     losses.push_back(loss.detach());
     hits.push_back(logits.argmax(1).eq(yr).sum());
   }
-  SynchronizeDevices();
+  DTRAIN_RETURN_IF_ERROR(copies_->AwaitReplicas());
   DTRAIN_RETURN_IF_ERROR(aggregator_->Reduce(Buffers(/*gradients=*/true)));
   DTRAIN_RETURN_IF_ERROR(aggregator_->Wait(deadline));
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < master_params_.size(); ++i) master_params_[i].grad().copy_(replica_params_[0][i].grad());
+  std::vector<torch::Tensor> device_grads, host_grads;
+  for (size_t i = 0; i < master_params_.size(); ++i) {
+    device_grads.push_back(replica_params_[0][i].grad());
+    host_grads.push_back(master_params_[i].grad());
+  }
+  DTRAIN_RETURN_IF_ERROR(copies_->ToHost(device_grads, host_grads));
   StepResult result;
   for (const torch::Tensor& l : losses) result.loss += l.item<double>();
   for (const torch::Tensor& h : hits) result.correct += h.item<int64_t>();
@@ -122,11 +114,7 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
 }
 
 absl::Status DeviceReplicas::LoadWeights(absl::Time deadline) {
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < master_params_.size(); ++i) replica_params_[0][i].copy_(master_params_[i]);
-  }
-  SynchronizeDevices();
+  DTRAIN_RETURN_IF_ERROR(copies_->FromHost(master_params_, replica_params_[0]));
   DTRAIN_RETURN_IF_ERROR(aggregator_->Broadcast(Buffers(/*gradients=*/false)));
   return aggregator_->Wait(deadline);
 }

@@ -6,11 +6,13 @@
 //
 // The host model ("master") stays the one the trainer checkpoints, validates and checks
 // for finite values; the replicas only compute. Create gives the master's parameters
-// gradients of their own (pinned host memory when a device is a GPU, so that the one
-// device-to-host copy per step runs at full speed); a trainer using replicas must not
-// reset them to none (zero_grad(set_to_none)) afterwards.
-// On CPU devices (tests, or `device` on a CPU-only host) the same code runs with a
-// CpuAggregator, which is how it is tested without a GPU.
+// gradients of their own, and when a device is a GPU moves the master's weights and those
+// gradients into pinned host memory, so that the copies each step are asynchronous and at
+// full speed (DeviceCopies, device_copies.h): call it before anything keeps pointers to the
+// master's weights (KVStore::Init), and do not reset the gradients to none
+// (zero_grad(set_to_none)) afterwards.
+// On CPU devices (tests, --cpu-replicas) the same code runs with a CpuAggregator, which is
+// how it is tested without a GPU.
 //
 // Each replica's loss is its slice's mean cross-entropy scaled by slice/batch, so the
 // summed gradient is the gradient of the whole batch's mean loss, as the single-device
@@ -27,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/models/models.h"
+#include "services/worker/device_copies.h"
 #include "services/worker/kv/local_aggregator.h"
 
 namespace dtrain::worker {
@@ -67,14 +70,12 @@ class DeviceReplicas {
 
   // One ReplicaBuffers per parameter: every replica's gradient (or weight) buffer.
   std::vector<ReplicaBuffers> Buffers(bool gradients) const;
-  // Waits for LibTorch's kernels on the CUDA devices, which run on LibTorch's streams,
-  // before the aggregator's collectives (on streams of their own) read their results.
-  void SynchronizeDevices() const;
 
   models::Network& master_;
   std::vector<std::shared_ptr<models::Network>> replicas_;
   std::vector<torch::Device> devices_;
   std::unique_ptr<LocalAggregator> aggregator_;
+  std::unique_ptr<DeviceCopies> copies_;  // host<->device, and waits for the replicas' kernels
   std::vector<torch::Tensor> master_params_;
   std::vector<std::vector<torch::Tensor>> replica_params_;  // [replica][parameter]
 };

@@ -27,15 +27,26 @@ absl::Status CheckGpusForTorch(const std::vector<int>& gpus) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<LocalAggregator>> PrepareGpus(const std::vector<int>& gpus) {
-  if (gpus.empty()) return MakeLocalAggregator(gpus);
+absl::StatusOr<WorkerDevices> PrepareDevices(const std::vector<int>& gpus, int cpu_replicas) {
+  WorkerDevices out;
+  if (!gpus.empty() && cpu_replicas > 0) {
+    return absl::InvalidArgumentError("--cpu-replicas cannot be combined with --gpus");
+  }
+  if (cpu_replicas > 0) {
+    out.devices.assign(cpu_replicas, torch::Device(torch::kCPU));
+    out.aggregator = std::make_unique<CpuAggregator>(cpu_replicas);
+    out.description = absl::StrCat("the CPU (--cpu-replicas ", cpu_replicas, ")");
+    return out;
+  }
+  if (gpus.empty()) return out;
   if (absl::Status s = CheckGpusForTorch(gpus); !s.ok()) return s;
   const std::string flag = absl::StrCat("--gpus ", absl::StrJoin(gpus, ","));
   absl::StatusOr<std::unique_ptr<LocalAggregator>> agg = MakeLocalAggregator(gpus);
   if (!agg.ok()) return absl::Status(agg.status().code(), absl::StrCat(flag, ": ", agg.status().message()));
-  return absl::UnimplementedError(absl::StrCat(
-      flag, ": LibTorch sees ", torch::cuda::device_count(), " CUDA device(s) and the NCCL communicator over them "
-      "was made, but the trainer does not place model replicas on GPUs yet (docs/gpu.md)"));
+  out.aggregator = *std::move(agg);
+  for (int g : gpus) out.devices.emplace_back(torch::kCUDA, static_cast<c10::DeviceIndex>(g));
+  out.description = absl::StrCat("GPU", gpus.size() == 1 ? " " : "s ", absl::StrJoin(gpus, ","));
+  return out;
 }
 
 }  // namespace dtrain::worker

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
+
+#include <torch/torch.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -17,10 +20,18 @@ namespace dtrain::worker {
 // beyond torch::cuda::device_count().
 absl::Status CheckGpusForTorch(const std::vector<int>& gpus);
 
-// The worker's local aggregation for --gpus: a CpuAggregator for none. For GPUs it checks
-// them (CheckGpusForTorch), makes the NCCL communicator over them (MakeLocalAggregator, so
-// the devices and NCCL are proven at start), and then answers UNIMPLEMENTED: the trainer
-// does not place model replicas on GPUs yet (docs/gpu.md says what exists).
-absl::StatusOr<std::unique_ptr<LocalAggregator>> PrepareGpus(const std::vector<int>& gpus);
+// The devices a worker's model replicas live on and the aggregation over them. Empty
+// (no devices, no aggregator): the worker trains its one host model, as without --gpus.
+struct WorkerDevices {
+  std::vector<torch::Device> devices;  // replica r on devices[r]
+  std::unique_ptr<LocalAggregator> aggregator;
+  std::string description;  // "GPUs 0,1", "the CPU (--cpu-replicas 2)"; for the log
+};
+
+// --gpus (ordinals) or --cpu-replicas (a count; the same path on CPU devices, for tests),
+// at most one of them non-empty. GPUs are checked (CheckGpusForTorch) and the NCCL
+// communicator over them made (MakeLocalAggregator), so the devices and NCCL are proven
+// before the worker joins; its errors are prefixed with the flag. Neither: empty.
+absl::StatusOr<WorkerDevices> PrepareDevices(const std::vector<int>& gpus, int cpu_replicas);
 
 }  // namespace dtrain::worker

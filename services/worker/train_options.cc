@@ -67,6 +67,9 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
               "GPUs to train on, one model replica each, e.g. 0,1 (MXNet's --gpus; empty: the CPU; needs a "
               "LibTorch with CUDA, docs/gpu.md)",
               {"DTRAIN_GPUS"});
+  f.AddInt("cpu-replicas", &o->cpu_replicas,
+           "for tests: train N model replicas on the CPU, each on its slice of the batch, through the --gpus "
+           "path (local aggregation, the host model's gradients pushed); 0: the one model, as usual");
   f.AddDouble("sync-timeout", &o->sync_timeout_s, "seconds a step may wait for the other workers",
               {"DTRAIN_SYNC_TIMEOUT"});
   f.AddString("gc-type", &o->gc_type,
@@ -160,6 +163,10 @@ absl::Status FinishTrainFlags(TrainOptions* o) {
   absl::StatusOr<std::vector<int>> gpus = ParseGpuList(o->gpus);
   if (!gpus.ok()) return bad("gpus", std::string(gpus.status().message()));
   o->gpu_list = *std::move(gpus);
+  if (o->cpu_replicas < 0 || o->cpu_replicas > kMaxGpusPerWorker) {
+    return bad("cpu-replicas", absl::StrCat("must be in 0..", kMaxGpusPerWorker));
+  }
+  if (o->cpu_replicas > 0 && !o->gpu_list.empty()) return bad("cpu-replicas", "cannot be combined with --gpus");
   absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
   if (!s.ok()) return bad("lr-step-epochs", std::string(s.message()));
   return absl::OkStatus();

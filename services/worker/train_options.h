@@ -53,6 +53,10 @@ struct TrainOptions {
   // One model replica per listed GPU ("0,1", MXNet's --gpus); empty: the CPU (docs/gpu.md).
   std::string gpus;
   std::vector<int> gpu_list;  // parsed from it
+  // N model replicas on the CPU, each training on its slice of the batch: the --gpus path
+  // (DeviceReplicas, local aggregation, copies to and from the host model) on a machine
+  // without a GPU, for tests. 0: the one host model.
+  int64_t cpu_replicas = 0;
   double sync_timeout_s = 120;
   // Gradient compression of the pushes (MXNet's fit.py --gc-type / --gc-threshold):
   // none, 2bit, 1bit or fp16; the threshold is 2bit's quantum.

@@ -30,6 +30,7 @@
 #include "services/worker/trainer_checkpoints.h"
 #include "services/worker/trainer_eval.h"
 #include "services/worker/trainer_lr_log.h"
+#include "services/worker/trainer_replicas.h"
 #include "services/worker/training_monitor.h"
 
 namespace dtrain::worker {
@@ -227,15 +228,23 @@ absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double l
 // One epoch's steps from batch `first_batch` (0 but in a rejoining worker): forward,
 // backward, PushPull, progress lines. The batch order depends only on (seed, epoch,
 // rank), so a replacement starting mid-epoch sees the same batches as the dead worker.
+// With `replicas` (--gpus, --cpu-replicas) they compute the step's gradients into the
+// host model's, which are pushed as the host model's own are; after each pull the
+// replicas get the new weights. Communication does not overlap computation then.
 absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch, int rank, const Data& data,
-                      models::Network& net, KVStore& kv, TrainingMonitor& monitor, const LrChangeLog& lr_log) {
+                      models::Network& net, DeviceReplicas* replicas, KVStore& kv, TrainingMonitor& monitor,
+                      const LrChangeLog& lr_log) {
   std::vector<torch::Tensor> params = net.parameters();
   std::vector<const float*> grads(params.size());
   const std::vector<int64_t> order = EpochOrder(data.train.size(), o.seed, epoch, rank);
   auto order_t = torch::tensor(order, torch::kInt64);
+  const absl::Duration step_timeout = absl::Seconds(o.sync_timeout_s);
+  // The host weights may have changed since the replicas last saw them: the first pull,
+  // a resume, a rollback.
+  if (replicas != nullptr) DTRAIN_RETURN_IF_ERROR(replicas->LoadWeights(absl::Now() + step_timeout));
   std::optional<EarlyPushes> early;
   std::optional<LazyPulls> lazy;  // its destructor ends a step still pending
-  if (o.overlap) {
+  if (o.overlap && replicas == nullptr) {
     early.emplace(params, kv);
     lazy.emplace(net, kv);
   }
@@ -245,24 +254,35 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
     auto x = data.train.images.index_select(0, idx);
     if (data.augment) x = AugmentBatch(x, /*pad=*/4, o.seed, epoch, rank, b);
     auto y = data.train.labels.index_select(0, idx);
-    net.zero_grad(/*set_to_none=*/true);
-    auto logits = net.forward(x);
-    // The previous step's weights all in (most arrived while forward ran); its error.
-    if (lazy) DTRAIN_RETURN_IF_ERROR(lazy->Finish());
-    auto loss = torch::nn::functional::cross_entropy(logits, y);
     const int64_t step = epoch * data.batches + b;
-    if (const std::string line = lr_log.LineForStep(step); !line.empty()) DTRAIN_LOG(INFO) << line;
-    if (early) early->StartStep(step);
-    loss.backward();
-    for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
-    const double compute_s = Seconds(step_start) - (lazy ? lazy->TakeGateSeconds() : 0.0);
-    const double loss_value = loss.item<double>();
-    DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net, early && early->active()));
-    if (early) DTRAIN_RETURN_IF_ERROR(early->status());
-    DTRAIN_RETURN_IF_ERROR(lazy ? lazy->Start(step, params, grads) : kv.PushPull(step, grads));
+    if (replicas != nullptr) {
+      if (const std::string line = lr_log.LineForStep(step); !line.empty()) DTRAIN_LOG(INFO) << line;
+      DTRAIN_ASSIGN_OR_RETURN(const DeviceReplicas::StepResult r, replicas->Step(x, y, absl::Now() + step_timeout));
+      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
+      const double compute_s = Seconds(step_start);
+      DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, r.loss, net, /*pushed_early=*/false));
+      DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
+      DTRAIN_RETURN_IF_ERROR(replicas->LoadWeights(absl::Now() + step_timeout));
+      monitor.StepDone(step, o.batch_size, r.loss, r.correct, compute_s);
+    } else {
+      net.zero_grad(/*set_to_none=*/true);
+      auto logits = net.forward(x);
+      // The previous step's weights all in (most arrived while forward ran); its error.
+      if (lazy) DTRAIN_RETURN_IF_ERROR(lazy->Finish());
+      auto loss = torch::nn::functional::cross_entropy(logits, y);
+      if (const std::string line = lr_log.LineForStep(step); !line.empty()) DTRAIN_LOG(INFO) << line;
+      if (early) early->StartStep(step);
+      loss.backward();
+      for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
+      const double compute_s = Seconds(step_start) - (lazy ? lazy->TakeGateSeconds() : 0.0);
+      const double loss_value = loss.item<double>();
+      DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net, early && early->active()));
+      if (early) DTRAIN_RETURN_IF_ERROR(early->status());
+      DTRAIN_RETURN_IF_ERROR(lazy ? lazy->Start(step, params, grads) : kv.PushPull(step, grads));
 
-    const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
-    monitor.StepDone(step, o.batch_size, loss_value, correct, compute_s);
+      const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
+      monitor.StepDone(step, o.batch_size, loss_value, correct, compute_s);
+    }
     if ((b + 1) % o.disp_batches == 0) {
       const TrainingMonitor::Figures w = monitor.TakeWindow();
       // MXNet's Speedometer line, then where the epoch is and when it and the run end
@@ -283,7 +303,8 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
 
 }  // namespace
 
-absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVStore& kv, WorkerMetrics* metrics) {
+absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVStore& kv, WorkerMetrics* metrics,
+                                  WorkerDevices devices) {
   const int rank = cluster.rank();
   DTRAIN_ASSIGN_OR_RETURN(const Data data, LoadData(o, rank, cluster.num_workers()));
 
@@ -292,6 +313,15 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
                           models::CreateNetwork(o.network_spec, static_cast<int>(data.class_names.size()),
                                                 data.input_shape));
   net->SetInputNormalization(data.mean, data.std);
+  // Before the checkpoint is loaded and the kvstore keeps pointers to the weights: the
+  // replicas may move them into pinned memory.
+  DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceReplicas> replicas,
+                          PlaceReplicas(o.network_spec, static_cast<int>(data.class_names.size()), data.input_shape,
+                                        *net, std::move(devices)));
+  if (replicas != nullptr && o.overlap && IsDistributed(o.mode)) {
+    DTRAIN_LOG(INFO) << "--overlap does not apply to model replicas: each step pushes after the replicas' "
+                        "gradients are summed, and pulls before the next";
+  }
 
   const bool writes_files = rank == 0 && !o.model_prefix.empty();
   // A rejoined worker 0 continues its predecessor's run: the checkpoints there are its own.
@@ -355,7 +385,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   for (int64_t epoch = first_epoch; epoch < o.num_epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
-    const absl::Status ran = RunEpoch(o, epoch, start_batch, rank, data, *net, kv, monitor, lr_log);
+    const absl::Status ran = RunEpoch(o, epoch, start_batch, rank, data, *net, replicas.get(), kv, monitor, lr_log);
     start_batch = 0;
     if (IsRollback(ran)) {
       // Issue 11: a server lost its shard and every server reloaded the snapshot of

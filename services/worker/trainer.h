@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "services/worker/cluster.h"
+#include "services/worker/gpu_devices.h"
 #include "services/worker/kv/kvstore.h"
 #include "services/worker/train_options.h"
 
@@ -30,8 +31,9 @@ struct TrainResult {
 //   Epoch[0] Job: 2 workers	Speed: 2468.12 samples/sec	...   (rank 0; trainer_eval.h)
 // Rank 0 writes PREFIX-symbol.json once and PREFIX-NNNN.params/.states each epoch, and
 // appends the epoch's figures to PREFIX-metrics.csv. `metrics` (null: off) gets every
-// step's figures and timing.
+// step's figures and timing. `devices` (PrepareDevices; empty: none) get one model replica
+// each, which compute every step's gradients for the host model (trainer_replicas.h).
 absl::StatusOr<TrainResult> Train(const TrainOptions& options, Cluster& cluster, KVStore& kvstore,
-                                  WorkerMetrics* metrics = nullptr);
+                                  WorkerMetrics* metrics = nullptr, WorkerDevices devices = {});
 
 }  // namespace dtrain::worker

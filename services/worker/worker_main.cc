@@ -88,8 +88,13 @@ int Run(int argc, char** argv) {
   if (s.ok()) s = FinishTrainFlags(&options);
   if (s.ok()) s = FinishClusterFlags(&cluster_flags, IsDistributed(options.mode));
   if (s.ok()) s = metrics::CheckMetricsFlags(metrics_flags);
-  // --gpus is refused here, before the job waits on this worker, unless it can be honoured.
-  if (s.ok()) s = PrepareGpus(options.gpu_list).status();
+  // --gpus is refused here, before the job waits on this worker, unless it can be honoured;
+  // the NCCL communicator made here is the one the trainer's replicas use.
+  absl::StatusOr<WorkerDevices> devices = WorkerDevices{};
+  if (s.ok()) {
+    devices = PrepareDevices(options.gpu_list, static_cast<int>(options.cpu_replicas));
+    s = devices.status();
+  }
   // A worker serves no gRPC: nothing to warn about when plaintext.
   if (s.ok()) s = ApplyTlsFlags(cluster_flags.tls, TlsUse::kClusterNode, /*listen_host=*/"");
   if (!s.ok()) {
@@ -132,7 +137,7 @@ int Run(int argc, char** argv) {
                         << ": staleness adds momentum of its own; if the loss grows, use --mom 0.5 or lower";
   }
 
-  auto result = Train(options, **cluster, **kv, metrics->families.get());
+  auto result = Train(options, **cluster, **kv, metrics->families.get(), *std::move(devices));
   if (!result.ok()) {
     DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
     (void)(*cluster)->Finish(/*failed=*/true, std::string(result.status().message()));

@@ -167,5 +167,25 @@ TEST(TrainOptionsTest, GpusAreACommaListOfOrdinals) {
   EXPECT_NE(s.message().find("--gpus: \"0-3\" is not a GPU ordinal"), absl::string_view::npos) << s;
 }
 
+// --cpu-replicas: the --gpus path on CPU devices, for tests; never both.
+TEST(TrainOptionsTest, CpuReplicasAreACountAndExcludeGpus) {
+  TrainOptions o;
+  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  EXPECT_EQ(o.cpu_replicas, 0);
+  for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--cpu-replicas", "-1"}, "--cpu-replicas: must be in 0..64"},
+           {{"--cpu-replicas", "65"}, "--cpu-replicas: must be in 0..64"},
+           {{"--cpu-replicas", "2", "--gpus", "0"}, "--cpu-replicas: cannot be combined with --gpus"},
+       }) {
+    TrainOptions t;
+    absl::Status s = ParseWorkerFlags(args, &t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << message;
+    EXPECT_EQ(s.message(), message);
+  }
+  TrainOptions two;
+  ASSERT_TRUE(ParseWorkerFlags({"--cpu-replicas", "2"}, &two).ok());
+  EXPECT_EQ(two.cpu_replicas, 2);
+}
+
 }  // namespace
 }  // namespace dtrain::worker
