@@ -93,10 +93,12 @@ PY
 mkdir -p "$BUILD_DIR"
 BUILD_DIR=$(cd "$BUILD_DIR" && pwd)
 make_context "$CONTEXT" "$BUILD_DIR/context" || fail "making the build context failed"
-size_of() { tar -C "$1" --exclude="./${BUILD_DIR#"$CONTEXT"/}" -cf - . 2> /dev/null | wc -c; }
+# Informational only: a tree being used meanwhile (another test's image root with /proc
+# mounted, test files coming and going) makes tar exit non-zero; the count still stands.
+size_of() { { tar -C "$1" --exclude="./${BUILD_DIR#"$CONTEXT"/}" -cf - . 2> /dev/null || true; } | wc -c; }
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f MB", b / 1e6 }'; }
 ctx_bytes=$(size_of "$BUILD_DIR/context") tree_bytes=$(size_of "$CONTEXT")
-echo "build context: $(find "$BUILD_DIR/context" -type f | wc -l) files, $(mb "$ctx_bytes") (tar); without .dockerignore: $(find "$CONTEXT" -type f | wc -l) files, $(mb "$tree_bytes")"
+echo "build context: $(find "$BUILD_DIR/context" -type f | wc -l) files, $(mb "$ctx_bytes") (tar); without .dockerignore: $(find "$CONTEXT" -type f 2> /dev/null | wc -l) files, $(mb "$tree_bytes")"
 # Every COPY from the context, in every Dockerfile, finds its source there.
 for df in docker/Dockerfile*; do
   # COPY [--chown=..] SRC... DEST, but not COPY --from=STAGE (from an image, not the context).

@@ -82,10 +82,23 @@ absl::Status Supervisor::SetRestartSpec(ChildKind kind, int index, ChildSpec spe
 
 void Supervisor::HandleExits() {
   const absl::Time now = absl::Now();
+  // A scheduler exits by itself only when the job is over, its verdict in the status
+  // (a crash or a kill is a signal). Then nothing is restarted any more: a node that
+  // failed with the job (a range that lost every replica, say) would only start a new
+  // job that fails again, burying the first reason under its own.
+  for (const auto& e : entries_) {
+    if (e.kind == ChildKind::kScheduler && e.child->exited() && e.child->term_signal() == 0 && !e.stopped_by_us) {
+      job_over_ = true;
+    }
+  }
   for (auto& e : entries_) {
     if (!e.child->exited() || e.exit_judged) continue;
     e.exit_judged = true;
     if (e.stopped_by_us || e.child->succeeded() || stopping_ || !restarts_allowed_) continue;
+    if (job_over_) {
+      e.not_restarted = ", not restarted: the scheduler ended the job";
+      continue;
+    }
     ChildExit exit;
     exit.restartable_role = e.kind != ChildKind::kServer || options_.restart_servers;
     exit.signal = e.child->term_signal();
@@ -100,6 +113,10 @@ void Supervisor::HandleExits() {
                          "): ", e.child->ExitReason(), "; starting it again in ", absl::FormatDuration(d.delay)));
   }
   for (auto& e : entries_) {
+    if (e.restart_pending() && job_over_) {
+      e.restart_at = absl::InfiniteFuture();
+      e.not_restarted = ", not restarted: the scheduler ended the job";
+    }
     if (e.restart_pending() && now >= e.restart_at) Restart(e);
   }
 }

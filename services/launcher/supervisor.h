@@ -107,6 +107,7 @@ class Supervisor {
   const SupervisorOptions options_;
   std::vector<Entry> entries_;
   bool restarts_allowed_ = false;
+  bool job_over_ = false;  // the scheduler exited by itself: restart nothing any more
   bool stopping_ = false;  // StopAll began: no more restarts
 };
 
