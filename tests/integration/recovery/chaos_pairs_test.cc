@@ -145,6 +145,19 @@ int LastStep(const std::string& out, const std::string& who, size_t to) {
   return last;
 }
 
+// When a "[worker 0] 2026-11-27 10:30:12.036 I ..." line was logged (common/log.cc's
+// format, local time); the infinite past when it does not parse.
+absl::Time LineTime(absl::string_view line) {
+  const size_t b = line.find("] ");
+  absl::Time t = absl::InfinitePast();
+  std::string err;
+  if (b == absl::string_view::npos || line.size() < b + 2 + 23 ||
+      !absl::ParseTime("%Y-%m-%d %H:%M:%E3S", std::string(line.substr(b + 2, 23)), absl::LocalTimeZone(), &t, &err)) {
+    return absl::InfinitePast();
+  }
+  return t;
+}
+
 // One kill: `role` `rank` gets SIGKILL `delay` ms after `who` logs `text` (after the
 // previous kill's moment), or `delay` ms after the previous kill when `text` is empty.
 // An empty `role` kills nobody: the shot only waits for its line.
@@ -186,10 +199,9 @@ class Pair {
       ASSERT_GT(pid, 0) << "no " << Name(s) << " among the launcher's children:\n" << job_->output();
       ASSERT_EQ(::kill(pid, SIGKILL), 0);
       const size_t now = job_->output().size();
-      if (first_kill_ == absl::InfinitePast()) {
-        first_kill_ = absl::Now();
-        first_kill_at_ = now;
-      }
+      last_kill_ = absl::Now();
+      last_kill_at_ = now;
+      if (first_kill_ == absl::InfinitePast()) first_kill_ = last_kill_;
       if (s.role == "worker") killed_workers_.push_back(s.rank);
       at = std::max(at, now);
       std::cout << "seed " << ChaosSeed() << ": SIGKILL to " << Name(s) << " " << s.delay_ms << " ms after "
@@ -197,26 +209,38 @@ class Pair {
     }
   }
 
-  // The job's next committed step after the first kill: a worker's step two past
-  // the newest it logged before (one step may complete on pushes already sent).
-  // A worker that was not killed is watched; when both were, worker 0.
+  // The job's next committed step after the last kill: a worker's step two past the
+  // newest it logged before (one step may complete on pushes already sent), or back
+  // before it (a rollback), timed by that line's own timestamp, so that a step logged
+  // while the test still slept between two kills counts when it happened. A worker that
+  // was not killed is watched; when both were, worker 0. Prints the time from the last
+  // kill ("recovery time") and from the first (how long the job stood still in all).
   void MeasureRecovery() {
     int w = 0;
     while (w < 2 && std::count(killed_workers_.begin(), killed_workers_.end(), w) > 0) ++w;
     if (w == 2) w = 0;
     const std::string who = absl::StrCat("[worker ", w, "]");
-    const int before = LastStep(job_->output(), who, first_kill_at_);
-    size_t at = first_kill_at_;
+    const int before = LastStep(job_->output(), who, last_kill_at_);
+    size_t at = last_kill_at_;
+    absl::Time committed;
     for (;;) {
       at = WaitForLine(*job_, who, "] Batch [", kLineTimeout, at);
       ASSERT_NE(at, std::string::npos) << "worker " << w << " made no step after the kills:\n" << job_->output();
       const std::string& out = job_->output();
-      const size_t start = out.rfind('\n', at - 2);
-      const int step = StepOf(absl::string_view(out).substr(start + 1, at - start - 2));
-      if (step >= before + 2 || step < before) break;  // a rollback moves the step back: that is progress too
+      const size_t start = out.rfind('\n', at - 2) + 1;  // npos + 1 == 0: the first line
+      const absl::string_view line = absl::string_view(out).substr(start, at - start - 1);
+      const int step = StepOf(line);
+      if (step >= before + 2 || step < before) {
+        committed = LineTime(line);
+        ASSERT_NE(committed, absl::InfinitePast()) << "no time in: " << line;
+        break;
+      }
     }
-    const double s = absl::ToDoubleSeconds(absl::Now() - first_kill_);
-    std::cout << absl::StrFormat("recovery time: %.2f s (first kill to worker %d's next committed step)", s, w)
+    const double s = absl::ToDoubleSeconds(committed - last_kill_);
+    const double outage = absl::ToDoubleSeconds(committed - first_kill_);
+    std::cout << absl::StrFormat("recovery time: %.2f s (last kill to worker %d's next committed step; %.2f s from "
+                                 "the first kill)",
+                                 s, w, outage)
               << std::endl;
     ::testing::Test::RecordProperty("recovery_seconds", absl::StrFormat("%.2f", s));
   }
@@ -249,7 +273,8 @@ class Pair {
   std::mt19937_64 rng_;
   std::unique_ptr<Subprocess> job_;
   absl::Time first_kill_ = absl::InfinitePast();
-  size_t first_kill_at_ = 0;
+  absl::Time last_kill_ = absl::InfinitePast();
+  size_t last_kill_at_ = 0;
   std::vector<int> killed_workers_;
 };
 
