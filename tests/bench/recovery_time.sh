@@ -19,6 +19,8 @@ for b in recovery_chaos_test recovery_server_failover_test recovery_chaos_pairs_
 done
 shared=$(mktemp -d)
 times=$(mktemp)
+# A failed run's whole output stays here (the scenarios print the job's output on failure).
+failures=${RECOVERY_TIME_FAILURES:-${TMPDIR:-/tmp}/recovery_time-failures}
 trap 'rm -rf "$shared" "$times"' EXIT
 failed=0 runs=0
 
@@ -30,7 +32,10 @@ run() {
   runs=$((runs + 1))
   if [ $code -ne 0 ]; then
     failed=$((failed + 1))
-    echo "recovery_time: seed $seed: $1 $2 FAILED" >&2
+    mkdir -p "$failures"
+    local log="$failures/seed-$seed-$1.log"
+    printf '%s\n' "$out" > "$log"
+    echo "recovery_time: seed $seed: $1 $2 FAILED (whole output: $log)" >&2
     printf '%s\n' "$out" | grep -E "^\[  FAILED|Failure" | head -5 >&2
   fi
   printf '%s\n' "$out" | awk '
