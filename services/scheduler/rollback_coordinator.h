@@ -1,4 +1,4 @@
-// Rollback to the servers' snapshots (issue 11, docs/recovery.md "Servers: snapshots
+// Rollback to the servers' snapshots (docs/recovery.md "Servers: snapshots
 // and rollback"). Knows nothing of gRPC.
 //
 // A server process replaced by a new incarnation lost its shard (with replication 1 no

@@ -1,5 +1,5 @@
 // A PushPull stream's answers waiting for the one write in flight, ordered for the
-// worker's next forward (issue 13, P3's priority): the lowest key first. Keys are
+// worker's next forward: the lowest key first. Keys are
 // param_index << 24 | chunk (common/kv/placement.h), so that is the first layer first,
 // which is the order a worker waits for weights in with --overlap. A stream only holds
 // answers while the link is slower than the server (flow control), so with a fast link

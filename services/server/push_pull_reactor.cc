@@ -192,7 +192,7 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
       s = absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req),
                                                   ": op must come before data on the wire (put data last)"));
     }
-    // Compressed: unpacked to floats, then checked and merged as any push (issue 13).
+    // Compressed: unpacked to floats, then checked and merged as any uncompressed push is.
     if (s.ok() && req.compression() != v1::COMPRESSION_NONE) {
       s = Unpack(req, payload_bytes, &numel);
       grad = unpacked_.data();

@@ -1,4 +1,4 @@
-// A server's snapshot metrics (issue 11): how long writing a shard snapshot takes, how
+// A server's snapshot metrics (docs/recovery.md, snapshots and rollback): how long writing a shard snapshot takes, how
 // big it is, how many were written or failed. Safe from any thread.
 #pragma once
 

@@ -1,4 +1,4 @@
-// A server's side of a rollback to snapshots (issue 11, docs/recovery.md "Servers:
+// A server's side of a rollback to snapshots (docs/recovery.md "Servers:
 // snapshots and rollback"): tells the scheduler which complete snapshots it holds and
 // carries out the scheduler's RollbackOrder: a server that kept running restores its
 // store from its snapshot of the order's step; a restarted one (not configured: its

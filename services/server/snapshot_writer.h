@@ -1,4 +1,4 @@
-// Writes a server's shard snapshots (issue 11, docs/recovery.md "Servers: snapshots
+// Writes a server's shard snapshots (docs/recovery.md "Servers: snapshots
 // and rollback"). The shard store hands each key's state out under the key's lock the
 // moment the key reaches a multiple of --snapshot-every (ShardStore::SetSnapshotHook);
 // this class gathers them per step and, once every key of the shard is in, a

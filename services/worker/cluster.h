@@ -23,7 +23,7 @@ struct ServerEndpoint {
   bool dead = false;
 };
 
-// The scheduler's order to go back to the servers' snapshot of `step` (issue 11):
+// The scheduler's order to go back to the servers' snapshot of `step`:
 // every server has reloaded it; this worker pulls exactly version `step` and resumes there.
 struct RollbackOrder {
   uint64_t generation = 0;  // one more per rollback
@@ -32,7 +32,7 @@ struct RollbackOrder {
   std::vector<ServerEndpoint> servers;  // as registered now: a restarted one may have moved
 };
 
-// One worker's figures of one epoch (issue 15), for the job-wide progress line and
+// One worker's figures of one epoch, for the job-wide progress line and
 // the validation combined over every worker's part of the test set.
 struct EpochFigures {
   int64_t epoch = 0;
@@ -70,7 +70,7 @@ class Cluster {
   // Tells the job this worker is done (or failed, with the reason).
   virtual absl::Status Finish(bool failed, const std::string& reason) = 0;
 
-  // Issue 15: this worker's figures of an epoch, for the other workers. Replaces the
+  // This worker's figures of an epoch, for the other workers. Replaces the
   // previous report; a rank's reports outlive its process (a replacement continues).
   virtual void ReportEpoch(const EpochFigures& /*figures*/) {}
   // Every worker's figures of `epoch`, by rank, once all have reported it: blocks up to
@@ -105,7 +105,7 @@ class Cluster {
   virtual uint64_t incarnation() const { return 0; }
   virtual std::string job_id() const { return ""; }
 
-  // Issue 11: a rollback the scheduler ordered and this worker has not carried out
+  // A rollback to the servers' snapshots the scheduler ordered and this worker has not carried out
   // (RollbackDone with its generation). A step waiting on the servers notices it
   // within a second (DistKVStore::AwaitSlice).
   virtual std::optional<RollbackOrder> PendingRollback() const { return std::nullopt; }

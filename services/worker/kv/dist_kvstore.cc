@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -186,15 +187,10 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
   const absl::Time deadline = absl::Now() + options_.sync_timeout;
   bool logged = false;
   cluster_.AwaitingRollback(true);
+  absl::Cleanup done_waiting = [this] { cluster_.AwaitingRollback(false); };
   while (absl::Now() < deadline) {
-    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) {
-      cluster_.AwaitingRollback(false);
-      return RollbackStatus(r->reason);
-    }
-    if (absl::Status job = cluster_.JobStatus(); !job.ok()) {
-      cluster_.AwaitingRollback(false);
-      return job;
-    }
+    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
+    if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     if (!logged) {
       DTRAIN_LOG(WARNING) << error.message() << ": waiting up to " << absl::FormatDuration(options_.sync_timeout)
                           << " for the scheduler to roll the job back to the servers' snapshots";
@@ -202,7 +198,6 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
     }
     absl::SleepFor(absl::Milliseconds(100));
   }
-  cluster_.AwaitingRollback(false);
   return error;
 }
 

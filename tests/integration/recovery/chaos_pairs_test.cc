@@ -50,51 +50,15 @@ enum class Shape {
   kSnapshots,    // 2 workers, 2 servers, --snapshot-every 50 (the rollback recipe)
 };
 
-std::vector<std::string> Restarts() { return {"--max-restarts", "3", "--restart-backoff", "0.1"}; }
-
-// The failover tests' job (server_failover_test.cc): 6 epochs (138 steps, a few
-// seconds), so that a restarted server is copied its range, and a second kill half a
-// second after the first still lands in training, well before the end. With 3 servers
-// its reference is shared with the failover tests; with 2 it is the plain pairs' own.
-std::vector<std::string> LongArgv(const std::string& prefix, int servers, int replication, bool restarts) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", std::to_string(servers), "--kv-store",
-                                   "dist_sync", "--replication", std::to_string(replication)};
-  if (restarts) {
-    for (const std::string& f : Restarts()) argv.push_back(f);
-  }
-  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "6", "--num-examples", "3000",
-                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
-    argv.push_back(f);
-  }
-  argv.push_back("--model-prefix");
-  argv.push_back(prefix);
-  return argv;
-}
-
-// The rollback recipe (snapshot_rollback_test.cc): 3 epochs, a snapshot every 50 steps.
-std::vector<std::string> SnapshotArgv(const std::string& prefix, bool snapshots) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2"};
-  if (snapshots) {
-    for (const std::string& f : Restarts()) argv.push_back(f);
-    argv.push_back("--snapshot-every");
-    argv.push_back("50");
-  }
-  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "3", "--num-examples", "3000",
-                        "--num-test-examples", "500", "--seed", "5", "--disp-batches", "1"}) {
-    argv.push_back(f);
-  }
-  argv.push_back("--model-prefix");
-  argv.push_back(prefix);
-  return argv;
-}
-
 std::vector<std::string> Argv(Shape shape) {
   const std::string prefix = MakeTempDir() + "/m";
   switch (shape) {
-    case Shape::kPlain: return LongArgv(prefix, 2, 1, true);
-    case Shape::kReplicated: return LongArgv(prefix, 3, 2, true);
-    case Shape::kReplicated3: return LongArgv(prefix, 3, 3, true);
-    case Shape::kSnapshots: return SnapshotArgv(prefix, true);
+    // The failover recipe (6 epochs) leaves room for a second kill half a second after
+    // the first; with 2 servers its reference is the plain pairs' own.
+    case Shape::kPlain: return FailoverRecipe(prefix, 2, 1, true);
+    case Shape::kReplicated: return FailoverRecipe(prefix, 3, 2, true);
+    case Shape::kReplicated3: return FailoverRecipe(prefix, 3, 3, true);
+    case Shape::kSnapshots: return SnapshotRecipe(prefix, true);
   }
   return {};
 }
@@ -102,14 +66,14 @@ std::vector<std::string> Argv(Shape shape) {
 std::string Reference(Shape shape) {
   switch (shape) {
     case Shape::kPlain:
-      return SharedReference("pairs-reference", LongArgv(MakeTempDir() + "/ref", 2, 1, false), 2, kRunTimeout);
+      return SharedReference("pairs-reference", FailoverRecipe(MakeTempDir() + "/ref", 2, 1, false), 2, kRunTimeout);
     case Shape::kReplicated:
     case Shape::kReplicated3:
       // Replication changes where keys live, never the weights.
-      return SharedReference("server-failover-reference", LongArgv(MakeTempDir() + "/ref", 3, 1, false), 2,
+      return SharedReference("server-failover-reference", FailoverRecipe(MakeTempDir() + "/ref", 3, 1, false), 2,
                              kRunTimeout);
     case Shape::kSnapshots:
-      return SharedReference("snapshot-reference", SnapshotArgv(MakeTempDir() + "/ref", false), 2, kRunTimeout);
+      return SharedReference("snapshot-reference", SnapshotRecipe(MakeTempDir() + "/ref", false), 2, kRunTimeout);
   }
   return "";
 }

@@ -109,6 +109,37 @@ std::vector<std::string> ChaosRecipe(const std::string& prefix, const std::vecto
   return argv;
 }
 
+namespace {
+const char* const kRestartFlags[] = {"--max-restarts", "3", "--restart-backoff", "0.1"};
+}  // namespace
+
+std::vector<std::string> FailoverRecipe(const std::string& prefix, int servers, int replication, bool restarts) {
+  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", std::to_string(servers), "--kv-store",
+                                   "dist_sync", "--replication", std::to_string(replication)};
+  if (restarts) argv.insert(argv.end(), std::begin(kRestartFlags), std::end(kRestartFlags));
+  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "6", "--num-examples", "3000",
+                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1", "--model-prefix"}) {
+    argv.push_back(f);
+  }
+  argv.push_back(prefix);
+  return argv;
+}
+
+std::vector<std::string> SnapshotRecipe(const std::string& prefix, bool snapshots) {
+  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2"};
+  if (snapshots) {
+    argv.insert(argv.end(), std::begin(kRestartFlags), std::end(kRestartFlags));
+    argv.push_back("--snapshot-every");
+    argv.push_back("50");
+  }
+  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "3", "--num-examples", "3000",
+                        "--num-test-examples", "500", "--seed", "5", "--disp-batches", "1", "--model-prefix"}) {
+    argv.push_back(f);
+  }
+  argv.push_back(prefix);
+  return argv;
+}
+
 std::string ChaosReference(absl::Duration timeout) {
   // The strictly sequential step: every recovery test runs the default (--overlap), so
   // each checks the overlapped path against it bit for bit.

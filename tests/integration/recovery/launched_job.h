@@ -46,6 +46,19 @@ std::string SharedReference(const std::string& name, const std::vector<std::stri
 // --model-prefix PREFIX WORKER_FLAGS` (23 steps per epoch, a Batch line each).
 std::vector<std::string> ChaosRecipe(const std::string& prefix, const std::vector<std::string>& launch_flags = {},
                                      const std::vector<std::string>& worker_flags = {});
+// The failover tests' job: `dtrain launch -n 2 -s SERVERS --kv-store dist_sync
+// --replication R [--max-restarts 3 --restart-backoff 0.1] -- --network lenet --num-epochs
+// 6 --num-examples 3000 --num-test-examples 500 --seed 11 --disp-batches 1 --model-prefix
+// PREFIX` (138 steps: a restarted server is copied its range, and a second kill half a
+// second after a first still lands in training). Tests that share its reference run
+// ("server-failover-reference", 3 servers, replication 1) build it here, so the argv
+// they share cannot drift apart.
+std::vector<std::string> FailoverRecipe(const std::string& prefix, int servers, int replication, bool restarts);
+// The rollback tests' job: `dtrain launch -n 2 -s 2 [--max-restarts 3 --restart-backoff
+// 0.1 --snapshot-every 50] -- --network lenet --num-epochs 3 --num-examples 3000
+// --num-test-examples 500 --seed 5 --disp-batches 1 --model-prefix PREFIX` (69 steps).
+std::vector<std::string> SnapshotRecipe(const std::string& prefix, bool snapshots);
+
 // The recipe's uninterrupted dist_sync weights, shared by every test that compares with
 // them ("chaos-reference"): chaos, security, staleness and overlap tests.
 std::string ChaosReference(absl::Duration timeout);

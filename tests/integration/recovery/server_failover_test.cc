@@ -33,21 +33,9 @@ constexpr absl::Duration kLineTimeout = absl::Minutes(3);
 // 3000 examples over 2 workers at batch 64: 23 steps per epoch.
 constexpr int kBatches = 23;
 
+// 3 servers; replication 1 without restarts is the reference.
 std::vector<std::string> Argv(const std::string& prefix, int replication, bool restarts) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "3", "--kv-store", "dist_sync",
-                                   "--replication", std::to_string(replication)};
-  if (restarts) {
-    for (const char* f : {"--max-restarts", "3", "--restart-backoff", "0.1"}) argv.push_back(f);
-  }
-  // 6 epochs (138 steps): with an optimised BLAS (OpenBLAS) a LeNet step of this size
-  // takes ~15 ms, and two epochs ended before a second replacement server was copied in.
-  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "6", "--num-examples", "3000",
-                        "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1"}) {
-    argv.push_back(f);
-  }
-  argv.push_back("--model-prefix");
-  argv.push_back(prefix);
-  return argv;
+  return FailoverRecipe(prefix, 3, replication, restarts);
 }
 
 std::string BatchLine(int epoch, int batch) { return absl::StrCat("Epoch[", epoch, "] Batch [", batch, "]"); }

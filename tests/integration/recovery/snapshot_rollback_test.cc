@@ -25,21 +25,7 @@ constexpr absl::Duration kRunTimeout = absl::Minutes(6);
 constexpr absl::Duration kLineTimeout = absl::Minutes(3);
 
 // 3000 examples over 2 workers at batch 64: 23 steps per epoch, 69 in all.
-std::vector<std::string> Argv(const std::string& prefix, bool snapshots) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2"};
-  if (snapshots) {
-    for (const char* f : {"--max-restarts", "3", "--restart-backoff", "0.1", "--snapshot-every", "50"}) {
-      argv.push_back(f);
-    }
-  }
-  for (const char* f : {"--", "--network", "lenet", "--num-epochs", "3", "--num-examples", "3000",
-                        "--num-test-examples", "500", "--seed", "5", "--disp-batches", "1"}) {
-    argv.push_back(f);
-  }
-  argv.push_back("--model-prefix");
-  argv.push_back(prefix);
-  return argv;
-}
+std::vector<std::string> Argv(const std::string& prefix, bool snapshots) { return SnapshotRecipe(prefix, snapshots); }
 
 TEST(SnapshotRollbackTest, ServerKilledMidEpochRollsBackToItsSnapshotAndEndsBitIdentical) {
   auto [ref_code, ref_out] = RunToEnd(Argv(MakeTempDir() + "/ref", false), kRunTimeout);
