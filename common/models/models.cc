@@ -15,7 +15,7 @@ constexpr int64_t kMaxChannels = 64;
 constexpr int64_t kMaxSide = 4096;
 
 // MXNet's get_mlp(): fully connected layers with relu, then the output layer; the
-// hidden widths are MXNet's 128,64 unless the spec says otherwise (torch_fmnist.py's
+// hidden widths are MXNet's 128,64 unless the spec says otherwise (torch_reference.py's
 // --hidden). Layers are built, and so initialised, input side first: fc1, fc2, ...
 class Mlp : public Network {
  public:

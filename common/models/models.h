@@ -1,5 +1,5 @@
 // The networks, shaped as MXNet's example/image-classification symbols and as the
-// PyTorch reference (/work/shared/bench/torch_fmnist.py) builds them.
+// PyTorch reference (tests/bench/torch_reference.py) builds them.
 //   mlp:      flatten -> fc 128 relu -> fc 64 relu -> fc classes (MXNet's widths; any others
 //             through NetworkSpec::hidden, e.g. 2048,2048: layers fc1 .. fcN+1)
 //   lenet:    conv 20 5x5 tanh -> maxpool 2 -> conv 50 5x5 tanh -> maxpool 2 -> flatten

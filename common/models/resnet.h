@@ -1,7 +1,7 @@
 // Residual networks (He et al. 2016), built from basic blocks with batch norm.
 //
 // CifarResNet is the paper's CIFAR network ResNet-(6n+2) exactly as the PyTorch reference
-// builds it (/work/shared/bench/torch_fmnist.py --network resnet): stem conv 3x3 16 + BN +
+// builds it (tests/bench/torch_reference.py --network resnet): stem conv 3x3 16 + BN +
 // relu; three stages of n blocks at 16, 32, 64 channels (the 2nd and 3rd start with
 // stride 2); a 1x1 conv + BN projection shortcut wherever the shape changes; global
 // average pooling; fc. Parameter names, shapes and order are the reference's

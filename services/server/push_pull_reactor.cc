@@ -258,6 +258,7 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
     };
     // Replication: a restarted chain member may have to get the key first
     // (replica_catch_up.h); the answer then says so.
+    std::vector<JoinedServer> joined_now;
     if (catch_up != nullptr &&
         catch_up->Hold(
             key, a.version,
@@ -268,8 +269,13 @@ void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_byt
                 r.add_joined_addresses(j.address);
               }
               answer(r, weights);
-            })) {
+            },
+            &joined_now)) {
       return;
+    }
+    for (const JoinedServer &j : joined_now) {
+      resp.add_joined_servers(j.rank);
+      resp.add_joined_addresses(j.address);
     }
     answer(resp, std::move(weights));
   };

@@ -61,7 +61,8 @@ void ReplicaCatchUp::ServerRestarted(int rank, const std::string& address) {
                       << ": copying our keys of its chains to it as they reach their next version";
 }
 
-bool ReplicaCatchUp::Hold(uint64_t key, int64_t version, Release release) {
+bool ReplicaCatchUp::Hold(uint64_t key, int64_t version, Release release, std::vector<JoinedServer>* joined_now) {
+  joined_now->clear();
   // --replication 1, or dist_async.
   if (!replicated_.load(std::memory_order_acquire) || !sync_.load(std::memory_order_acquire)) return false;
   absl::MutexLock lock(&mu_);
@@ -72,6 +73,14 @@ bool ReplicaCatchUp::Hold(uint64_t key, int64_t version, Release release) {
     if (version != gate.copying) return false;  // an older version (an exact pull): not held
     gate.held.push_back(std::move(release));
     return true;
+  }
+  if (version == gate.joined_version) {
+    // A pull that arrived after its version's copy was done (the key moved on the last
+    // push, whose own pull came a moment later): without the names, that worker would
+    // leave the newcomer out of its step-`version` push, and the newcomer would wait
+    // for it until --sync-timeout.
+    *joined_now = gate.joined;
+    return false;
   }
   // Only a version's first answer may start a copy: once one answer of it went out
   // without a join, all of its answers must (every worker has to see the same).
@@ -136,6 +145,10 @@ void ReplicaCatchUp::Run(const Job& job) {
     Gate& gate = gates_[job.key];
     held.swap(gate.held);
     gate.copying = -1;
+    if (!joined.empty()) {
+      gate.joined_version = job.version;
+      gate.joined = joined;
+    }
     for (const JoinedServer& to : joined) {
       auto it = newcomers_.find(to.rank);
       if (it == newcomers_.end() || it->second != to.address) continue;  // restarted again meanwhile

@@ -6,9 +6,11 @@
 // restarted copies the key's full state (weights, optimizer state, version) to it the
 // next time the key moves to a new version, and holds that version's answers until the
 // copy is in; the answers then name the newcomer (PushPullResponse.joined_servers).
-// Why that is exact: the first answer of version v goes out only after the copy, so
-// every worker learns "the newcomer holds the key from v" in the answer it waits for
-// before it sends its step-v push, and includes the newcomer from step v on. No worker
+// Why that is exact: the first answer of version v goes out only after the copy, and
+// every answer of v after it names the newcomer too (held ones when they are released,
+// later ones at once: a worker whose pull arrives once the copy is done), so every
+// worker learns "the newcomer holds the key from v" in the answer it waits for before
+// it sends its step-v push, and includes the newcomer from step v on. No worker
 // pushes step v before it has its answer of version v, so the key cannot move past v
 // while the copy runs. Two members copying the same version copy the same bits; a
 // second copy is a no-op (InitKey keeps an existing key).
@@ -53,16 +55,22 @@ class ReplicaCatchUp {
   void ServerRestarted(int rank, const std::string& address);
 
   // Called with `key`'s lock held, as an answer of `key` at `version` is about to go
-  // out. Returns false when it may go now; true when it is held: `release` runs later
-  // (on the copying thread) with the servers that joined the key's chain at `version`.
+  // out. Returns false when it may go now, naming in `*joined_now` the servers that
+  // joined the key's chain at `version` (a copy of `version` that is done: the answer
+  // must say so like the ones the copy held); true when it is held: `release` runs
+  // later (on the copying thread) with the servers that joined at `version`.
   using Release = std::function<void(const std::vector<JoinedServer>& joined)>;
-  bool Hold(uint64_t key, int64_t version, Release release);
+  bool Hold(uint64_t key, int64_t version, Release release, std::vector<JoinedServer>* joined_now);
 
  private:
   struct Gate {
     int64_t answered = -1;  // highest version answered (or held)
     int64_t copying = -1;   // version being copied; -1: none
     std::vector<Release> held;
+    // The last copy that is done: its version and whom it reached. Every answer of
+    // that version names them, not only those the copy held.
+    int64_t joined_version = -1;
+    std::vector<JoinedServer> joined;
     std::vector<int> chain;
   };
   struct Job {

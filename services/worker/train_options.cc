@@ -15,7 +15,7 @@ namespace dtrain::worker {
 void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddString("network", &o->network, "the network: mlp, lenet, resnet (CIFAR-style, --num-layers) or resnet18");
   f.AddString("hidden", &o->hidden,
-              "the mlp's hidden layer widths, e.g. 2048,2048 (empty: MXNet's 128,64; as torch_fmnist.py --hidden)");
+              "the mlp's hidden layer widths, e.g. 2048,2048 (empty: MXNet's 128,64; as torch_reference.py --hidden)");
   f.AddInt("num-layers", &o->num_layers, "the resnet's depth, 6n+2: 20, 56, 110 (0: 20)");
   f.AddString("augment", &o->augment,
               "random crop (4-pixel padding) and horizontal flip of training images, as MXNet's train_cifar10.py: "

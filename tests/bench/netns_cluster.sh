@@ -3,7 +3,7 @@
 # network namespace with its own address on a bridge), every host's link limited to
 # --rate in both directions (tc tbf), optionally one worker's CPU limited by a cgroup
 # quota. dtrain runs first (scheduler with server 0, each server and worker on its own
-# host), then the reference (/usr/bin/python3 ../shared/bench/torch_fmnist.py, one rank
+# host), then the reference (/usr/bin/python3 tests/bench/torch_reference.py, one rank
 # per worker host, over the same links); the result is dtrain's samples/s as a ratio to
 # the reference's from the same run.
 #
@@ -28,8 +28,9 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BIN=${BIN:-$ROOT/build/bin}
-REF=${REF:-$ROOT/../shared/bench/torch_fmnist.py}
+REF=${REF:-$HERE/torch_reference.py}
 PY=${PY:-/usr/bin/python3}
+REF_FLAGS=${REF_FLAGS:-}
 . "$HERE/netns_lib.sh"
 
 usage() {
@@ -209,6 +210,9 @@ run_torch() {
     --epochs "$EPOCHS")
   [ -z "$HIDDEN" ] || args+=(--hidden "$HIDDEN")
   [ "$EXAMPLES" -eq 0 ] || args+=(--num-examples "$EXAMPLES")
+  # REF_FLAGS: more reference flags, e.g. "--lenet-layout dtrain" (the same LeNet code as dtrain's).
+  # shellcheck disable=SC2206  # a list of flags
+  [ -z "${REF_FLAGS:-}" ] || args+=(${REF_FLAGS})
   trace_start torch
   for ((r = 0; r < WORKERS; r++)); do
     # gloo binds the interface named here, not whatever the host name resolves to.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# resnet 20 training throughput (issue 16): `dtrain launch -n 2 -s 1 -- --network resnet
-# --num-layers 20` against PyTorch DDP/gloo with 2 processes (torch_fmnist.py --network
+# resnet 20 training throughput: `dtrain launch -n 2 -s 1 -- --network resnet
+# --num-layers 20` against PyTorch DDP/gloo with 2 processes (tests/bench/torch_reference.py --network
 # resnet, the same architecture, parameter for parameter), in the same run, same batch per
 # worker, one thread per worker, same examples; printed as a ratio (target >= 0.9).
 #   bash tests/bench/run.sh resnet        (or this script; EXAMPLES, EPOCHS, BATCH, LAYERS, and
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="${BIN:-build/bin}"
-REF="${REF:-../shared/bench/torch_fmnist.py}"
+REF="${REF:-tests/bench/torch_reference.py}"
 EPOCHS="${EPOCHS:-1}"
 EXAMPLES="${EXAMPLES:-6000}"
 BATCH="${BATCH:-64}"

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN="${BIN:-build/bin}"
-REF="${REF:-../shared/bench/torch_fmnist.py}"
+REF="${REF:-tests/bench/torch_reference.py}"
 
 # One `dtrain launch -n 2 -s 3` lenet run with --replication $1; prints the workers'
 # mean step time in ms (batch 64 over their summed samples/s).
@@ -68,24 +68,11 @@ throughput() {
   # The same reference with dtrain's LeNet layer order and layout (pool before tanh, on
   # channels-last activations; docs/architecture.md): what is left of the ratio is the
   # system's, not the model code's.
-  local same; same=$(mktemp --suffix=.py)
-  /usr/bin/python3 - "$REF" "$same" <<'PY'
-import sys
-src = open(sys.argv[1]).read()
-old = ("        x = F.max_pool2d(torch.tanh(self.c1(x)), 2)\n"
-       "        x = F.max_pool2d(torch.tanh(self.c2(x)), 2)\n")
-new = ("        cl = torch.channels_last\n"
-       "        x = torch.tanh(F.max_pool2d(self.c1(x).contiguous(memory_format=cl), 2))\n"
-       "        x = torch.tanh(F.max_pool2d(self.c2(x).contiguous(memory_format=cl), 2))\n")
-if old not in src:
-    sys.exit("run.sh: the reference's LeNet forward changed; cannot build its same-layout variant")
-open(sys.argv[2], "w").write(src.replace(old, new))
-PY
-  local same_ref; same_ref=$(/usr/bin/python3 "$same" --world 2 --threads 1 --batch 64 --epochs "$EPOCHS")
+  local same_ref; same_ref=$(/usr/bin/python3 "$REF" --lenet-layout dtrain --world 2 --threads 1 --batch 64 --epochs "$EPOCHS")
   echo "torch DDP/gloo, dtrain's LeNet layout: $same_ref"
   local same_sps; same_sps=$(echo "$same_ref" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["samples_per_s_total"])')
   /usr/bin/python3 -c "print('throughput ratio dtrain/torch with the same layout = %.3f' % ($dtrain_sps / $same_sps))"
-  rm -f "$log" "$same"
+  rm -f "$log"
 }
 
 # One `dtrain launch -n 2 -s 1` lenet run with metrics "off" or "on"; prints the sum of

@@ -106,7 +106,7 @@ TEST(ModelsTest, MlpParameters) {
   EXPECT_EQ(ParamCount(*net), 100480 + 8256 + 650);
 }
 
-// --hidden 2048,2048: the layers of torch_fmnist.py's MLP([2048, 2048]) (784 -> 2048 ->
+// --hidden 2048,2048: the layers of torch_reference.py's MLP([2048, 2048]) (784 -> 2048 ->
 // 2048 -> 10, relu), named as MXNet's mlp names its layers.
 TEST(ModelsTest, WideMlpHasTheReferenceShape) {
   std::shared_ptr<models::Network> net = *models::CreateNetwork(NetworkSpec{"mlp", {2048, 2048}}, 10);
@@ -114,7 +114,7 @@ TEST(ModelsTest, WideMlpHasTheReferenceShape) {
   EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {2048, 784}}, P{"fc1.bias", {2048}},
                                              P{"fc2.weight", {2048, 2048}}, P{"fc2.bias", {2048}},
                                              P{"fc3.weight", {10, 2048}}, P{"fc3.bias", {10}}));
-  // torch_fmnist.py --network mlp --hidden 2048,2048 reports "model_bytes": 23298088.
+  // torch_reference.py --network mlp --hidden 2048,2048 reports "model_bytes": 23298088.
   EXPECT_EQ(ParamCount(*net), 784 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10);
   EXPECT_EQ(ParamCount(*net) * 4, 23298088);
   torch::NoGradGuard no_grad;
@@ -199,7 +199,7 @@ std::string NamesAndShapes(models::Network& net) {
   return absl::StrJoin(parts, ",");
 }
 
-// The parameters of /work/shared/bench/torch_fmnist.py's ResNet(20) (1 input channel),
+// The parameters of tests/bench/torch_reference.py's ResNet(20) (1 input channel),
 // name:shape in named_parameters() order, as PyTorch prints them: the kvstore keys and
 // the .params order follow this, and the benchmark compares against that model.
 TEST(ResNetTest, ResNet20MatchesTheReference) {
@@ -222,7 +222,7 @@ TEST(ResNetTest, ResNet20MatchesTheReference) {
       "blocks.7.b2.bias:64,blocks.8.c1.weight:64x64x3x3,blocks.8.b1.weight:64,blocks.8.b1.bias:64,"
       "blocks.8.c2.weight:64x64x3x3,blocks.8.b2.weight:64,blocks.8.b2.bias:64,fc.weight:10x64,"
       "fc.bias:10");
-  // torch_fmnist.py: sum(p.numel()) of ResNet(20) = 272186; 3 input channels 272474;
+  // torch_reference.py: sum(p.numel()) of ResNet(20) = 272186; 3 input channels 272474;
   // ResNet(56) 855482, ResNet(110) 1730426.
   EXPECT_EQ(ParamCount(*net), 272186);
   EXPECT_EQ(ParamCount(**models::CreateNetwork(NetworkSpec{"resnet", {}, 20}, 10, {3, 32, 32})), 272474);
