@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Installs everything dtrain needs to build, test and train, from Debian's packages.
+# Installs what dtrain needs from Debian's packages.
+#   install-deps.sh          everything: build, train, serve, and every test (deploy/test.sh)
+#   install-deps.sh --run    what the main job needs: build the binaries, train, serve and
+#                            predict (deploy/quickstart.sh); the tests' tools stay out
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-PKGS=(
+case "${1:-}" in
+  "") only_run=0 ;;
+  --run) only_run=1 ;;
+  *) echo "install-deps: unknown argument '$1' (use no argument, or --run)" >&2; exit 2 ;;
+esac
+RUN_PKGS=(
   build-essential cmake ninja-build ccache pkg-config
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev libabsl-dev
-  libtorch-dev prometheus-cpp-dev libgtest-dev nlohmann-json3-dev zlib1g-dev
+  libtorch-dev prometheus-cpp-dev nlohmann-json3-dev zlib1g-dev
   # Debian's libtorch multiplies matrices through libblas.so.3, the reference (netlib) BLAS
   # unless an optimised one takes over the alternative: OpenBLAS makes LeNet's steps about
   # 3x faster (the PyTorch reference's too: same library). The OpenMP build: it takes its
@@ -15,9 +23,12 @@ PKGS=(
   # answers under concurrent forwards, and the pthread build starts its pool before main.
   libopenblas0-openmp
   dataset-fashion-mnist
-  python3-torch   # the reference for benchmarks (/usr/bin/python3)
   libssl-dev openssl   # TLS: certificates (dtrain certs, launch --tls) and deploy/make-certs.sh
   libcairo2-dev fonts-dejavu-core   # `dtrain predict`: PNG in/out, the grid picture and its captions
+)
+TEST_PKGS=(
+  libgtest-dev
+  python3-torch   # the reference for benchmarks (/usr/bin/python3)
   clang libclang-rt-14-dev   # tests/fuzz: libFuzzer and the sanitizers (a clang build of its own)
   prometheus gnuplot-nox   # tests/integration/metrics (a real Prometheus), `dtrain plot`
   # tests/k8s: the chart renderer (Go, GOPATH mode), the schema validation (node; npm comes
@@ -38,6 +49,8 @@ prefer_openmp_blas() {
     fi
   done
 }
+PKGS=("${RUN_PKGS[@]}")
+[ "$only_run" -eq 1 ] || PKGS+=("${TEST_PKGS[@]}")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

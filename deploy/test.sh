@@ -11,7 +11,8 @@ build_dir="${BUILD_DIR:-build}"
 if [ -d /usr/local/cuda ] || command -v nvcc >/dev/null; then
   bash deploy/fetch-torch-cuda-headers.sh "$build_dir"
 fi
-bash deploy/build.sh
+# Tests on: the quickstart may have configured the same build directory without them.
+bash deploy/build.sh -DDTRAIN_BUILD_TESTS=ON
 # Passed tests' two progress lines are left out so that a failure's output is what
 # one reads first, even in a CI excerpt of a few hundred lines.
 ctest --test-dir "$build_dir" --output-on-failure -j "${CTEST_JOBS:-2}" --timeout 600 \
