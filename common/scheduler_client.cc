@@ -190,7 +190,7 @@ class SchedulerClient::Heartbeat {
       }
       absl::MutexLock lock(&mu_);
       // The next multiple of the interval on the wall clock: every worker's ticks fall
-      // on the same moments (issue 15), and no two requests are more than one interval apart.
+      // on the same moments, and no two requests are more than one interval apart.
       const int64_t interval_ms = std::max<int64_t>(1, absl::ToInt64Milliseconds(interval_));
       const int64_t next_ms = (absl::ToUnixMillis(absl::Now()) / interval_ms + 1) * interval_ms;
       const absl::Time next = absl::FromUnixMillis(next_ms);

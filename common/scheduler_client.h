@@ -51,7 +51,7 @@ class SchedulerClient {
     // Called when the scheduler reports a node back: a new process took its rank
     // (incarnation + 1), or a node declared dead resumed heartbeating.
     std::function<void(const v1::NodeInfo& node)> on_rejoined;
-    // Called with each answer that carries a rollback order (issue 11); the same
+    // Called with each answer that carries a rollback order; the same
     // order comes again until acted on: RollbackOrder.generation tells them apart.
     std::function<void(const v1::RollbackOrder& order)> on_rollback;
     // How long a broken stream is retried before on_shutdown; matches the
@@ -71,11 +71,11 @@ class SchedulerClient {
   //
   // Workers' heartbeats go out at ticks shared by the job (multiples of `interval` on
   // the wall clock) with the step of that tick (HeartbeatRequest.step_at_unix_ms), so
-  // that the scheduler compares steps of one moment (issue 15).
+  // that the scheduler compares steps of one moment.
   void StartHeartbeat(absl::Duration interval, HeartbeatHooks hooks);
   // Cheap (call it every step): the step is remembered with the time it was reached.
   void SetProgress(int64_t step, double samples_per_sec);
-  // Workers (issue 15): the newest epoch's figures, sent on every heartbeat from now
+  // Workers: the newest epoch's figures, sent on every heartbeat from now
   // on (at once, then at each tick); other workers read them with GetStatus.
   void SetEpochReport(const v1::EpochReport& report);
   // Recovery (docs/recovery.md): a rejoined worker says `resuming` on its heartbeats
@@ -91,7 +91,7 @@ class SchedulerClient {
     rollback_done_.store(done);
   }
   bool resuming() const { return resuming_.load(); }
-  // Servers with snapshots (issue 11): sent on every heartbeat from now on; a change
+  // Servers with snapshots: sent on every heartbeat from now on; a change
   // is sent at once. Thread-safe.
   void SetSnapshotReport(const v1::SnapshotReport& report);
   // Where the heartbeats' step comes from, read at each one (servers: their shard's

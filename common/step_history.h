@@ -1,4 +1,4 @@
-// When a node's step changed, for sampling it at a moment just past (issue 15): the
+// When a node's step changed, for sampling it at a moment just past: the
 // heartbeat thread wakes a little after each shared tick, by which time a fast worker
 // may have moved on; StepAt(tick) gives the step it had at the tick itself, so that
 // the scheduler compares the workers' steps of one moment (WorkerLag). Thread-safe.

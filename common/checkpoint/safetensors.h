@@ -1,4 +1,4 @@
-// Checkpoints other tools can read (issue 15): the weights of a .params file in the
+// Checkpoints other tools can read: the weights of a .params file in the
 // safetensors format (huggingface/safetensors), which Python's `safetensors`, numpy
 // (with a few lines of json) and most frameworks load without dtrain's code:
 //

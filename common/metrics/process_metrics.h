@@ -1,4 +1,4 @@
-// What every dtrain process exports besides its role's families (issue 15), under
+// What every dtrain process exports besides its role's families, under
 // Prometheus' standard names so that stock dashboards and alerts work:
 //   process_cpu_seconds_total, process_resident_memory_bytes, process_virtual_memory_bytes,
 //   process_start_time_seconds, process_open_fds, process_max_fds   (from /proc/self)

@@ -35,7 +35,7 @@ class Network : public torch::nn::Module {
   // take the [0, 1] pixels as they are and ignore this (MXNet's mlp and lenet do).
   virtual void SetInputNormalization(const torch::Tensor& mean, const torch::Tensor& std) {}
 
-  // Overlap of the pulls with the next forward (--overlap, issue 13): forward calls the
+  // Overlap of the pulls with the next forward (--overlap): forward calls the
   // gate with each submodule that holds parameters just before it first uses them, in
   // the order it uses them, so a worker can start a step while later layers' weights are
   // still arriving from the servers and wait for each layer only as it reaches it. Every

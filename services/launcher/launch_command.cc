@@ -59,7 +59,7 @@ struct LaunchFlags {
   double restart_backoff_s = 1;
   RestartPolicy restart;  // from the three above
   bool tls = false;
-  // Server snapshots (issue 11): every N steps into snapshot_dir (default: beside the
+  // Server snapshots: every N steps into snapshot_dir (default: beside the
   // workers' --model-prefix, PREFIX-snapshots/).
   int64_t snapshot_every = 0;
   std::string snapshot_dir;

@@ -30,7 +30,7 @@ struct SupervisorOptions {
   // Applies once AllowRestarts was called; max_restarts 0: never.
   RestartPolicy restart;
   // Servers are restarted too: with --replication > 1 their ranges have other copies,
-  // with --snapshot-every the job rolls back to their snapshots (issue 11). Otherwise a
+  // with --snapshot-every the job rolls back to their snapshots. Otherwise a
   // new server would hold nothing, so a server's failure ends the job.
   bool restart_servers = false;
 };

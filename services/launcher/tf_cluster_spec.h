@@ -1,5 +1,5 @@
 // TensorFlow 1 style cluster specs, as seed users started their jobs on every
-// machine (issue 16):
+// machine:
 //   mnist.py --ps_hosts=h1:2222 --worker_hosts=h2:2222,h3:2222 --job_name=worker --task_index=0
 //   TF_CONFIG='{"cluster": {"chief": [...], "worker": [...], "ps": [...]},
 //               "task": {"type": "worker", "index": 0}}'

@@ -1,4 +1,4 @@
-// `dtrain run` with a TensorFlow 1 style cluster spec (issue 16): the command a seed
+// `dtrain run` with a TensorFlow 1 style cluster spec: the command a seed
 // user typed on each machine, with dtrain in place of the script,
 //   dtrain run --ps_hosts=h1:2222 --worker_hosts=h2:2222,h3:2222 --job_name=worker --task_index=0
 //       -- --network lenet --num-epochs 1

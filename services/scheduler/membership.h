@@ -112,7 +112,7 @@ class Membership {
   // unless the job already failed. A FINISHED node's heartbeats are ignored.
   absl::Status Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step, double samples_per_sec,
                          bool resuming = false, bool* revived = nullptr);
-  // A worker's epoch figures (issue 15), kept in its NodeInfo.recent_epochs: one per
+  // A worker's epoch figures, kept in its NodeInfo.recent_epochs: one per
   // epoch (a repeat replaces), the newest kRecentEpochs, kept across the rank's
   // incarnations. Ignored for servers and unknown nodes.
   static constexpr int kRecentEpochs = 8;

@@ -220,7 +220,7 @@ int Run(int argc, char** argv) {
   so.metrics = metrics->families.get();
   so.cluster_spec = f.cluster_spec;
   // Servers with --snapshot-every report their snapshots; a lost shard rolls the job
-  // back (issue 11). The servers get as long to reload as a worker to rejoin.
+  // back. The servers get as long to reload as a worker to rejoin.
   RollbackCoordinator rollback(mo.num_servers, std::max(absl::Seconds(60), mo.rejoin_timeout));
   // With replicas a restarted server copies its ranges back from a live one: no
   // rollback. (A range that loses every replica fails the job; rolling back then is

@@ -35,7 +35,7 @@ class SchedulerMetrics {
   void BarrierWaited(const std::string& group, double seconds, bool ok);
   // Over the workers still in the job, their steps sampled at one moment (worker_lag.h).
   void SetWorkerSteps(int64_t slowest_step, int slowest_rank, int64_t fastest_step);
-  // The job rolled back to the servers' snapshots, losing `steps_lost` steps (issue 11).
+  // The job rolled back to the servers' snapshots, losing `steps_lost` steps.
   void RolledBack(int64_t steps_lost);
 
  private:

@@ -26,7 +26,7 @@ struct SchedulerServiceOptions {
   absl::Duration waiting_log_interval = absl::Seconds(10);
   // Nodes, deaths, barrier waits and worker lag (null: none); must outlive the service.
   scheduler::SchedulerMetrics* metrics = nullptr;
-  // Rollback to the servers' snapshots (issue 11; null: none); must outlive the service.
+  // Rollback to the servers' snapshots (null: none); must outlive the service.
   RollbackCoordinator* rollback = nullptr;
   // With TLS: the job's token key (common/auth/node_token.h). Registration is then
   // admitted by certificate name, each node gets a token for its rank and incarnation,
@@ -66,7 +66,7 @@ class SchedulerService final : public v1::Scheduler::Service {
   // incarnation (logged and returned when not). OK without one.
   absl::Status CheckToken(const grpc::ServerContext& context, const NodeKey& self, uint64_t incarnation,
                           const std::string& what) const;
-  // Issue 11: a server's snapshot report in, a rollback order out (servers at once,
+  // A server's snapshot report in, a rollback order out (servers at once,
   // workers once every server reloaded; a worker's stream gets each order once and
   // none that was complete before the stream opened).
   struct RollbackStream {

@@ -1,4 +1,4 @@
-// How far the slowest worker trails the fastest, measured truly (issue 15).
+// How far the slowest worker trails the fastest, measured truly.
 //
 // Comparing each worker's latest reported step compares different moments: a worker
 // at 20 steps/s whose report is 0.9 s older than another's seems 18 steps behind in

@@ -51,7 +51,7 @@ struct ServerFlags {
   int64_t max_stream_pending = StreamOptions().max_pending_requests;
   int64_t max_stream_queued_bytes = StreamOptions().max_queued_bytes;
   bool allow_non_finite = false;
-  // Shard snapshots (issue 11): every N steps into this directory; 0: none.
+  // Shard snapshots: every N steps into this directory; 0: none.
   int64_t snapshot_every = 0;
   std::string snapshot_dir;
 };

@@ -26,7 +26,7 @@ TensorSet ToTensors(const data::ImageSet& set, int64_t limit = 0);
 // batches per epoch (a sync step needs every worker).
 TensorSet Partition(const TensorSet& all, int rank, int num_workers);
 
-// Worker `rank`'s part of the test set (issue 15): examples [rank*N/W, (rank+1)*N/W),
+// Worker `rank`'s part of the test set: examples [rank*N/W, (rank+1)*N/W),
 // contiguous, so the W parts cover the set exactly once whatever N (sizes differ by at
 // most one). Each worker evaluates its part and the counts are summed (MXNet's
 // num_parts/part_index on the validation iterator), so the combined accuracy is the

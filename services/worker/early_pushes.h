@@ -1,4 +1,4 @@
-// Overlap of communication with backward (--overlap, issue 13): an autograd hook on each
+// Overlap of communication with backward (--overlap): an autograd hook on each
 // parameter hands its gradient to the kvstore (KVStore::PushEarly) the moment backward
 // produces it, so the last layers' transfers and the servers' merges run while the first
 // layers' gradients are still being computed. The values pushed are the ones PushPull

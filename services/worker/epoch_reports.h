@@ -1,4 +1,4 @@
-// Issue 15: the workers' epoch figures travel on the heartbeats (EpochReport) and are
+// The workers' epoch figures travel on the heartbeats (EpochReport) and are
 // read back from the scheduler's GetStatus: the simplest channel that already reaches
 // every worker, has deadlines, and survives a worker's or the scheduler's restart
 // (a rank's reports are kept across its incarnations; a restarted scheduler gets each

@@ -1,4 +1,4 @@
-// Overlap of the pulls with the next forward (--overlap, issue 13; P3 and ByteScheduler
+// Overlap of the pulls with the next forward (--overlap; P3 and ByteScheduler
 // do the same). Without it a step ends only once every key's new weights are in. With
 // it the step ends once its gradients are sent: the next batch's forward starts at once
 // and waits for each layer's weights only when it reaches that layer (the network's

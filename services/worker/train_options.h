@@ -41,7 +41,7 @@ struct TrainOptions {
   // Delete the prefix's checkpoints that a fresh start (all) or a resume (those after
   // --load-epoch) would otherwise be refused over: a set holds one run's epochs.
   bool overwrite_checkpoints = false;
-  // Also write PREFIX-NNNN.safetensors beside each epoch's .params (issue 15), for
+  // Also write PREFIX-NNNN.safetensors beside each epoch's .params, for
   // tools that cannot read dtrain's own format.
   bool save_safetensors = false;
   int64_t disp_batches = 100;

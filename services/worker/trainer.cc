@@ -136,7 +136,7 @@ absl::StatusOr<Data> LoadData(const TrainOptions& o, int rank, int workers) {
   std::tie(d.mean, d.std) = ChannelStats(all.images);
   d.calibration = all.images.narrow(0, 0, std::min(kCalibrationImages, all.size())).clone();
   d.train = Partition(all, rank, workers);
-  // Each worker evaluates its part; ValidateEpoch combines them (issue 15).
+  // Each worker evaluates its part; ValidateEpoch combines them.
   d.test = EvalPart(ToTensors(set.test, o.num_test_examples), rank, workers);
   d.batches = d.train.size() / o.batch_size;
   d.input_shape = {set.train.channels, set.train.rows, set.train.cols};
@@ -371,7 +371,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   TrainResult result;
   const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
   if (kv.resume_step() >= 0 && first_batch == 0 && first_epoch > o.load_epoch) {
-    // Issue 15: the worker this one replaces may have died before reporting its part
+    // The worker this one replaces may have died before reporting its part
     // of epoch first_epoch-1's validation, which the others wait for. The weights just
     // pulled are that epoch's end (see above), so the part is evaluated again: the same
     // figures (training time unknown here: 0).
@@ -388,7 +388,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
     const absl::Status ran = RunEpoch(o, epoch, start_batch, rank, data, *net, replicas.get(), kv, monitor, lr_log);
     start_batch = 0;
     if (IsRollback(ran)) {
-      // Issue 11: a server lost its shard and every server reloaded the snapshot of
+      // A server lost its shard and every server reloaded the snapshot of
       // step t. The weights become exactly t's, and the data order goes back to t:
       // the steps after it are recomputed on the same batches, bit for bit. An epoch
       // checkpoint already written for an epoch redone is written again identically.

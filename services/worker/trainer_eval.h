@@ -1,4 +1,4 @@
-// Validation (issue 15): each worker evaluates its part of the test set (EvalPart),
+// Validation: each worker evaluates its part of the test set (EvalPart),
 // the parts' counts travel through the scheduler (Cluster::ReportEpoch/GatherEpoch,
 // services/worker/epoch_reports.h) and every worker combines them the same way, so the
 // accuracy is the whole test set's and identical on every worker, for 1/W of the work.

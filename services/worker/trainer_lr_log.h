@@ -1,4 +1,4 @@
-// Says when the learning rate changes (issue 15), in MXNet's words (its
+// Says when the learning rate changes, in MXNet's words (its
 // lr_scheduler.FactorScheduler / MultiFactorScheduler):
 //   Update[469]: Change learning rate to 5.00000e-02
 //

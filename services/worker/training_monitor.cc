@@ -49,7 +49,7 @@ void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64
     report_start_ = now;
     report_samples_ = 0;
   }
-  // Every step: the heartbeats sample the step at shared ticks (issue 15), and a step
+  // Every step: the heartbeats sample the step at shared ticks, and a step
   // reported a second late would make a worker look behind.
   cluster_.ReportProgress(step + 1, reported_speed_);
   const PushPullTiming t = kv_.last_timing();

@@ -148,7 +148,7 @@ int Run(int argc, char** argv) {
       result->samples, result->train_seconds,
       result->train_seconds > 0 ? static_cast<double>(result->samples) / result->train_seconds : 0.0,
       result->validation_accuracy, result->weights_fnv);
-  // What the pushes cost on the wire against their float32 size (issue 13's ratio).
+  // What the pushes cost on the wire against their float32 size (the compression ratio).
   if (const KVStoreStats bytes = (*kv)->stats(); bytes.bytes_pushed > 0) {
     DTRAIN_LOG(INFO) << absl::StrFormat(
         "pushed %d bytes on the wire for %d bytes of float32 gradients (--gc-type %s, compression ratio %.2f); "

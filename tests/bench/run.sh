@@ -141,7 +141,7 @@ launch_sps() {
   rm -f "$log"
 }
 
-# Server snapshots (issue 11): the throughput run (-n 2 -s 1, lenet) with and without
+# Server snapshots: the throughput run (-n 2 -s 1, lenet) with and without
 # --snapshot-every "$SNAP_EVERY" (default 100), alternating, x$ROUNDS; the ratio of step
 # times (the inverse of the samples/s ratio) is the snapshot cost per step.
 snap_sps() {

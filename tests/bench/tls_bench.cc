@@ -1,7 +1,7 @@
 // TLS transport benchmark: push + pull of a 64 MB model (4 MB keys) between this
 // process (worker::PsClient) and two standalone dtrain-server processes on loopback,
 // one plaintext and one with mutual TLS (a CA made here), alternating trials in the
-// same run. The target (issue 12): TLS at >= 0.6x the plaintext rate.
+// same run. The target: TLS at >= 0.6x the plaintext rate.
 //
 // usage: tls_bench [--server-bin PATH] [--mb 64] [--rounds 5] [--trials 5]
 // Prints one JSON line with both rates (GB/s of payload) and their ratio.

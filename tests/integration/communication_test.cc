@@ -1,4 +1,4 @@
-// Communication (issue 13) with the real binaries. Bounded staleness (--kv-store
+// Communication with the real binaries. Bounded staleness (--kv-store
 // dist_ssp --staleness S): S = 0 is dist_sync bit for bit, and a worker that stops holds
 // the others to at most S steps ahead of it (they wait, they do not fail), after which
 // the job completes with every worker holding the same weights. Overlap (--overlap):

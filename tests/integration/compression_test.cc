@@ -1,4 +1,4 @@
-// Gradient compression end to end (issue 13): `dtrain launch` with --gc-type 2bit
+// Gradient compression end to end: `dtrain launch` with --gc-type 2bit
 // trains LeNet, every dist_sync worker ends with the same weights, the wire carries
 // 1/16 of the float32 bytes, and a worker killed mid-run rejoins (its residual is
 // lost: the job goes on, not bit-identical to an uninterrupted one). With

@@ -1,4 +1,4 @@
-// Issue 15: the job-wide validation (each worker evaluates its part of the 10,000 test
+// The job-wide validation (each worker evaluates its part of the 10,000 test
 // images, the parts' counts combined through the scheduler) is what ONE process scoring
 // all 10,000 with the same weights gets. The job's checkpoint is served by dtrain-infer
 // and `dtrain predict --images --labels` (no --limit) scores the whole labelled t10k.

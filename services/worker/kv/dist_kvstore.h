@@ -39,7 +39,7 @@ struct DistOptions {
   // Copies of each key range (common/kv/replica_chain.h), 1..servers. 1: none, a dead
   // server ends the job as before.
   int replication = 1;
-  // Gradient compression of every push (--gc-type, --gc-threshold; issue 13): each
+  // Gradient compression of every push (--gc-type, --gc-threshold): each
   // slice is packed by the codec with this worker's residual of it (error feedback),
   // kept here for the life of the process. kNone: float32s, as before.
   kv::CompressionSpec compression{kv::CompressionType::kNone, kv::kDefaultTwoBitThreshold};
@@ -104,7 +104,7 @@ class DistKVStore : public KVStore {
   // second and, past the sync timeout, waiting on while a dead worker may rejoin
   // (time spent so added to *rejoin_wait).
   absl::Status AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait);
-  // Issue 11: a server's stream broke (the server died) or its parked pull was failed
+  // A server's stream broke (the server died) or its parked pull was failed
   // by a rollback: waits (up to the sync timeout, checking the job every second) for
   // the scheduler's rollback order and returns RollbackStatus; the job's end or the
   // timeout return `error`.

@@ -91,7 +91,7 @@ class KVStore {
     return absl::OkStatus();
   }
 
-  // Overlap of the pulls with the next forward (--overlap, issue 13). StartPushPull
+  // Overlap of the pulls with the next forward (--overlap). StartPushPull
   // sends `step` as PushPull does but returns once everything is submitted: the weights
   // land while the caller goes on with the next batch. AwaitParam(i) blocks until
   // parameter i's weights of that step are all in (the next forward calls it as it
@@ -125,7 +125,7 @@ class KVStore {
   // -1 for a fresh start, which begins at init.start_version.
   virtual int64_t resume_step() const { return -1; }
 
-  // Issue 11: after PushPull returned a status IsRollback() recognises, goes back to
+  // After PushPull returned a status IsRollback() recognises, goes back to
   // the servers' snapshot: the weights become exactly those of the order's step,
   // which is returned (the caller resumes its data order there).
   virtual absl::StatusOr<int64_t> Rollback() {

@@ -123,7 +123,7 @@ struct PsClient::Impl {
   // Waiting for the writer, lowest key first (then in order): keys are param_index << 24 |
   // chunk, so when the link is slower than backward (flow control holds the writer) the
   // first layer's push, computed last, overtakes what is still queued, and its weights,
-  // which the next forward needs first, come back sooner (issue 13, P3's priority). One
+  // which the next forward needs first, come back sooner (P3's priority). One
   // key's requests keep their order; nothing else depends on the order between keys.
   std::map<std::pair<uint64_t, uint64_t>, Outgoing> outbox ABSL_GUARDED_BY(mu);
   uint64_t outbox_seq ABSL_GUARDED_BY(mu) = 0;

@@ -74,7 +74,7 @@ class PsClient {
                                                           absl::Duration timeout);
 
   // A push's data as it goes on the wire: the key's `numel` float32s, or those packed
-  // by a GradientCodec (common/kv/compression; issue 13) into `size` bytes, which the
+  // by a GradientCodec (common/kv/compression) into `size` bytes, which the
   // server unpacks. Either is sent from where it lies, like `grad` below.
   struct PushData {
     const char* bytes = nullptr;

@@ -1,4 +1,4 @@
-// Beyond MNIST (issue 16), end to end with real processes: a CIFAR-10-format data set
+// Beyond MNIST, end to end with real processes: a CIFAR-10-format data set
 // (data_batch_1.bin ... data_batch_5.bin, test_batch.bin, batches.meta.txt) written
 // here, since CIFAR-10 cannot be downloaded on the test machines; `dtrain launch` trains
 // the CIFAR-style resnet 20 on it; the symbol file records the data's shape and classes;

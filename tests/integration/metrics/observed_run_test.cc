@@ -176,7 +176,7 @@ TEST_F(ObservedRunTest, EveryEndpointParsesWithItsRolesMetricsLabelsAndMonotoneC
     for (const std::string& name : Required().at(t.role)) {
       EXPECT_FALSE(e.Find(name).empty()) << t.role << " " << t.rank << " lacks " << name;
     }
-    // Every process (issue 15): its build, and Prometheus' standard process series.
+    // Every process: its build, and Prometheus' standard process series.
     for (const char* name : {"dtrain_build_info", "process_cpu_seconds_total", "process_resident_memory_bytes",
                              "process_start_time_seconds", "process_open_fds"}) {
       EXPECT_EQ(e.Find(name).size(), 1u) << t.role << " " << t.rank << " lacks " << name;
@@ -245,7 +245,7 @@ TEST_F(ObservedRunTest, StatusListsEveryNodeWithItsStep) {
   EXPECT_TRUE(absl::StrContains(out, "server     0")) << out;
   EXPECT_TRUE(absl::StrContains(out, "workers: steps")) << out;
 
-  // Issue 15: the lag compares steps sampled at one tick; in dist_sync no worker can
+  // The lag compares steps sampled at one tick; in dist_sync no worker can
   // be more than one step ahead (sampled a second apart they looked ~20 apart).
   int sampled = 0;
   for (int i = 0; i < 10 && sampled < 3; ++i) {

@@ -1,4 +1,4 @@
-// What a user reads while a job trains (issue 15), from real processes:
+// What a user reads while a job trains, from real processes:
 //   - the Speedometer line with "batch N/M" and an ETA,
 //   - MXNet's "Update[N]: Change learning rate to X" where the factor schedule changes it,
 //   - validation split over the workers and combined: every worker prints the same

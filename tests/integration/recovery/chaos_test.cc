@@ -164,7 +164,7 @@ TEST(ChaosTest, SchedulerKilledMidEpoch) {
 
 // 8 s: past the 3 s heartbeat timeout, short of gRPC's keepalive window (10 s ping +
 // 10 s timeout). A worker stopped for 25 s lost its connection to a server about one run
-// in five with OpenBLAS installed (faster steps; stop 22, binaries from before it too):
+// in five with OpenBLAS installed (faster steps; older binaries too):
 // the server end reset it, the worker failed its step, and the job ended. Recovering
 // from that (reconnect and resend the step's pushes, which servers count once) is left to do.
 TEST(ChaosTest, WorkerPausedPastItsHeartbeatTimeoutComesBack) {

@@ -188,7 +188,7 @@ TEST(ServerFailoverChaosTest, RestartedServerKilledAgainWhileBeingCopiedTo) {
   EXPECT_NE(out.find(absl::StrCat("restarting server ", victim, " (2 of 3)")), std::string::npos) << out;
 }
 
-// Worker recovery (issue 10) still holds with replication: a worker killed mid-step
+// Worker recovery still holds with replication: a worker killed mid-step
 // rejoins, reads versions from every replica and redoes its step on all of them.
 TEST(ServerFailoverChaosTest, WorkerKilledMidStepWithReplication) {
   const std::string ref = Reference();

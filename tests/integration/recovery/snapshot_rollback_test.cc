@@ -1,4 +1,4 @@
-// Issue 11, servers: snapshots and rollback, with the real binaries. A 2-worker,
+// Servers: snapshots and rollback, with the real binaries. A 2-worker,
 // 2-server dist_sync job under `dtrain launch --max-restarts --snapshot-every 50`
 // loses server 1 (SIGKILL) mid-epoch after its snapshot of step 50; the launcher
 // restarts it on its port, the scheduler rolls the whole job back to step 50 (the

@@ -1,4 +1,4 @@
-// Identity bound to rank (issue 12, docs/security.md): a `dtrain launch --tls` job with
+// Identity bound to rank (docs/security.md): a `dtrain launch --tls` job with
 // restarts, attacked by holders of valid certificates of its own CA, trains to the same
 // weights as an uninterrupted plaintext run. The attacks are the ones that worked on
 // the plaintext cluster: acting as another rank, Leave and heartbeats in another

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 16's seed launch, for real: three network-namespace hosts on one bridge
+# The TensorFlow 1 style seed launch, for real: three network-namespace hosts on one bridge
 # (tests/bench/netns_lib.sh), a ps on the first and two workers on the others, each
 # started with the TensorFlow 1 style command a seed user typed on every machine:
 #   dtrain run --ps_hosts=H0:2222 --worker_hosts=H1:2222,H2:2222 --job_name=J --task_index=N -- TRAINING-FLAGS

@@ -43,7 +43,7 @@ TEST(StatusTableTest, ShowsIncarnationsRestartsRejoiningAndHowLongADeadNodeIsDea
   dead.set_dead_since_unix_ms(88000);
   dead.set_death_reason("heartbeat stream broke");
   *s.add_nodes() = dead;
-  // Issue 15: the lag comes from steps sampled at one tick, not from the STEP column.
+  // The lag comes from steps sampled at one tick, not from the STEP column.
   s.mutable_worker_lag()->set_at_unix_ms(99000);
   s.mutable_worker_lag()->set_slowest_step(789);
   s.mutable_worker_lag()->set_slowest_rank(1);

@@ -1,4 +1,4 @@
-// TensorFlow 1 style specs (issue 16): flags and TF_CONFIG parsed, checked and mapped
+// TensorFlow 1 style specs: flags and TF_CONFIG parsed, checked and mapped
 // to dtrain's roles; the task-is-this-host check with an injected notion of "local".
 #include "services/launcher/tf_cluster_spec.h"
 

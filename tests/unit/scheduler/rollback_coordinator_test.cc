@@ -1,4 +1,4 @@
-// The scheduler's rollback rules (issue 11): a server replaced by a new incarnation
+// The scheduler's rollback rules: a server replaced by a new incarnation
 // lost its shard; once every server listed its snapshots, S is the newest step all
 // of them hold; servers get the order until they acknowledge, workers only after all
 // did; no step in common, or servers that do not reload in time, fail the job.

@@ -1,4 +1,4 @@
-// The worker lag from steps of one moment (issue 15), and the clock-independent
+// The worker lag from steps of one moment, and the clock-independent
 // sampling the workers do (common/step_history.h).
 #include "services/scheduler/worker_lag.h"
 

@@ -1,4 +1,4 @@
-// The workers' epoch figures as GetStatus returns them, and how they combine (issue 15).
+// The workers' epoch figures as GetStatus returns them, and how they combine.
 #include "services/worker/epoch_reports.h"
 
 #include "gtest/gtest.h"

@@ -81,7 +81,7 @@ TEST(TrainOptionsTest, BadHiddenListsAreRefusedNamingTheFlag) {
   }
 }
 
-// Gradient compression (issue 13): MXNet's fit.py names, dist_* only.
+// Gradient compression: MXNet's fit.py names, dist_* only.
 TEST(TrainOptionsTest, GradientCompressionFlags) {
   TrainOptions d;
   ASSERT_TRUE(ParseWorkerFlags({}, &d).ok());
@@ -118,7 +118,7 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
   TrainOptions d;
   ASSERT_TRUE(ParseWorkerFlags({}, &d).ok());
   EXPECT_EQ(d.staleness, 0);
-  EXPECT_TRUE(d.overlap) << "overlap is the default since stop 23";
+  EXPECT_TRUE(d.overlap) << "overlap is the default";
   TrainOptions sequential;
   ASSERT_TRUE(ParseWorkerFlags({"--no-overlap"}, &sequential).ok());
   EXPECT_FALSE(sequential.overlap);
@@ -152,7 +152,7 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
   }
 }
 
-// --gpus (issue 14): MXNet's comma list, parsed into gpu_list; the CPU when empty.
+// --gpus: MXNet's comma list, parsed into gpu_list; the CPU when empty.
 TEST(TrainOptionsTest, GpusAreACommaListOfOrdinals) {
   TrainOptions o;
   ASSERT_TRUE(FinishTrainFlags(&o).ok());

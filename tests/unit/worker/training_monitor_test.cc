@@ -110,7 +110,7 @@ TEST(TrainingMonitorTest, StepTimeLineAveragesEveryPhaseOverTheRun) {
   EXPECT_EQ(monitor.StepTimeLine(), "per step: compute 20.00 ms, push 1.00 ms, wait 2.00 ms, pull 3.00 ms (3 steps)");
 }
 
-// Issue 15: the heartbeats sample the step at shared ticks, so it must be current at
+// The heartbeats sample the step at shared ticks, so it must be current at
 // every step, not refreshed once a second (that made dist_sync workers look 20 apart).
 TEST(TrainingMonitorTest, ReportsTheStepAtEveryStep) {
   FakeKV kv;

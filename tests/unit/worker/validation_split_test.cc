@@ -1,4 +1,4 @@
-// Issue 15: W workers evaluating their parts of the test set (EvalPart) and combining
+// W workers evaluating their parts of the test set (EvalPart) and combining
 // the counts (Combine) get exactly the accuracy of one worker evaluating all of it,
 // whatever W and however the set size divides; the cross-entropy to rounding.
 // Evaluation leaves weights and the random stream untouched.

@@ -1,4 +1,4 @@
-// Network::SetParamGate (--overlap, issue 13): a worker starts the next forward while
+// Network::SetParamGate (--overlap): a worker starts the next forward while
 // the servers' weights are still arriving and waits for each layer in the gate. So every
 // network must gate every parameter before its first use. Checked by behaviour: the
 // parameters start as NaN and each gated module receives its real weights only in the
