@@ -2,6 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/models/lenet.h"
+#include "common/models/mlp.h"
 #include "common/models/resnet.h"
 #include "common/status_macros.h"
 
@@ -13,78 +15,6 @@ namespace {
 constexpr int kMaxClasses = 100000;
 constexpr int64_t kMaxChannels = 64;
 constexpr int64_t kMaxSide = 4096;
-
-// MXNet's get_mlp(): fully connected layers with relu, then the output layer; the
-// hidden widths are MXNet's 128,64 unless the spec says otherwise (torch_reference.py's
-// --hidden). Layers are built, and so initialised, input side first: fc1, fc2, ...
-class Mlp : public Network {
- public:
-  Mlp(int64_t inputs, const std::vector<int64_t>& hidden, int num_classes) {
-    int64_t in = inputs;
-    for (size_t i = 0; i <= hidden.size(); ++i) {
-      const int64_t out = i < hidden.size() ? hidden[i] : num_classes;
-      layers_.push_back(register_module(absl::StrCat("fc", i + 1), torch::nn::Linear(in, out)));
-      in = out;
-    }
-  }
-
-  torch::Tensor forward(torch::Tensor x) override {
-    x = x.flatten(1);
-    for (size_t i = 0; i + 1 < layers_.size(); ++i) {
-      Gate(*layers_[i]);
-      x = torch::relu(layers_[i]->forward(x));
-    }
-    Gate(*layers_.back());
-    return layers_.back()->forward(x);
-  }
-
-  const std::string& name() const override { return name_; }
-
- private:
-  const std::string name_ = "mlp";
-  std::vector<torch::nn::Linear> layers_;
-};
-
-// After LeNet's two conv 5x5 + pool 2 stages: 28 -> 24 -> 12 -> 8 -> 4.
-int64_t LeNetSide(int64_t side) { return ((side - 4) / 2 - 4) / 2; }
-
-// MXNet's get_lenet(): LeCun et al. 1998 with tanh activations and max pooling.
-// 28x28 -> conv 5x5 -> 24x24 -> pool -> 12x12 -> conv 5x5 -> 8x8 -> pool -> 4x4; other
-// sizes change only fc1's inputs, other channel counts conv1's.
-class LeNet : public Network {
- public:
-  LeNet(int64_t channels, int64_t height, int64_t width, int num_classes)
-      : conv1_(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(channels, 20, 5)))),
-        conv2_(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(20, 50, 5)))),
-        fc1_(register_module("fc1", torch::nn::Linear(50 * LeNetSide(height) * LeNetSide(width), 500))),
-        fc2_(register_module("fc2", torch::nn::Linear(500, num_classes))) {}
-
-  torch::Tensor forward(torch::Tensor x) override {
-    // Computed as tanh(pool(conv)) on channels-last activations, which is MXNet's
-    // pool(tanh(conv)) value for value: tanh is increasing, so the window's largest input
-    // gives its largest output. tanh then runs on a quarter of the values, and LibTorch's
-    // max_pool2d is vectorised only for channels-last (its NCHW loop took 18% of a step);
-    // conv2 keeps the layout its input has. The weights stay contiguous (NCHW), as the
-    // parameter servers and checkpoints hold them. A step takes a third less CPU.
-    Gate(*conv1_);
-    x = torch::tanh(torch::max_pool2d(conv1_->forward(x).contiguous(at::MemoryFormat::ChannelsLast),
-                                      /*kernel_size=*/2, /*stride=*/2));
-    Gate(*conv2_);
-    x = torch::tanh(torch::max_pool2d(conv2_->forward(x).contiguous(at::MemoryFormat::ChannelsLast),
-                                      /*kernel_size=*/2, /*stride=*/2));
-    Gate(*fc1_);
-    x = torch::tanh(fc1_->forward(x.flatten(1)));
-    Gate(*fc2_);
-    return fc2_->forward(x);
-  }
-
-  const std::string& name() const override { return name_; }
-
- private:
-  const std::string name_ = "lenet";
-  torch::nn::Conv2d conv1_, conv2_;
-  torch::nn::Linear fc1_, fc2_;
-};
 
 absl::Status CheckInputShape(const std::string& network, const std::vector<int64_t>& shape) {
   const bool ok = shape.size() == 3 && shape[0] >= 1 && shape[0] <= kMaxChannels && shape[1] >= 1 &&
@@ -105,15 +35,6 @@ absl::Status CheckInputShape(const std::string& network, const std::vector<int64
 }  // namespace
 
 std::vector<int64_t> DefaultInputShape() { return {1, 28, 28}; }
-
-torch::Tensor Network::ForwardGated(torch::nn::SequentialImpl& seq, torch::Tensor x) const {
-  if (!gate_) return seq.forward(x);
-  for (auto& module : seq) {
-    gate_(*module.ptr());
-    x = module.forward(x);
-  }
-  return x;
-}
 
 absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const NetworkSpec& spec, int num_classes,
                                                        const std::vector<int64_t>& input_shape) {

@@ -23,7 +23,7 @@
 
 #include <torch/torch.h>
 
-#include "common/models/models.h"
+#include "common/models/network.h"
 
 namespace dtrain::models {
 
