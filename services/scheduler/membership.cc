@@ -115,17 +115,12 @@ void Membership::MarkAllRegisteredLocked() {
   }
 }
 
-std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) {
-  return absl::StrCat("fenced: ", NodeName(key), " incarnation ", stale, " replaced by ",
-                      holder.info.incarnation(), " (pid ", holder.info.pid(), " on ", holder.info.hostname(), ")");
-}
-
 std::string Membership::JobId() const {
   absl::MutexLock lock(&mu_);
   return job_.id();
 }
 
-absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uint64_t* ticket) {
+absl::Status Membership::CheckRegisterRequest(const v1::RegisterRequest& request) const {
   const v1::Role role = request.role();
   if (role != v1::ROLE_WORKER && role != v1::ROLE_SERVER) {
     return absl::InvalidArgumentError(absl::StrCat("only servers and workers register, not ", RoleName(role)));
@@ -147,71 +142,75 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
                                                    " worker ranks, but the job has ", options_.num_workers,
                                                    " workers"));
   }
+  if (request.incarnation() > 0 && request.requested_rank() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", what, " that holds incarnation ", request.incarnation(),
+                                                   " must register again with its rank"));
+  }
+  return absl::OkStatus();
+}
+
+bool Membership::HeldByLiveLocked(const NodeKey& key) const {
+  auto it = nodes_.find(key);
+  return it != nodes_.end() && it->second.info.state() != v1::NODE_STATE_DEAD && !it->second.assumed_finished;
+}
+
+absl::StatusOr<int> Membership::PickRankLocked(const v1::RegisterRequest& request) {
+  const v1::Role role = request.role();
+  const std::string what = RoleName(role);
   const int expected = Expected(role);
   const uint64_t held = request.incarnation();
-  if (held > 0 && request.requested_rank() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("a ", what, " that holds incarnation ", held, " must register again with its rank"));
-  }
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = AdoptJobLocked(request.job_id(), held > 0, absl::StrCat(what, " pid ", request.pid()));
-      !s.ok()) {
-    return s;
-  }
-  auto held_by_live = [&](int rank) {
-    auto it = nodes_.find({role, rank});
-    return it != nodes_.end() && it->second.info.state() != v1::NODE_STATE_DEAD && !it->second.assumed_finished;
-  };
   int rank = request.requested_rank();
-  if (rank >= 0) {
-    if (rank >= expected) {
-      return absl::InvalidArgumentError(absl::StrCat("requested ", what, " rank ", rank, " but the job has ",
-                                                     expected, " ", what, "s (ranks 0..", expected - 1, ")"));
-    }
-    auto holder = nodes_.find({role, rank});
-    if (holder != nodes_.end() && holder->second.provisional && !all_registered_) {
-      // Its holder did not ask for it: move that node to another free rank.
-      int free_rank = -1;
-      for (int r = 0; r < expected && free_rank < 0; ++r) {
-        if (nodes_.count({role, r}) == 0) free_rank = r;
-      }
-      if (free_rank >= 0) {
-        Node moved = std::move(holder->second);
-        nodes_.erase(holder);
-        moved.info.set_rank(free_rank);
-        // Before the job starts nobody is fenced: every first process is incarnation 1.
-        uint64_t& last = last_incarnation_[{role, free_rank}];
-        last = std::max<uint64_t>(last, 1);
-        moved.info.set_incarnation(1);
-        nodes_[{role, free_rank}] = std::move(moved);
-      }
-    }
-    auto current = nodes_.find({role, rank});
-    if (held > 0 && current != nodes_.end()) {
-      // A process that knows its incarnation: the newer one holds the rank.
-      if (held < current->second.info.incarnation()) {
-        return absl::FailedPreconditionError(FencedText({role, rank}, held, current->second));
-      }
-    } else if (held_by_live(rank)) {
-      const auto& other = nodes_.at({role, rank}).info;
-      return absl::AlreadyExistsError(absl::StrCat(what, " rank ", rank, " is already held by pid ", other.pid(),
-                                                   " on ", other.hostname(), " (",
-                                                   v1::NodeState_Name(other.state()), ")"));
-    }
-  } else {
+  if (rank < 0) {
     // The lowest free rank; failing that, the lowest rank of a dead node (a restart).
     for (int r = 0; r < expected && rank < 0; ++r) {
       if (nodes_.count({role, r}) == 0) rank = r;
     }
     for (int r = 0; r < expected && rank < 0; ++r) {
-      if (!held_by_live(r)) rank = r;
+      if (!HeldByLiveLocked({role, r})) rank = r;
     }
     if (rank < 0) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("all ", expected, " ", what, " ranks are held by live nodes"));
+      return absl::ResourceExhaustedError(absl::StrCat("all ", expected, " ", what, " ranks are held by live nodes"));
+    }
+    return rank;
+  }
+  if (rank >= expected) {
+    return absl::InvalidArgumentError(absl::StrCat("requested ", what, " rank ", rank, " but the job has ", expected,
+                                                   " ", what, "s (ranks 0..", expected - 1, ")"));
+  }
+  auto holder = nodes_.find({role, rank});
+  if (holder != nodes_.end() && holder->second.provisional && !all_registered_) {
+    // Its holder did not ask for it: move that node to another free rank.
+    int free_rank = -1;
+    for (int r = 0; r < expected && free_rank < 0; ++r) {
+      if (nodes_.count({role, r}) == 0) free_rank = r;
+    }
+    if (free_rank >= 0) {
+      Node moved = std::move(holder->second);
+      nodes_.erase(holder);
+      moved.info.set_rank(free_rank);
+      // Before the job starts nobody is fenced: every first process is incarnation 1.
+      uint64_t& last = last_incarnation_[{role, free_rank}];
+      last = std::max<uint64_t>(last, 1);
+      moved.info.set_incarnation(1);
+      nodes_[{role, free_rank}] = std::move(moved);
     }
   }
-  const NodeKey key{role, rank};
+  auto current = nodes_.find({role, rank});
+  if (held > 0 && current != nodes_.end()) {
+    // A process that knows its incarnation: the newer one holds the rank.
+    if (held < current->second.info.incarnation()) {
+      return absl::FailedPreconditionError(FencedText({role, rank}, held, current->second));
+    }
+  } else if (HeldByLiveLocked({role, rank})) {
+    const auto& other = nodes_.at({role, rank}).info;
+    return absl::AlreadyExistsError(absl::StrCat(what, " rank ", rank, " is already held by pid ", other.pid(), " on ",
+                                                 other.hostname(), " (", v1::NodeState_Name(other.state()), ")"));
+  }
+  return rank;
+}
+
+uint64_t Membership::AdmitLocked(const NodeKey& key, const v1::RegisterRequest& request) {
+  const uint64_t held = request.incarnation();
   // A node that held an incarnation before the job started here: this scheduler restarted.
   if (held > 0 && !all_registered_ && restart_seen_at_ == absl::InfiniteFuture()) restart_seen_at_ = Now();
   uint64_t replaced = 0;
@@ -231,8 +230,8 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
   const bool restart = all_registered_ && held == 0;
   Node& node = nodes_[key];
   node = Node();
-  node.info.set_role(role);
-  node.info.set_rank(rank);
+  node.info.set_role(key.role);
+  node.info.set_rank(key.rank);
   node.info.set_address(request.address());
   node.info.set_hostname(request.hostname());
   node.info.set_pid(request.pid());
@@ -252,13 +251,28 @@ absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uin
     floor = std::max(floor, request.worker_incarnations(r));
   }
   if (restart) comebacks_.push_back({key, incarnation});
-  if (ticket != nullptr) *ticket = node.ticket;
+  return node.ticket;
+}
+
+absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uint64_t* ticket) {
+  if (absl::Status s = CheckRegisterRequest(request); !s.ok()) return s;
+  const std::string what = RoleName(request.role());
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s =
+          AdoptJobLocked(request.job_id(), request.incarnation() > 0, absl::StrCat(what, " pid ", request.pid()));
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<int> rank = PickRankLocked(request);
+  if (!rank.ok()) return rank.status();
+  const uint64_t admitted = AdmitLocked({request.role(), *rank}, request);
+  if (ticket != nullptr) *ticket = admitted;
   if (!all_registered_ && CountRegistered(v1::ROLE_WORKER) == options_.num_workers &&
       CountRegistered(v1::ROLE_SERVER) == options_.num_servers) {
     MarkAllRegisteredLocked();
   }
   changed_.SignalAll();
-  return rank;
+  return *rank;
 }
 
 absl::StatusOr<int> Membership::AwaitAllRegistered(uint64_t ticket, absl::Time deadline,
@@ -550,104 +564,6 @@ std::optional<v1::NodeInfo> Membership::Find(const NodeKey& key) const {
 bool Membership::AllRegistered() const {
   absl::MutexLock lock(&mu_);
   return all_registered_;
-}
-
-std::string Membership::FailureLocked() const {
-  if (!failure_.empty() || !all_registered_) return failure_;
-  // With a rejoin timeout a dead worker may come back; ExpireRejoinWaits fails the job.
-  if (options_.rejoin_timeout > absl::ZeroDuration()) return "";
-  // Every worker is gone and one of them died: nobody is left to finish the job.
-  std::string died;
-  for (int r = 0; r < options_.num_workers; ++r) {
-    auto it = nodes_.find({v1::ROLE_WORKER, r});
-    if (it == nodes_.end() || !Gone(it->second.info.state())) return "";
-    if (died.empty() && it->second.info.state() == v1::NODE_STATE_DEAD) {
-      died = absl::StrCat(NodeName(it->first), " died (", it->second.death_reason, ") and no worker is left");
-    }
-  }
-  return died;
-}
-
-bool Membership::JobOver(std::string* reason) const {
-  absl::MutexLock lock(&mu_);
-  if (const std::string failure = FailureLocked(); !failure.empty()) {
-    if (reason != nullptr) *reason = failure;
-    return true;
-  }
-  if (!all_registered_) return false;
-  for (int r = 0; r < options_.num_workers; ++r) {
-    auto it = nodes_.find({v1::ROLE_WORKER, r});
-    if (it == nodes_.end() || it->second.info.state() != v1::NODE_STATE_FINISHED) return false;
-  }
-  if (reason != nullptr) *reason = absl::StrCat("all ", options_.num_workers, " workers finished");
-  return true;
-}
-
-void Membership::FailJob(const std::string& why) {
-  absl::MutexLock lock(&mu_);
-  if (!failure_.empty()) return;
-  failure_ = why;
-  changed_.SignalAll();
-}
-
-std::string Membership::Failure() const {
-  absl::MutexLock lock(&mu_);
-  return FailureLocked();
-}
-
-bool Membership::AllGone() const {
-  absl::MutexLock lock(&mu_);
-  for (const auto& [key, node] : nodes_) {
-    if (!Gone(node.info.state())) return false;
-  }
-  return true;
-}
-
-std::string Membership::RegistrationTextLocked() const {
-  const int workers = CountRegistered(v1::ROLE_WORKER);
-  const int servers = CountRegistered(v1::ROLE_SERVER);
-  std::string text = absl::StrFormat("registration: %d of %d workers, %d of %d servers after %.0f s", workers,
-                                     options_.num_workers, servers, options_.num_servers,
-                                     absl::ToDoubleSeconds(Now() - start_));
-  std::vector<std::string> missing;
-  for (v1::Role role : {v1::ROLE_WORKER, v1::ROLE_SERVER}) {
-    std::vector<int> ranks;
-    for (int r = 0; r < Expected(role); ++r) {
-      if (nodes_.count({role, r}) == 0) ranks.push_back(r);
-    }
-    if (ranks.empty()) continue;
-    missing.push_back(absl::StrCat(RoleName(role), ranks.size() == 1 ? " rank " : " ranks ",
-                                   absl::StrJoin(ranks, ", ")));
-  }
-  if (!missing.empty()) absl::StrAppend(&text, "; missing ", absl::StrJoin(missing, "; "));
-  return text;
-}
-
-std::string Membership::RegistrationText() const {
-  absl::MutexLock lock(&mu_);
-  return RegistrationTextLocked();
-}
-
-std::string Membership::Describe(const NodeKey& key) const {
-  absl::MutexLock lock(&mu_);
-  auto it = nodes_.find(key);
-  if (it == nodes_.end()) return "not registered";
-  const Node& node = it->second;
-  const absl::Time now = Now();
-  switch (node.info.state()) {
-    case v1::NODE_STATE_DEAD:
-      return absl::StrCat("DEAD for ", Seconds(now - node.dead_at), " (", node.death_reason, ")");
-    case v1::NODE_STATE_FINISHED:
-      return node.assumed_finished ? "did not register again after the scheduler restarted: assumed to have left"
-                                   : "already left the job";
-    case v1::NODE_STATE_REGISTERED:
-      return absl::StrCat("registered ", Seconds(now - node.last_heard), " ago, no heartbeat yet");
-    case v1::NODE_STATE_REJOINING:
-      return absl::StrCat("rejoining (incarnation ", node.info.incarnation(), "), last heard ",
-                          Seconds(now - node.last_heard), " ago");
-    default:
-      return absl::StrCat("last heard ", Seconds(now - node.last_heard), " ago, at step ", node.info.last_step());
-  }
 }
 
 void Membership::Close(absl::Status why) {

@@ -207,6 +207,15 @@ class Membership {
     uint64_t incarnation = 0;
   };
   int Expected(v1::Role role) const;
+  // Register's steps. The request's own consistency and its agreement with the job's
+  // shape (no lock needed): INVALID_ARGUMENT saying what differs.
+  absl::Status CheckRegisterRequest(const v1::RegisterRequest& request) const;
+  // The rank the request gets (Register's rules; moves a provisional holder away).
+  absl::StatusOr<int> PickRankLocked(const v1::RegisterRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the node at `key` with its incarnation; returns its ticket.
+  uint64_t AdmitLocked(const NodeKey& key, const v1::RegisterRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A node of `key` that is neither DEAD nor SettleRestart's stand-in.
+  bool HeldByLiveLocked(const NodeKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int CountRegistered(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node registered with `incarnation`, or end().
   std::map<NodeKey, Node>::iterator FindTicket(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
