@@ -11,6 +11,7 @@
 #include "common/cluster_spec.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
+#include "common/status_macros.h"
 #include "services/scheduler/node_metrics.h"
 
 namespace dtrain::scheduler {
@@ -122,106 +123,119 @@ absl::Status SchedulerService::CheckToken(const grpc::ServerContext& context, co
   return s.ok() ? s : auth::Refused(caller, s);
 }
 
-grpc::Status SchedulerService::Heartbeat(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
-  v1::HeartbeatRequest request;
-  NodeKey self;
-  uint64_t incarnation = 0;
-  size_t death_cursor = 0;
-  size_t rejoin_cursor = 0;
-  RollbackStream rollback_stream;
-  bool told_shutdown = false;
-  bool opened = false;
-  absl::Status fenced;  // how the stream ends when this process is not the rank's any more
-  absl::Status unknown;  // NOT_FOUND: the node is not registered here (a restarted scheduler)
-  while (stream->Read(&request)) {
-    if (!opened) {
-      self = KeyOf(request.role(), request.rank());
-      incarnation = request.incarnation();  // 0 (an older client): the current one
-      // A heartbeat in another node's name would keep a dead node "alive" or, broken
-      // off, get a live one declared dead: the stream is its sender's only.
-      if (absl::Status denied = CheckToken(*context, self, incarnation, "heartbeat"); !denied.ok()) {
-        return ToGrpc(denied);
-      }
-      opened = true;
-      // Only comebacks from now on: older ones are this stream's own past.
-      membership_->RejoinsSince(&rejoin_cursor);
-      if (options_.rollback != nullptr) {
-        // An order taken up after a restart is for the workers that still wait for it,
-        // whichever stream they ask on (AddRollback).
-        if (auto done = options_.rollback->ForWorkers(); done && !options_.rollback->TakenUp(done->generation())) {
-          rollback_stream.rollback_sent = done->generation();
-        }
-      }
+bool SchedulerService::HeartbeatStream::Fenced() const {
+  return !fenced.ok() && absl::StrContains(fenced.message(), "fenced");
+}
+
+absl::Status SchedulerService::OpenHeartbeat(const grpc::ServerContext& context, const v1::HeartbeatRequest& request,
+                                             HeartbeatStream* st) {
+  st->self = KeyOf(request.role(), request.rank());
+  st->incarnation = request.incarnation();
+  // A heartbeat in another node's name would keep a dead node "alive" or, broken
+  // off, get a live one declared dead: the stream is its sender's only.
+  DTRAIN_RETURN_IF_ERROR(CheckToken(context, st->self, st->incarnation, "heartbeat"));
+  st->opened = true;
+  // Only comebacks from now on: older ones are this stream's own past.
+  membership_->RejoinsSince(&st->rejoin_cursor);
+  if (options_.rollback != nullptr) {
+    // An order taken up after a restart is for the workers that still wait for it,
+    // whichever stream they ask on (AddRollback).
+    if (auto done = options_.rollback->ForWorkers(); done && !options_.rollback->TakenUp(done->generation())) {
+      st->rollback.rollback_sent = done->generation();
     }
-    v1::HeartbeatResponse response;
-    bool send = false;
-    bool revived = false;
-    absl::Status s = membership_->CheckCaller(self, request.job_id(), 0);
-    if (s.ok()) {
-      s = membership_->Heartbeat(self, &incarnation, request.step(), request.samples_per_sec(), request.resuming(),
-                                 &revived);
-    }
-    if (s.ok() && self.role == v1::ROLE_WORKER) {
-      lag_.Record(self.rank, request.step_at_unix_ms(), request.step());
-      if (request.has_epoch_report()) membership_->RecordEpoch(self, request.epoch_report());
-    }
-    if (revived) DTRAIN_LOG(WARNING) << NodeName(self) << " is back after being declared dead; it resumes";
-    if (s.code() == absl::StatusCode::kNotFound) {
-      // Not a failure of the job: this scheduler restarted and does not know the node
-      // yet. The stream ends NOT_FOUND and the node registers again with its rank.
-      unknown = s;
-      break;
-    }
-    if (s.code() == absl::StatusCode::kFailedPrecondition) fenced = s;
-    std::string reason;
-    bool failed = false;
-    if (!s.ok()) {
-      reason = std::string(s.message());
-      failed = true;
-    } else if (membership_->JobOver(&reason)) {
-      reason = "job over: " + reason;
-      failed = !membership_->Failure().empty();
-    }
-    if (!reason.empty() && !told_shutdown) {
-      response.set_shutdown(true);
-      response.set_reason(reason);
-      response.set_failed(failed);
-      told_shutdown = send = true;
-    }
-    for (const v1::NodeInfo& dead : membership_->DeathsSince(&death_cursor)) {
-      if (KeyOf(dead.role(), dead.rank()) == self) continue;
-      *response.add_dead() = dead;
-      send = true;
-    }
-    for (const v1::NodeInfo& back : membership_->RejoinsSince(&rejoin_cursor)) {
-      if (KeyOf(back.role(), back.rank()) == self) continue;
-      *response.add_rejoined() = back;
-      send = true;
-    }
-    if (s.ok()) AddRollback(self, incarnation, request, &rollback_stream, &response, &send);
-    response.set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
-    if (send && !stream->Write(response)) break;
-    // A fenced process hears why (above), then the stream ends with the status.
-    if (!fenced.ok() && absl::StrContains(fenced.message(), "fenced")) break;
   }
-  if (!unknown.ok()) {
-    DTRAIN_LOG(INFO) << "a heartbeat from a node this scheduler does not know: " << unknown.message()
+  return absl::OkStatus();
+}
+
+bool SchedulerService::AnswerHeartbeat(const v1::HeartbeatRequest& request, HeartbeatStream* st,
+                                       v1::HeartbeatResponse* response) {
+  const NodeKey& self = st->self;
+  bool send = false;
+  bool revived = false;
+  absl::Status s = membership_->CheckCaller(self, request.job_id(), 0);
+  if (s.ok()) {
+    s = membership_->Heartbeat(self, &st->incarnation, request.step(), request.samples_per_sec(), request.resuming(),
+                               &revived);
+  }
+  if (s.ok() && self.role == v1::ROLE_WORKER) {
+    lag_.Record(self.rank, request.step_at_unix_ms(), request.step());
+    if (request.has_epoch_report()) membership_->RecordEpoch(self, request.epoch_report());
+  }
+  if (revived) DTRAIN_LOG(WARNING) << NodeName(self) << " is back after being declared dead; it resumes";
+  if (s.code() == absl::StatusCode::kNotFound) {
+    // Not a failure of the job: this scheduler restarted and does not know the node
+    // yet. The stream ends NOT_FOUND and the node registers again with its rank.
+    st->unknown = s;
+    return false;
+  }
+  if (s.code() == absl::StatusCode::kFailedPrecondition) st->fenced = s;
+  std::string reason;
+  bool failed = false;
+  if (!s.ok()) {
+    reason = std::string(s.message());
+    failed = true;
+  } else if (membership_->JobOver(&reason)) {
+    reason = "job over: " + reason;
+    failed = !membership_->Failure().empty();
+  }
+  if (!reason.empty() && !st->told_shutdown) {
+    response->set_shutdown(true);
+    response->set_reason(reason);
+    response->set_failed(failed);
+    st->told_shutdown = send = true;
+  }
+  for (const v1::NodeInfo& dead : membership_->DeathsSince(&st->death_cursor)) {
+    if (KeyOf(dead.role(), dead.rank()) == self) continue;
+    *response->add_dead() = dead;
+    send = true;
+  }
+  for (const v1::NodeInfo& back : membership_->RejoinsSince(&st->rejoin_cursor)) {
+    if (KeyOf(back.role(), back.rank()) == self) continue;
+    *response->add_rejoined() = back;
+    send = true;
+  }
+  if (s.ok()) AddRollback(self, st->incarnation, request, &st->rollback, response, &send);
+  response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
+  return send;
+}
+
+grpc::Status SchedulerService::FinishHeartbeat(const HeartbeatStream& st) {
+  if (!st.unknown.ok()) {
+    DTRAIN_LOG(INFO) << "a heartbeat from a node this scheduler does not know: " << st.unknown.message()
                      << "; it should register again";
-    return ToGrpc(unknown);
+    return ToGrpc(st.unknown);
   }
-  if (!fenced.ok() && absl::StrContains(fenced.message(), "fenced")) {
-    DTRAIN_LOG(WARNING) << "refused a heartbeat: " << fenced.message();
-    return ToGrpc(fenced);
+  if (st.Fenced()) {
+    DTRAIN_LOG(WARNING) << "refused a heartbeat: " << st.fenced.message();
+    return ToGrpc(st.fenced);
   }
-  if (opened && incarnation != 0 && membership_->StreamClosed(self, incarnation, "heartbeat stream broke")) {
+  if (st.opened && st.incarnation != 0 &&
+      membership_->StreamClosed(st.self, st.incarnation, "heartbeat stream broke")) {
     v1::NodeInfo node;
-    node.set_role(self.role);
-    node.set_rank(self.rank);
+    node.set_role(st.self.role);
+    node.set_rank(st.self.rank);
     OnDeath(node, "heartbeat stream broke");
   }
   return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::Heartbeat(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
+  HeartbeatStream st;
+  v1::HeartbeatRequest request;
+  while (stream->Read(&request)) {
+    if (!st.opened) {
+      if (absl::Status denied = OpenHeartbeat(*context, request, &st); !denied.ok()) return ToGrpc(denied);
+    }
+    v1::HeartbeatResponse response;
+    const bool send = AnswerHeartbeat(request, &st, &response);
+    if (!st.unknown.ok()) break;
+    if (send && !stream->Write(response)) break;
+    // A fenced process hears why (above), then the stream ends with the status.
+    if (st.Fenced()) break;
+  }
+  return FinishHeartbeat(st);
 }
 
 grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,

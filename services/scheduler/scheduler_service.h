@@ -75,6 +75,26 @@ class SchedulerService final : public v1::Scheduler::Service {
   };
   void AddRollback(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
                    RollbackStream* stream, v1::HeartbeatResponse* response, bool* send);
+  // One heartbeat stream's state, from its first request to its end.
+  struct HeartbeatStream {
+    NodeKey self;
+    uint64_t incarnation = 0;  // 0 (an older client): the current one
+    size_t death_cursor = 0;
+    size_t rejoin_cursor = 0;
+    RollbackStream rollback;
+    bool told_shutdown = false;
+    bool opened = false;
+    absl::Status fenced;   // how the stream ends when this process is not the rank's any more
+    absl::Status unknown;  // NOT_FOUND: the node is not registered here (a restarted scheduler)
+    bool Fenced() const;
+  };
+  // The stream's first request: who speaks (checked against its token).
+  absl::Status OpenHeartbeat(const grpc::ServerContext& context, const v1::HeartbeatRequest& request,
+                             HeartbeatStream* st);
+  // One heartbeat in, the answer out; true when `*response` must be sent.
+  bool AnswerHeartbeat(const v1::HeartbeatRequest& request, HeartbeatStream* st, v1::HeartbeatResponse* response);
+  // How the stream ends once its requests stop (or it was refused).
+  grpc::Status FinishHeartbeat(const HeartbeatStream& st);
 
   Membership* const membership_;
   BarrierSet* const barriers_;
