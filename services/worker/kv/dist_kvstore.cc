@@ -78,12 +78,8 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
     slices_of_param_[placement_.slices[i].param_index].push_back(i);
   }
   routing_ = std::make_unique<ReplicaRouting>(homes, options_.replication, static_cast<int>(servers_.size()));
-  wire_spec_ = options_.compression;
-  if (wire_spec_.type == kv::CompressionType::kTwoBit) {
-    wire_spec_.threshold = static_cast<float>(options_.compression.threshold / options_.gradient_scale);
-  }
-  codec_ = kv::MakeCodec(wire_spec_);
-  ResetResiduals();
+  compressor_ = PushCompressor(options_.compression, options_.gradient_scale);
+  compressor_.Reset(placement_);
   const absl::Duration timeout = options_.sync_timeout;
   if (cluster_.rejoined()) return Rejoin(init);
 
@@ -148,7 +144,7 @@ absl::StatusOr<int64_t> DistKVStore::Rollback() {
                                                       " cannot roll back (no common step)"));
   }
   const int64_t t = order->step;
-  ResetResiduals();
+  compressor_.Reset(placement_);
   // Every server reloaded step t before the scheduler told us. A restarted server is a
   // new process: the old streams (to it, and those a live server failed) are done.
   WaitAllServers(absl::Now()).IgnoreError();
@@ -399,7 +395,7 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
   if (head < 0) return NoReplicaLeft(i);
   // Packed once per slice: every replica merges the same bytes.
   const PsClient::PushData data =
-      codec_ != nullptr ? Compress(i, grad) : PsClient::PushData::Floats(grad, slice.length);
+      compressor_.enabled() ? compressor_.Pack(i, grad, slice.length) : PsClient::PushData::Floats(grad, slice.length);
   for (int m : routing_->chain(i)) {
     if (!routing_->InChain(i, m)) continue;
     if (m == head) {
@@ -545,28 +541,6 @@ absl::Status DistKVStore::FinishPushPull() {
                         << " after rejoining";
   }
   return absl::OkStatus();
-}
-
-PsClient::PushData DistKVStore::Compress(size_t i, const float* grad) {
-  const int64_t n = placement_.slices[i].length;
-  std::string& packed = packed_[i];
-  codec_->Encode(grad, residual_[i].data(), n, packed.data());
-  PsClient::PushData data;
-  data.bytes = packed.data();
-  data.size = static_cast<int64_t>(packed.size());
-  data.numel = n;
-  data.compression = wire_spec_;
-  return data;
-}
-
-void DistKVStore::ResetResiduals() {
-  residual_.clear();
-  packed_.clear();
-  if (codec_ == nullptr) return;
-  for (const auto& slice : placement_.slices) {
-    residual_.emplace_back(static_cast<size_t>(slice.length), 0.0f);
-    packed_.emplace_back(static_cast<size_t>(codec_->PackedBytes(slice.length)), '\0');
-  }
 }
 
 absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {

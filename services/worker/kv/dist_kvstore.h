@@ -26,6 +26,7 @@
 #include "services/worker/cluster.h"
 #include "services/worker/kv/kvstore.h"
 #include "services/worker/kv/ps_client.h"
+#include "services/worker/kv/push_compressor.h"
 #include "services/worker/kv/replica_routing.h"
 
 namespace dtrain::worker {
@@ -132,12 +133,6 @@ class DistKVStore : public KVStore {
   absl::Status NoReplicaLeft(size_t i) const { return routing_->NoReplicaLeft(i, placement_.slices[i].key); }
   // `st` from server `server` means it is gone and a replica can take over.
   bool FailOver(int server, const absl::Status& st);
-  // Compression: slice i's gradient + residual packed into packed_[i] (the residual
-  // keeps what was not sent), ready to send to every member of its chain.
-  PsClient::PushData Compress(size_t i, const float* grad);
-  // Compression: every residual back to zero (a fresh start, or a rollback: the
-  // gradients they carried belonged to abandoned steps).
-  void ResetResiduals();
 
   DistOptions options_;
   Cluster& cluster_;
@@ -160,13 +155,7 @@ class DistKVStore : public KVStore {
   absl::Status SubmitSlice(int64_t step, size_t i, const float* grad);
   // The bound Init cuts the keys with (DistOptions::max_chunk_elems, resolved).
   absl::StatusOr<int64_t> ChunkElems(const std::vector<int64_t>& sizes, const KVStoreInit& init) const;
-  // Compression (null codec_: none). Per slice, what the codec did not send yet
-  // (the worker's error feedback, lost with the process: docs/recovery.md) and the
-  // packed bytes of this step's push (lent to gRPC until the step's answers are in).
-  std::unique_ptr<kv::GradientCodec> codec_;
-  std::vector<std::vector<float>> residual_;
-  std::vector<std::string> packed_;
-  kv::CompressionSpec wire_spec_;  // options_.compression with the quantum in pushed units
+  PushCompressor compressor_;  // the pushes' codec and residuals (none: uncompressed)
   absl::Duration replica_lag_;            // this step's, PushPullTiming::replica_lag
   // The push-pull StartPushPull sent and FinishPushPull has not ended (-1: none): which
   // slices were waited for, the first error, and where the caller's time went.

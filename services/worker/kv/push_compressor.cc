@@ -1,0 +1,33 @@
+#include "services/worker/kv/push_compressor.h"
+
+namespace dtrain::worker {
+
+PushCompressor::PushCompressor(const kv::CompressionSpec& spec, double gradient_scale) : wire_spec_(spec) {
+  if (wire_spec_.type == kv::CompressionType::kTwoBit) {
+    wire_spec_.threshold = static_cast<float>(spec.threshold / gradient_scale);
+  }
+  codec_ = kv::MakeCodec(wire_spec_);
+}
+
+void PushCompressor::Reset(const kv::Placement& placement) {
+  residual_.clear();
+  packed_.clear();
+  if (codec_ == nullptr) return;
+  for (const auto& slice : placement.slices) {
+    residual_.emplace_back(static_cast<size_t>(slice.length), 0.0f);
+    packed_.emplace_back(static_cast<size_t>(codec_->PackedBytes(slice.length)), '\0');
+  }
+}
+
+PsClient::PushData PushCompressor::Pack(size_t i, const float* grad, int64_t numel) {
+  std::string& packed = packed_[i];
+  codec_->Encode(grad, residual_[i].data(), numel, packed.data());
+  PsClient::PushData data;
+  data.bytes = packed.data();
+  data.size = static_cast<int64_t>(packed.size());
+  data.numel = numel;
+  data.compression = wire_spec_;
+  return data;
+}
+
+}  // namespace dtrain::worker

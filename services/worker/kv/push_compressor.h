@@ -1,0 +1,49 @@
+// Compression of a worker's pushes (--gc-type): per slice, what the codec did not send
+// yet (the residual: MXNet's error feedback, lost with the process, docs/recovery.md)
+// and the packed bytes of this step's push, which gRPC borrows until the step's
+// answers are in. Every replica of a slice is sent the same packed bytes, so all of
+// them merge the same gradient.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/kv/compression/gradient_codec.h"
+#include "common/kv/placement.h"
+#include "services/worker/kv/ps_client.h"
+
+namespace dtrain::worker {
+
+class PushCompressor {
+ public:
+  PushCompressor() = default;  // no compression
+  // `spec` as the user gave it (MXNet's meaning); `gradient_scale` is what the pushed
+  // gradients are divided by relative to MXNet's summed ones (DistOptions), so that
+  // the 2bit threshold keeps its meaning: it is sent as threshold / gradient_scale.
+  PushCompressor(const kv::CompressionSpec& spec, double gradient_scale);
+
+  bool enabled() const { return codec_ != nullptr; }
+  // The spec the pushes carry (the threshold in pushed units).
+  const kv::CompressionSpec& wire_spec() const { return wire_spec_; }
+
+  // Every slice's residual back to zero, sized for `placement` (a fresh start, or a
+  // rollback: the gradients they carried belonged to abandoned steps).
+  void Reset(const kv::Placement& placement);
+  // Slice `i`'s gradient (`numel` floats, as Reset sized it) plus its residual, packed;
+  // the residual keeps what was not sent. The bytes stay valid until the next Pack of
+  // slice `i` or Reset.
+  PsClient::PushData Pack(size_t i, const float* grad, int64_t numel);
+  // Slice `i`'s residual (tests, and whoever needs to see what is owed).
+  const std::vector<float>& residual(size_t i) const { return residual_[i]; }
+
+ private:
+  kv::CompressionSpec wire_spec_{kv::CompressionType::kNone, 0.0f};
+  std::unique_ptr<kv::GradientCodec> codec_;
+  std::vector<std::vector<float>> residual_;
+  std::vector<std::string> packed_;
+};
+
+}  // namespace dtrain::worker
