@@ -85,6 +85,13 @@ class DistKVStore : public KVStore {
   absl::StatusOr<int64_t> Rollback() override;
 
  private:
+  // Past the sync timeout, what a client adds before it gives up on an answer itself.
+  static constexpr absl::Duration kClientGrace = absl::Seconds(3);
+  // How often a step waiting for the other workers checks whether the job still runs.
+  static constexpr absl::Duration kJobCheckEvery = absl::Seconds(1);
+  // Connecting to a restarted server named by a join notice (ApplyJoinNotices).
+  static constexpr absl::Duration kRejoinConnectTimeout = absl::Seconds(5);
+
   DistKVStore(DistOptions options, Cluster& cluster);
   // Worker 0's part of Init: configures every server and gives each key its value.
   absl::Status ConfigureServers(const KVStoreInit& init);

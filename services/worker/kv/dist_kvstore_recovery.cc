@@ -1,0 +1,209 @@
+// DistKVStore's recovery: a process that replaced a dead worker finding the step to
+// redo (Rejoin, from the servers' versions), and the whole job going back to the
+// servers' snapshots (Rollback). The step pipeline is in dist_kvstore.cc.
+#include <algorithm>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/kv/replica_chain.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "services/worker/kv/dist_kvstore.h"
+#include "services/worker/kv/resume_states.h"
+
+namespace dtrain::worker {
+
+absl::StatusOr<int64_t> DistKVStore::Rollback() {
+  // A failed lazy push-pull (the step the order stopped) is over: nothing of it is kept.
+  FinishPushPull().IgnoreError();
+  const std::optional<RollbackOrder> order = cluster_.PendingRollback();
+  if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
+  if (!StepsAreExact(options_.mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(order->reason, ": ", KVStoreModeName(options_.mode),
+                                                      " cannot roll back (no common step)"));
+  }
+  const int64_t t = order->step;
+  compressor_.Reset(placement_);
+  // Every server reloaded step t before the scheduler told us. A restarted server is a
+  // new process: the old streams (to it, and those a live server failed) are done.
+  WaitAllServers(absl::Now()).IgnoreError();
+  std::vector<ServerEndpoint> servers = order->servers;
+  if (servers.empty()) {  // an order without addresses: the servers kept theirs
+    for (const auto& s : servers_) servers.push_back({static_cast<int>(servers.size()), s->address()});
+  }
+  DTRAIN_RETURN_IF_ERROR(Reconnect(servers));
+  std::vector<int64_t> pulled(placement_.slices.size(), -1);
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
+    servers_[slice.server]->PullExact(slice.key, t, params_[slice.param_index].weights + slice.offset, slice.length,
+                                      &pulled[i]);
+  }
+  DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + options_.sync_timeout + kClientGrace));
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    if (pulled[i] == t) continue;
+    return absl::FailedPreconditionError(absl::StrCat("rolling back to step ", t, ": key ", placement_.slices[i].key,
+                                                      " came back at version ", pulled[i]));
+  }
+  cluster_.RollbackDone(order->generation);
+  resume_step_ = t;
+  DTRAIN_LOG(WARNING) << order->reason << ": worker " << cluster_.rank() << " pulled the weights of step " << t
+                      << " and redoes the steps from there";
+  return t;
+}
+
+absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
+  // What a rollback looks like from here: the server's stream broke (it died), a
+  // parked pull was failed by a server that reloaded (ABORTED), or a push of a step
+  // the reloaded server is not at yet (FAILED_PRECONDITION).
+  const absl::StatusCode code = error.code();
+  const bool may_be_rollback = code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAborted ||
+                               code == absl::StatusCode::kCancelled || code == absl::StatusCode::kFailedPrecondition;
+  if (!StepsAreExact(options_.mode) || !may_be_rollback || !cluster_.RollbackEnabled()) return error;
+  const absl::Time deadline = absl::Now() + options_.sync_timeout;
+  bool logged = false;
+  cluster_.AwaitingRollback(true);
+  absl::Cleanup done_waiting = [this] { cluster_.AwaitingRollback(false); };
+  while (absl::Now() < deadline) {
+    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
+    if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
+    if (!logged) {
+      DTRAIN_LOG(WARNING) << error.message() << ": waiting up to " << absl::FormatDuration(options_.sync_timeout)
+                          << " for the scheduler to roll the job back to the servers' snapshots";
+      logged = true;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return error;
+}
+
+absl::StatusOr<DistKVStore::Versions> DistKVStore::FetchVersions() {
+  Versions out;
+  std::vector<absl::flat_hash_map<uint64_t, int64_t>> held(servers_.size());
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    if (!routing_->Alive(static_cast<int>(s))) continue;
+    absl::StatusOr<std::vector<kv::KeyVersion>> got = servers_[s]->GetVersions({}, options_.sync_timeout);
+    if (!got.ok() && FailOver(static_cast<int>(s), got.status())) continue;
+    if (!got.ok()) return got.status();
+    for (const kv::KeyVersion& v : *got) {
+      held[s][v.key] = v.version;
+      // Replicas may stand one step apart (one merged the step, another waits for a
+      // push): the lower version is the step nobody finished.
+      auto it = out.find(v.key);
+      if (it == out.end() || v.version < it->second.version) out[v.key] = v;
+    }
+  }
+  if (options_.replication > 1) {
+    // A member that lacks a key another member holds was restarted empty: it is not in
+    // that key's chain until a partner copied the key to it (docs/recovery.md).
+    for (size_t i = 0; i < placement_.slices.size(); ++i) {
+      const uint64_t key = placement_.slices[i].key;
+      if (!out.contains(key)) continue;
+      for (int m : routing_->chain(i)) {
+        if (routing_->InChain(i, m) && !held[m].contains(key)) routing_->LeaveChain(i, m);
+      }
+    }
+  }
+  return out;
+}
+
+std::string DistKVStore::MissingKeys(const Versions& versions) const {
+  int missing = 0;
+  std::string first;
+  for (const auto& slice : placement_.slices) {
+    if (versions.contains(slice.key)) continue;
+    if (missing++ == 0) {
+      first = absl::StrCat("key ", slice.key, " on server ", slice.server, " at ", servers_[slice.server]->address());
+    }
+  }
+  if (missing == 0) return "";
+  return absl::StrCat(missing, " of ", placement_.slices.size(), " keys, first ", first);
+}
+
+bool DistKVStore::InitRoundPassed(const Versions& versions, int64_t start_version) {
+  for (const auto& [key, v] : versions) {
+    if (v.version > start_version || v.last_push_step >= start_version) return true;
+  }
+  return false;
+}
+
+absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
+  const absl::Duration timeout = options_.sync_timeout;
+  joined_ = absl::Now();
+  resuming_ = true;
+  cluster_.SetResuming(true);
+  // GetVersions also fences the incarnation we replace, before our first push.
+  DTRAIN_ASSIGN_OR_RETURN(Versions versions, FetchVersions());
+  const std::string missing = MissingKeys(versions);
+  if (!missing.empty()) {
+    // The job died in its start-up: worker 0 had not given every key its value yet.
+    DTRAIN_LOG(WARNING) << "rejoining during start-up: the servers do not hold " << missing << " yet";
+    if (cluster_.rank() == 0) DTRAIN_RETURN_IF_ERROR(ConfigureServers(init));
+  }
+  // The scheduler lets this call through at once when our predecessor passed the
+  // barrier already, and counts us in its round when it had not. A scheduler that
+  // restarted since (it died with our predecessor) no longer knows; the servers do:
+  // a key that moved past the start, or a push of our rank they accepted, means the
+  // round completed for everyone (a round completes only when all have arrived), so
+  // nobody waits there for us.
+  if (!missing.empty() || !InitRoundPassed(versions, init.start_version)) {
+    DTRAIN_RETURN_IF_ERROR(cluster_.Barrier("kvstore-init", timeout));
+  }
+  if (!missing.empty()) {
+    DTRAIN_ASSIGN_OR_RETURN(versions, FetchVersions());
+    if (const std::string still = MissingKeys(versions); !still.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rejoining: the servers still do not hold ", still, " after the init barrier (another model?)"));
+    }
+  }
+
+  int64_t t = -1;
+  if (!StepsAreExact(options_.mode)) {
+    // No common step (async, SSP): go on after the last step of ours every key accepted. Pushes the
+    // servers already hold are ignored when resent, so none counts twice.
+    for (const auto& slice : placement_.slices) {
+      const int64_t next = std::max(versions[slice.key].last_push_step + 1, init.start_version);
+      if (t < 0 || next < t) t = next;
+    }
+  } else {
+    // In dist_sync a key is at t+1 once every worker's step-t push of it merged, so the
+    // step nobody can have finished is the lowest version: redo it. No key can move
+    // past t+1 meanwhile, since the others wait for our step-t pushes.
+    for (const auto& slice : placement_.slices) {
+      const int64_t v = versions[slice.key].version;
+      if (t < 0 || v < t) t = v;
+    }
+  }
+  // Exactly version t of every key: a key whose step t already merged (at t+1) is
+  // answered from the previous version its server keeps, so the redone gradients are
+  // bit-identical to the dead worker's.
+  std::vector<int64_t> pulled(placement_.slices.size(), -1);
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
+    float* w = params_[slice.param_index].weights + slice.offset;
+    const int head = routing_->Head(i);
+    if (head < 0) return NoReplicaLeft(i);
+    if (!StepsAreExact(options_.mode)) {
+      servers_[head]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
+    } else {
+      servers_[head]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
+    }
+  }
+  DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
+  for (size_t i = 0; i < placement_.slices.size() && StepsAreExact(options_.mode); ++i) {
+    if (pulled[i] == t) continue;
+    const auto& slice = placement_.slices[i];
+    const int head = routing_->Head(i);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rejoining at step ", t, ": server ", head, " at ", servers_[head]->address(),
+        " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
+        " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
+  }
+  resume_step_ = t;
+  DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()
+                      << ": " << (StepsAreExact(options_.mode) ? "redoing step " : "going on at step ") << t;
+  return absl::OkStatus();
+}
+
+}  // namespace dtrain::worker
