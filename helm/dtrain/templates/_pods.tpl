@@ -203,8 +203,7 @@ spec:
   initContainers:
     # Puts the image's Fashion-MNIST on the data volume when the directory is missing
     # or empty. Every worker runs it; the copy goes to a private temp directory that
-    # is renamed into place, so concurrent workers on a shared claim cannot leave a
-    # half-copied set.
+    # is renamed into place, so concurrent workers cannot leave a half-copied set.
     - name: seed-data
       image: {{ include "dtrain.image" (dict "ctx" . "override" .Values.worker.image) | quote }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
