@@ -10,7 +10,8 @@
 # default), each on fresh volumes:
 #   plain    the job trains to completion: a "kubelet" namespace probes the pods as the
 #            chart's probes say, every Job pod exits 0, worker 0 leaves a checkpoint on the
-#            shared checkpoint volume, the data volume was seeded once, inference gets Ready;
+#            shared checkpoint volume, the data set was copied from the image (into each
+#            worker's emptyDir, or once onto a data claim), inference gets Ready;
 #   restart  the same job while worker pods are SIGKILLed mid-training (DTRAIN_K8S_KILLS,
 #            "RANK:EPOCH:BATCH ...", default 1:0:10): each is replaced after the Job
 #            controller's back-off (DTRAIN_K8S_BACKOFF_S, 10 s as Kubernetes), rejoins as its
@@ -111,8 +112,10 @@ SETS=(
   # One LibTorch thread per worker: DTRAIN_THREADS comes from the CPU limit.
   --set worker.resources.limits.cpu=1,worker.resources.requests.cpu=1
   --set "inference.enabled=$HAVE_INFER,inference.watchInterval=1,inference.waitForModel=120"
-  # The claims are shared directories here, as ReadWriteMany claims of a named class are.
-  --set persistence.data.storageClassName=nfs-client,persistence.checkpoints.storageClassName=nfs-client
+  # Storage and transport as the chart's defaults have them: the data set from the image,
+  # the checkpoint claim (a directory here, every pod on one host as its podAffinity
+  # wants), mutual TLS with the chart's own certificates. A shared data claim instead:
+  # DTRAIN_K8S_SET=persistence.data.storageClassName=nfs-client
 )
 # More --set values for debugging, e.g. DTRAIN_K8S_SET=metrics.enabled=false
 if [ -n "${DTRAIN_K8S_SET:-}" ]; then SETS+=(--set "$DTRAIN_K8S_SET"); fi
@@ -169,7 +172,7 @@ if [ -n "$SECRETS" ]; then
   done
   # The scheduler's DNS name in every certificate, as the chart's README suggests: the
   # nodes dial it by name, and gRPC logs a mismatch otherwise.
-  names=$(printf '%s\n' "${SECRET_IDENTITY[@]}" | grep -vxE 'token|rendered' | sort -u | paste -sd,)
+  names=$(printf '%s\n' "${SECRET_IDENTITY[@]}" | { grep -vxE 'token|rendered' || true; } | sort -u | paste -sd,)
   if [ -n "$names" ]; then
     "$BUILD/bin/dtrain" certs --dir "$WORK/certs" --job "$RELEASE" --san "$RELEASE-scheduler-0.$RELEASE-scheduler.$NAMESPACE.svc.cluster.local" \
       --names "$names" > /dev/null || k8s_fail "dtrain certs failed"
@@ -466,7 +469,14 @@ scenario_plain() {
   PLAIN_FNV=$FNV
   local seeded
   seeded=$(cat "$RUN"/logs/"$PREFIX"-*.seed-data.log 2> /dev/null | grep -c "copied" || true)
-  if [ "$seeded" -eq 1 ] && [ "$(ls "$RUN/volumes/pvc/$RELEASE-data/fashion-mnist" | wc -l)" -eq 4 ]; then
+  if ! echo "$CLAIMS" | grep -qx "$RELEASE-data"; then
+    # The chart's default: no data claim, each worker copies the image's set into its emptyDir.
+    if [ "$seeded" -eq "$WORKERS" ]; then
+      ok "data set copied from the image into each of the $WORKERS workers' emptyDirs (no data claim)"
+    else
+      bad "data seeding without a claim: $seeded copies for $WORKERS workers"
+    fi
+  elif [ "$seeded" -eq 1 ] && [ "$(ls "$RUN/volumes/pvc/$RELEASE-data/fashion-mnist" | wc -l)" -eq 4 ]; then
     ok "data volume seeded once by $WORKERS concurrent init containers"
   else
     bad "data seeding: $seeded copies, $(ls "$RUN/volumes/pvc/$RELEASE-data" 2> /dev/null | tr '\n' ' ')"
