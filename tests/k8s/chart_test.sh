@@ -495,12 +495,18 @@ STOCK="--tls generated --network-policy on --claims dtrain-checkpoints=rwo"
 render_ok "stock: workers=3" "--workers 3 $STOCK" --set workers=3
 render_ok "stock: workers=3, image" "--workers 3 $STOCK" --set workers=3,image.repository=registry.example.internal/dtrain,image.tag=0.1.0
 render_ok "stock: workers=3, jobset" "--workers 3 --orchestrator jobset $STOCK" --set workers=3,orchestrator=jobset
+for f in "$CHART"/ci/*.yaml; do
+  render_ok "stock: ci-$(basename "$f" .yaml)" "--existing-claims dtrain-data,dtrain-checkpoints" -f "$f"
+done
 render_ok "stock: snapshots on the checkpoint claim" "--snapshot-every 50 $STOCK" --set workers=3,snapshotEvery=50
 render_ok "stock: snapshots on a claim of their own" "--snapshot-every 50 --tls generated --claims dtrain-checkpoints=rwo,dtrain-snapshots=rwo" \
   --set workers=3,snapshotEvery=50,server.snapshotVolume=claim
 render_ok "stock: user affinity kept" "--workers 3 $STOCK" --set workers=3 \
-  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=topology.kubernetes.io/zone' \
-  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app=cache'
+  --set 'worker.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=50' \
+  --set 'worker.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=topology.kubernetes.io/zone' \
+  --set 'worker.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector.matchLabels.app=cache' \
+  --set 'worker.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=kubernetes.io/hostname' \
+  --set 'worker.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app=noisy'
 render_ok "stock: data on a ReadWriteOnce claim" "--workers 3 --claims dtrain-data=rwo,dtrain-checkpoints=rwo" \
   --set workers=3,'persistence.data.accessModes[0]=ReadWriteOnce'
 # ReadWriteMany stays one value away: a named class.
@@ -526,7 +532,15 @@ for c in scheduler server; do
 done
 expect_json "stock: snapshots, server" "$(job_of "$WORK/stock: snapshots on the checkpoint claim.json" server)" 's.template.spec.affinity' "$AFF"
 expect_json "stock: user affinity kept" "$(job_of "$WORK/stock: user affinity kept.json" worker)" \
-  's.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.map((t) => t.topologyKey)' '["topology.kubernetes.io/zone","kubernetes.io/hostname"]'
+  '[s.template.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.length, s.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.map((t) => t.topologyKey), s.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector]' \
+  '[1,["kubernetes.io/hostname"],{"matchLabels":{"app":"noisy"}}]'
+# A required podAffinity of the user's beside the chart's would leave the first pod Pending.
+render_refused "required podAffinity with a ReadWriteOnce claim" "worker.affinity has required podAffinity terms" --set workers=3 \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=topology.kubernetes.io/zone' \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app=cache'
+render_ok "required podAffinity with a ReadWriteMany claim" "--workers 3 --claims dtrain-checkpoints=rwx" --set workers=3,persistence.checkpoints.storageClassName=nfs-client \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=topology.kubernetes.io/zone' \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app=cache'
 f="$WORK/RWX: checkpoints.storageClassName.json"
 expect_json "RWX worker" "$(job_of "$f" worker)" '[s.template.spec.affinity ?? null, s.template.metadata.labels["dtrain.io/mounts-checkpoints"] ?? null]' '[null,null]'
 expect_json "RWX claim" "$(doc_of "$f" PersistentVolumeClaim dtrain-checkpoints)" '[s.spec.accessModes, s.spec.storageClassName]' '[["ReadWriteMany"],"nfs-client"]'

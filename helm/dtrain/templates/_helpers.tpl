@@ -781,6 +781,13 @@ pre-provisioned volume) or is an existing claim. By default no claim asks for it
 {{- fail (printf "persistence.%s: %d pods mount this claim at once (%s), so it must be ReadWriteMany, but persistence.%s.storageClassName is empty: the cluster's default class, ReadWriteOnce on most clusters, would leave the claim Pending and the job waiting. Set persistence.%s.storageClassName to a class that provides ReadWriteMany (nfs-client, cephfs: deploy/k8s/), or persistence.%s.existingClaim, or persistence.%s.accessModes={ReadWriteOnce} (its pods then share one node)" $name (int (index $u 0)) (index $u 1) $name $name $name $name) -}}
 {{- end -}}
 {{- end -}}
+{{- range $c := list "worker" "server" "inference" -}}
+{{- $claims := include "dtrain.nodeSharedClaims" (dict "ctx" $ "component" $c) -}}
+{{- $own := dig "podAffinity" "requiredDuringSchedulingIgnoredDuringExecution" list ((index $v $c).affinity | default dict) -}}
+{{- if and $claims $own (or (ne $c "inference") $v.inference.enabled) -}}
+{{- fail (printf "%s.affinity has required podAffinity terms, and the %s pods mount claim(s) %s, which are not ReadWriteMany and so hold their pods on one node by a required podAffinity of the chart's: Kubernetes lets the first of those pods schedule only when no term of it matches any pod, so they would stay Pending. Make the claim ReadWriteMany (persistence.<claim>.storageClassName, e.g. nfs-client), or make your terms preferredDuringSchedulingIgnoredDuringExecution" $c $c $claims) -}}
+{{- end -}}
+{{- end -}}
 {{- if and (ne (include "dtrain.dataOnClaim" .) "true") (not $p.data.seed) -}}
 {{- fail "persistence.data.seed=false leaves the workers no data set: without a data claim (persistence.data.existingClaim or storageClassName) they read the image's, which seed copies in. Set persistence.data.seed=true, or put your data set on a claim" -}}
 {{- end -}}
