@@ -336,7 +336,7 @@ affinity:
 A pod's affinity: the role's own, plus, for each ReadWriteOnce claim the pod mounts, a
 required podAffinity to the other pods that mount it (dtrain.nodeSharedClaims): such a
 claim attaches to one node at a time, so all its pods must run there. The first of them
-may go anywhere (Kubernetes lets a pod whose term matches only itself schedule), the
+may go anywhere (Kubernetes schedules a pod whose terms match no pod but itself), the
 others follow it. Call with podCommon's dict plus "component".
 */}}
 {{- define "dtrain.affinity" -}}

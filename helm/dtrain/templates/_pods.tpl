@@ -9,7 +9,6 @@ Call with the root context.
 metadata:
   labels:
     {{- include "dtrain.componentSelectorLabels" (dict "ctx" . "component" "scheduler") | nindent 4 }}
-    {{- with include "dtrain.claimLabels" (dict "ctx" . "component" "scheduler") }}{{ . | nindent 4 }}{{ end }}
     {{- with .Values.scheduler.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
