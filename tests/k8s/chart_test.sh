@@ -12,11 +12,13 @@ k8s_init "${1:-.}" "${2:-build}"
 k8s_build_renderer
 k8s_chart_copy
 k8s_node_modules
-# Claims that several pods mount need a ReadWriteMany class (or an existing claim): the chart
-# refuses the cluster's default class for them (dtrain.checkStorage). Every rendering below
-# starts from this, as an install on a cluster with NFS would; the refusal is tested apart.
+# Most renderings below start from ReadWriteMany claims of a named class, as an install on a
+# cluster with NFS would (pods on any node); the stock cluster's defaults (the data set from
+# the image, a ReadWriteOnce checkpoint claim whose pods share a node) are tested apart,
+# with BASE_ARGS empty.
 BASE="$WORK/rwx-values.yaml"
 printf 'persistence:\n  data: {storageClassName: nfs-client}\n  checkpoints: {storageClassName: nfs-client}\n  snapshots: {storageClassName: nfs-client}\n' > "$BASE"
+BASE_ARGS=(-f "$BASE")
 
 passed=0
 failed=0
@@ -28,7 +30,7 @@ render_ok() {
   local name=$1 vargs=$2
   shift 2
   local out="$WORK/$name.json" err="$WORK/$name.err"
-  if ! "$RENDER" -o json --notes "$WORK/$name.notes" -f "$BASE" "$@" dtrain "$CHART" > "$out" 2> "$err"; then
+  if ! "$RENDER" -o json --notes "$WORK/$name.notes" ${BASE_ARGS[@]+"${BASE_ARGS[@]}"} "$@" dtrain "$CHART" > "$out" 2> "$err"; then
     bad "$name: render failed: $(cat "$err")"
     return
   fi
@@ -45,7 +47,7 @@ render_ok() {
 render_refused() {
   local name=$1 pattern=$2
   shift 2
-  if "$RENDER" -f "$BASE" "$@" dtrain "$CHART" > /dev/null 2> "$WORK/refused.err"; then
+  if "$RENDER" ${BASE_ARGS[@]+"${BASE_ARGS[@]}"} "$@" dtrain "$CHART" > /dev/null 2> "$WORK/refused.err"; then
     bad "refused/$name: rendered, but must be refused ($*)"
   elif grep -q -- "$pattern" "$WORK/refused.err"; then
     ok "refused/$name: $(grep -m1 -- "$pattern" "$WORK/refused.err" | sed 's/^[- ]*//')"
@@ -112,8 +114,8 @@ w=$(job_of "$WORK/recovery.maxRestarts=5,workers=4.json" worker)
 expect_json "maxRestarts=5 workers=4" "$w" '[s.backoffLimitPerIndex, s.backoffLimit]' '[5,20]'
 # The job id: one per install, shared by every pod; a new install gets another.
 ids_of() { grep -A1 'name: DTRAIN_JOB_ID' "$1" | sed -n 's/.*value: "\(.*\)"/\1/p' | sort | uniq -c | awk '{print $1, $2}'; }
-"$RENDER" -f "$BASE" dtrain "$CHART" > "$WORK/id1.yaml"
-"$RENDER" -f "$BASE" dtrain "$CHART" > "$WORK/id2.yaml"
+"$RENDER" "${BASE_ARGS[@]}" dtrain "$CHART" > "$WORK/id1.yaml"
+"$RENDER" "${BASE_ARGS[@]}" dtrain "$CHART" > "$WORK/id2.yaml"
 id1=$(ids_of "$WORK/id1.yaml") id2=$(ids_of "$WORK/id2.yaml")
 if [[ "$id1" =~ ^3\ dtrain-[a-z0-9]{8}$ ]] && [[ "$id2" =~ ^3\ dtrain-[a-z0-9]{8}$ ]] && [ "$id1" != "$id2" ]; then
   ok "DTRAIN_JOB_ID: one per install in all 3 Jobs (${id1#3 }), another for the next install (${id2#3 })"
@@ -163,16 +165,16 @@ expect_json "replication=2 server" "$sv" s.podFailurePolicy \
 expect_json "replication=2 server" "$sv" '[s.template.spec.restartPolicy, s.template.spec.subdomain]' '["Never","dtrain-server"]'
 expect_json "replication=2 server" "$sv" 's.template.spec.containers[0].env.find((e) => e.name === "DTRAIN_RANK").valueFrom.fieldRef.fieldPath' \
   "\"metadata.annotations['batch.kubernetes.io/job-completion-index']\""
-expect_json "replication=2 server" "$sv" 's.template.spec.volumes.map((v) => v.name)' '["tmp"]'
+expect_json "replication=2 server" "$sv" 's.template.spec.volumes.map((v) => v.name)' '["tmp","tls"]'
 sv=$(job_of "$WORK/replication=3,servers=4,maxRestarts=2.json" server)
 expect_json "replication=3 servers=4 maxRestarts=2" "$sv" '[s.backoffLimitPerIndex, s.maxFailedIndexes, s.backoffLimit]' '[2,2,8]'
 # Snapshots on the checkpoint claim (the default volume): a directory per job.
 sv=$(job_of "$WORK/snapshotEvery=50.json" server)
 expect_json "snapshotEvery=50 server" "$sv" '[s.backoffLimitPerIndex, s.maxFailedIndexes, s.backoffLimit]' '[3,0,6]'
 expect_json "snapshotEvery=50 server" "$sv" "$(env_of)" '["DTRAIN_SNAPSHOT_EVERY=50","DTRAIN_SNAPSHOT_DIR=/checkpoints/snapshots/run-7"]'
-expect_json "snapshotEvery=50 server" "$sv" 's.template.spec.containers[0].volumeMounts' \
+expect_json "snapshotEvery=50 server" "$sv" 's.template.spec.containers[0].volumeMounts.filter((m) => m.name !== "tls")' \
   '[{"mountPath":"/tmp","name":"tmp"},{"mountPath":"/checkpoints","name":"checkpoints"}]'
-expect_json "snapshotEvery=50 server" "$sv" 's.template.spec.volumes[1]' '{"name":"checkpoints","persistentVolumeClaim":{"claimName":"dtrain-checkpoints"}}'
+expect_json "snapshotEvery=50 server" "$sv" 's.template.spec.volumes.find((v) => v.name === "checkpoints")' '{"name":"checkpoints","persistentVolumeClaim":{"claimName":"dtrain-checkpoints"}}'
 for c in scheduler worker; do
   expect_json "snapshotEvery=50 $c" "$(job_of "$WORK/snapshotEvery=50.json" "$c")" "$(env_of)" '[]'
 done
@@ -180,20 +182,20 @@ expect_eq "snapshotEvery=50: claims" "$(claims_of "$WORK/snapshotEvery=50.json")
 # ... on a claim of their own, created or existing.
 sv=$(job_of "$WORK/snapshotEvery=50 on a claim.json" server)
 expect_json "snapshots on a claim" "$sv" "$(env_of)" '["DTRAIN_SNAPSHOT_EVERY=50","DTRAIN_SNAPSHOT_DIR=/snap/run-7"]'
-expect_json "snapshots on a claim" "$sv" '[s.template.spec.containers[0].volumeMounts[1], s.template.spec.volumes[1]]' \
+expect_json "snapshots on a claim" "$sv" '[s.template.spec.containers[0].volumeMounts.find((m) => m.name === "snapshots"), s.template.spec.volumes.find((v) => v.name === "snapshots")]' \
   '[{"mountPath":"/snap/","name":"snapshots"},{"name":"snapshots","persistentVolumeClaim":{"claimName":"dtrain-snapshots"}}]'
 expect_eq "snapshots on a claim: claims" "$(claims_of "$WORK/snapshotEvery=50 on a claim.json")" '["dtrain-checkpoints","dtrain-data","dtrain-snapshots"]'
 sv=$(job_of "$WORK/snapshotEvery=50 on an existing claim.json" server)
-expect_json "snapshots on an existing claim" "$sv" 's.template.spec.volumes[1].persistentVolumeClaim.claimName' '"my-snapshots"'
+expect_json "snapshots on an existing claim" "$sv" 's.template.spec.volumes.find((v) => v.name === "snapshots").persistentVolumeClaim.claimName' '"my-snapshots"'
 expect_eq "snapshots on an existing claim: claims" "$(claims_of "$WORK/snapshotEvery=50 on an existing claim.json")" '["dtrain-checkpoints","dtrain-data"]'
 expect_eq "snapshotVolume=claim without snapshots: claims" "$(claims_of "$WORK/snapshotVolume=claim, snapshotEvery=0.json")" '["dtrain-checkpoints","dtrain-data"]'
 expect_json "snapshotVolume=claim without snapshots" "$(job_of "$WORK/snapshotVolume=claim, snapshotEvery=0.json" server)" \
-  '[s.backoffLimit, s.template.spec.volumes.map((v) => v.name), s.template.spec.containers[0].env.filter((e) => /SNAPSHOT/.test(e.name))]' '[0,["tmp"],[]]'
+  '[s.backoffLimit, s.template.spec.volumes.map((v) => v.name), s.template.spec.containers[0].env.filter((e) => /SNAPSHOT/.test(e.name))]' '[0,["tmp","tls"],[]]'
 # ... on an emptyDir: lost with the pod, so it does not make servers restartable.
 sv=$(job_of "$WORK/snapshotEvery=50 on an emptyDir.json" server)
 expect_json "snapshots on an emptyDir" "$sv" '[s.backoffLimit, s.backoffLimitPerIndex ?? null, s.podFailurePolicy ?? null]' '[0,null,null]'
 expect_json "snapshots on an emptyDir" "$sv" "$(env_of)" '["DTRAIN_SNAPSHOT_EVERY=50","DTRAIN_SNAPSHOT_DIR=/snapshots/run-7"]'
-expect_json "snapshots on an emptyDir" "$sv" 's.template.spec.volumes[1]' '{"emptyDir":{},"name":"snapshots"}'
+expect_json "snapshots on an emptyDir" "$sv" 's.template.spec.volumes.find((v) => v.name === "snapshots")' '{"emptyDir":{},"name":"snapshots"}'
 sv=$(job_of "$WORK/replication=2, snapshots on an emptyDir.json" server)
 expect_json "replication=2, snapshots on an emptyDir" "$sv" '[s.backoffLimitPerIndex, s.maxFailedIndexes]' '[3,1]'
 
@@ -260,16 +262,22 @@ render_ok "tls from cert-manager" "--tls certManager --workers 3 --token-secret 
 CM=tls.enabled=true,tls.certManager.enabled=true,tls.certManager.issuerRef.name=dtrain-ca
 render_ok "tls cert-manager, namespace ml, 5 workers, 3 servers, replication" "--tls certManager --namespace ml --workers 5 --servers 3 --replication 2" \
   -n ml --set "$CM,workers=5,servers=3,replication=2,clusterDomain=k8s.example"
-render_ok "tls cert-manager, no inference" "--tls certManager --network-policy off" --set "$CM,inference.enabled=false"
+render_ok "tls cert-manager, no inference" "--tls certManager --network-policy on" --set "$CM,inference.enabled=false"
 render_ok "tls Secret, no inference" "--tls existingSecret --tls-secret my-tls" --set tls.enabled=true,tls.existingSecret=my-tls,inference.enabled=false
 render_ok "tls, metrics off, networkPolicy" "--tls certManager --network-policy on" --set "$CM,metrics.enabled=false,networkPolicy.enabled=true"
-render_ok "networkPolicy alone" "--tls off --network-policy on --metrics-namespace monitoring --inference-from any" --set networkPolicy.enabled=true
+render_ok "networkPolicy without TLS" "--tls off --network-policy on --metrics-namespace monitoring --inference-from any" --set tls.enabled=false
 # (Helm merges maps: `{}` would keep the default's matchLabels; null removes them.)
 printf 'networkPolicy:\n  enabled: true\n  metricsNamespaceSelector:\n    matchLabels: null\n  inferenceFrom:\n    - ipBlock: {cidr: 10.0.0.0/8}\n    - podSelector: {matchLabels: {app: web}}\n' > "$WORK/np-values.yaml"
 render_ok "networkPolicy: metrics from every namespace, inference from a CIDR" "--network-policy on --metrics-namespace anywhere --inference-from restricted" \
   -f "$WORK/np-values.yaml"
-render_ok "inference token without TLS" "--tls off --token-secret t:token" --set inference.auth.tokenSecret.name=t
-render_ok "defaults: no TLS, no policies" "--tls off --network-policy off"
+render_ok "inference token without TLS" "--tls off --token-secret t:token" --set tls.enabled=false,inference.auth.tokenSecret.name=t
+# By default: mutual TLS with the chart's own certificates, and the policies.
+render_ok "defaults: mutual TLS, the chart's certificates, policies" "--tls generated --network-policy on --metrics-namespace monitoring --inference-from any"
+render_ok "tls.enabled=false: plaintext" "--tls off --network-policy on" --set tls.enabled=false
+render_ok "tls.enabled=false, networkPolicy.enabled=false" "--tls off --network-policy off" --set tls.enabled=false,networkPolicy.enabled=false
+render_ok "the chart's certificates, ns ml, 5 workers, jobset" "--tls generated --namespace ml --workers 5 --orchestrator jobset" \
+  -n ml --set workers=5,orchestrator=jobset,clusterDomain=k8s.example
+render_ok "the chart's certificates, no inference" "--tls generated" --set inference.enabled=false
 
 doc_of() { # RENDERED.json KIND NAME: that object as JSON
   node -e 'const [f, k, n] = process.argv.slice(1);
@@ -307,8 +315,10 @@ for comp in scheduler server worker; do
     "[{\"name\":\"tls\",\"secret\":{\"defaultMode\":288,\"secretName\":\"dtrain-$comp-tls\"}},{\"mountPath\":\"/etc/dtrain/tls\",\"name\":\"tls\",\"readOnly\":true}]"
   j=$(job_of "$WORK/tls from a Secret.json" $comp)
   expect_json "Secret $comp" "$j" 's.template.spec.volumes.find((v) => v.name === "tls").secret.secretName' '"dtrain-tls"'
+  j=$(job_of "$WORK/tls.enabled=false: plaintext.json" $comp)
+  expect_json "tls.enabled=false $comp" "$j" "[$tls_env, s.template.spec.volumes.map((v) => v.name).includes(\"tls\")]" '[[],false]'
   j=$(job_of "$WORK/recovery defaults.json" $comp)
-  expect_json "defaults $comp" "$j" "[$tls_env, s.template.spec.volumes.map((v) => v.name).includes(\"tls\")]" '[[],false]'
+  expect_json "defaults $comp" "$j" "[$tls_env.length, s.template.spec.volumes.find((v) => v.name === \"tls\").secret.secretName]" "[3,\"dtrain-$comp-tls\"]"
 done
 j=$(job_of "$f" scheduler)
 expect_json "cert-manager scheduler probes" "$j" '[s.template.spec.containers[0].readinessProbe, s.template.spec.containers[0].livenessProbe.exec]' \
@@ -334,7 +344,7 @@ p=$(doc_of "$WORK/tls from cert-manager.json" NetworkPolicy dtrain-inference)
 expect_json "NetworkPolicy inference" "$p" 's.spec.ingress[0]' '{"from":[{"namespaceSelector":{"matchLabels":{"team":"web"}}}],"ports":[{"port":50051,"protocol":"TCP"}]}'
 p=$(doc_of "$WORK/tls, metrics off, networkPolicy.json" NetworkPolicy dtrain-training)
 expect_json "NetworkPolicy, metrics off" "$p" 's.spec.ingress.length' '1'
-"$RENDER" -o json -f "$BASE" --set "$CM,recovery.jobId=run-7" dtrain "$CHART" > "$WORK/cn.json"
+"$RENDER" -o json "${BASE_ARGS[@]}" --set "$CM,recovery.jobId=run-7" dtrain "$CHART" > "$WORK/cn.json"
 expect_json "cert-manager, recovery.jobId=run-7" "$(doc_of "$WORK/cn.json" Certificate dtrain-scheduler-tls)" 's.spec.commonName' '"scheduler.run-7"'
 
 # The checks catch what they are for: each broken rendering below must be refused by validate.mjs.
@@ -401,7 +411,10 @@ mutant "inference unselected" "selected by no NetworkPolicy" "$f" \
   'kind("NetworkPolicy", "dtrain-inference").spec.podSelector.matchLabels["app.kubernetes.io/component"] = "nothing"'
 
 echo "== TLS values refused, naming the value"
-render_refused "tls.enabled alone" "tls.enabled needs a source of certificates" --set tls.enabled=true
+render_refused "inferenceSecret with the chart's certificates" "without it the chart makes inference's certificate" --set tls.inferenceSecret=x
+render_refused "a common name over 64 characters, the chart's certificates" "tls.generated: the common name" \
+  --set "recovery.jobId=$(printf 'j%.0s' $(seq 60))"
+render_refused "validityDays=0" "tls.generated.validityDays" --set tls.generated.validityDays=0
 render_refused "tls from both sources" "tls.existingSecret and tls.certManager.enabled are exclusive" \
   --set "$CM,tls.existingSecret=dtrain-tls"
 render_refused "cert-manager without an issuer" "tls.certManager.enabled needs tls.certManager.issuerRef.name" \
@@ -410,10 +423,10 @@ render_refused "Secret without inferenceSecret" "tls.existingSecret with inferen
   --set tls.enabled=true,tls.existingSecret=dtrain-tls
 render_refused "inferenceSecret with cert-manager" "tls.inferenceSecret goes with tls.existingSecret" \
   --set "$CM,tls.inferenceSecret=x"
-render_refused "existingSecret with tls off" "tls.existingSecret is set but tls.enabled is false" --set tls.existingSecret=dtrain-tls
-render_refused "inferenceSecret with tls off" "tls.inferenceSecret is set but tls.enabled is false" --set tls.inferenceSecret=x
+render_refused "existingSecret with tls off" "tls.existingSecret is set but tls.enabled is false" --set tls.enabled=false,tls.existingSecret=dtrain-tls
+render_refused "inferenceSecret with tls off" "tls.inferenceSecret is set but tls.enabled is false" --set tls.enabled=false,tls.inferenceSecret=x
 render_refused "cert-manager with tls off" "tls.certManager.enabled is set but tls.enabled is false" \
-  --set tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca
+  --set tls.enabled=false,tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca
 render_refused "a common name over 64 characters" "over X.509's 64; set a shorter recovery.jobId" \
   --set "$CM,recovery.jobId=$(printf 'j%.0s' $(seq 60))"
 render_refused "Secret name in capitals" "tls.existingSecret" --set tls.enabled=true,tls.existingSecret=MyTLS,inference.enabled=false
@@ -431,7 +444,7 @@ render_refused "a peer that is no NetworkPolicyPeer" "Additional property cidr i
 echo "== NOTES.txt"
 notes="$WORK/defaults.notes"
 for want in "logs -f --prefix" "app.kubernetes.io/component=worker" "port-forward svc/dtrain-inference" \
-    "dtrain.v1.Inference/Predict" "ConfigMap dtrain-dashboard" "helm uninstall dtrain" \
+    "dtrain predict --server localhost:50051" "ConfigMap dtrain-dashboard" "helm uninstall dtrain" \
     "up to 3 times per rank" "A parameter server pod lost: the job fails" "dtrain status" \
     "set replication >= 2 or snapshotEvery"; do
   if grep -qF -- "$want" "$notes"; then ok "NOTES has '$want'"; else bad "NOTES lacks '$want'"; fi
@@ -461,7 +474,11 @@ notes_want "tls from cert-manager" "$WORK/tls from cert-manager.notes" "Transpor
 notes_want "tls from a Secret" "$WORK/tls from a Secret.notes" "Secret dtrain-tls (inference: dtrain-infer-tls)" \
   "get secret dtrain-infer-tls -o jsonpath='{.data.ca\\.crt}'"
 notes_want "token without TLS" "$WORK/inference token without TLS.notes" "cross the network in clear"
-notes_want defaults "$WORK/defaults.notes" "Transport: plaintext (tls.enabled=false)"
+notes_want defaults "$WORK/defaults.notes" "Transport: mutual TLS" "the chart: its own CA (Secret dtrain-ca, mounted by no pod)" \
+  "NetworkPolicies dtrain-training and dtrain-inference" "get secret dtrain-client-tls -o jsonpath='{.data.tls\\.key}'" \
+  "grpcurl -cacert ca.crt -cert client.crt -key client.key"
+notes_want "tls.enabled=false" "$WORK/tls.enabled=false: plaintext.notes" "Transport: plaintext (tls.enabled=false)" "grpcurl -plaintext" "dtrain.v1.Inference/Predict"
+notes_want "networkPolicy.enabled=false" "$WORK/tls.enabled=false, networkPolicy.enabled=false.notes" "No NetworkPolicy (networkPolicy.enabled=false)"
 if grep -qF "A parameter server pod lost: the job fails" "$WORK/snapshotEvery=50 on an emptyDir.notes" &&
   grep -qF "on an emptyDir, which dies with the pod" "$WORK/snapshotEvery=50 on an emptyDir.notes"; then
   ok "NOTES (snapshots on an emptyDir): a server's loss still fails the job; the emptyDir dies with the pod"
@@ -469,12 +486,176 @@ else
   bad "NOTES (snapshots on an emptyDir) must say a server's loss fails the job and why"
 fi
 
+echo "== a stock cluster: only workers=3 (no storage class, no certificates given)"
+# What `helm install dtrain ./helm/dtrain --set workers=3` renders: the data set from the
+# image, one ReadWriteOnce checkpoint claim of the default class whose pods share a node,
+# mutual TLS with the chart's certificates, the NetworkPolicies.
+BASE_ARGS=()
+STOCK="--tls generated --network-policy on --claims dtrain-checkpoints=rwo"
+render_ok "stock: workers=3" "--workers 3 $STOCK" --set workers=3
+render_ok "stock: workers=3, image" "--workers 3 $STOCK" --set workers=3,image.repository=registry.example.internal/dtrain,image.tag=0.1.0
+render_ok "stock: workers=3, jobset" "--workers 3 --orchestrator jobset $STOCK" --set workers=3,orchestrator=jobset
+for f in "$CHART"/ci/*.yaml; do
+  render_ok "stock: ci-$(basename "$f" .yaml)" "--existing-claims dtrain-data,dtrain-checkpoints" -f "$f"
+done
+render_ok "stock: snapshots on the checkpoint claim" "--snapshot-every 50 $STOCK" --set workers=3,snapshotEvery=50
+render_ok "stock: snapshots on a claim of their own" "--snapshot-every 50 --tls generated --claims dtrain-checkpoints=rwo,dtrain-snapshots=rwo" \
+  --set workers=3,snapshotEvery=50,server.snapshotVolume=claim
+render_ok "stock: user affinity kept" "--workers 3 $STOCK" --set workers=3 \
+  --set 'worker.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=50' \
+  --set 'worker.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey=topology.kubernetes.io/zone' \
+  --set 'worker.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector.matchLabels.app=cache' \
+  --set 'worker.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=kubernetes.io/hostname' \
+  --set 'worker.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app=noisy'
+render_ok "stock: data on a ReadWriteOnce claim" "--workers 3 --claims dtrain-data=rwo,dtrain-checkpoints=rwo" \
+  --set workers=3,'persistence.data.accessModes[0]=ReadWriteOnce'
+# ReadWriteMany stays one value away: a named class.
+render_ok "RWX: checkpoints.storageClassName" "--workers 3 --claims dtrain-checkpoints=rwx" --set workers=3,persistence.checkpoints.storageClassName=nfs-client
+render_ok "RWX: data and checkpoints classes" "--workers 3 --claims dtrain-data=rwx,dtrain-checkpoints=rwx" \
+  --set workers=3,persistence.data.storageClassName=cephfs,persistence.checkpoints.storageClassName=cephfs
+render_ok "RWX: existing claims" "--workers 3 --existing-claims my-data,my-ckpt" \
+  --set workers=3,persistence.data.existingClaim=my-data,persistence.checkpoints.existingClaim=my-ckpt
+f="$WORK/stock: workers=3.json"
+expect_eq "stock: claims" "$(claims_of "$f")" '["dtrain-checkpoints"]'
+w=$(job_of "$f" worker)
+expect_json "stock worker" "$w" 's.template.spec.volumes.find((v) => v.name === "data")' '{"emptyDir":{"sizeLimit":"1Gi"},"name":"data"}'
+expect_json "stock worker" "$w" 's.template.spec.initContainers.map((c) => [c.name, c.command[0], c.env[0].value])' '[["seed-data","dtrain-seed-data","/data/fashion-mnist"]]'
+expect_json "stock worker" "$w" '[s.template.metadata.labels["dtrain.io/mounts-checkpoints"], s.template.spec.volumes.find((v) => v.name === "checkpoints").persistentVolumeClaim.claimName]' '["true","dtrain-checkpoints"]'
+AFF='{"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app.kubernetes.io/instance":"dtrain","dtrain.io/mounts-checkpoints":"true"}},"topologyKey":"kubernetes.io/hostname"}]}}'
+expect_json "stock worker" "$w" 's.template.spec.affinity' "$AFF"
+i=$(doc_of "$f" Deployment dtrain-inference)
+expect_json "stock inference" "$i" '[s.spec.template.metadata.labels["dtrain.io/mounts-checkpoints"], s.spec.template.spec.volumes[0].persistentVolumeClaim]' \
+  '["true",{"claimName":"dtrain-checkpoints","readOnly":true}]'
+expect_json "stock inference" "$i" 's.spec.template.spec.affinity' "$AFF"
+for c in scheduler server; do
+  expect_json "stock $c" "$(job_of "$f" $c)" '[s.template.spec.affinity ?? null, s.template.metadata.labels["dtrain.io/mounts-checkpoints"] ?? null]' '[null,null]'
+done
+expect_json "stock: snapshots, server" "$(job_of "$WORK/stock: snapshots on the checkpoint claim.json" server)" 's.template.spec.affinity' "$AFF"
+expect_json "stock: user affinity kept" "$(job_of "$WORK/stock: user affinity kept.json" worker)" \
+  '[s.template.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution.length, s.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution.map((t) => t.topologyKey), s.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector]' \
+  '[1,["kubernetes.io/hostname"],{"matchLabels":{"app":"noisy"}}]'
+# A required podAffinity of the user's beside the chart's would leave the first pod Pending.
+render_refused "required podAffinity with a ReadWriteOnce claim" "worker.affinity has required podAffinity terms" --set workers=3 \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=topology.kubernetes.io/zone' \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app=cache'
+render_ok "required podAffinity with a ReadWriteMany claim" "--workers 3 --claims dtrain-checkpoints=rwx" --set workers=3,persistence.checkpoints.storageClassName=nfs-client \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey=topology.kubernetes.io/zone' \
+  --set 'worker.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector.matchLabels.app=cache'
+f="$WORK/RWX: checkpoints.storageClassName.json"
+expect_json "RWX worker" "$(job_of "$f" worker)" '[s.template.spec.affinity ?? null, s.template.metadata.labels["dtrain.io/mounts-checkpoints"] ?? null]' '[null,null]'
+expect_json "RWX claim" "$(doc_of "$f" PersistentVolumeClaim dtrain-checkpoints)" '[s.spec.accessModes, s.spec.storageClassName]' '[["ReadWriteMany"],"nfs-client"]'
+expect_eq "RWX: data and checkpoints classes: claims" "$(claims_of "$WORK/RWX: data and checkpoints classes.json")" '["dtrain-checkpoints","dtrain-data"]'
+notes_want "stock" "$WORK/stock: workers=3.notes" "data set: the image's, copied into each worker's emptyDir" \
+  "checkpoints: claim dtrain-checkpoints (ReadWriteOnce, class the cluster's default)" \
+  "The worker and inference pods mount claim dtrain-checkpoints, which is not ReadWriteMany" \
+  "Transport: mutual TLS" "NetworkPolicies dtrain-training and dtrain-inference"
+notes_want "RWX" "$WORK/RWX: checkpoints.storageClassName.notes" "checkpoints: claim dtrain-checkpoints (ReadWriteMany, class nfs-client)"
+render_refused "ReadWriteMany asked on the default class" "persistence.checkpoints: 4 pods mount this claim at once" \
+  --set workers=3,'persistence.checkpoints.accessModes[0]=ReadWriteMany'
+render_refused "no data set at all" "persistence.data.seed=false leaves the workers no data set" --set workers=3,persistence.data.seed=false
+
+# The certificates, as a TLS client sees them (openssl): each role's chains to the job's CA
+# and names the identity the services check; the CA's key is mounted by no pod.
+secrets_of() { # RENDERED.json DIR: each Secret's keys as files DIR/NAME.KEY
+  mkdir -p "$2"
+  node -e 'const [f, d] = process.argv.slice(1); const fs = require("fs");
+    for (const o of JSON.parse(fs.readFileSync(f, "utf8")).map((x) => x.object).filter((o) => o.kind === "Secret"))
+      for (const [k, v] of Object.entries(o.data ?? {})) fs.writeFileSync(`${d}/${o.metadata.name}.${k}`, Buffer.from(v, "base64"));' "$1" "$2"
+}
+certs="$WORK/certs-stock"
+secrets_of "$WORK/stock: workers=3.json" "$certs"
+for r in scheduler:scheduler server:server worker:worker inference:infer client:client; do
+  comp=${r%%:*} identity=${r#*:}
+  if v=$(openssl verify -CAfile "$certs/dtrain-ca.tls.crt" "$certs/dtrain-$comp-tls.tls.crt" 2>&1) &&
+    cmp -s "$certs/dtrain-ca.tls.crt" "$certs/dtrain-$comp-tls.ca.crt"; then
+    ok "openssl: dtrain-$comp-tls chains to the CA in dtrain-ca, and its ca.crt is that CA"
+  else
+    bad "openssl: dtrain-$comp-tls does not chain to dtrain-ca: $v"
+  fi
+  subj=$(openssl x509 -in "$certs/dtrain-$comp-tls.tls.crt" -noout -subject -nameopt RFC2253)
+  expect_eq "openssl: dtrain-$comp-tls subject" "$subj" "subject=CN=$identity.dtrain"
+  if [ "$(openssl pkey -in "$certs/dtrain-$comp-tls.tls.key" -pubout)" = "$(openssl x509 -in "$certs/dtrain-$comp-tls.tls.crt" -noout -pubkey)" ]; then
+    ok "openssl: dtrain-$comp-tls tls.key is its certificate's key"
+  else
+    bad "openssl: dtrain-$comp-tls tls.key is not its certificate's key"
+  fi
+done
+expect_eq "openssl: worker SANs" "$(openssl x509 -in "$certs/dtrain-worker-tls.tls.crt" -noout -ext subjectAltName | tail -1 | sed 's/^ *//')" \
+  "DNS:dtrain-worker-0.dtrain-worker.default.svc.cluster.local, DNS:dtrain-worker-1.dtrain-worker.default.svc.cluster.local, DNS:dtrain-worker-2.dtrain-worker.default.svc.cluster.local, DNS:localhost, IP Address:127.0.0.1"
+expect_eq "openssl: CA" "$(openssl x509 -in "$certs/dtrain-ca.tls.crt" -noout -ext basicConstraints | tail -1 | sed 's/^ *//')" "CA:TRUE"
+mounted=$(node -e 'const mounted = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).map((d) => d.object)
+  .filter((o) => ["Job", "Deployment"].includes(o.kind)).flatMap((w) => w.spec.template.spec.volumes ?? [])
+  .filter((v) => v.secret).map((v) => v.secret.secretName);
+  console.log(JSON.stringify([...new Set(mounted)].sort()))' "$WORK/stock: workers=3.json")
+expect_eq "Secrets mounted by the pods (dtrain-ca, dtrain-client-tls in none)" "$mounted" \
+  '["dtrain-inference-tls","dtrain-scheduler-tls","dtrain-server-tls","dtrain-worker-tls"]'
+cakey=$(openssl pkey -in "$certs/dtrain-ca.tls.key" -pubout)
+for k in "$certs"/*.tls.key; do
+  case "$k" in */dtrain-ca.tls.key) continue ;; esac
+  if [ "$(openssl pkey -in "$k" -pubout)" = "$cakey" ]; then bad "$(basename "$k") is the CA's key"; fi
+done
+ok "no Secret but dtrain-ca holds the CA's key"
+
+# helm upgrade keeps them (lookup finds the Secrets); a new rendering without them makes new ones.
+cluster_of() { # RENDERED.json OUT.yaml [JS-OVER-docs]: the objects as the cluster holds them (for --lookup)
+  node -e 'const fs = require("fs"); const docs = JSON.parse(fs.readFileSync(process.argv[1], "utf8")).map((d) => d.object);
+    const kind = (k, n) => docs.find((o) => o.kind === k && o.metadata.name === n);
+    eval(process.argv[3] ?? ""); fs.writeFileSync(process.argv[2], docs.map((o) => JSON.stringify(o)).join("\n---\n") + "\n");' "$@"
+}
+secret_data() { # RENDERED.json: every Secret's name and data, sorted
+  node -e 'console.log(JSON.stringify(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).map((d) => d.object)
+    .filter((o) => o.kind === "Secret").map((o) => [o.metadata.name, o.data]).sort()))' "$1"
+}
+f="$WORK/stock: workers=3.json"
+cluster_of "$f" "$WORK/stock-cluster.yaml"
+"$RENDER" -o json --upgrade --lookup "$WORK/stock-cluster.yaml" --set workers=3,inference.replicas=2 dtrain "$CHART" > "$WORK/stock-upgrade.json"
+installed=$(secret_data "$f")
+if [ "$installed" = "$(secret_data "$WORK/stock-upgrade.json")" ] && [ "$(echo "$installed" | grep -o '"[a-z-]*-tls"' | wc -l)" = 5 ]; then
+  ok "helm upgrade (lookup finds the Secrets): the CA and the 5 certificates kept, byte for byte"
+else
+  bad "helm upgrade made new certificates: pods started since would not trust the running ones"
+fi
+if [ "$(secret_data "$WORK/stock: workers=3, image.json")" != "$installed" ]; then
+  ok "an install that finds no Secret makes a new CA"
+else
+  bad "two installs got the same CA"
+fi
+# A role Secret whose ca.crt is no longer the CA's is issued anew; the others are kept.
+cluster_of "$f" "$WORK/stock-cluster-stale.yaml" 'kind("Secret", "dtrain-worker-tls").data["ca.crt"] = Buffer.from("another CA").toString("base64")'
+"$RENDER" -o json --upgrade --lookup "$WORK/stock-cluster-stale.yaml" --set workers=3 dtrain "$CHART" > "$WORK/stock-stale.json"
+if node "$VALIDATE" "$WORK/stock-stale.json" --workers 3 --tls generated > "$WORK/stock-stale.val" 2>&1 &&
+  [ "$(doc_of "$WORK/stock-stale.json" Secret dtrain-worker-tls)" != "$(doc_of "$f" Secret dtrain-worker-tls)" ] &&
+  [ "$(doc_of "$WORK/stock-stale.json" Secret dtrain-server-tls)" = "$(doc_of "$f" Secret dtrain-server-tls)" ]; then
+  ok "helm upgrade: a role Secret that no longer names the CA is issued anew, the others kept"
+else
+  bad "helm upgrade: a role Secret of another CA was kept, or the others changed: $(cat "$WORK/stock-stale.val")"
+fi
+# validate.mjs catches what its generated-certificate checks are for.
+mutant "the CA's Secret mounted by a worker" "holds the CA's key" "$f" \
+  'kind("Job", "dtrain-worker").spec.template.spec.volumes.find((v) => v.name === "tls").secret.secretName = "dtrain-ca"' "--tls generated"
+OTHER="$WORK/stock: workers=3, image.json" mutant "a worker certificate of another CA" "not signed by ca.crt" "$f" \
+  'const u = JSON.parse(require("fs").readFileSync(process.env.OTHER, "utf8")).map((x) => x.object).find((o) => o.metadata.name === "dtrain-worker-tls");
+   kind("Secret", "dtrain-worker-tls").data["tls.crt"] = u.data["tls.crt"]; kind("Secret", "dtrain-worker-tls").data["tls.key"] = u.data["tls.key"]'
+mutant "the workers given the servers' certificate" "identity server, expected worker" "$f" \
+  'kind("Secret", "dtrain-worker-tls").data = kind("Secret", "dtrain-server-tls").data'
+mutant "a key that is not the certificate's" "tls.key is not the key of tls.crt" "$f" \
+  'kind("Secret", "dtrain-worker-tls").data["tls.key"] = kind("Secret", "dtrain-server-tls").data["tls.key"]'
+mutant "inference without the podAffinity of the ReadWriteOnce claim" "without a required podAffinity" "$f" \
+  'delete kind("Deployment", "dtrain-inference").spec.template.spec.affinity'
+mutant "a worker not labelled as mounting the ReadWriteOnce claim" "without a required podAffinity" "$f" \
+  'delete kind("Job", "dtrain-worker").spec.template.metadata.labels["dtrain.io/mounts-checkpoints"]'
+mutant "a ReadWriteMany claim on the default class" "ReadWriteMany on the cluster's default class" "$f" \
+  'kind("PersistentVolumeClaim", "dtrain-checkpoints").spec.accessModes = ["ReadWriteMany"]'
+BASE_ARGS=(-f "$BASE")
+
 . "$(dirname "$0")/chart_test_orchestration.sh"
 
 echo "== deploy/k8s/dtrain-rendered.yaml is the chart's rendering"
-# The job id is made anew by each rendering: compared as a placeholder.
+# The job id is made anew by each rendering: compared as a placeholder. Plain manifests
+# rendered once for everyone must not carry a CA of their own: without TLS and policies.
 mask_job_id() { sed -E -e '/name: DTRAIN_JOB_ID$/{n;s/value: ".*"/value: "<job id>"/}' -e 's|^(    dtrain.io/job-id:) ".*"|\1 "<job id>"|'; }
 "$RENDER" --set metrics.grafanaDashboard.enabled=false,persistence.data.storageClassName=nfs-client,persistence.checkpoints.storageClassName=nfs-client \
+  --set tls.enabled=false,networkPolicy.enabled=false \
   dtrain "$CHART" | mask_job_id > "$WORK/rendered.yaml"
 example="$SRC/deploy/k8s/dtrain-rendered.yaml"
 if [ ! -f "$example" ]; then

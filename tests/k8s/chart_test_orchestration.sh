@@ -138,15 +138,17 @@ render_refused "topologySpreadConstraints" "whenUnsatisfiable" \
 render_refused "PDB minimum" "podDisruptionBudget.workerMinAvailable" --set podDisruptionBudget.workerMinAvailable=-1
 render_refused "PDB key" "Additional property maxUnavailable is not allowed" --set podDisruptionBudget.maxUnavailable=1
 
-echo "== claims shared by several pods need a ReadWriteMany class or an existing claim"
+echo "== claims asked to be ReadWriteMany need a class or an existing claim (by default none is asked)"
 noclass=persistence.data.storageClassName=,persistence.checkpoints.storageClassName=,persistence.snapshots.storageClassName=
-render_refused "defaults on the cluster's default class" \
-  "persistence.data: 2 pods mount this claim at once (2 worker(s)), so it must be ReadWriteMany, but persistence.data.storageClassName is empty" --set "$noclass"
+rwx='persistence.data.accessModes[0]=ReadWriteMany,persistence.checkpoints.accessModes[0]=ReadWriteMany,persistence.snapshots.accessModes[0]=ReadWriteMany'
+render_refused "ReadWriteMany on the cluster's default class" \
+  "persistence.data: 2 pods mount this claim at once (2 worker(s)), so it must be ReadWriteMany, but persistence.data.storageClassName is empty" --set "$noclass,$rwx"
 render_refused "checkpoints: a worker and inference" "persistence.checkpoints: 2 pods mount this claim at once (1 worker(s), 1 inference pod(s))" \
-  --set "$noclass,workers=1"
-render_refused "checkpoints: snapshots" "(1 worker(s), 2 server(s) writing snapshots)" --set "$noclass,workers=1,inference.enabled=false,snapshotEvery=10"
+  --set "$noclass,$rwx,workers=1"
+render_refused "checkpoints: snapshots" "(1 worker(s), 2 server(s) writing snapshots)" --set "$noclass,$rwx,workers=1,inference.enabled=false,snapshotEvery=10"
 render_refused "snapshots claim" "persistence.snapshots: 2 pods mount this claim at once (2 server(s))" \
-  --set "$noclass,workers=1,inference.enabled=false,snapshotEvery=10,server.snapshotVolume=claim,persistence.checkpoints.storageClassName=nfs"
+  --set "$noclass,$rwx,workers=1,inference.enabled=false,snapshotEvery=10,server.snapshotVolume=claim,persistence.checkpoints.storageClassName=nfs"
+render_ok "defaults on the cluster's default class" "--workers 2 --claims dtrain-checkpoints=rwo" --set "$noclass"
 render_ok "one worker, no inference, default class" "--workers 1" --set "$noclass,workers=1,inference.enabled=false"
 render_ok "default class, ReadWriteOnce (one node)" "" \
   --set "$noclass,persistence.data.accessModes[0]=ReadWriteOnce,persistence.checkpoints.accessModes[0]=ReadWriteOnce"

@@ -10,7 +10,8 @@
 # default), each on fresh volumes:
 #   plain    the job trains to completion: a "kubelet" namespace probes the pods as the
 #            chart's probes say, every Job pod exits 0, worker 0 leaves a checkpoint on the
-#            shared checkpoint volume, the data volume was seeded once, inference gets Ready;
+#            shared checkpoint volume, the data set was copied from the image (into each
+#            worker's emptyDir, or once onto a data claim), inference gets Ready;
 #   restart  the same job while worker pods are SIGKILLed mid-training (DTRAIN_K8S_KILLS,
 #            "RANK:EPOCH:BATCH ...", default 1:0:10): each is replaced after the Job
 #            controller's back-off (DTRAIN_K8S_BACKOFF_S, 10 s as Kubernetes), rejoins as its
@@ -26,14 +27,19 @@
 #     DTRAIN_K8S_SET="replication=2,train.numEpochs=3,train.numExamples=30000" \
 #       DTRAIN_K8S_DEADLINE_S=500 DTRAIN_K8S_SCENARIOS="plain server-restart" \
 #       bash tests/k8s/netns_test.sh . build
-#   tls      the job trained as "plain", on a rendering with TLS (tls.enabled): the
-#            Secrets the pods mount are made with `dtrain certs` (a user's Secret: "node",
+#   tls      the job trained as "plain", on a rendering with TLS (tls.enabled, the
+#            default): the Secrets the pods mount are the chart's own (its CA and per-role
+#            certificates, as rendered), or made with `dtrain certs` (a user's Secret: "node",
 #            inference's "infer"; cert-manager's: the identity in its Certificate's common
-#            name) and projected as the kubelet does (keys, defaultMode, fsGroup), the exec
+#            name), projected as the kubelet does (keys, defaultMode, fsGroup), the exec
 #            probes (`dtrain health`) run in the pods; while it trains, the scheduler and a
 #            server refuse a plaintext client (the kubelet's own gRPC probe), a client without
 #            a certificate and one with another CA's; with an inference token, Predict
-#            without it is refused and with it answers. Not in the default set:
+#            without it is refused and with it answers; with the chart's certificates,
+#            Predict with its client certificate answers. Not in the default set ("plain"
+#            runs with the chart's certificates by default):
+#     DTRAIN_K8S_SCENARIOS="plain tls" bash tests/k8s/netns_test.sh . build
+#   or with a Secret of yours:
 #     DTRAIN_K8S_SET="tls.enabled=true,tls.existingSecret=dtrain-tls,tls.inferenceSecret=dtrain-infer-tls,inference.auth.tokenSecret.name=dtrain-token" \
 #       DTRAIN_K8S_SCENARIOS="plain tls" bash tests/k8s/netns_test.sh . build
 #   (or tls.certManager.enabled=true,tls.certManager.issuerRef.name=ca instead of the two
@@ -106,8 +112,10 @@ SETS=(
   # One LibTorch thread per worker: DTRAIN_THREADS comes from the CPU limit.
   --set worker.resources.limits.cpu=1,worker.resources.requests.cpu=1
   --set "inference.enabled=$HAVE_INFER,inference.watchInterval=1,inference.waitForModel=120"
-  # The claims are shared directories here; the chart wants a ReadWriteMany class named.
-  --set persistence.data.storageClassName=nfs-client,persistence.checkpoints.storageClassName=nfs-client
+  # Storage and transport as the chart's defaults have them: the data set from the image,
+  # the checkpoint claim (a directory here, every pod on one host as its podAffinity
+  # wants), mutual TLS with the chart's own certificates. A shared data claim instead:
+  # DTRAIN_K8S_SET=persistence.data.storageClassName=nfs-client
 )
 # More --set values for debugging, e.g. DTRAIN_K8S_SET=metrics.enabled=false
 if [ -n "${DTRAIN_K8S_SET:-}" ]; then SETS+=(--set "$DTRAIN_K8S_SET"); fi
@@ -132,10 +140,12 @@ for scenario in ${DTRAIN_K8S_SCENARIOS:-plain restart}; do
 done
 
 # ---- Secrets: what the rendered pods mount, made as a user or cert-manager would ----------
-# A TLS Secret (mounted where DTRAIN_TLS_CA points) gets ca.crt, tls.crt, tls.key from
-# `dtrain certs`: for a Certificate's Secret, the identity in its common name; else "infer"
-# for the inference pod's and "node" for the training pods'. Any other Secret (the
-# inference tokens) gets a random token under each key the pods name.
+# A Secret the chart renders (its own CA and certificates, the default with TLS on) is
+# used as rendered (k8s-render --plan: plan/secret/NAME/KEY). Any other TLS Secret (mounted
+# where DTRAIN_TLS_CA points) gets ca.crt, tls.crt, tls.key from `dtrain certs`: for a
+# Certificate's Secret, the identity in its common name; else "infer" for the inference
+# pod's and "node" for the training pods'. Any other Secret (the inference tokens) gets a
+# random token under each key the pods name.
 SECRETS=$(cat "$WORK"/plan/pod/*/c/*/mounts | awk '$2 == "secret" {print $5}' | sort -u)
 declare -A SECRET_IDENTITY
 if [ -n "$SECRETS" ]; then
@@ -144,6 +154,10 @@ if [ -n "$SECRETS" ]; then
   done < <(awk '/^---/ {c = 0; s = ""} /^kind: Certificate$/ {c = 1}
     c && /^  secretName:/ {s = $2} c && /^  commonName:/ {gsub(/"/, "", $2); if (s != "") print s, $2}' "$WORK/rendered.yaml")
   for secret in $SECRETS; do
+    if [ -d "$WORK/plan/secret/$secret" ]; then
+      SECRET_IDENTITY[$secret]=rendered
+      continue
+    fi
     user=$(grep -l " secret [^ ]* [^ ]* $secret " "$WORK"/plan/pod/*/c/*/mounts | head -1)
     pod=$(basename "$(dirname "$(dirname "$(dirname "$user")")")")
     if grep -q "^/etc/dtrain/tls secret [^ ]* [^ ]* $secret " "$user"; then
@@ -158,9 +172,11 @@ if [ -n "$SECRETS" ]; then
   done
   # The scheduler's DNS name in every certificate, as the chart's README suggests: the
   # nodes dial it by name, and gRPC logs a mismatch otherwise.
-  "$BUILD/bin/dtrain" certs --dir "$WORK/certs" --job "$RELEASE" --san "$RELEASE-scheduler-0.$RELEASE-scheduler.$NAMESPACE.svc.cluster.local" \
-    --names "$(printf '%s\n' "${SECRET_IDENTITY[@]}" | grep -vx token | sort -u | paste -sd,)" > /dev/null ||
-    k8s_fail "dtrain certs failed"
+  names=$(printf '%s\n' "${SECRET_IDENTITY[@]}" | { grep -vxE 'token|rendered' || true; } | sort -u | paste -sd,)
+  if [ -n "$names" ]; then
+    "$BUILD/bin/dtrain" certs --dir "$WORK/certs" --job "$RELEASE" --san "$RELEASE-scheduler-0.$RELEASE-scheduler.$NAMESPACE.svc.cluster.local" \
+      --names "$names" > /dev/null || k8s_fail "dtrain certs failed"
+  fi
   for secret in $SECRETS; do echo "  Secret $secret: ${SECRET_IDENTITY[$secret]}"; done
 fi
 make_secrets() { # DIR: each Secret's keys as files DIR/SECRET/KEY
@@ -168,7 +184,9 @@ make_secrets() { # DIR: each Secret's keys as files DIR/SECRET/KEY
   for secret in $SECRETS; do
     identity=${SECRET_IDENTITY[$secret]}
     mkdir -p "$1/$secret"
-    if [ "$identity" = token ]; then
+    if [ "$identity" = rendered ]; then
+      cp "$WORK/plan/secret/$secret"/* "$1/$secret/"
+    elif [ "$identity" = token ]; then
       for key in $(cat "$WORK"/plan/pod/*/c/*/mounts | awk -v s="$secret" '$2 == "secret" && $5 == s {print $7}' | tr ',' '\n' | cut -d= -f1 | sort -u); do
         openssl rand -hex 32 > "$1/$secret/$key"
       done
@@ -451,7 +469,14 @@ scenario_plain() {
   PLAIN_FNV=$FNV
   local seeded
   seeded=$(cat "$RUN"/logs/"$PREFIX"-*.seed-data.log 2> /dev/null | grep -c "copied" || true)
-  if [ "$seeded" -eq 1 ] && [ "$(ls "$RUN/volumes/pvc/$RELEASE-data/fashion-mnist" | wc -l)" -eq 4 ]; then
+  if ! echo "$CLAIMS" | grep -qx "$RELEASE-data"; then
+    # The chart's default: no data claim, each worker copies the image's set into its emptyDir.
+    if [ "$seeded" -eq "$WORKERS" ]; then
+      ok "data set copied from the image into each of the $WORKERS workers' emptyDirs (no data claim)"
+    else
+      bad "data seeding without a claim: $seeded copies for $WORKERS workers"
+    fi
+  elif [ "$seeded" -eq 1 ] && [ "$(ls "$RUN/volumes/pvc/$RELEASE-data/fashion-mnist" | wc -l)" -eq 4 ]; then
     ok "data volume seeded once by $WORKERS concurrent init containers"
   else
     bad "data seeding: $seeded copies, $(ls "$RUN/volumes/pvc/$RELEASE-data" 2> /dev/null | tr '\n' ' ')"
@@ -622,8 +647,14 @@ scenario_tls() {
   start_run tls Deployment
   local sched_addr="${IP[$RELEASE-scheduler-0]}:$(awk '$1 == "grpc" {print $2}' "$WORK/plan/pod/$RELEASE-scheduler-0/c/scheduler/ports")"
   local server_addr="${IP[$RELEASE-server-0]}:$(awk '$1 == "grpc" {print $2}' "$WORK/plan/pod/$RELEASE-server-0/c/server/ports")"
-  local certs="$WORK/certs" node=node addr what
-  [ -f "$certs/node.crt" ] || node=scheduler # cert-manager's Secrets: the scheduler's identity
+  local certs="$WORK/certs" node=node addr what chart_certs="$WORK/plan/secret/$RELEASE-scheduler-tls"
+  if [ ! -f "$certs/ca.crt" ] && [ -d "$chart_certs" ]; then # the chart's own certificates
+    mkdir -p "$certs"
+    cp "$chart_certs/ca.crt" "$certs/ca.crt"
+    cp "$chart_certs/tls.crt" "$certs/scheduler.crt"
+    cp "$chart_certs/tls.key" "$certs/scheduler.key"
+  fi
+  [ -f "$certs/node.crt" ] || node=scheduler # cert-manager's or the chart's Secrets: the scheduler's identity
   "$BUILD/bin/dtrain" certs --dir "$WORK/other-ca" --job "$RELEASE" --names node > /dev/null
   cat "$certs/ca.crt" "$WORK/other-ca/ca.crt" > "$WORK/both-cas.crt"
   health() { kubelet "$BUILD/bin/dtrain" health --timeout=5 "$@" > "$RUN/health.out" 2>&1; }
@@ -672,6 +703,15 @@ scenario_tls() {
     done
     if [ -n "$ready" ]; then ok "inference ($pod) Ready (exec probe dtrain health over TLS)"; else bad "inference ($pod) never Ready"; fi
     infer_addr="${IP[$pod]}:$(awk '$1 == "grpc" {print $2}' "$WORK/plan/pod/$pod/c"/*/ports | head -1)"
+    local client="$WORK/plan/secret/$RELEASE-client-tls"
+    if [ -n "$ready" ] && [ -d "$client" ]; then # the chart's client certificate, as NOTES.txt tells a user
+      if kubelet "$BUILD/bin/dtrain" predict --server "$infer_addr" --tls-ca "$client/ca.crt" --tls-cert "$client/tls.crt" \
+        --tls-key "$client/tls.key" --images /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --limit 4 --timeout 5 > "$RUN/predict.out" 2>&1; then
+        ok "inference answers Predict with the chart's client certificate (Secret $RELEASE-client-tls)"
+      else
+        bad "inference refuses the chart's client certificate: $(tail -3 "$RUN/predict.out" | tr '\n' ' ')"
+      fi
+    fi
     token_secret=""
     for s in $SECRETS; do if [ "${SECRET_IDENTITY[$s]}" = token ]; then token_secret=$s; fi; done
     if [ -n "$ready" ] && [ -n "$token_secret" ]; then

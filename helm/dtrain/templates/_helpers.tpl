@@ -326,10 +326,106 @@ nodeSelector:
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .role.affinity }}
+{{- with include "dtrain.affinity" . }}
 affinity:
-  {{- toYaml . | nindent 2 }}
+  {{- . | nindent 2 }}
 {{- end }}
+{{- end }}
+
+{{/*
+A pod's affinity: the role's own, plus, for each ReadWriteOnce claim the pod mounts, a
+required podAffinity to the other pods that mount it (dtrain.nodeSharedClaims): such a
+claim attaches to one node at a time, so all its pods must run there. The first of them
+may go anywhere (Kubernetes schedules a pod whose terms match no pod but itself), the
+others follow it. Call with podCommon's dict plus "component".
+*/}}
+{{- define "dtrain.affinity" -}}
+{{- $aff := deepCopy (.role.affinity | default dict) -}}
+{{- range $claim := splitList "," (include "dtrain.nodeSharedClaims" .) -}}
+{{- if $claim -}}
+{{- $pa := $aff.podAffinity | default dict -}}
+{{- $terms := $pa.requiredDuringSchedulingIgnoredDuringExecution | default list -}}
+{{- $sel := dict "app.kubernetes.io/instance" $.ctx.Release.Name (printf "dtrain.io/mounts-%s" $claim) "true" -}}
+{{- $term := dict "labelSelector" (dict "matchLabels" $sel) "topologyKey" "kubernetes.io/hostname" -}}
+{{- $_ := set $pa "requiredDuringSchedulingIgnoredDuringExecution" (append $terms $term) -}}
+{{- $_ := set $aff "podAffinity" $pa -}}
+{{- end -}}
+{{- end -}}
+{{- with $aff }}{{ toYaml . }}{{ end -}}
+{{- end }}
+
+{{/*
+The pod labels that mark the ReadWriteOnce claims a pod mounts (dtrain.affinity selects them).
+Call with (dict "ctx" $ "component" "worker").
+*/}}
+{{- define "dtrain.claimLabels" -}}
+{{- $l := list -}}
+{{- range $claim := splitList "," (include "dtrain.nodeSharedClaims" .) -}}
+{{- if $claim }}{{ $l = append $l (printf "dtrain.io/mounts-%s: \"true\"" $claim) }}{{ end -}}
+{{- end -}}
+{{- join "\n" $l -}}
+{{- end }}
+
+{{/*
+"true" when the workers read the data set from a claim (persistence.data.existingClaim,
+storageClassName or accessModes set); otherwise from the image, copied by the seed-data
+init container into an emptyDir of each worker pod.
+*/}}
+{{- define "dtrain.dataOnClaim" -}}
+{{- $d := .Values.persistence.data -}}
+{{- if or $d.existingClaim $d.storageClassName $d.accessModes -}}
+true
+{{- end -}}
+{{- end }}
+
+{{/*
+A claim's access modes, comma-separated: persistence.<volume>.accessModes, else
+ReadWriteMany for the data claim, an existing claim or a named class (NFS, CephFS: the
+classes one names for sharing), else ReadWriteOnce: the cluster's default class, which
+on stock clusters (local-path, hostpath, cloud block disks) provides nothing else.
+Call with (dict "ctx" $ "volume" "checkpoints").
+*/}}
+{{- define "dtrain.claimAccessModes" -}}
+{{- $c := index .ctx.Values.persistence .volume -}}
+{{- if $c.accessModes -}}
+{{- join "," $c.accessModes -}}
+{{- else if or (eq .volume "data") $c.existingClaim $c.storageClassName -}}
+ReadWriteMany
+{{- else -}}
+ReadWriteOnce
+{{- end -}}
+{{- end }}
+
+{{/*
+The claims a component's pods mount, comma-separated: the workers the data claim (when
+the data set is on one) and the checkpoints, inference the checkpoints, the servers the
+claim their snapshots go to. Call with (dict "ctx" $ "component" "worker").
+*/}}
+{{- define "dtrain.claimsOf" -}}
+{{- $v := .ctx.Values -}}
+{{- $l := list -}}
+{{- if eq .component "worker" -}}
+{{- if eq (include "dtrain.dataOnClaim" .ctx) "true" }}{{ $l = append $l "data" }}{{ end -}}
+{{- $l = append $l "checkpoints" -}}
+{{- else if eq .component "inference" -}}
+{{- $l = append $l "checkpoints" -}}
+{{- else if and (eq .component "server") (gt (int $v.snapshotEvery) 0) (ne $v.server.snapshotVolume "emptyDir") -}}
+{{- $l = append $l (ternary "checkpoints" "snapshots" (eq $v.server.snapshotVolume "checkpoints")) -}}
+{{- end -}}
+{{- join "," $l -}}
+{{- end }}
+
+{{/*
+Those of dtrain.claimsOf that are not ReadWriteMany: the pods that mount one share a node.
+*/}}
+{{- define "dtrain.nodeSharedClaims" -}}
+{{- $out := list -}}
+{{- range $claim := splitList "," (include "dtrain.claimsOf" .) -}}
+{{- if and $claim (not (has "ReadWriteMany" (splitList "," (include "dtrain.claimAccessModes" (dict "ctx" $.ctx "volume" $claim))))) -}}
+{{- $out = append $out $claim -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $out -}}
 {{- end }}
 
 {{/*
@@ -457,17 +553,29 @@ Snapshots (snapshotEvery > 0): the server's volume, where it is mounted, and the
 
 {{/*
 TLS (tls.enabled; README.md "TLS and network policy"). Every TLS pod mounts one Secret
-read-only at dtrain.tlsDir, with keys ca.crt, tls.crt and tls.key: its role's Secret from
-cert-manager (<fullname>-<component>-tls), else tls.existingSecret for the training pods and
-tls.inferenceSecret for inference. Call with (dict "ctx" $ "component" "worker").
+read-only at dtrain.tlsDir, with keys ca.crt, tls.crt and tls.key: its role's Secret
+(<fullname>-<component>-tls) from cert-manager or made by the chart (tls-secrets.yaml),
+else tls.existingSecret for the training pods and tls.inferenceSecret for inference.
+Call with (dict "ctx" $ "component" "worker").
 */}}
 {{- define "dtrain.tlsDir" -}}
 /etc/dtrain/tls
 {{- end }}
 
+{{/*
+"true" when the chart makes the certificates itself: TLS on, and neither a Secret of the
+user's nor cert-manager named.
+*/}}
+{{- define "dtrain.tlsGenerated" -}}
+{{- $t := .Values.tls -}}
+{{- if and $t.enabled (not $t.existingSecret) (not $t.certManager.enabled) -}}
+true
+{{- end -}}
+{{- end }}
+
 {{- define "dtrain.tlsSecretName" -}}
 {{- $t := .ctx.Values.tls -}}
-{{- if $t.certManager.enabled -}}
+{{- if or $t.certManager.enabled (eq (include "dtrain.tlsGenerated" .ctx) "true") -}}
 {{- printf "%s-tls" (include "dtrain.componentName" (dict "ctx" .ctx "component" .component)) -}}
 {{- else if eq .component "inference" -}}
 {{- $t.inferenceSecret -}}
@@ -553,21 +661,21 @@ Checks across values, which values.schema.json cannot express. Included by serve
 {{- if and $t.existingSecret $cm.enabled -}}
 {{- fail "tls.existingSecret and tls.certManager.enabled are exclusive: the certificates come from a Secret you made or from cert-manager, not both" -}}
 {{- end -}}
-{{- if not (or $t.existingSecret $cm.enabled) -}}
-{{- fail "tls.enabled needs a source of certificates: tls.existingSecret (a Secret with ca.crt, tls.crt, tls.key) or tls.certManager.enabled=true with tls.certManager.issuerRef.name" -}}
-{{- end -}}
 {{- if and $t.existingSecret $v.inference.enabled (not $t.inferenceSecret) -}}
 {{- fail "tls.existingSecret with inference.enabled needs tls.inferenceSecret (the inference server's ca.crt, tls.crt, tls.key, e.g. from dtrain certs --names node,infer): the training Secret's certificate may join the job and is not given to inference" -}}
 {{- end -}}
 {{- if and $cm.enabled $t.inferenceSecret -}}
 {{- fail "tls.inferenceSecret goes with tls.existingSecret; with tls.certManager.enabled inference gets its own Certificate: remove tls.inferenceSecret" -}}
 {{- end -}}
+{{- if and (not $t.existingSecret) (not $cm.enabled) $t.inferenceSecret -}}
+{{- fail "tls.inferenceSecret goes with tls.existingSecret; without it the chart makes inference's certificate: remove tls.inferenceSecret (or set tls.existingSecret too)" -}}
+{{- end -}}
 {{- if and $cm.enabled (not $cm.issuerRef.name) -}}
 {{- fail "tls.certManager.enabled needs tls.certManager.issuerRef.name: the Issuer or ClusterIssuer that signs the certificates" -}}
 {{- end -}}
 {{- $cn := printf "scheduler.%s" (include "dtrain.tlsJob" .) -}}
-{{- if and $cm.enabled (gt (len $cn) 64) -}}
-{{- fail (printf "tls.certManager: the common name %s is %d characters, over X.509's 64; set a shorter recovery.jobId (or release name)" $cn (len $cn)) -}}
+{{- if and (not $t.existingSecret) (gt (len $cn) 64) -}}
+{{- fail (printf "tls.%s: the common name %s is %d characters, over X.509's 64; set a shorter recovery.jobId (or release name)" (ternary "certManager" "generated" $cm.enabled) $cn (len $cn)) -}}
 {{- end -}}
 {{- else -}}
 {{- range $k := list "existingSecret" "inferenceSecret" -}}
@@ -650,11 +758,12 @@ carries no hashes (made by an older chart).
 {{- end }}
 
 {{/*
-Claims several pods mount at once must be ReadWriteMany. A created claim asking for it
-with no storageClassName gets the cluster's default class, which on most clusters (gp2,
+A created claim that asks for ReadWriteMany (persistence.*.accessModes) with no
+storageClassName gets the cluster's default class, which on most clusters (gp2,
 standard-rwo, local-path...) provides ReadWriteOnce only: the claim would stay Pending and
 the job with it, silently. Refused unless the claim names a class (or "-" with a
-pre-provisioned volume), is an existing claim, or asks for ReadWriteOnce (one node).
+pre-provisioned volume) or is an existing claim. By default no claim asks for it
+(dtrain.claimAccessModes).
 */}}
 {{- define "dtrain.checkStorage" -}}
 {{- $v := .Values -}}
@@ -669,8 +778,18 @@ pre-provisioned volume), is an existing claim, or asks for ReadWriteOnce (one no
 {{- $c := index $p $name | default dict -}}
 {{- $u := get $users $name -}}
 {{- if and (gt (int (index $u 0)) 1) (not $c.existingClaim) (not $c.storageClassName) (has "ReadWriteMany" ($c.accessModes | default list)) -}}
-{{- fail (printf "persistence.%s: %d pods mount this claim at once (%s), so it must be ReadWriteMany, but persistence.%s.storageClassName is empty: the cluster's default class, ReadWriteOnce on most clusters, would leave the claim Pending and the job waiting. Set persistence.%s.storageClassName to a class that provides ReadWriteMany (nfs-client, cephfs: deploy/k8s/), or persistence.%s.existingClaim, or on a single-node cluster persistence.%s.accessModes={ReadWriteOnce}" $name (int (index $u 0)) (index $u 1) $name $name $name $name) -}}
+{{- fail (printf "persistence.%s: %d pods mount this claim at once (%s), so it must be ReadWriteMany, but persistence.%s.storageClassName is empty: the cluster's default class, ReadWriteOnce on most clusters, would leave the claim Pending and the job waiting. Set persistence.%s.storageClassName to a class that provides ReadWriteMany (nfs-client, cephfs: deploy/k8s/), or persistence.%s.existingClaim, or persistence.%s.accessModes={ReadWriteOnce} (its pods then share one node)" $name (int (index $u 0)) (index $u 1) $name $name $name $name) -}}
 {{- end -}}
+{{- end -}}
+{{- range $c := list "worker" "server" "inference" -}}
+{{- $claims := include "dtrain.nodeSharedClaims" (dict "ctx" $ "component" $c) -}}
+{{- $own := dig "podAffinity" "requiredDuringSchedulingIgnoredDuringExecution" list ((index $v $c).affinity | default dict) -}}
+{{- if and $claims $own (or (ne $c "inference") $v.inference.enabled) -}}
+{{- fail (printf "%s.affinity has required podAffinity terms, and the %s pods mount claim(s) %s, which are not ReadWriteMany and so hold their pods on one node by a required podAffinity of the chart's: Kubernetes lets the first of those pods schedule only when no term of it matches any pod, so they would stay Pending. Make the claim ReadWriteMany (persistence.<claim>.storageClassName, e.g. nfs-client), or make your terms preferredDuringSchedulingIgnoredDuringExecution" $c $c $claims) -}}
+{{- end -}}
+{{- end -}}
+{{- if and (ne (include "dtrain.dataOnClaim" .) "true") (not $p.data.seed) -}}
+{{- fail "persistence.data.seed=false leaves the workers no data set: without a data claim (persistence.data.existingClaim or storageClassName) they read the image's, which seed copies in. Set persistence.data.seed=true, or put your data set on a claim" -}}
 {{- end -}}
 {{- end }}
 

@@ -18,7 +18,7 @@ spec:
   # Hostname <scheduler pod>-0 under the headless Service: every pod is told this name
   # (dtrain.podHost), and a replacement pod keeps it.
   subdomain: {{ include "dtrain.subdomain" (dict "ctx" . "component" "scheduler") }}
-  {{- include "dtrain.podCommon" (dict "ctx" . "role" .Values.scheduler "training" true) | nindent 2 }}
+  {{- include "dtrain.podCommon" (dict "ctx" . "role" .Values.scheduler "component" "scheduler" "training" true) | nindent 2 }}
   containers:
     - name: scheduler
       image: {{ include "dtrain.image" (dict "ctx" .) | quote }}
@@ -91,6 +91,7 @@ spec:
 metadata:
   labels:
     {{- include "dtrain.componentSelectorLabels" (dict "ctx" . "component" "server") | nindent 4 }}
+    {{- with include "dtrain.claimLabels" (dict "ctx" . "component" "server") }}{{ . | nindent 4 }}{{ end }}
     {{- with .Values.server.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -98,7 +99,7 @@ metadata:
 spec:
   restartPolicy: Never
   subdomain: {{ include "dtrain.subdomain" (dict "ctx" . "component" "server") }}
-  {{- include "dtrain.podCommon" (dict "ctx" . "role" .Values.server "training" true) | nindent 2 }}
+  {{- include "dtrain.podCommon" (dict "ctx" . "role" .Values.server "component" "server" "training" true) | nindent 2 }}
   containers:
     - name: server
       image: {{ include "dtrain.image" (dict "ctx" .) | quote }}
@@ -188,6 +189,7 @@ spec:
 metadata:
   labels:
     {{- include "dtrain.componentSelectorLabels" (dict "ctx" . "component" "worker") | nindent 4 }}
+    {{- with include "dtrain.claimLabels" (dict "ctx" . "component" "worker") }}{{ . | nindent 4 }}{{ end }}
     {{- with .Values.worker.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -195,7 +197,7 @@ metadata:
 spec:
   restartPolicy: Never
   subdomain: {{ include "dtrain.subdomain" (dict "ctx" . "component" "worker") }}
-  {{- include "dtrain.podCommon" (dict "ctx" . "role" .Values.worker "training" true) | nindent 2 }}
+  {{- include "dtrain.podCommon" (dict "ctx" . "role" .Values.worker "component" "worker" "training" true) | nindent 2 }}
   {{- if $data.seed }}
   initContainers:
     # Puts the image's Fashion-MNIST on the data volume when the directory is missing
@@ -304,8 +306,14 @@ spec:
         {{- with include "dtrain.extraList" (dict "ctx" . "role" .Values.worker "key" "extraVolumeMounts") }}{{ . | nindent 8 }}{{ end }}
   volumes:
     - name: data
+      {{- if eq (include "dtrain.dataOnClaim" .) "true" }}
       persistentVolumeClaim:
         claimName: {{ include "dtrain.claimName" (dict "ctx" . "volume" "data") }}
+      {{- else }}
+      # The image's data set, copied in by seed-data: every worker has its own, no claim.
+      emptyDir:
+        sizeLimit: {{ $data.size }}
+      {{- end }}
     - name: checkpoints
       persistentVolumeClaim:
         claimName: {{ include "dtrain.claimName" (dict "ctx" . "volume" "checkpoints") }}

@@ -126,6 +126,9 @@ func run(rel Release, chartDir string, valueFiles, sets, setStrings []string, ou
 		if err := WritePlan(planDir, pods, hosts); err != nil {
 			return err
 		}
+		if err := WriteSecrets(planDir, docs); err != nil {
+			return err
+		}
 	}
 	switch output {
 	case "yaml":

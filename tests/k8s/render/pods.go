@@ -22,6 +22,7 @@ package main
 //                                          podFailurePolicy does with a pod that failed so
 //                                          (Count, Ignore, FailJob, FailIndex), without and with
 //                                          the DisruptionTarget condition
+//   DIR/secret/NAME/KEY                    the rendered Secrets' data (secrets.go)
 
 import (
 	"fmt"

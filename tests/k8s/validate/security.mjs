@@ -4,14 +4,13 @@
 // probes where the kubelet's plaintext gRPC probe cannot reach, the inference token from a
 // Secret, and what the NetworkPolicies let through.
 import { isIP } from "node:net";
+import { checkGeneratedTls, IDENTITY } from "./generated_tls.mjs";
 
 const id = (o) => `${o.kind}/${o.metadata?.name}`;
 const envOf = (c) => Object.fromEntries((c?.env ?? []).map((e) => [e.name, e]));
 const component = (o) => o?.metadata?.labels?.["app.kubernetes.io/component"];
 const TLS_ENV = { DTRAIN_TLS_CERT: "tls.crt", DTRAIN_TLS_KEY: "tls.key", DTRAIN_TLS_CA: "ca.crt" };
 const TRAINING = ["scheduler", "server", "worker"];
-// The identity (first label of the common name) each component's certificate carries.
-const IDENTITY = { scheduler: "scheduler", server: "server", worker: "worker", inference: "infer" };
 
 const DNS_LABEL = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
 const isDnsName = (n) =>
@@ -130,7 +129,8 @@ function podDnsNames(w, domainOf) {
   return Array.from({ length: n }, (_, i) => `${w.metadata.name}-${i}.${t.subdomain}.${domainOf}`);
 }
 
-// Returns whether the training pods speak TLS. opts.tls: off | existingSecret | certManager.
+// Returns whether the training pods speak TLS. opts.tls: off | existingSecret | certManager |
+// generated (the chart's own Secrets: generated_tls.mjs).
 export function checkTls(docs, roles, opts, problem) {
   const { sched, server, worker, infer } = roles;
   const training = [sched, server, worker].filter(Boolean);
@@ -143,7 +143,8 @@ export function checkTls(docs, roles, opts, problem) {
     problem("chart", `TLS in ${on.map(component).join(", ")} but not in the other training pods: mutual TLS is all or nothing`);
   }
   const tlsOn = on.length > 0;
-  const mode = !tlsOn ? "off" : certs.length ? "certManager" : "existingSecret";
+  const renderedSecrets = new Set(docs.filter((o) => o.kind === "Secret").map((o) => o.metadata.name));
+  const mode = !tlsOn ? "off" : certs.length ? "certManager" : renderedSecrets.has(envSecret(on[0])) ? "generated" : "existingSecret";
   if (opts.tls !== undefined && opts.tls !== mode) problem("chart", `TLS ${mode}, expected ${opts.tls}`);
   if (!tlsOn) {
     if (certs.length) problem("chart", "Certificates rendered without TLS");
@@ -171,7 +172,7 @@ export function checkTls(docs, roles, opts, problem) {
       const domain = (envOf(c).DTRAIN_SCHEDULER_ADDR?.value ?? "").split(`.${ns}.svc.`)[1]?.split(":")[0];
       for (const n of podDnsNames(w, `${ns}.svc.${domain}`)) if (!names.has(n)) problem(id(cert), `lacks the pod DNS name ${n}`);
       if (cert.metadata.labels?.["app.kubernetes.io/instance"] !== w.metadata.labels?.["app.kubernetes.io/instance"]) problem(id(cert), "not of this release");
-    } else if (opts.tlsSecret !== undefined && secret !== opts.tlsSecret) {
+    } else if (mode === "existingSecret" && opts.tlsSecret !== undefined && secret !== opts.tlsSecret) {
       problem(id(w), `TLS Secret ${secret}, expected ${opts.tlsSecret}`);
     }
   }
@@ -186,7 +187,7 @@ export function checkTls(docs, roles, opts, problem) {
       if (!u.includes("server auth") || !u.includes("client auth")) problem(id(cert), "every dtrain certificate serves and dials: server auth and client auth");
       if (cert.spec.privateKey?.algorithm !== "ECDSA" || cert.spec.privateKey?.size !== 256) problem(id(cert), "ECDSA P-256 keys (as dtrain certs makes)");
     }
-  } else if (new Set(secrets.values()).size > 1) {
+  } else if (mode === "existingSecret" && new Set(secrets.values()).size > 1) {
     problem("chart", `one Secret for every training pod (tls.existingSecret), got ${[...new Set(secrets.values())].join(", ")}`);
   }
   if (infer) {
@@ -199,12 +200,24 @@ export function checkTls(docs, roles, opts, problem) {
       const cert = certBySecret[secret];
       if (!cert) problem(id(infer), `Secret ${secret} is issued by no rendered Certificate`);
       else if (String(cert.spec.commonName).split(".")[0] !== "infer") problem(id(cert), `inference's identity must be infer, got ${cert.spec.commonName}`);
-    } else if (secret && opts.inferenceTlsSecret !== undefined && secret !== opts.inferenceTlsSecret) {
+    } else if (secret && mode === "existingSecret" && opts.inferenceTlsSecret !== undefined && secret !== opts.inferenceTlsSecret) {
       problem(id(infer), `TLS Secret ${secret}, expected ${opts.inferenceTlsSecret}`);
     }
     const port = c.ports.find((p) => p.name === "grpc")?.containerPort;
     checkHealthProbe(infer, c, "readinessProbe", port, "dtrain.v1.Inference", problem);
     if (c.livenessProbe?.grpc) problem(id(infer), "livenessProbe: a native gRPC probe cannot speak TLS");
+  }
+  if (mode === "generated") {
+    const domain = (envOf(main(sched)).DTRAIN_SCHEDULER_ADDR?.value ?? "").split(`.${ns}.svc.`)[1]?.split(":")[0];
+    const byRole = Object.fromEntries(secrets);
+    if (infer && envSecret(infer)) byRole.inference = envSecret(infer);
+    const workloadOf = { scheduler: sched, server, worker };
+    const dnsOf = (role) => {
+      if (role !== "inference") return podDnsNames(workloadOf[role], `${ns}.svc.${domain}`);
+      const n = infer.metadata.name;
+      return [n, `${n}.${ns}`, `${n}.${ns}.svc`, `${n}.${ns}.svc.${domain}`];
+    };
+    checkGeneratedTls(docs, [...training, ...(infer ? [infer] : [])], byRole, dnsOf, problem);
   }
   if (mode === "certManager") {
     const wanted = new Set([...secrets.values(), ...(infer ? [envSecret(infer)] : [])]);

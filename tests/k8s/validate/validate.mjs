@@ -5,11 +5,11 @@
 //                     [--namespace NS] [--existing-claims a,b]
 //                     [--max-restarts R] [--rejoin-timeout T] [--job-id ID]
 //                     [--replication R] [--snapshot-every N] [--snapshot-volume pvc|emptyDir]
-//                     [--tls off|existingSecret|certManager] [--tls-secret NAME] [--inference-tls-secret NAME]
+//                     [--tls off|existingSecret|certManager|generated] [--tls-secret NAME] [--inference-tls-secret NAME]
 //                     [--token-secret NAME:KEY] [--network-policy on|off] [--metrics-namespace NS]
 //                     [--inference-from any|restricted]
 //                     [--orchestrator jobs|jobset] [--volcano on|off] [--kueue-queue Q] [--pdb on|off]
-//                     [--pdb-min-available worker=N,server=M]
+//                     [--pdb-min-available worker=N,server=M] [--claims NAME=rwo|rwx,...]
 //
 // A JobSet is checked by hand and expanded into the Jobs its controller makes, which are then
 // checked as the chart's own Jobs are (orchestration.mjs).
@@ -23,12 +23,14 @@ import * as networking from "kubernetes-models/networking.k8s.io/v1";
 import * as policy from "kubernetes-models/policy/v1";
 import * as monitoring from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { checkCertificate, checkTls, checkNetworkPolicies } from "./security.mjs";
+import { checkClaims } from "./storage.mjs";
 import { jobsOfJobSet, checkJobSet, checkPodGroup, checkGang, checkDisruptionBudgets } from "./orchestration.mjs";
 
 const MODELS = {
   "v1/Service": core.Service,
   "v1/ConfigMap": core.ConfigMap,
   "v1/ServiceAccount": core.ServiceAccount,
+  "v1/Secret": core.Secret,
   "v1/PersistentVolumeClaim": core.PersistentVolumeClaim,
   "apps/v1/Deployment": apps.Deployment,
   "apps/v1/StatefulSet": apps.StatefulSet,
@@ -68,6 +70,7 @@ function parseArgs(argv) {
     else if (a === "--volcano") opts.volcano = next();
     else if (a === "--kueue-queue") opts.kueueQueue = next();
     else if (a === "--pdb") opts.pdb = next();
+    else if (a === "--claims") opts.claims = Object.fromEntries(next().split(",").map((kv) => kv.split("=")));
     else if (a === "--pdb-min-available") opts.pdbMinAvailable = Object.fromEntries(next().split(",").map((kv) => kv.split("=")).map(([k, v]) => [k, Number(v)]));
     else if (!opts.file) opts.file = a;
     else throw new Error(`unexpected argument ${a}`);
@@ -371,6 +374,7 @@ function main() {
   // TLS and NetworkPolicies (security.mjs): returns whether the training pods speak TLS.
   const tlsOn = checkTls(docs, { sched, server, worker, infer: role("inference") }, opts, problem);
   checkNetworkPolicies(docs, workloads, opts, problem);
+  checkClaims(docs, workloads, opts, problem);
   checkDisruptionBudgets(docs, workloads, opts, problem);
   if (sched && server && worker) checkGang(docs, [sched, server, worker], role("inference"), opts, problem);
   if (!sched || !server || !worker) {
