@@ -13,21 +13,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/merge_rule.h"
+#include "common/kv/parked_pulls.h"
 #include "common/kv/shard_store.h"
 
 namespace dtrain::kv {
-
-// A pull waiting for the key to reach `min_version`.
-struct ParkedPull {
-  int worker_rank;
-  int64_t min_version;
-  absl::Time parked_at;
-  absl::Time deadline;
-  PullAnswerCallback done;
-  uint64_t owner = 0;  // see ShardStore::DropPulls
-  PullMode mode = PullMode::kAtLeast;
-  int64_t held_version = -1;  // ShardStore::PullDelta's; -1: a plain pull
-};
 
 // One key. `shape` and `numel` are fixed at creation; the rest is guarded by `mu`.
 struct KeyEntry {
@@ -131,7 +120,7 @@ struct KeyEntry {
   // it last pulled (-1: none), from which an async push's staleness is counted.
   std::vector<int64_t> last_push_step ABSL_GUARDED_BY(mu);
   std::vector<int64_t> last_pull_version ABSL_GUARDED_BY(mu);
-  std::vector<ParkedPull> parked ABSL_GUARDED_BY(mu);
+  ParkedPulls parked ABSL_GUARDED_BY(mu);
   // Pull compression (StoreConfig::pull_compression): the packed change that took the
   // weights from pull_delta_version - 1 to pull_delta_version (-1: none packed since
   // the key was made or restored), and a spare buffer for the update when no previous

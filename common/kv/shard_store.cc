@@ -164,21 +164,16 @@ struct ShardStore::Impl {
 
   // Answers parked pulls the key's version now satisfies.
   void FireReady(const Setup& s, uint64_t key, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    if (k.parked.empty()) return;
-    const int64_t version = k.version;
-    auto ready = std::stable_partition(k.parked.begin(), k.parked.end(),
-                                       [version](const ParkedPull& p) { return p.min_version > version; });
-    for (auto it = ready; it != k.parked.end(); ++it) {
-      if (it->mode == PullMode::kExact) {
+    const int64_t answered = k.parked.TakeReady(k.version, [&](const ParkedPull& p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (p.mode == PullMode::kExact) {
         // Versions move one merge at a time and each merge fires, so this is the
         // current version; answered through the same check regardless.
-        AnswerExact(key, k, it->worker_rank, it->min_version, it->done);
-        continue;
+        AnswerExact(key, k, p.worker_rank, p.min_version, p.done);
+        return;
       }
-      it->done(absl::OkStatus(), AnswerOf(s, k, it->held_version));
-    }
-    CountParked(&s, -static_cast<int64_t>(k.parked.end() - ready));
-    k.parked.erase(ready, k.parked.end());
+      p.done(absl::OkStatus(), AnswerOf(s, k, p.held_version));
+    });
+    CountParked(&s, -answered);
   }
 
   // An exact pull of `version`, held or older than held: answers the weights of that
@@ -314,11 +309,7 @@ struct ShardStore::Impl {
     for (auto& [key, k] : all) {
       absl::MutexLock lock(&k->mu);
       if (k->parked.empty()) continue;
-      auto gone = std::stable_partition(k->parked.begin(), k->parked.end(),
-                                        [&match](const ParkedPull& p) { return !match(p); });
-      for (auto it = gone; it != k->parked.end(); ++it) it->done(why(key), PullAnswer{k->version});
-      const int64_t n = k->parked.end() - gone;
-      k->parked.erase(gone, k->parked.end());
+      const int64_t n = k->parked.Drop(match, why(key), k->version);
       CountParked(s, -n);
       dropped += n;
     }
@@ -346,12 +337,9 @@ ShardStore::~ShardStore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Nobody may be left waiting on a pull that can no longer be answered.
   for (auto& [key, k] : impl_->keys) {
     absl::MutexLock lock(&k->mu);
-    for (ParkedPull& p : k->parked) {
-      p.done(absl::CancelledError(absl::StrCat("key ", key, ": parameter server shutting down")),
-             PullAnswer{k->version});
-    }
-    impl_->CountParked(impl_->setup.get(), -static_cast<int64_t>(k->parked.size()));
-    k->parked.clear();
+    const int64_t failed = k->parked.FailAll(
+        absl::CancelledError(absl::StrCat("key ", key, ": parameter server shutting down")), k->version);
+    impl_->CountParked(impl_->setup.get(), -failed);
   }
 }
 
@@ -570,7 +558,7 @@ void ShardStore::PullImpl(int worker_rank, uint64_t key, int64_t min_version, in
     return;
   }
   if (k->pending_count == 0 && k->parked.empty()) k->waiting_since = impl_->clock();
-  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner, mode, held_version});
+  k->parked.Park({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner, mode, held_version});
   impl_->CountParked(setup, 1);
 }
 
@@ -678,22 +666,12 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
     absl::MutexLock lock(&k->mu);
     if (k->parked.empty() && k->pending_count == 0) continue;
     const std::vector<int> missing = k->Missing();
-    std::string why;  // built once per key, only if a pull expires
-    auto expired = std::stable_partition(k->parked.begin(), k->parked.end(),
-                                         [now](const ParkedPull& p) { return p.deadline > now; });
-    for (auto it = expired; it != k->parked.end(); ++it) {
-      if (why.empty()) {
-        std::vector<std::string> names;
-        for (int w : missing) names.push_back(Impl::WorkerText(*setup, w, now));
-        why = absl::StrCat("step ", k->version, " key ", key, ": waiting for ", absl::StrJoin(names, ", "));
-      }
-      it->done(absl::DeadlineExceededError(absl::StrCat(
-                   why, "; worker ", it->worker_rank, "'s pull of version ", it->min_version, " timed out after ",
-                   absl::ToInt64Seconds(now - it->parked_at), " s")),
-               PullAnswer{k->version});
-    }
-    impl_->CountParked(setup, -static_cast<int64_t>(k->parked.end() - expired));
-    k->parked.erase(expired, k->parked.end());
+    const int64_t expired = k->parked.Expire(now, k->version, key, [&] {
+      std::vector<std::string> names;
+      for (int w : missing) names.push_back(Impl::WorkerText(*setup, w, now));
+      return absl::StrJoin(names, ", ");
+    });
+    impl_->CountParked(setup, -expired);
     if (k->parked.empty() && k->pending_count == 0) {
       k->waiting_since = absl::InfiniteFuture();  // its waiters gave up: nothing stalls now
       continue;
@@ -826,11 +804,9 @@ absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step
     k->pull_delta_version = -1;  // and so is the last packed change
     std::fill(k->last_push_step.begin(), k->last_push_step.end(), -1);
     std::fill(k->last_pull_version.begin(), k->last_pull_version.end(), -1);
-    for (ParkedPull& p : k->parked) {
-      p.done(absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")")), PullAnswer{k->version});
-    }
-    impl_->CountParked(setup, -static_cast<int64_t>(k->parked.size()));
-    k->parked.clear();
+    const int64_t failed =
+        k->parked.FailAll(absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")")), k->version);
+    impl_->CountParked(setup, -failed);
     impl_->ResetPending(*k);
     k->ahead.clear();
   }
