@@ -13,7 +13,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/kv/merge_rule.h"
+#include "common/kv/packed_change.h"
 #include "common/kv/parked_pulls.h"
+#include "common/kv/previous_weights.h"
 #include "common/kv/shard_store.h"
 
 namespace dtrain::kv {
@@ -30,8 +32,7 @@ struct KeyEntry {
         version(version_in),
         values(std::move(values_in)),
         state(std::move(state_in)),
-        keeps_previous(keep_previous),
-        previous(keep_previous ? values.size() : 0),
+        previous(keep_previous, numel),
         num_workers(num_workers) {}
 
   // Whether the weights at exactly version `v` are held (the current ones, or the
@@ -41,11 +42,8 @@ struct KeyEntry {
       *out = values.data();
       return true;
     }
-    if (v >= 0 && v == previous_version) {
-      *out = previous.data();
-      return true;
-    }
-    return false;
+    *out = previous.At(v);
+    return *out != nullptr;
   }
 
   // Per-worker state is grown up to the highest rank seen, when it is first needed,
@@ -97,15 +95,9 @@ struct KeyEntry {
   int64_t version ABSL_GUARDED_BY(mu);
   std::vector<float> values ABSL_GUARDED_BY(mu);
   std::vector<float> state ABSL_GUARDED_BY(mu);
-  // StoreConfig::keep_previous_version (sync): `previous` holds the weights at
-  // `previous_version` (version - 1 once a step has merged here; -1: nothing held yet):
-  // the optimizer writes each step's weights into it and the two buffers swap. Empty
-  // when not kept. The optimizer state is not kept: a redone step's push of this key
-  // is for a merged step and ignored, so only the weights (what the redone gradients
-  // are computed from) are needed.
-  const bool keeps_previous;
-  std::vector<float> previous ABSL_GUARDED_BY(mu);
-  int64_t previous_version ABSL_GUARDED_BY(mu) = -1;
+  // StoreConfig::keep_previous_version (sync): the weights of the version before
+  // `version`, for exact pulls.
+  PreviousWeights previous ABSL_GUARDED_BY(mu);
   const int num_workers;
   // Per worker (indexed by rank, grown by SeeWorker). Sync: each worker's gradient for step `version`; buffers are kept between steps.
   std::vector<std::vector<float>> pending ABSL_GUARDED_BY(mu);
@@ -121,13 +113,8 @@ struct KeyEntry {
   std::vector<int64_t> last_push_step ABSL_GUARDED_BY(mu);
   std::vector<int64_t> last_pull_version ABSL_GUARDED_BY(mu);
   ParkedPulls parked ABSL_GUARDED_BY(mu);
-  // Pull compression (StoreConfig::pull_compression): the packed change that took the
-  // weights from pull_delta_version - 1 to pull_delta_version (-1: none packed since
-  // the key was made or restored), and a spare buffer for the update when no previous
-  // version is kept.
-  std::string pull_delta ABSL_GUARDED_BY(mu);
-  int64_t pull_delta_version ABSL_GUARDED_BY(mu) = -1;
-  std::vector<float> scratch ABSL_GUARDED_BY(mu);
+  // Pull compression (StoreConfig::pull_compression): the packed change to `version`.
+  PackedChange packed ABSL_GUARDED_BY(mu);
   // SSP (MergeMode::kSsp): pushes ahead of `version`, by step (at most `staleness`
   // steps); empty in the other modes.
   std::map<int64_t, AheadStep> ahead ABSL_GUARDED_BY(mu);

@@ -14,7 +14,7 @@
 #include "common/kv/key_entry.h"
 #include "common/kv/merge_rule.h"
 #include "common/kv/store_config.h"
-#include "common/kv/vector_loop.h"
+#include "common/kv/vector_ops.h"
 #include "common/kv/worker_fence.h"
 #include "common/kvstore_mode.h"
 #include "common/log.h"
@@ -37,20 +37,6 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
     n *= d;
   }
   return n;
-}
-
-// One loop per function: GCC 12 at -O2 vectorises neither of two such loops sharing
-// one (see vector_loop.h).
-ABSL_ATTRIBUTE_NOINLINE void AddInto(float* __restrict acc, const float* __restrict g, int64_t n) {
-  ForEachElement(n, [=](int64_t i) { acc[i] += g[i]; });
-}
-
-ABSL_ATTRIBUTE_NOINLINE void SubtractFrom(float* __restrict acc, const float* __restrict g, int64_t n) {
-  ForEachElement(n, [=](int64_t i) { acc[i] -= g[i]; });
-}
-
-ABSL_ATTRIBUTE_NOINLINE void DivideBy(float* __restrict acc, int64_t n, float d) {
-  ForEachElement(n, [=](int64_t i) { acc[i] /= d; });
 }
 
 // What Configure sets, once. Immutable afterwards, so whoever got it from Find reads
@@ -76,18 +62,6 @@ struct Setup {
   int64_t snapshot_every = 0;
   SnapshotSink snapshot_sink;
 };
-
-// What versions of a key an exact pull can get: "the key holds version 7 and its
-// previous, 6".
-std::string HeldText(const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-  if (k.previous_version >= 0) {
-    return absl::StrCat("the key holds version ", k.version, " and its previous, ", k.previous_version);
-  }
-  return absl::StrCat("the key holds version ", k.version, " only (",
-                      k.keeps_previous ? "no step has merged on this server yet"
-                                       : "this store keeps no previous version",
-                      ")");
-}
 
 }  // namespace
 
@@ -183,7 +157,7 @@ struct ShardStore::Impl {
     const float* data = nullptr;
     if (!k.WeightsAt(version, &data)) {
       done(absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", version, " by worker ",
-                                                      worker_rank, ": ", HeldText(k))),
+                                                      worker_rank, ": ", k.previous.HeldText(k.version))),
            PullAnswer{k.version});
       return;
     }
@@ -196,52 +170,35 @@ struct ShardStore::Impl {
   static PullAnswer AnswerOf(const Setup& s, const KeyEntry& k, int64_t held_version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     PullAnswer a{k.version, k.values.data(), k.numel};
-    if (held_version >= 0 && held_version + 1 == k.version && k.pull_delta_version == k.version &&
-        s.pull_codec != nullptr) {
-      a.delta = k.pull_delta.data();
-      a.delta_bytes = static_cast<int64_t>(k.pull_delta.size());
-      a.delta_type = s.pull_codec->type();
-    }
+    if (s.pull_codec != nullptr) k.packed.Offer(*s.pull_codec, held_version, k.version, &a);
     return a;
   }
 
-  // Pull compression: the optimizer's new weights go to a spare buffer; their change
-  // from the current weights, plus what earlier packing lost (the residual, kept as the
-  // last slot of the key's state), is packed once; and the weights move by exactly what
-  // the packed bytes unpack to, added the way a worker adds them, so that its copy and
-  // ours stay equal bit for bit. What packing lost is sent with a later step's change.
+  // Pull compression: the optimizer's new weights go to a spare buffer, and the weights
+  // move by exactly what their packed change unpacks to (packed_change.h).
   void ApplyPacked(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     const int64_t n = k.numel;
-    if (!k.keeps_previous) k.scratch.resize(static_cast<size_t>(n));
-    float* next = k.keeps_previous ? k.previous.data() : k.scratch.data();
+    float* next = k.previous.kept() ? k.previous.spare() : k.packed.Spare(n);
     const float* current = k.values.data();
     s.optimizer->UpdateInto(k.version, current, next, grad, k.state.data(), n);
-    SubtractFrom(next, current, n);  // the change the optimizer asks for
     float* residual = k.state.data() + s.optimizer_slots * n;
-    k.pull_delta.resize(static_cast<size_t>(s.pull_codec->PackedBytes(n)));
-    s.pull_codec->Encode(next, residual, n, k.pull_delta.data());
-    // The length is the codec's own: Decode cannot refuse it.
-    s.pull_codec->Decode(k.pull_delta.data(), static_cast<int64_t>(k.pull_delta.size()), next, n).IgnoreError();
-    AddInto(next, current, n);
-    if (k.keeps_previous) {
-      k.values.swap(k.previous);
-      k.previous_version = k.version;
+    k.packed.Pack(*s.pull_codec, current, next, residual, n, k.version + 1);
+    if (k.previous.kept()) {
+      k.previous.Advance(&k.values, k.version);
     } else {
-      k.values.swap(k.scratch);
+      k.packed.TakeSpare(&k.values);
     }
-    k.pull_delta_version = k.version + 1;
   }
 
   void Apply(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     if (s.pull_codec != nullptr) {
       ApplyPacked(s, k, grad);
-    } else if (k.keeps_previous) {
+    } else if (k.previous.kept()) {
       // Into the spare buffer, then swap: the old weights become the previous version
       // (what this step was computed from, for a worker that must redo it) with no
       // copy and no allocation, and the same memory traffic as an update in place.
-      s.optimizer->UpdateInto(k.version, k.values.data(), k.previous.data(), grad, k.state.data(), k.numel);
-      k.values.swap(k.previous);
-      k.previous_version = k.version;
+      s.optimizer->UpdateInto(k.version, k.values.data(), k.previous.spare(), grad, k.state.data(), k.numel);
+      k.previous.Advance(&k.values, k.version);
     } else {
       s.optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
     }
@@ -800,8 +757,8 @@ absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step
     std::copy(ks->values.begin(), ks->values.end(), k->values.begin());
     std::copy(ks->optimizer_state.begin(), ks->optimizer_state.end(), k->state.begin());
     k->version = step;
-    k->previous_version = -1;  // the previous weights are those of the abandoned timeline
-    k->pull_delta_version = -1;  // and so is the last packed change
+    k->previous.Forget();  // the previous weights are those of the abandoned timeline
+    k->packed.Forget();    // and so is the last packed change
     std::fill(k->last_push_step.begin(), k->last_push_step.end(), -1);
     std::fill(k->last_pull_version.begin(), k->last_pull_version.end(), -1);
     const int64_t failed =
