@@ -3,6 +3,7 @@
 // that file to one job); nothing else should include it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -12,6 +13,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/status/status.h"
+#include "common/kv/key_state.h"
 #include "common/kv/merge_rule.h"
 #include "common/kv/packed_change.h"
 #include "common/kv/parked_pulls.h"
@@ -80,6 +83,26 @@ struct KeyEntry {
     auto it = ahead.find(step);
     p.worker_ahead = it != ahead.end() && static_cast<size_t>(w) < it->second.has.size() && it->second.has[w];
     return p;
+  }
+
+  // Rollback to `ks` (checked by CheckRestoredKey): its weights, state and version;
+  // nothing of the abandoned timeline stays (the previous weights, the packed change,
+  // the workers' push and pull records, pending and ahead pushes), and parked pulls fail
+  // with `why`. Returns how many failed.
+  int64_t RollBack(const KeyState& ks, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::copy(ks.values.begin(), ks.values.end(), values.begin());
+    std::copy(ks.optimizer_state.begin(), ks.optimizer_state.end(), state.begin());
+    version = ks.version;
+    previous.Forget();
+    packed.Forget();
+    std::fill(last_push_step.begin(), last_push_step.end(), -1);
+    std::fill(last_pull_version.begin(), last_pull_version.end(), -1);
+    const int64_t failed = parked.FailAll(why, version);
+    std::fill(has_pending.begin(), has_pending.end(), false);
+    pending_count = 0;
+    waiting_since = absl::InfiniteFuture();  // nothing waits any more
+    ahead.clear();
+    return failed;
   }
 
   // SSP: pushes for a step after `version`, held until it is that step's turn.

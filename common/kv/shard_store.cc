@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/kv/key_entry.h"
+#include "common/kv/key_snapshots.h"
 #include "common/kv/merge_rule.h"
 #include "common/kv/store_config.h"
 #include "common/kv/vector_ops.h"
@@ -58,9 +59,8 @@ struct Setup {
   std::unique_ptr<GradientCodec> pull_codec;
   int64_t optimizer_slots = 0;
   int64_t state_slots = 0;
-  // Server snapshots (sync only): every `snapshot_every` versions, a key's copy goes to the sink.
-  int64_t snapshot_every = 0;
-  SnapshotSink snapshot_sink;
+  // Server snapshots (sync only; none in the other modes).
+  SnapshotHook snapshots;
 };
 
 }  // namespace
@@ -276,8 +276,9 @@ struct ShardStore::Impl {
   // A key just reached a snapshot step: its copy goes out while the lock still holds
   // that version (the next merge cannot start before we return).
   static void MaybeSnapshot(const Setup& s, uint64_t key, const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    if (s.snapshot_every <= 0 || k.version % s.snapshot_every != 0) return;
-    s.snapshot_sink({key, k.shape, k.version, k.values, k.state});
+    s.snapshots.AtVersion(k.version, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return KeyState{key, k.shape, k.version, k.values, k.state};
+    });
   }
 
   void ResetPending(KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
@@ -346,8 +347,7 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   setup->keep_previous = config.mode == MergeMode::kSync && config.keep_previous_version;
   if (config.mode == MergeMode::kSsp) impl_->ssp_staleness.store(config.staleness, std::memory_order_release);
   if (config.mode == MergeMode::kSync && impl_->snapshot_sink) {
-    setup->snapshot_every = impl_->snapshot_every;
-    setup->snapshot_sink = impl_->snapshot_sink;
+    setup->snapshots = SnapshotHook(impl_->snapshot_every, impl_->snapshot_sink);
   }
   if (absl::Status s = setup->fence->SetJobId(impl_->job_id); !s.ok()) return s;
   impl_->setup = std::move(setup);
@@ -729,43 +729,21 @@ absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step
     absl::ReaderMutexLock lock(&impl_->mu);
     setup = impl_->setup.get();
     if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
-    if (keys.size() != impl_->keys.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("restoring step ", step, ": the snapshot has ", keys.size(),
-                                                     " keys, this server holds ", impl_->keys.size()));
-    }
+    DTRAIN_RETURN_IF_ERROR(CheckRestoreCount(step, keys.size(), impl_->keys.size()));
     // Everything is checked before anything changes: a rollback is all or nothing.
-    const int64_t slots = setup->state_slots;
     for (const KeyState& ks : keys) {
       auto it = impl_->keys.find(ks.key);
       if (it == impl_->keys.end()) {
         return absl::NotFoundError(absl::StrCat("restoring step ", step, ": key ", ks.key, " is not held here"));
       }
-      const KeyEntry& k = *it->second;
-      if (ks.version != step || static_cast<int64_t>(ks.values.size()) != k.numel ||
-          static_cast<int64_t>(ks.optimizer_state.size()) != slots * k.numel) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restoring step ", step, ": key ", ks.key, " is at version ", ks.version, " with ", ks.values.size(),
-            " values and ", ks.optimizer_state.size(), " state floats; the key has ", k.numel, " elements and ",
-            slots * k.numel, " state floats"));
-      }
+      DTRAIN_RETURN_IF_ERROR(CheckRestoredKey(ks, step, it->second->numel, setup->state_slots));
       found.emplace_back(&ks, it->second.get());
     }
   }
   const std::string why = absl::StrCat("rolled back to step ", step);
   for (auto& [ks, k] : found) {
     absl::MutexLock lock(&k->mu);
-    std::copy(ks->values.begin(), ks->values.end(), k->values.begin());
-    std::copy(ks->optimizer_state.begin(), ks->optimizer_state.end(), k->state.begin());
-    k->version = step;
-    k->previous.Forget();  // the previous weights are those of the abandoned timeline
-    k->packed.Forget();    // and so is the last packed change
-    std::fill(k->last_push_step.begin(), k->last_push_step.end(), -1);
-    std::fill(k->last_pull_version.begin(), k->last_pull_version.end(), -1);
-    const int64_t failed =
-        k->parked.FailAll(absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")")), k->version);
-    impl_->CountParked(setup, -failed);
-    impl_->ResetPending(*k);
-    k->ahead.clear();
+    impl_->CountParked(setup, -k->RollBack(*ks, absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")"))));
   }
   DTRAIN_LOG(WARNING) << why << ": " << found.size() << " keys restored";
   return absl::OkStatus();
