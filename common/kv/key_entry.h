@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/status/status.h"
+#include "common/kv/ahead_steps.h"
 #include "common/kv/key_state.h"
 #include "common/kv/merge_rule.h"
 #include "common/kv/packed_change.h"
@@ -80,8 +80,7 @@ struct KeyEntry {
     p.pending_count = pending_count;
     p.worker_pending = has_pending[w];
     p.worker_last_push = last_push_step[w];
-    auto it = ahead.find(step);
-    p.worker_ahead = it != ahead.end() && static_cast<size_t>(w) < it->second.has.size() && it->second.has[w];
+    p.worker_ahead = ahead.Holds(step, w);
     return p;
   }
 
@@ -104,13 +103,6 @@ struct KeyEntry {
     ahead.clear();
     return failed;
   }
-
-  // SSP: pushes for a step after `version`, held until it is that step's turn.
-  struct AheadStep {
-    std::vector<std::vector<float>> grads;  // by rank
-    std::vector<bool> has;
-    int count = 0;
-  };
 
   absl::Mutex mu;
   const std::vector<int64_t> shape;
@@ -138,9 +130,8 @@ struct KeyEntry {
   ParkedPulls parked ABSL_GUARDED_BY(mu);
   // Pull compression (StoreConfig::pull_compression): the packed change to `version`.
   PackedChange packed ABSL_GUARDED_BY(mu);
-  // SSP (MergeMode::kSsp): pushes ahead of `version`, by step (at most `staleness`
-  // steps); empty in the other modes.
-  std::map<int64_t, AheadStep> ahead ABSL_GUARDED_BY(mu);
+  // SSP (MergeMode::kSsp): pushes ahead of `version`; empty in the other modes.
+  AheadSteps ahead ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace dtrain::kv
