@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/kv/finite_check.h"
 #include "common/log.h"
-#include "services/server/replica_catch_up.h"
 
 namespace dtrain::server {
 namespace {

@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,7 +29,23 @@
 
 namespace dtrain::server {
 
-class ReplicaCatchUp;
+// A server that joined a key's replica chain (replica_catch_up.h).
+struct JoinedServer {
+  int rank = 0;
+  std::string address;
+};
+
+// Holds an answer back until it may go out (replication: ReplicaCatchUp holds a key's
+// answers until a restarted chain member has the key).
+class AnswerGate {
+ public:
+  virtual ~AnswerGate() = default;
+  // Called with `key`'s lock held, as an answer of `key` at `version` is about to go
+  // out. Returns false when it may go now; true when it is held: `release` runs later,
+  // from any thread, with the servers that joined the key's chain at `version`.
+  using Release = std::function<void(const std::vector<JoinedServer>& joined)>;
+  virtual bool Hold(uint64_t key, int64_t version, Release release) = 0;
+};
 
 // The longest replica chain a request may name (KeyInit.chain, joined servers).
 inline constexpr int kMaxChainLength = 64;
@@ -49,7 +66,7 @@ struct StreamOptions {
   int64_t max_queued_bytes = int64_t{256} << 20;
   // Replication: may hold an answer until a restarted chain member holds the key
   // (replica_catch_up.h). Null: never.
-  ReplicaCatchUp* catch_up = nullptr;
+  AnswerGate* catch_up = nullptr;
   // Request counts and bytes (null: none); must outlive every stream.
   server::ServerMetrics* metrics = nullptr;
   // With TLS (node_checks.h): the worker whose token opened the stream; every request

@@ -29,17 +29,13 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/kv/shard_store.h"
+#include "services/server/push_pull_handler.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.pb.h"
 
 namespace dtrain::server {
 
-struct JoinedServer {
-  int rank = 0;
-  std::string address;
-};
-
-class ReplicaCatchUp {
+class ReplicaCatchUp final : public AnswerGate {
  public:
   // `store` (and `metrics`, null: none) must outlive this. Starts the copying thread.
   ReplicaCatchUp(kv::ShardStore* store, int my_rank, ServerMetrics* metrics = nullptr);
@@ -52,11 +48,9 @@ class ReplicaCatchUp {
   // From the scheduler's heartbeat: server `rank` came back at `address`, empty.
   void ServerRestarted(int rank, const std::string& address);
 
-  // Called with `key`'s lock held, as an answer of `key` at `version` is about to go
-  // out. Returns false when it may go now; true when it is held: `release` runs later
-  // (on the copying thread) with the servers that joined the key's chain at `version`.
-  using Release = std::function<void(const std::vector<JoinedServer>& joined)>;
-  bool Hold(uint64_t key, int64_t version, Release release);
+  // AnswerGate: an answer of a key whose chain has a newcomer not yet holding it waits
+  // for the copy; `release` then runs on the copying thread.
+  bool Hold(uint64_t key, int64_t version, Release release) override;
 
  private:
   struct Gate {

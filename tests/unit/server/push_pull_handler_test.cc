@@ -244,5 +244,34 @@ TEST_F(PushPullHandlerTest, ACompressedPushIsUnpackedAndMerged) {
   EXPECT_THAT(answers[0].data, ElementsAre(0.5f, 1.75f));
 }
 
+// Holds every answer until released, as replication does while a newcomer is copied.
+class HoldingGate final : public AnswerGate {
+ public:
+  bool Hold(uint64_t key, int64_t version, Release release) override {
+    held_.push_back(std::move(release));
+    versions_.push_back(version);
+    return true;
+  }
+  std::vector<Release> held_;
+  std::vector<int64_t> versions_;
+};
+
+TEST_F(PushPullHandlerTest, AHeldAnswerGoesOutOnReleaseNamingTheServersThatJoined) {
+  Configure(1);
+  HoldingGate gate;
+  StreamOptions options;
+  options.catch_up = &gate;
+  auto h = Handler(options);
+  ASSERT_TRUE(Handle(*h, Request(v1::OP_PUSH_PULL, 0, 0), {0.5f, 0.5f}).ok());
+  EXPECT_THAT(sink_->answers(), SizeIs(0));
+  ASSERT_THAT(gate.versions_, ElementsAre(1));
+  gate.held_[0]({JoinedServer{2, "10.0.0.2:7000"}});
+  const std::vector<Answer> answers = sink_->answers();
+  ASSERT_THAT(answers, SizeIs(1));
+  EXPECT_THAT(answers[0].resp.joined_servers(), ElementsAre(2));
+  EXPECT_THAT(answers[0].resp.joined_addresses(), ElementsAre("10.0.0.2:7000"));
+  EXPECT_THAT(answers[0].data, ElementsAre(0.5f, 1.5f));  // the weights copied when the version was reached
+}
+
 }  // namespace
 }  // namespace dtrain::server
