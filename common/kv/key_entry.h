@@ -1,6 +1,7 @@
 // A shard store's record of one key: its weights, optimizer state and the merging of
-// pushes in progress. Private to shard_store.cc (in a header of its own only to keep
-// that file to one job); nothing else should include it.
+// pushes in progress, with its parts (parked pulls, previous weights, packed change,
+// SSP's held pushes), each a type of its own. Private to the shard store
+// (shard_store.cc, key_update.cc); nothing else should include it.
 #pragma once
 
 #include <algorithm>
