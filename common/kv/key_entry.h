@@ -1,10 +1,11 @@
 // A shard store's record of one key: its weights, optimizer state and the merging of
-// pushes in progress. Private to shard_store.cc (in a header of its own only to keep
-// that file to one job); nothing else should include it.
+// pushes in progress, with its parts (parked pulls, previous weights, packed change,
+// SSP's held pushes), each a type of its own. Private to the shard store
+// (shard_store.cc, key_update.cc); nothing else should include it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,22 +13,16 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/status/status.h"
+#include "common/kv/ahead_steps.h"
+#include "common/kv/key_state.h"
 #include "common/kv/merge_rule.h"
+#include "common/kv/packed_change.h"
+#include "common/kv/parked_pulls.h"
+#include "common/kv/previous_weights.h"
 #include "common/kv/shard_store.h"
 
 namespace dtrain::kv {
-
-// A pull waiting for the key to reach `min_version`.
-struct ParkedPull {
-  int worker_rank;
-  int64_t min_version;
-  absl::Time parked_at;
-  absl::Time deadline;
-  PullAnswerCallback done;
-  uint64_t owner = 0;  // see ShardStore::DropPulls
-  PullMode mode = PullMode::kAtLeast;
-  int64_t held_version = -1;  // ShardStore::PullDelta's; -1: a plain pull
-};
 
 // One key. `shape` and `numel` are fixed at creation; the rest is guarded by `mu`.
 struct KeyEntry {
@@ -41,8 +36,7 @@ struct KeyEntry {
         version(version_in),
         values(std::move(values_in)),
         state(std::move(state_in)),
-        keeps_previous(keep_previous),
-        previous(keep_previous ? values.size() : 0),
+        previous(keep_previous, numel),
         num_workers(num_workers) {}
 
   // Whether the weights at exactly version `v` are held (the current ones, or the
@@ -52,11 +46,8 @@ struct KeyEntry {
       *out = values.data();
       return true;
     }
-    if (v >= 0 && v == previous_version) {
-      *out = previous.data();
-      return true;
-    }
-    return false;
+    *out = previous.At(v);
+    return *out != nullptr;
   }
 
   // Per-worker state is grown up to the highest rank seen, when it is first needed,
@@ -90,17 +81,29 @@ struct KeyEntry {
     p.pending_count = pending_count;
     p.worker_pending = has_pending[w];
     p.worker_last_push = last_push_step[w];
-    auto it = ahead.find(step);
-    p.worker_ahead = it != ahead.end() && static_cast<size_t>(w) < it->second.has.size() && it->second.has[w];
+    p.worker_ahead = ahead.Holds(step, w);
     return p;
   }
 
-  // SSP: pushes for a step after `version`, held until it is that step's turn.
-  struct AheadStep {
-    std::vector<std::vector<float>> grads;  // by rank
-    std::vector<bool> has;
-    int count = 0;
-  };
+  // Rollback to `ks` (checked by CheckRestoredKey): its weights, state and version;
+  // nothing of the abandoned timeline stays (the previous weights, the packed change,
+  // the workers' push and pull records, pending and ahead pushes), and parked pulls fail
+  // with `why`. Returns how many failed.
+  int64_t RollBack(const KeyState& ks, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::copy(ks.values.begin(), ks.values.end(), values.begin());
+    std::copy(ks.optimizer_state.begin(), ks.optimizer_state.end(), state.begin());
+    version = ks.version;
+    previous.Forget();
+    packed.Forget();
+    std::fill(last_push_step.begin(), last_push_step.end(), -1);
+    std::fill(last_pull_version.begin(), last_pull_version.end(), -1);
+    const int64_t failed = parked.FailAll(why, version);
+    std::fill(has_pending.begin(), has_pending.end(), false);
+    pending_count = 0;
+    waiting_since = absl::InfiniteFuture();  // nothing waits any more
+    ahead.clear();
+    return failed;
+  }
 
   absl::Mutex mu;
   const std::vector<int64_t> shape;
@@ -108,15 +111,9 @@ struct KeyEntry {
   int64_t version ABSL_GUARDED_BY(mu);
   std::vector<float> values ABSL_GUARDED_BY(mu);
   std::vector<float> state ABSL_GUARDED_BY(mu);
-  // StoreConfig::keep_previous_version (sync): `previous` holds the weights at
-  // `previous_version` (version - 1 once a step has merged here; -1: nothing held yet):
-  // the optimizer writes each step's weights into it and the two buffers swap. Empty
-  // when not kept. The optimizer state is not kept: a redone step's push of this key
-  // is for a merged step and ignored, so only the weights (what the redone gradients
-  // are computed from) are needed.
-  const bool keeps_previous;
-  std::vector<float> previous ABSL_GUARDED_BY(mu);
-  int64_t previous_version ABSL_GUARDED_BY(mu) = -1;
+  // StoreConfig::keep_previous_version (sync): the weights of the version before
+  // `version`, for exact pulls.
+  PreviousWeights previous ABSL_GUARDED_BY(mu);
   const int num_workers;
   // Per worker (indexed by rank, grown by SeeWorker). Sync: each worker's gradient for step `version`; buffers are kept between steps.
   std::vector<std::vector<float>> pending ABSL_GUARDED_BY(mu);
@@ -131,17 +128,11 @@ struct KeyEntry {
   // it last pulled (-1: none), from which an async push's staleness is counted.
   std::vector<int64_t> last_push_step ABSL_GUARDED_BY(mu);
   std::vector<int64_t> last_pull_version ABSL_GUARDED_BY(mu);
-  std::vector<ParkedPull> parked ABSL_GUARDED_BY(mu);
-  // Pull compression (StoreConfig::pull_compression): the packed change that took the
-  // weights from pull_delta_version - 1 to pull_delta_version (-1: none packed since
-  // the key was made or restored), and a spare buffer for the update when no previous
-  // version is kept.
-  std::string pull_delta ABSL_GUARDED_BY(mu);
-  int64_t pull_delta_version ABSL_GUARDED_BY(mu) = -1;
-  std::vector<float> scratch ABSL_GUARDED_BY(mu);
-  // SSP (MergeMode::kSsp): pushes ahead of `version`, by step (at most `staleness`
-  // steps); empty in the other modes.
-  std::map<int64_t, AheadStep> ahead ABSL_GUARDED_BY(mu);
+  ParkedPulls parked ABSL_GUARDED_BY(mu);
+  // Pull compression (StoreConfig::pull_compression): the packed change to `version`.
+  PackedChange packed ABSL_GUARDED_BY(mu);
+  // SSP (MergeMode::kSsp): pushes ahead of `version`; empty in the other modes.
+  AheadSteps ahead ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace dtrain::kv

@@ -2,94 +2,24 @@
 
 #include <algorithm>
 #include <atomic>
-#include <limits>
 #include <map>
 #include <utility>
 
-#include "absl/base/attributes.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/kv/heard_from.h"
+#include "common/kv/key_checks.h"
 #include "common/kv/key_entry.h"
-#include "common/kv/merge_rule.h"
-#include "common/kv/store_config.h"
-#include "common/kv/vector_loop.h"
-#include "common/kv/worker_fence.h"
+#include "common/kv/key_snapshots.h"
+#include "common/kv/key_update.h"
+#include "common/kv/stall_report.h"
+#include "common/kv/store_setup.h"
 #include "common/kvstore_mode.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 
 namespace dtrain::kv {
-namespace {
-
-std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
-
-constexpr size_t kMaxDims = 32;
-
-// The element count of `shape`, or -1 if a dimension is negative or the product
-// does not fit in an int64 (shapes come from the wire).
-int64_t NumElements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) return -1;
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d) return -1;
-    n *= d;
-  }
-  return n;
-}
-
-// One loop per function: GCC 12 at -O2 vectorises neither of two such loops sharing
-// one (see vector_loop.h).
-ABSL_ATTRIBUTE_NOINLINE void AddInto(float* __restrict acc, const float* __restrict g, int64_t n) {
-  ForEachElement(n, [=](int64_t i) { acc[i] += g[i]; });
-}
-
-ABSL_ATTRIBUTE_NOINLINE void SubtractFrom(float* __restrict acc, const float* __restrict g, int64_t n) {
-  ForEachElement(n, [=](int64_t i) { acc[i] -= g[i]; });
-}
-
-ABSL_ATTRIBUTE_NOINLINE void DivideBy(float* __restrict acc, int64_t n, float d) {
-  ForEachElement(n, [=](int64_t i) { acc[i] /= d; });
-}
-
-// What Configure sets, once. Immutable afterwards, so whoever got it from Find reads
-// it without a lock.
-struct Setup {
-  StoreConfig config;
-  std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<MergeRule> rule;
-  StoreObserver* observer = nullptr;  // null: none
-  // Per worker, unix nanos of the last message; 0 = never. The array is fixed; its
-  // elements are written without a lock.
-  std::unique_ptr<std::atomic<int64_t>[]> last_heard;
-  // Job id and per-rank incarnations (docs/recovery.md); thread-safe on its own.
-  std::unique_ptr<WorkerFence> fence;
-  // Keys keep their previous version's weights (sync with keep_previous_version).
-  bool keep_previous = false;
-  // Pull compression (StoreConfig::pull_compression; null: none), and the state floats
-  // per element: the optimizer's slots, then the pull residual's one.
-  std::unique_ptr<GradientCodec> pull_codec;
-  int64_t optimizer_slots = 0;
-  int64_t state_slots = 0;
-  // Server snapshots (sync only): every `snapshot_every` versions, a key's copy goes to the sink.
-  int64_t snapshot_every = 0;
-  SnapshotSink snapshot_sink;
-};
-
-// What versions of a key an exact pull can get: "the key holds version 7 and its
-// previous, 6".
-std::string HeldText(const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-  if (k.previous_version >= 0) {
-    return absl::StrCat("the key holds version ", k.version, " and its previous, ", k.previous_version);
-  }
-  return absl::StrCat("the key holds version ", k.version, " only (",
-                      k.keeps_previous ? "no step has merged on this server yet"
-                                       : "this store keeps no previous version",
-                      ")");
-}
-
-}  // namespace
 
 struct ShardStore::Impl {
   explicit Impl(Clock c) : clock(std::move(c)) {}
@@ -113,11 +43,10 @@ struct ShardStore::Impl {
 
   const Clock clock;
   mutable absl::Mutex mu;
-  std::unique_ptr<const Setup> setup ABSL_GUARDED_BY(mu);  // null until Configure; then never changes
+  std::unique_ptr<const StoreSetup> setup ABSL_GUARDED_BY(mu);  // null until Configure; then never changes
   std::map<uint64_t, std::unique_ptr<KeyEntry>> keys ABSL_GUARDED_BY(mu);  // never removed
   StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;  // what the next Configure uses
-  int64_t snapshot_every ABSL_GUARDED_BY(mu) = 0;          // likewise
-  SnapshotSink snapshot_sink ABSL_GUARDED_BY(mu);
+  SnapshotHook snapshots ABSL_GUARDED_BY(mu);              // likewise
   StoreLimits limits ABSL_GUARDED_BY(mu);
   std::string job_id ABSL_GUARDED_BY(mu);  // SetJobId before Configure: the fence starts with it
   int64_t bytes_held ABSL_GUARDED_BY(mu) = 0;  // weights + optimizer state of every key
@@ -129,7 +58,7 @@ struct ShardStore::Impl {
 
   // The key, plus the setup Push/Pull need (immutable once configured, so it is
   // read without `mu` from here on).
-  absl::Status Find(uint64_t key, KeyEntry** out, const Setup** out_setup) const {
+  absl::Status Find(uint64_t key, KeyEntry** out, const StoreSetup** out_setup) const {
     absl::ReaderMutexLock lock(&mu);
     if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
     auto it = keys.find(key);
@@ -139,7 +68,7 @@ struct ShardStore::Impl {
     return absl::OkStatus();
   }
 
-  static absl::Status CheckWorker(const Setup& s, int worker_rank) {
+  static absl::Status CheckWorker(const StoreSetup& s, int worker_rank) {
     if (worker_rank < 0 || worker_rank >= s.config.num_workers) {
       return absl::InvalidArgumentError(
           absl::StrCat("worker_rank ", worker_rank, " out of range [0, ", s.config.num_workers, ")"));
@@ -147,38 +76,25 @@ struct ShardStore::Impl {
     return absl::OkStatus();
   }
 
-  // "worker 2 (last heard 31 s ago)" or "worker 2 (never heard from)".
-  static std::string WorkerText(const Setup& s, int w, absl::Time now) {
-    const int64_t ns = s.last_heard[w].load(std::memory_order_relaxed);
-    if (ns == 0) return absl::StrCat("worker ", w, " (never heard from)");
-    return absl::StrCat("worker ", w, " (last heard ", absl::ToInt64Seconds(now - absl::FromUnixNanos(ns)),
-                        " s ago)");
-  }
-
   // Counts parked pulls added (> 0) or removed (< 0), for parked_pulls() and metrics.
-  void CountParked(const Setup* s, int64_t delta) {
+  void CountParked(const StoreSetup* s, int64_t delta) {
     if (delta == 0) return;
     parked_pulls.fetch_add(delta, std::memory_order_relaxed);
     if (s != nullptr && s->observer != nullptr) s->observer->OnParkedPulls(delta);
   }
 
   // Answers parked pulls the key's version now satisfies.
-  void FireReady(const Setup& s, uint64_t key, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    if (k.parked.empty()) return;
-    const int64_t version = k.version;
-    auto ready = std::stable_partition(k.parked.begin(), k.parked.end(),
-                                       [version](const ParkedPull& p) { return p.min_version > version; });
-    for (auto it = ready; it != k.parked.end(); ++it) {
-      if (it->mode == PullMode::kExact) {
+  void FireReady(const StoreSetup& s, uint64_t key, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    const int64_t answered = k.parked.TakeReady(k.version, [&](const ParkedPull& p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      if (p.mode == PullMode::kExact) {
         // Versions move one merge at a time and each merge fires, so this is the
         // current version; answered through the same check regardless.
-        AnswerExact(key, k, it->worker_rank, it->min_version, it->done);
-        continue;
+        AnswerExact(key, k, p.worker_rank, p.min_version, p.done);
+        return;
       }
-      it->done(absl::OkStatus(), AnswerOf(s, k, it->held_version));
-    }
-    CountParked(&s, -static_cast<int64_t>(k.parked.end() - ready));
-    k.parked.erase(ready, k.parked.end());
+      p.done(absl::OkStatus(), AnswerOf(s, k, p.held_version));
+    });
+    CountParked(&s, -answered);
   }
 
   // An exact pull of `version`, held or older than held: answers the weights of that
@@ -188,7 +104,7 @@ struct ShardStore::Impl {
     const float* data = nullptr;
     if (!k.WeightsAt(version, &data)) {
       done(absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", version, " by worker ",
-                                                      worker_rank, ": ", HeldText(k))),
+                                                      worker_rank, ": ", k.previous.HeldText(k.version))),
            PullAnswer{k.version});
       return;
     }
@@ -198,99 +114,37 @@ struct ShardStore::Impl {
 
   // The answer to a pull of the current weights by a worker holding `held_version`
   // (-1: unknown): with the packed change from it when there is one.
-  static PullAnswer AnswerOf(const Setup& s, const KeyEntry& k, int64_t held_version)
+  static PullAnswer AnswerOf(const StoreSetup& s, const KeyEntry& k, int64_t held_version)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     PullAnswer a{k.version, k.values.data(), k.numel};
-    if (held_version >= 0 && held_version + 1 == k.version && k.pull_delta_version == k.version &&
-        s.pull_codec != nullptr) {
-      a.delta = k.pull_delta.data();
-      a.delta_bytes = static_cast<int64_t>(k.pull_delta.size());
-      a.delta_type = s.pull_codec->type();
-    }
+    if (s.pull_codec != nullptr) k.packed.Offer(*s.pull_codec, held_version, k.version, &a);
     return a;
   }
 
-  // Pull compression: the optimizer's new weights go to a spare buffer; their change
-  // from the current weights, plus what earlier packing lost (the residual, kept as the
-  // last slot of the key's state), is packed once; and the weights move by exactly what
-  // the packed bytes unpack to, added the way a worker adds them, so that its copy and
-  // ours stay equal bit for bit. What packing lost is sent with a later step's change.
-  void ApplyPacked(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    const int64_t n = k.numel;
-    if (!k.keeps_previous) k.scratch.resize(static_cast<size_t>(n));
-    float* next = k.keeps_previous ? k.previous.data() : k.scratch.data();
-    const float* current = k.values.data();
-    s.optimizer->UpdateInto(k.version, current, next, grad, k.state.data(), n);
-    SubtractFrom(next, current, n);  // the change the optimizer asks for
-    float* residual = k.state.data() + s.optimizer_slots * n;
-    k.pull_delta.resize(static_cast<size_t>(s.pull_codec->PackedBytes(n)));
-    s.pull_codec->Encode(next, residual, n, k.pull_delta.data());
-    // The length is the codec's own: Decode cannot refuse it.
-    s.pull_codec->Decode(k.pull_delta.data(), static_cast<int64_t>(k.pull_delta.size()), next, n).IgnoreError();
-    AddInto(next, current, n);
-    if (k.keeps_previous) {
-      k.values.swap(k.previous);
-      k.previous_version = k.version;
-    } else {
-      k.values.swap(k.scratch);
-    }
-    k.pull_delta_version = k.version + 1;
-  }
-
-  void Apply(const Setup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    if (s.pull_codec != nullptr) {
-      ApplyPacked(s, k, grad);
-    } else if (k.keeps_previous) {
-      // Into the spare buffer, then swap: the old weights become the previous version
-      // (what this step was computed from, for a worker that must redo it) with no
-      // copy and no allocation, and the same memory traffic as an update in place.
-      s.optimizer->UpdateInto(k.version, k.values.data(), k.previous.data(), grad, k.state.data(), k.numel);
-      k.values.swap(k.previous);
-      k.previous_version = k.version;
-    } else {
-      s.optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
-    }
-    ++k.version;
+  void Apply(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    UpdateKey(s, k, grad);
     updates_applied.fetch_add(1, std::memory_order_relaxed);
     if (s.observer != nullptr) s.observer->OnUpdateApplied();
   }
 
-  // Sums the step's gradients in rank order (bit-reproducible whatever the arrival
-  // order), averages, applies once. The last push to arrive (`last_rank`, `last_grad`)
-  // is read in place rather than stored: with one worker nothing is copied.
-  void MergeStep(const Setup& s, KeyEntry& k, int last_rank, const float* last_grad)
+  // A sync step's last push arrived (`last_rank`, `last_grad`; -1: none, SSP's pushes
+  // held ahead): the mean of every worker's is applied once.
+  void MergeStep(const StoreSetup& s, KeyEntry& k, int last_rank, const float* last_grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    const int n = s.config.num_workers;
     if (s.observer != nullptr) s.observer->OnSyncStepMerged(clock() - k.first_push_at);
-    auto grad_of = [&](int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-      return w == last_rank ? last_grad : k.pending[w].data();
-    };
-    if (n == 1) {
-      Apply(s, k, grad_of(0));
-      ResetPending(k);
-      return;
-    }
-    k.merged.assign(grad_of(0), grad_of(0) + k.numel);
-    float* acc = k.merged.data();
-    for (int w = 1; w < n; ++w) AddInto(acc, grad_of(w), k.numel);
-    DivideBy(acc, k.numel, static_cast<float>(n));
-    Apply(s, k, acc);
+    Apply(s, k, MeanGradient(s.config.num_workers, k, last_rank, last_grad));
     ResetPending(k);
   }
 
   // SSP: a step just merged; if pushes for the next step were held ahead, they become
   // its pending pushes, and if every worker's is there that step merges too (and so on).
-  void PromoteAhead(const Setup& s, uint64_t key, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    while (!k.ahead.empty() && k.ahead.begin()->first == k.version) {
-      KeyEntry::AheadStep next = std::move(k.ahead.begin()->second);
-      k.ahead.erase(k.ahead.begin());
-      for (size_t w = 0; w < next.has.size(); ++w) {
-        if (!next.has[w]) continue;
-        k.SeeWorker(static_cast<int>(w));
-        k.pending[w].swap(next.grads[w]);
-        k.has_pending[w] = true;
-        ++k.pending_count;
-      }
+  void PromoteAhead(const StoreSetup& s, uint64_t key, KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    while (k.ahead.TakeStep(k.version, [&k](int w, std::vector<float>& grad) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      k.SeeWorker(w);
+      k.pending[w].swap(grad);
+      k.has_pending[w] = true;
+      ++k.pending_count;
+    })) {
       k.first_push_at = clock();
       if (k.pending_count < s.config.num_workers) return;
       MergeStep(s, k, /*last_rank=*/-1, nullptr);
@@ -302,7 +156,7 @@ struct ShardStore::Impl {
   template <typename Match, typename Why>
   int64_t DropParked(Match match, Why why) {
     if (parked_pulls.load(std::memory_order_relaxed) == 0) return 0;
-    const Setup* s = nullptr;
+    const StoreSetup* s = nullptr;
     std::vector<std::pair<uint64_t, KeyEntry*>> all;
     {
       absl::ReaderMutexLock lock(&mu);
@@ -314,11 +168,7 @@ struct ShardStore::Impl {
     for (auto& [key, k] : all) {
       absl::MutexLock lock(&k->mu);
       if (k->parked.empty()) continue;
-      auto gone = std::stable_partition(k->parked.begin(), k->parked.end(),
-                                        [&match](const ParkedPull& p) { return !match(p); });
-      for (auto it = gone; it != k->parked.end(); ++it) it->done(why(key), PullAnswer{k->version});
-      const int64_t n = k->parked.end() - gone;
-      k->parked.erase(gone, k->parked.end());
+      const int64_t n = k->parked.Drop(match, why(key), k->version);
       CountParked(s, -n);
       dropped += n;
     }
@@ -327,9 +177,10 @@ struct ShardStore::Impl {
 
   // A key just reached a snapshot step: its copy goes out while the lock still holds
   // that version (the next merge cannot start before we return).
-  static void MaybeSnapshot(const Setup& s, uint64_t key, const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    if (s.snapshot_every <= 0 || k.version % s.snapshot_every != 0) return;
-    s.snapshot_sink({key, k.shape, k.version, k.values, k.state});
+  static void MaybeSnapshot(const StoreSetup& s, uint64_t key, const KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    s.snapshots.AtVersion(k.version, [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return KeyState{key, k.shape, k.version, k.values, k.state};
+    });
   }
 
   void ResetPending(KeyEntry& k) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
@@ -346,12 +197,9 @@ ShardStore::~ShardStore() ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Nobody may be left waiting on a pull that can no longer be answered.
   for (auto& [key, k] : impl_->keys) {
     absl::MutexLock lock(&k->mu);
-    for (ParkedPull& p : k->parked) {
-      p.done(absl::CancelledError(absl::StrCat("key ", key, ": parameter server shutting down")),
-             PullAnswer{k->version});
-    }
-    impl_->CountParked(impl_->setup.get(), -static_cast<int64_t>(k->parked.size()));
-    k->parked.clear();
+    const int64_t failed = k->parked.FailAll(
+        absl::CancelledError(absl::StrCat("key ", key, ": parameter server shutting down")), k->version);
+    impl_->CountParked(impl_->setup.get(), -failed);
   }
 }
 
@@ -363,49 +211,13 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
     return absl::FailedPreconditionError(
         absl::StrCat("shard store already configured differently (current vs requested): ", diff));
   }
-  if (config.num_workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("num_workers must be >= 1, got ", config.num_workers));
-  }
-  if (config.staleness < 0 || config.staleness > kMaxStaleness ||
-      (config.staleness != 0 && config.mode != MergeMode::kSsp)) {
-    return absl::InvalidArgumentError(absl::StrCat("staleness ", config.staleness, " (want 0..", kMaxStaleness,
-                                                   ", and only with dist_ssp)"));
-  }
-  if (config.num_workers > impl_->limits.max_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("num_workers ", config.num_workers,
-                                                   " is over this server's cap of ", impl_->limits.max_workers,
-                                                   " workers (--max-workers)"));
-  }
-  if (config.pull_compression != CompressionType::kNone) {
-    if (absl::Status s = ValidateSpec({config.pull_compression, 1.0f}); !s.ok()) return s;
-    if (config.mode != MergeMode::kSync || config.pull_compression == CompressionType::kTwoBit) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pull compression ", CompressionTypeName(config.pull_compression), " with mode ", ModeName(config.mode),
-          ": pulls are compressed in dist_sync only (a packed change is from the step a worker pushed), and "
-          "with fp16, int8 or 1bit (2bit's fixed quantum does not fit weight changes)"));
-    }
-  }
-  absl::StatusOr<std::unique_ptr<Optimizer>> opt = CreateOptimizer(config.optimizer);
-  if (!opt.ok()) return opt.status();
-  auto setup = std::make_unique<Setup>();
-  setup->config = config;
-  setup->optimizer = *std::move(opt);
-  setup->pull_codec = MakeCodec({config.pull_compression, 1.0f});
-  setup->optimizer_slots = setup->optimizer->StateSlots();
-  setup->state_slots = setup->optimizer_slots + (setup->pull_codec != nullptr ? 1 : 0);
-  setup->rule = CreateMergeRule(config);
-  setup->observer = impl_->observer;
-  setup->last_heard = std::make_unique<std::atomic<int64_t>[]>(config.num_workers);
-  for (int w = 0; w < config.num_workers; ++w) setup->last_heard[w].store(0);
-  setup->fence = std::make_unique<WorkerFence>(config.num_workers);
-  setup->keep_previous = config.mode == MergeMode::kSync && config.keep_previous_version;
+  DTRAIN_RETURN_IF_ERROR(ValidateStoreConfig(config, impl_->limits));
+  absl::StatusOr<std::unique_ptr<StoreSetup>> setup =
+      MakeStoreSetup(config, impl_->observer, impl_->snapshots);
+  if (!setup.ok()) return setup.status();
   if (config.mode == MergeMode::kSsp) impl_->ssp_staleness.store(config.staleness, std::memory_order_release);
-  if (config.mode == MergeMode::kSync && impl_->snapshot_sink) {
-    setup->snapshot_every = impl_->snapshot_every;
-    setup->snapshot_sink = impl_->snapshot_sink;
-  }
-  if (absl::Status s = setup->fence->SetJobId(impl_->job_id); !s.ok()) return s;
-  impl_->setup = std::move(setup);
+  if (absl::Status s = (*setup)->fence->SetJobId(impl_->job_id); !s.ok()) return s;
+  impl_->setup = *std::move(setup);
   return absl::OkStatus();
 }
 
@@ -417,19 +229,9 @@ bool ShardStore::configured() const {
 absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape, const float* values,
                                  int64_t numel, int64_t version, const std::vector<float>& state) {
   absl::MutexLock lock(&impl_->mu);
-  const Setup* setup = impl_->setup.get();
+  const StoreSetup* setup = impl_->setup.get();
   if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
-  // A shape is kept with the key and is not counted in max_bytes: its length is capped.
-  if (shape.size() > kMaxDims) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key ", key, ": shape has ", shape.size(), " dimensions, more than ", kMaxDims));
-  }
-  if (NumElements(shape) != numel) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key ", key, ": shape ", ShapeText(shape), " does not hold ", numel, " elements"));
-  }
-  if (numel > 0 && values == nullptr) return absl::InvalidArgumentError(absl::StrCat("key ", key, ": no values"));
-  if (version < 0) return absl::InvalidArgumentError(absl::StrCat("key ", key, ": negative version ", version));
+  DTRAIN_RETURN_IF_ERROR(CheckNewKey(key, shape, values, numel, version));
   const int64_t state_size = setup->state_slots * numel;
   if (!state.empty() && static_cast<int64_t>(state.size()) != state_size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -449,14 +251,8 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
     return absl::ResourceExhaustedError(absl::StrCat("key ", key, ": this server already holds ", impl_->keys.size(),
                                                      " keys, its cap (--max-keys ", limits.max_keys, ")"));
   }
-  // numel and state_size are bounded by the bytes that came with the request.
   const bool keep_previous = setup->keep_previous;
-  // Pull compression adds the packed change, and a spare buffer where no previous
-  // version is kept.
-  const int64_t packed_bytes = setup->pull_codec != nullptr ? setup->pull_codec->PackedBytes(numel) : 0;
-  const int64_t spare = setup->pull_codec != nullptr && !keep_previous ? numel : 0;
-  const int64_t bytes =
-      ((keep_previous ? 2 : 1) * numel + spare + state_size) * static_cast<int64_t>(sizeof(float)) + packed_bytes;
+  const int64_t bytes = KeyBytes(numel, state_size, keep_previous, setup->pull_codec.get());
   if (bytes > limits.max_bytes - impl_->bytes_held) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "key ", key, ": its ", bytes, " bytes of weights",
@@ -474,7 +270,7 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
 
 absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel) {
   KeyEntry* k = nullptr;
-  const Setup* setup = nullptr;
+  const StoreSetup* setup = nullptr;
   if (absl::Status s = impl_->Find(key, &k, &setup); !s.ok()) return s;
   if (absl::Status s = Impl::CheckWorker(*setup, worker_rank); !s.ok()) return s;
   NoteHeardFrom(worker_rank);
@@ -491,14 +287,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   if (*action == PushAction::kIgnore) return absl::OkStatus();
   k->last_push_step[worker_rank] = std::max(k->last_push_step[worker_rank], step);
   if (*action == PushAction::kStoreAhead) {
-    KeyEntry::AheadStep& a = k->ahead[step];
-    if (a.has.size() <= static_cast<size_t>(worker_rank)) {
-      a.grads.resize(worker_rank + 1);
-      a.has.resize(worker_rank + 1, false);
-    }
-    a.grads[worker_rank].assign(grad, grad + numel);
-    a.has[worker_rank] = true;
-    ++a.count;
+    k->ahead.Hold(step, worker_rank, grad, numel);
     return absl::OkStatus();
   }
   if (*action == PushAction::kApplyNow) {
@@ -544,7 +333,7 @@ void ShardStore::PullDelta(int worker_rank, uint64_t key, int64_t min_version, i
 void ShardStore::PullImpl(int worker_rank, uint64_t key, int64_t min_version, int64_t held_version,
                           absl::Time deadline, PullAnswerCallback done, uint64_t owner, PullMode mode) {
   KeyEntry* k = nullptr;
-  const Setup* setup = nullptr;
+  const StoreSetup* setup = nullptr;
   absl::Status s = impl_->Find(key, &k, &setup);
   if (s.ok()) s = Impl::CheckWorker(*setup, worker_rank);
   if (s.ok() && mode == PullMode::kExact && setup->config.mode != MergeMode::kSync) {
@@ -570,7 +359,7 @@ void ShardStore::PullImpl(int worker_rank, uint64_t key, int64_t min_version, in
     return;
   }
   if (k->pending_count == 0 && k->parked.empty()) k->waiting_since = impl_->clock();
-  k->parked.push_back({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner, mode, held_version});
+  k->parked.Park({worker_rank, min_version, impl_->clock(), deadline, std::move(done), owner, mode, held_version});
   impl_->CountParked(setup, 1);
 }
 
@@ -584,7 +373,7 @@ int64_t ShardStore::DropPulls(uint64_t owner) {
 
 absl::Status ShardStore::AdmitWorker(int worker_rank, absl::string_view job_id, uint64_t incarnation) {
   if (job_id.empty() && incarnation == 0) return absl::OkStatus();
-  const Setup* setup = nullptr;
+  const StoreSetup* setup = nullptr;
   {
     absl::ReaderMutexLock lock(&impl_->mu);
     setup = impl_->setup.get();
@@ -658,7 +447,7 @@ absl::Status ShardStore::Versions(const std::vector<uint64_t>& keys, int worker_
 }
 
 void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_every) {
-  const Setup* setup = nullptr;
+  const StoreSetup* setup = nullptr;
   std::vector<std::pair<uint64_t, KeyEntry*>> keys;
   {
     absl::ReaderMutexLock lock(&impl_->mu);
@@ -668,58 +457,27 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
     for (auto& [key, k] : impl_->keys) keys.emplace_back(key, k.get());
   }
   // Stalled keys grouped by step, for one "still waiting" line per step.
-  struct Stall {
-    uint64_t first_key;
-    int64_t num_keys = 0;
-    std::vector<bool> missing;
-  };
-  std::map<int64_t, Stall> stalls;
+  StallReport stalls(setup->config.num_workers);
   for (auto& [key, k] : keys) {
     absl::MutexLock lock(&k->mu);
     if (k->parked.empty() && k->pending_count == 0) continue;
     const std::vector<int> missing = k->Missing();
-    std::string why;  // built once per key, only if a pull expires
-    auto expired = std::stable_partition(k->parked.begin(), k->parked.end(),
-                                         [now](const ParkedPull& p) { return p.deadline > now; });
-    for (auto it = expired; it != k->parked.end(); ++it) {
-      if (why.empty()) {
-        std::vector<std::string> names;
-        for (int w : missing) names.push_back(Impl::WorkerText(*setup, w, now));
-        why = absl::StrCat("step ", k->version, " key ", key, ": waiting for ", absl::StrJoin(names, ", "));
-      }
-      it->done(absl::DeadlineExceededError(absl::StrCat(
-                   why, "; worker ", it->worker_rank, "'s pull of version ", it->min_version, " timed out after ",
-                   absl::ToInt64Seconds(now - it->parked_at), " s")),
-               PullAnswer{k->version});
-    }
-    impl_->CountParked(setup, -static_cast<int64_t>(k->parked.end() - expired));
-    k->parked.erase(expired, k->parked.end());
+    const int64_t expired =
+        k->parked.Expire(now, k->version, key, [&] { return setup->heard->Texts(missing, now); });
+    impl_->CountParked(setup, -expired);
     if (k->parked.empty() && k->pending_count == 0) {
       k->waiting_since = absl::InfiniteFuture();  // its waiters gave up: nothing stalls now
       continue;
     }
     if (now - k->waiting_since < still_waiting_every) continue;
-    Stall& st = stalls[k->version];
-    if (st.num_keys++ == 0) {
-      st.first_key = key;
-      st.missing.assign(setup->config.num_workers, false);
-    }
-    for (int w : missing) st.missing[w] = true;
+    stalls.Add(k->version, key, missing);
   }
   {
     absl::MutexLock lock(&impl_->mu);
     if (stalls.empty() || now - impl_->last_still_waiting_log < still_waiting_every) return;
     impl_->last_still_waiting_log = now;
   }
-  for (const auto& [step, st] : stalls) {
-    std::vector<std::string> names;
-    for (int w = 0; w < static_cast<int>(st.missing.size()); ++w) {
-      if (st.missing[w]) names.push_back(Impl::WorkerText(*setup, w, now));
-    }
-    DTRAIN_LOG(WARNING) << "step " << step << " key " << st.first_key
-                        << (st.num_keys > 1 ? absl::StrCat(" (+", st.num_keys - 1, " more keys)") : "")
-                        << ": still waiting for " << absl::StrJoin(names, ", ");
-  }
+  for (const std::string& line : stalls.Lines(*setup->heard, now)) DTRAIN_LOG(WARNING) << line;
 }
 
 absl::Status ShardStore::Snapshot(const std::vector<uint64_t>& keys, std::vector<KeyState>* out) const {
@@ -747,11 +505,10 @@ std::vector<uint64_t> ShardStore::Keys() const {
 
 void ShardStore::NoteHeardFrom(int worker_rank) {
   absl::ReaderMutexLock lock(&impl_->mu);
-  const Setup* setup = impl_->setup.get();
+  const StoreSetup* setup = impl_->setup.get();
   if (setup == nullptr || worker_rank < 0 || worker_rank >= setup->config.num_workers) return;
-  const int64_t before =
-      setup->last_heard[worker_rank].exchange(absl::ToUnixNanos(impl_->clock()), std::memory_order_relaxed);
-  if (before == 0 && setup->observer != nullptr) setup->observer->OnWorkerSeen(worker_rank);
+  const bool first = setup->heard->Note(worker_rank, impl_->clock());
+  if (first && setup->observer != nullptr) setup->observer->OnWorkerSeen(worker_rank);
 }
 
 void ShardStore::SetObserver(StoreObserver* observer) {
@@ -761,8 +518,7 @@ void ShardStore::SetObserver(StoreObserver* observer) {
 
 void ShardStore::SetSnapshotHook(int64_t every, SnapshotSink sink) {
   absl::MutexLock lock(&impl_->mu);
-  impl_->snapshot_every = every;
-  impl_->snapshot_sink = std::move(sink);
+  impl_->snapshots = SnapshotHook(every, std::move(sink));
 }
 
 int64_t ShardStore::Step() const {
@@ -789,50 +545,26 @@ bool ShardStore::GetConfig(StoreConfig* out) const {
 
 absl::Status ShardStore::Restore(const std::vector<KeyState>& keys, int64_t step) {
   std::vector<std::pair<const KeyState*, KeyEntry*>> found;
-  const Setup* setup = nullptr;
+  const StoreSetup* setup = nullptr;
   {
     absl::ReaderMutexLock lock(&impl_->mu);
     setup = impl_->setup.get();
     if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
-    if (keys.size() != impl_->keys.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("restoring step ", step, ": the snapshot has ", keys.size(),
-                                                     " keys, this server holds ", impl_->keys.size()));
-    }
+    DTRAIN_RETURN_IF_ERROR(CheckRestoreCount(step, keys.size(), impl_->keys.size()));
     // Everything is checked before anything changes: a rollback is all or nothing.
-    const int64_t slots = setup->state_slots;
     for (const KeyState& ks : keys) {
       auto it = impl_->keys.find(ks.key);
       if (it == impl_->keys.end()) {
         return absl::NotFoundError(absl::StrCat("restoring step ", step, ": key ", ks.key, " is not held here"));
       }
-      const KeyEntry& k = *it->second;
-      if (ks.version != step || static_cast<int64_t>(ks.values.size()) != k.numel ||
-          static_cast<int64_t>(ks.optimizer_state.size()) != slots * k.numel) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "restoring step ", step, ": key ", ks.key, " is at version ", ks.version, " with ", ks.values.size(),
-            " values and ", ks.optimizer_state.size(), " state floats; the key has ", k.numel, " elements and ",
-            slots * k.numel, " state floats"));
-      }
+      DTRAIN_RETURN_IF_ERROR(CheckRestoredKey(ks, step, it->second->numel, setup->state_slots));
       found.emplace_back(&ks, it->second.get());
     }
   }
   const std::string why = absl::StrCat("rolled back to step ", step);
   for (auto& [ks, k] : found) {
     absl::MutexLock lock(&k->mu);
-    std::copy(ks->values.begin(), ks->values.end(), k->values.begin());
-    std::copy(ks->optimizer_state.begin(), ks->optimizer_state.end(), k->state.begin());
-    k->version = step;
-    k->previous_version = -1;  // the previous weights are those of the abandoned timeline
-    k->pull_delta_version = -1;  // and so is the last packed change
-    std::fill(k->last_push_step.begin(), k->last_push_step.end(), -1);
-    std::fill(k->last_pull_version.begin(), k->last_pull_version.end(), -1);
-    for (ParkedPull& p : k->parked) {
-      p.done(absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")")), PullAnswer{k->version});
-    }
-    impl_->CountParked(setup, -static_cast<int64_t>(k->parked.size()));
-    k->parked.clear();
-    impl_->ResetPending(*k);
-    k->ahead.clear();
+    impl_->CountParked(setup, -k->RollBack(*ks, absl::AbortedError(absl::StrCat(why, " (pull of key ", ks->key, ")"))));
   }
   DTRAIN_LOG(WARNING) << why << ": " << found.size() << " keys restored";
   return absl::OkStatus();
@@ -852,7 +584,7 @@ int64_t ShardStore::bytes_held() const {
 
 absl::StatusOr<int64_t> ShardStore::ElementCount(uint64_t key) const {
   KeyEntry* k = nullptr;
-  const Setup* setup = nullptr;
+  const StoreSetup* setup = nullptr;
   if (absl::Status s = impl_->Find(key, &k, &setup); !s.ok()) return s;
   return k->numel;  // fixed when the key was made
 }

@@ -54,4 +54,30 @@ std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b) {
   return absl::StrJoin(d, "; ");
 }
 
+absl::Status ValidateStoreConfig(const StoreConfig& config, const StoreLimits& limits) {
+  if (config.num_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("num_workers must be >= 1, got ", config.num_workers));
+  }
+  if (config.staleness < 0 || config.staleness > kMaxStaleness ||
+      (config.staleness != 0 && config.mode != MergeMode::kSsp)) {
+    return absl::InvalidArgumentError(absl::StrCat("staleness ", config.staleness, " (want 0..", kMaxStaleness,
+                                                   ", and only with dist_ssp)"));
+  }
+  if (config.num_workers > limits.max_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("num_workers ", config.num_workers,
+                                                   " is over this server's cap of ", limits.max_workers,
+                                                   " workers (--max-workers)"));
+  }
+  if (config.pull_compression != CompressionType::kNone) {
+    if (absl::Status s = ValidateSpec({config.pull_compression, 1.0f}); !s.ok()) return s;
+    if (config.mode != MergeMode::kSync || config.pull_compression == CompressionType::kTwoBit) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pull compression ", CompressionTypeName(config.pull_compression), " with mode ", ModeName(config.mode),
+          ": pulls are compressed in dist_sync only (a packed change is from the step a worker pushed), and "
+          "with fp16, int8 or 1bit (2bit's fixed quantum does not fit weight changes)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace dtrain::kv

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/status/status.h"
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/optimizer.h"
 
@@ -68,5 +69,11 @@ const char* ModeName(MergeMode mode);  // "sync" / "async" / "ssp"
 // What differs between two configs, e.g. "num_workers 2 vs 3; optimizer.momentum 0.9
 // vs 0"; empty when they are the same.
 std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b);
+
+// What ShardStore::Configure refuses before anything else, INVALID_ARGUMENT naming the
+// field: num_workers below 1 or over `limits.max_workers` (naming the cap and
+// --max-workers); staleness outside 0..kMaxStaleness or outside kSsp; pull compression
+// with an unknown codec, outside kSync, or 2bit.
+absl::Status ValidateStoreConfig(const StoreConfig& config, const StoreLimits& limits);
 
 }  // namespace dtrain::kv

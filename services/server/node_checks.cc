@@ -62,11 +62,4 @@ absl::StatusOr<std::optional<auth::TokenClaims>> NodeChecks::ForStream(const grp
   return caller.token;
 }
 
-absl::Status NodeChecks::SameWorker(const auth::TokenClaims& bound, int worker_rank, uint64_t incarnation) {
-  if (worker_rank == bound.rank && incarnation == bound.incarnation) return absl::OkStatus();
-  return absl::PermissionDeniedError(absl::StrCat("PushPull refused: a stream opened with the token of ",
-                                                  auth::Describe(bound), " may not speak for worker ", worker_rank,
-                                                  " incarnation ", incarnation));
-}
-
 }  // namespace dtrain::server

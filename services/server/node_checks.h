@@ -1,7 +1,7 @@
 // Which job node may make which parameter-server call, once the job runs with TLS
 // (docs/security.md, "Identity bound to rank"). The rules, in one place:
 //   PushPull     a worker's token; every request of the stream speaks for that
-//                worker's rank and incarnation, and no other
+//                worker's rank and incarnation, and no other (push_pull_handler.cc)
 //   GetVersions  a worker's token, for the rank and incarnation it asks about
 //   Configure,   worker 0's token (it sets the job up), or a server's (a chain partner
 //   InitKeys     copying a restarted replica its keys back)
@@ -38,9 +38,6 @@ class NodeChecks {
   absl::Status ForState(const grpc::ServerContextBase& ctx) const;
   // The worker a PushPull stream speaks for (nullopt when not enforcing).
   absl::StatusOr<std::optional<auth::TokenClaims>> ForStream(const grpc::ServerContextBase& ctx) const;
-
-  // A request on a stream bound to `bound`: it must speak for the same worker.
-  static absl::Status SameWorker(const auth::TokenClaims& bound, int worker_rank, uint64_t incarnation);
 
  private:
   auth::Caller Identify(const grpc::ServerContextBase& ctx) const;

@@ -1,16 +1,13 @@
 #include "services/server/push_pull_reactor.h"
 
 #include <atomic>
-#include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
-#include "common/kv/finite_check.h"
-#include "services/server/node_checks.h"
-#include "services/server/replica_catch_up.h"
 
 namespace dtrain::server {
 namespace {
@@ -24,19 +21,14 @@ void SetStatus(const absl::Status& s, v1::PushPullResponse* resp) {
 // size between requests, and lets a larger one go once its request is handled.
 constexpr size_t kKeepPayloadBytes = 8 << 20;
 
-uint64_t NextOwner() {
-  static std::atomic<uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
-}
-
 }  // namespace
 
 PushPullReactor::PushPullReactor(kv::ShardStore* store, const StreamOptions& options)
     : store_(store),
       options_(options),
       metrics_(options.metrics),
-      owner_(NextOwner()),
-      box_(std::make_shared<Outbox>()) {
+      box_(std::make_shared<Outbox>()),
+      handler_(store, options, box_) {
   {
     absl::MutexLock lock(&box_->mu);
     box_->reactor = this;
@@ -70,12 +62,17 @@ void PushPullReactor::OnReadDone(bool ok) {
       &payload_bytes, options_.request_limits.max_payload_bytes);
   request_.Clear();
   if (decoded.ok()) {
-    Handle(req, payload_bytes);
+    {
+      absl::MutexLock lock(&box_->mu);
+      ++box_->unanswered;
+    }
+    const absl::Status refusal =
+        handler_.Handle(req, payload_.data(), payload_bytes, payload_bytes > 0 && payload_taken_ == payload_bytes);
     if (payload_.capacity() * sizeof(float) > kKeepPayloadBytes) std::vector<float>().swap(payload_);
-    if (unpacked_.capacity() * sizeof(float) > kKeepPayloadBytes) std::vector<float>().swap(unpacked_);
     bool refused = false;
     {
       absl::MutexLock lock(&box_->mu);
+      if (!refusal.ok() && box_->refused.ok()) box_->refused = refusal;
       refused = !box_->refused.ok();
       if (refused) box_->reads_done = true;  // no read follows to say so
     }
@@ -124,199 +121,21 @@ void PushPullReactor::DropParkedPulls() {
     absl::MutexLock lock(&box_->mu);
     if (box_->unanswered == 0) return;  // nothing of ours can be parked
   }
-  const int64_t dropped = store_->DropPulls(owner_);
+  const int64_t dropped = store_->DropPulls(handler_.owner());
   if (dropped > 0) DTRAIN_LOG(INFO) << "PushPull stream gone: dropped its " << dropped << " parked pulls";
 }
 
-absl::Status PushPullReactor::CheckFinite(const v1::PushPullRequest& req, const float* grad, int64_t numel) const {
-  if (options_.allow_non_finite || kv::AllFinite(grad, numel)) return absl::OkStatus();
-  const int64_t at = kv::FirstNonFinite(grad, numel);
-  const float bad = grad[at];
-  return absl::InvalidArgumentError(absl::StrCat(
-      "push of key ", req.key(), " at step ", req.step(), " by worker ", req.worker_rank(), ": gradient element ",
-      at, " is ", std::isnan(bad) ? "NaN" : (bad > 0 ? "+Inf" : "-Inf"),
-      "; refused so that it cannot poison the key for every worker (dtrain-server --allow-non-finite applies "
-      "such pushes)"));
+void PushPullReactor::Outbox::Send(const v1::PushPullResponse& resp) {
+  PushPullReactor::Send(shared_from_this(), resp);
 }
 
-absl::Status PushPullReactor::Unpack(const v1::PushPullRequest& req, int64_t payload_bytes, int64_t* numel) {
-  // The size comes from the key this server holds, never from the wire.
-  absl::StatusOr<int64_t> n = store_->ElementCount(req.key());
-  if (!n.ok()) return n.status();
-  const kv::CompressionSpec spec{static_cast<kv::CompressionType>(req.compression()), req.gc_threshold()};
-  if (codec_ == nullptr || codec_spec_.type != spec.type || codec_spec_.threshold != spec.threshold) {
-    if (absl::Status s = kv::ValidateSpec(spec); !s.ok()) return s;  // request_checks let it through
-    codec_ = kv::MakeCodec(spec);
-    codec_spec_ = spec;
-  }
-  const int64_t got = std::max<int64_t>(payload_bytes, 0);
-  const int64_t want = codec_->PackedBytes(*n);
-  if (got != want) {
-    return absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req), " at step ", req.step(), ": ",
-                                                   kv::CompressionTypeName(spec.type), " data has ", got,
-                                                   " bytes, expected ", want, " for the key's ", *n, " elements"));
-  }
-  unpacked_.resize(static_cast<size_t>(*n));
-  *numel = *n;
-  return codec_->Decode(reinterpret_cast<const char*>(payload_.data()), got, unpacked_.data(), *n);
-}
-
-void PushPullReactor::Handle(const v1::PushPullRequest& req, int64_t payload_bytes) {
-  {
-    absl::MutexLock lock(&box_->mu);
-    ++box_->unanswered;
-  }
-  v1::PushPullResponse resp;
-  resp.set_request_id(req.request_id());
-  resp.set_key(req.key());
-  server::ServerMetrics* const metrics = metrics_;
-  // A stream refused at its start (no token, another's) answers that before anything
-  // else: its requests are not looked at.
-  if (!options_.refused.ok() && !Admit(req, resp)) return;
-  if (absl::Status s = ValidatePushPullRequest(req, payload_bytes, options_.request_limits); !s.ok()) {
-    if (metrics != nullptr) metrics->RequestFailed();
-    SetStatus(s, &resp);
-    Send(box_, resp);
-    return;
-  }
-  if (!Admit(req, resp)) return;
-  int64_t min_version = req.min_version();
-  if (req.op() != v1::OP_PULL) {
-    if (metrics != nullptr) metrics->PushReceived(std::max<int64_t>(payload_bytes, 0));
-    int64_t numel = std::max<int64_t>(payload_bytes, 0) / static_cast<int64_t>(sizeof(float));
-    const float* grad = payload_.data();
-    absl::Status s;
-    if (payload_bytes > 0 && payload_taken_ != payload_bytes) {
-      // Fields may come in any order; the data was skipped because `op` only said
-      // "push" after it. Our encoder puts data last.
-      s = absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req),
-                                                  ": op must come before data on the wire (put data last)"));
-    }
-    // Compressed: unpacked to floats, then checked and merged as any uncompressed push is.
-    if (s.ok() && req.compression() != v1::COMPRESSION_NONE) {
-      s = Unpack(req, payload_bytes, &numel);
-      grad = unpacked_.data();
-    }
-    if (s.ok() && metrics != nullptr) metrics->PushUnpacked(numel * static_cast<int64_t>(sizeof(float)));
-    if (s.ok()) s = CheckFinite(req, grad, numel);
-    if (s.ok()) s = store_->Push(req.worker_rank(), req.step(), req.key(), grad, numel);
-    if (!s.ok() || req.op() == v1::OP_PUSH) {
-      if (!s.ok() && metrics != nullptr) metrics->RequestFailed();
-      SetStatus(s, &resp);
-      Send(box_, resp);
-      return;
-    }
-    // The weights after this step's update (SSP: up to --staleness steps older; async
-    // pulls answer at once anyway).
-    min_version = store_->PullVersionAfterPush(req.step());
-  }
-  // The worker may ask for a shorter wait than ours, so that the server's answer,
-  // which names the missing workers, beats the worker's own deadline.
-  const absl::Duration wait =
-      req.timeout_ms() > 0 ? absl::Milliseconds(req.timeout_ms()) : options_.sync_timeout;
-  if (metrics != nullptr) metrics->PullRequested();
-  // `metrics` outlives every stream and parked pull: the server is shut down before it.
-  // A replica the worker takes no weights from (replication) answers the version only.
-  const bool version_only = req.version_only();
-  auto answer_pull = [box = box_, resp = std::move(resp), metrics, version_only,
-                      catch_up = options_.catch_up,
-                      key = req.key()](const absl::Status &s,
-                                       const kv::PullAnswer &a) mutable {
-    // Runs under the key's lock: copy the weights out and queue, nothing more.
-    SetStatus(s, &resp);
-    if (!s.ok()) {
-      if (metrics != nullptr)
-        metrics->RequestFailed();
-      Send(box, resp);
-      return;
-    }
-    const int64_t weight_bytes = a.numel * static_cast<int64_t>(sizeof(float));
-    // Pull compression: the step's packed change where the worker asked
-    // for it and the store has it (ShardStore::PullDelta), else the weights.
-    const bool packed = !version_only && a.delta != nullptr;
-    if (metrics != nullptr && !version_only) {
-      metrics->PullAnswered(packed ? a.delta_bytes : weight_bytes,
-                            weight_bytes);
-    }
-    resp.set_version(a.version);
-    grpc::Slice weights;
-    if (packed) {
-      resp.set_compression(static_cast<v1::Compression>(a.delta_type));
-      weights = grpc::Slice(a.delta, static_cast<size_t>(a.delta_bytes));
-    } else if (!version_only) {
-      weights = kv::CopyToSlice(a.data, a.numel);
-    }
-    auto answer = [box, version_only](const v1::PushPullResponse &r,
-                                      grpc::Slice w) {
-      if (version_only) {
-        Send(box, r);
-      } else {
-        Send(box, r.key(),
-             kv::EncodeWithPayload(
-                 r, v1::PushPullResponse::kDataFieldNumber, std::move(w)));
-      }
-    };
-    // Replication: a restarted chain member may have to get the key first
-    // (replica_catch_up.h); the answer then says so.
-    std::vector<JoinedServer> joined_now;
-    if (catch_up != nullptr &&
-        catch_up->Hold(
-            key, a.version,
-            [answer, resp, weights](const std::vector<JoinedServer> &joined) {
-              v1::PushPullResponse r = resp;
-              for (const JoinedServer &j : joined) {
-                r.add_joined_servers(j.rank);
-                r.add_joined_addresses(j.address);
-              }
-              answer(r, weights);
-            },
-            &joined_now)) {
-      return;
-    }
-    for (const JoinedServer &j : joined_now) {
-      resp.add_joined_servers(j.rank);
-      resp.add_joined_addresses(j.address);
-    }
-    answer(resp, std::move(weights));
+AnswerSink::DataAnswer PushPullReactor::Outbox::Prepare(const char* data, size_t bytes) {
+  grpc_slice copy = grpc_slice_malloc(bytes);
+  if (bytes > 0) std::memcpy(GRPC_SLICE_START_PTR(copy), data, bytes);
+  return [box = shared_from_this(), payload = grpc::Slice(copy, grpc::Slice::STEAL_REF)](
+             const v1::PushPullResponse& r) {
+    PushPullReactor::Send(box, r.key(), kv::EncodeWithPayload(r, v1::PushPullResponse::kDataFieldNumber, payload));
   };
-  const absl::Time deadline = absl::Now() + wait;
-  if (req.exact_version()) {
-    store_->Pull(
-        req.worker_rank(), req.key(), min_version, deadline,
-        [answer_pull =
-             std::move(answer_pull)](const absl::Status &s, int64_t version,
-                                     const float *data, int64_t numel) mutable {
-          answer_pull(s, kv::PullAnswer{version, data, numel});
-        },
-        owner_, kv::PullMode::kExact);
-    return;
-  }
-  // A push-pull's worker holds the weights of the step it pushed (pull_delta
-  // says so).
-  store_->PullDelta(req.worker_rank(), req.key(), min_version,
-                    req.pull_delta() ? req.step() : -1, deadline,
-                    std::move(answer_pull), owner_);
-}
-
-bool PushPullReactor::Admit(const v1::PushPullRequest& req, v1::PushPullResponse& resp) {
-  absl::Status s = options_.refused;
-  if (s.ok() && options_.bound_worker) {
-    s = NodeChecks::SameWorker(*options_.bound_worker, req.worker_rank(), req.incarnation());
-    if (!s.ok()) DTRAIN_LOG(WARNING) << s.message();
-  }
-  if (s.ok()) s = store_->AdmitWorker(req.worker_rank(), req.job_id(), req.incarnation());
-  if (s.ok()) return true;
-  if (metrics_ != nullptr) metrics_->RequestFailed();
-  if (s.code() == absl::StatusCode::kFailedPrecondition || s.code() == absl::StatusCode::kPermissionDenied ||
-      s.code() == absl::StatusCode::kUnauthenticated) {
-    // A fenced process or another job's: nothing it sends later can be accepted.
-    DTRAIN_LOG(WARNING) << "PushPull stream refused: " << s.message();
-    absl::MutexLock lock(&box_->mu);
-    if (box_->refused.ok()) box_->refused = s;
-  }
-  SetStatus(s, &resp);
-  Send(box_, resp);
-  return false;
 }
 
 void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp) {

@@ -31,17 +31,13 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/kv/shard_store.h"
+#include "services/server/push_pull_handler.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.pb.h"
 
 namespace dtrain::server {
 
-struct JoinedServer {
-  int rank = 0;
-  std::string address;
-};
-
-class ReplicaCatchUp {
+class ReplicaCatchUp final : public AnswerGate {
  public:
   // `store` (and `metrics`, null: none) must outlive this. Starts the copying thread.
   ReplicaCatchUp(kv::ShardStore* store, int my_rank, ServerMetrics* metrics = nullptr);
@@ -54,13 +50,10 @@ class ReplicaCatchUp {
   // From the scheduler's heartbeat: server `rank` came back at `address`, empty.
   void ServerRestarted(int rank, const std::string& address);
 
-  // Called with `key`'s lock held, as an answer of `key` at `version` is about to go
-  // out. Returns false when it may go now, naming in `*joined_now` the servers that
-  // joined the key's chain at `version` (a copy of `version` that is done: the answer
-  // must say so like the ones the copy held); true when it is held: `release` runs
-  // later (on the copying thread) with the servers that joined at `version`.
-  using Release = std::function<void(const std::vector<JoinedServer>& joined)>;
-  bool Hold(uint64_t key, int64_t version, Release release, std::vector<JoinedServer>* joined_now);
+  // AnswerGate: an answer of a key whose chain has a newcomer not yet holding it waits
+  // for the copy; `release` then runs on the copying thread. Answers of a version whose
+  // copy is done go at once, naming the newcomers in `*joined_now`.
+  bool Hold(uint64_t key, int64_t version, Release release, std::vector<JoinedServer>* joined_now) override;
 
  private:
   struct Gate {

@@ -189,6 +189,99 @@ void Shutdown(const std::string& why, const kv::ShardStore& store, grpc::Server&
   }
 }
 
+// --snapshot-every: the writer, and its metrics where `registry` (null: none) serves them.
+void MakeSnapshots(const ServerFlags& f, metrics::MetricsRegistry* registry, kv::ShardStore* store,
+                   std::unique_ptr<SnapshotMetrics>* snapshot_metrics, std::unique_ptr<SnapshotWriter>* snapshots) {
+  if (f.snapshot_every <= 0) return;
+  if (registry != nullptr) *snapshot_metrics = std::make_unique<SnapshotMetrics>(*registry);
+  *snapshots = std::make_unique<SnapshotWriter>(SnapshotOptions{f.snapshot_dir, f.snapshot_every, 2}, store,
+                                                snapshot_metrics->get());
+}
+
+// Serves `service` on --bind-host:--port and writes the port chosen to --port-file;
+// null (logged) when either fails.
+std::unique_ptr<grpc::Server> Listen(const ServerFlags& f, PsService* service, int* port) {
+  const std::string listen = JoinHostPort(f.cluster.bind_host, static_cast<int>(f.cluster.port));
+  std::unique_ptr<grpc::Server> server = StartGrpcServer(listen, service, port);
+  if (server == nullptr) return nullptr;
+  if (!f.port_file.empty()) {
+    if (absl::Status ps = WritePortFile(f.port_file, *port); !ps.ok()) {
+      DTRAIN_LOG(ERROR) << ps.message();
+      return nullptr;
+    }
+  }
+  return server;
+}
+
+// What the PushPull streams and the other RPCs take from the flags.
+PsServiceOptions ServiceOptions(const ServerFlags& f, ServerMetrics* metrics) {
+  PsServiceOptions options;
+  options.sync_timeout = absl::Seconds(f.sync_timeout_s);
+  options.metrics = metrics;
+  options.request_limits.max_payload_bytes = kMaxMessageBytes;  // what gRPC lets in at all
+  options.allow_non_finite = f.allow_non_finite;
+  options.max_pending_requests = f.max_stream_pending;
+  options.max_queued_bytes = f.max_stream_queued_bytes;
+  return options;
+}
+
+// Registers with the scheduler (the server listens at `address`) and wires what it
+// drives: the rollback of `snapshots` (null: none; *rollback then stays null), the
+// step and incarnation reports, the job id. Returns the rank given; an error is
+// logged. *rollback is declared before *scheduler by the caller: the client's
+// heartbeat thread calls the rollback until the client is destroyed.
+absl::StatusOr<int> Register(const ServerFlags& f, const std::string& address, kv::ShardStore& store,
+                             SnapshotWriter* snapshots, ShutdownSignal& stop, ReplicaCatchUp* catch_up,
+                             auth::TokenKeyring* node_tokens, std::unique_ptr<SnapshotRollback>* rollback,
+                             std::unique_ptr<SchedulerClient>* scheduler) {
+  *scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
+  if (snapshots != nullptr) {
+    SchedulerClient* client = scheduler->get();
+    *rollback = std::make_unique<SnapshotRollback>(
+        f.snapshot_dir, &store, snapshots,
+        [client](const v1::SnapshotReport& report) { client->SetSnapshotReport(report); });
+    snapshots->SetOnWritten([r = rollback->get()] { r->Report(); });
+  }
+  // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
+  (*scheduler)->SetStepSource([&store] { return store.Step(); });
+  // A restarted scheduler learns from the servers how far each worker rank's
+  // incarnations went, so that it never hands a new process an old one.
+  (*scheduler)->SetWorkerIncarnationSource([&store] { return store.WorkerIncarnations(); });
+  absl::StatusOr<int> given =
+      JoinJob(f.cluster, address, **scheduler, stop, rollback->get(), catch_up, node_tokens);
+  if (!given.ok()) {
+    DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
+                      << " failed: " << given.status().message();
+    return given;
+  }
+  if (absl::Status js = store.SetJobId((*scheduler)->job_id()); !js.ok()) {
+    // A worker of another job reached this server before the scheduler answered.
+    DTRAIN_LOG(ERROR) << "the scheduler runs job '" << (*scheduler)->job_id() << "': " << js.message();
+  }
+  return given;
+}
+
+// Now that the rank is known: logs and metrics (`registry`, null: none) carry it, the
+// snapshots' rollback starts, and the server says where it listens. `scheduler` is
+// null for a standalone server (which has no rollback).
+void Announce(const ServerFlags& f, int rank, int port, const std::string& address, const kv::ShardStore& store,
+              metrics::MetricsRegistry* registry, SnapshotWriter* snapshots, SnapshotRollback* rollback,
+              SchedulerClient* scheduler) {
+  SetLogIdentity("server", rank);
+  if (registry != nullptr) registry->SetRank(rank);
+  if (snapshots != nullptr) {
+    snapshots->SetRank(rank);
+    // A new process admitted into a running job replaces a server whose shard died with
+    // it: unless a rollback brings the snapshot back, it holds nothing.
+    if (rollback != nullptr) rollback->Start(rank, /*replaced=*/scheduler->rejoined());
+    DTRAIN_LOG(INFO) << "snapshots every " << f.snapshot_every << " steps in " << f.snapshot_dir;
+  }
+  DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)
+                   << (f.standalone ? " (standalone)" : "") << "; other nodes reach it at " << address << " ("
+                   << f.cluster.host_origin << ")"
+                   << (store.job_id().empty() ? std::string() : absl::StrCat("; job '", store.job_id(), "'"));
+}
+
 int Run(int argc, char** argv) {
   ShutdownSignal stop;  // first: every later thread inherits the blocked signals
   ServerFlags f;
@@ -215,24 +308,14 @@ int Run(int argc, char** argv) {
   // Before the service starts: the store must be configured with the snapshot hook.
   std::unique_ptr<SnapshotMetrics> snapshot_metrics;
   std::unique_ptr<SnapshotWriter> snapshots;
-  if (f.snapshot_every > 0) {
-    if (metrics->registry != nullptr) snapshot_metrics = std::make_unique<SnapshotMetrics>(*metrics->registry);
-    snapshots = std::make_unique<SnapshotWriter>(SnapshotOptions{f.snapshot_dir, f.snapshot_every, 2}, &store,
-                                                 snapshot_metrics.get());
-  }
+  MakeSnapshots(f, metrics->registry.get(), &store, &snapshot_metrics, &snapshots);
   // Workers of another job are refused (docs/recovery.md); without --job-id the store
   // takes the scheduler's once registered.
   if (absl::Status js = store.SetJobId(f.cluster.job_id); !js.ok()) {
     DTRAIN_LOG(ERROR) << "--job-id: " << js.message();
     return 2;
   }
-  PsServiceOptions options;
-  options.sync_timeout = absl::Seconds(f.sync_timeout_s);
-  options.metrics = metrics->families.get();
-  options.request_limits.max_payload_bytes = kMaxMessageBytes;  // what gRPC lets in at all
-  options.allow_non_finite = f.allow_non_finite;
-  options.max_pending_requests = f.max_stream_pending;
-  options.max_queued_bytes = f.max_stream_queued_bytes;
+  PsServiceOptions options = ServiceOptions(f, metrics->families.get());
   // Replication: the scheduler names restarted servers (our rank is not known yet, and
   // it never names ourselves).
   std::unique_ptr<ReplicaCatchUp> catch_up;
@@ -249,62 +332,24 @@ int Run(int argc, char** argv) {
   PsService service(&store, options);
 
   int port = 0;
-  const std::string listen = JoinHostPort(f.cluster.bind_host, static_cast<int>(f.cluster.port));
-  std::unique_ptr<grpc::Server> server = StartGrpcServer(listen, &service, &port);
+  std::unique_ptr<grpc::Server> server = Listen(f, &service, &port);
   if (server == nullptr) return 1;
   const std::string address = JoinHostPort(f.cluster.host, port);
-  if (!f.port_file.empty()) {
-    if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
-      DTRAIN_LOG(ERROR) << ps.message();
-      return 1;
-    }
-  }
 
   // Declared before the client, whose heartbeat thread calls it until destroyed.
   std::unique_ptr<SnapshotRollback> rollback;  // with a scheduler and --snapshot-every
   std::unique_ptr<SchedulerClient> scheduler;
   int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
   if (!f.standalone) {
-    scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
-    if (snapshots != nullptr) {
-      SchedulerClient* client = scheduler.get();
-      rollback = std::make_unique<SnapshotRollback>(
-          f.snapshot_dir, &store, snapshots.get(),
-          [client](const v1::SnapshotReport& report) { client->SetSnapshotReport(report); });
-      snapshots->SetOnWritten([r = rollback.get()] { r->Report(); });
-    }
-    // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
-    scheduler->SetStepSource([&store] { return store.Step(); });
-    // A restarted scheduler learns from the servers how far each worker rank's
-    // incarnations went, so that it never hands a new process an old one.
-    scheduler->SetWorkerIncarnationSource([&store] { return store.WorkerIncarnations(); });
-    absl::StatusOr<int> given = JoinJob(f.cluster, address, *scheduler, stop, rollback.get(), catch_up.get(),
-                                        check_tokens ? &node_tokens : nullptr);
+    absl::StatusOr<int> given = Register(f, address, store, snapshots.get(), stop, catch_up.get(),
+                                         check_tokens ? &node_tokens : nullptr, &rollback, &scheduler);
     if (!given.ok()) {
-      DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
-                        << " failed: " << given.status().message();
       server->Shutdown(DeadlineAfter(absl::Seconds(1)));
       return 1;
     }
     rank = *given;
-    if (absl::Status js = store.SetJobId(scheduler->job_id()); !js.ok()) {
-      // A worker of another job reached this server before the scheduler answered.
-      DTRAIN_LOG(ERROR) << "the scheduler runs job '" << scheduler->job_id() << "': " << js.message();
-    }
   }
-  SetLogIdentity("server", rank);
-  if (metrics->registry != nullptr) metrics->registry->SetRank(rank);
-  if (snapshots != nullptr) {
-    snapshots->SetRank(rank);
-    // A new process admitted into a running job replaces a server whose shard died with
-    // it: unless a rollback brings the snapshot back, it holds nothing.
-    if (rollback != nullptr) rollback->Start(rank, /*replaced=*/scheduler->rejoined());
-    DTRAIN_LOG(INFO) << "snapshots every " << f.snapshot_every << " steps in " << f.snapshot_dir;
-  }
-  DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.cluster.bind_host, port)
-                   << (f.standalone ? " (standalone)" : "") << "; other nodes reach it at " << address << " ("
-                   << f.cluster.host_origin << ")"
-                   << (store.job_id().empty() ? std::string() : absl::StrCat("; job '", store.job_id(), "'"));
+  Announce(f, rank, port, address, store, metrics->registry.get(), snapshots.get(), rollback.get(), scheduler.get());
 
   Shutdown(stop.Wait(), store, *server, scheduler.get());
   // No pushes come any more: stop the writer (whose callbacks reach the client) first.

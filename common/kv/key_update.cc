@@ -1,0 +1,53 @@
+#include "common/kv/key_update.h"
+
+#include "common/kv/vector_ops.h"
+
+namespace dtrain::kv {
+namespace {
+
+// Pull compression: the optimizer's new weights go to a spare buffer, and the weights
+// move by exactly what their packed change unpacks to.
+void UpdatePacked(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  const int64_t n = k.numel;
+  float* next = k.previous.kept() ? k.previous.spare() : k.packed.Spare(n);
+  const float* current = k.values.data();
+  s.optimizer->UpdateInto(k.version, current, next, grad, k.state.data(), n);
+  float* residual = k.state.data() + s.optimizer_slots * n;
+  k.packed.Pack(*s.pull_codec, current, next, residual, n, k.version + 1);
+  if (k.previous.kept()) {
+    k.previous.Advance(&k.values, k.version);
+  } else {
+    k.packed.TakeSpare(&k.values);
+  }
+}
+
+}  // namespace
+
+const float* MeanGradient(int num_workers, KeyEntry& k, int last_rank, const float* last_grad) {
+  auto grad_of = [&](int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    return w == last_rank ? last_grad : k.pending[w].data();
+  };
+  if (num_workers == 1) return grad_of(0);
+  k.merged.assign(grad_of(0), grad_of(0) + k.numel);
+  float* acc = k.merged.data();
+  for (int w = 1; w < num_workers; ++w) AddInto(acc, grad_of(w), k.numel);
+  DivideBy(acc, k.numel, static_cast<float>(num_workers));
+  return acc;
+}
+
+void UpdateKey(const StoreSetup& s, KeyEntry& k, const float* grad) {
+  if (s.pull_codec != nullptr) {
+    UpdatePacked(s, k, grad);
+  } else if (k.previous.kept()) {
+    // Into the spare buffer, then swap: the old weights become the previous version
+    // (what this step was computed from, for a worker that must redo it) with no
+    // copy and no allocation, and the same memory traffic as an update in place.
+    s.optimizer->UpdateInto(k.version, k.values.data(), k.previous.spare(), grad, k.state.data(), k.numel);
+    k.previous.Advance(&k.values, k.version);
+  } else {
+    s.optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
+  }
+  ++k.version;
+}
+
+}  // namespace dtrain::kv
