@@ -1,5 +1,5 @@
-// A parameter server's snapshot of its shard at one step boundary (issue 11,
-// docs/recovery.md "Servers: snapshots and rollback"): every key's weights, optimizer
+// A parameter server's snapshot of its shard at one step boundary
+// (docs/recovery.md "Servers: snapshots and rollback"): every key's weights, optimizer
 // state and version, plus the store's configuration, so that a restarted server can
 // configure itself and load the shard without any worker's help.
 //

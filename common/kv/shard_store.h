@@ -66,7 +66,7 @@ class StoreObserver {
 // pull), or at exactly that version (a worker redoing a step).
 enum class PullMode { kAtLeast, kExact };
 
-// Server snapshots (issue 11): gets a copy of one key's state each time its version
+// Server snapshots: gets a copy of one key's state each time its version
 // reaches a multiple of the snapshot interval. Called with the key's lock held: keep
 // it short, do not call back into the store.
 using SnapshotSink = std::function<void(KeyState state)>;
@@ -182,7 +182,7 @@ class ShardStore {
   // outlive the store.
   void SetObserver(StoreObserver* observer);
 
-  // Server snapshots (issue 11, docs/recovery.md): in a sync store, each key whose
+  // Server snapshots (docs/recovery.md): in a sync store, each key whose
   // version reaches a multiple of `every` (> 0) hands a copy of its state to `sink`.
   // Set before the first Configure, which fixes it.
   void SetSnapshotHook(int64_t every, SnapshotSink sink);

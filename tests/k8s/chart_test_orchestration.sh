@@ -1,5 +1,5 @@
 # Sourced by chart_test.sh (its helpers: render_ok, render_refused, expect_json, expect_eq,
-# doc_of, job_of, mutant, ok, bad; $RENDER, $CHART, $BASE, $WORK, $VALIDATE). Issue 15:
+# doc_of, job_of, mutant, ok, bad; $RENDER, $CHART, $BASE, $WORK, $VALIDATE). The
 # orchestrators (Indexed Jobs, one JobSet), gang scheduling (Kueue, Volcano), the values
 # clusters need, PodDisruptionBudgets, shared claims without a ReadWriteMany class,
 # `helm upgrade` of training values, the wait command in NOTES.txt.

@@ -1,4 +1,4 @@
-// Gradient compression on the push (issue 13), with MXNet's names and semantics
+// Gradient compression on the push, with MXNet's names and semantics
 // (kvstore.set_gradient_compression({'type': '2bit', 'threshold': 0.5})): the worker
 // packs each key's gradient before it goes on the wire and keeps, per key, the part
 // that packing lost (the residual), adding it to the next gradient (error feedback).

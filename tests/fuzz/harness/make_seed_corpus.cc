@@ -91,7 +91,7 @@ void Framing() {
   v1::PushPullRequest tail = push;
   tail.set_data(std::string(reinterpret_cast<const char*>(grad.data()), 8));
   Seed("pushpull_framing", "field_after_payload", 1 | (32 << 2), tail.SerializeAsString());
-  // Compressed pushes (issue 13): 2bit (one word: 16 values), 1bit (scale + one word),
+  // Compressed pushes: 2bit (one word: 16 values), 1bit (scale + one word),
   // fp16 (the four values as halves), packed as DistKVStore packs them.
   v1::PushPullRequest two_bit = push;
   two_bit.set_compression(v1::COMPRESSION_2BIT);

@@ -1,4 +1,4 @@
-// Compressed pushes (issue 13) through the real service and PsClients: the server
+// Compressed pushes through the real service and PsClients: the server
 // unpacks them and merges as usual, refuses a length other than the codec's size for
 // the key's element count (naming key, expected and received bytes), refuses NaN/Inf
 // in what it unpacked, and the request checks refuse what no codec can mean. Packed

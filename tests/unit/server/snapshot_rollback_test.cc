@@ -1,4 +1,4 @@
-// A server carrying out the scheduler's rollback order (issue 11): a restarted server
+// A server carrying out the scheduler's rollback order: a restarted server
 // (never configured) configures itself from its snapshot and loads it; a live one
 // restores; each order is acknowledged once in the report; a damaged snapshot is not
 // acknowledged (the scheduler's deadline then names this server).

@@ -1,4 +1,4 @@
-// The server's snapshot writer (issue 11): a shard store training in sync mode leaves
+// The server's snapshot writer: a shard store training in sync mode leaves
 // DIR/server-<rank>-step-<S>.snapshot every N steps, only the newest two stay, each
 // reads back as the store was at S, and a restarted server finds them (not a corrupt one).
 #include "services/server/snapshot_writer.h"

@@ -1,4 +1,4 @@
-// Server snapshot files (issue 11): a shard written at a step boundary reads back bit
+// Server snapshot files: a shard written at a step boundary reads back bit
 // for bit with its configuration; a corrupt, truncated or foreign file is refused
 // (and named) instead of being loaded; only exactly-named files count.
 #include "common/kv/shard_snapshot.h"

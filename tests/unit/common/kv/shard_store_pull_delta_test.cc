@@ -1,4 +1,4 @@
-// Pull compression in the shard store (issue 13, --pull-gc-type): each merged step's
+// Pull compression in the shard store (--pull-gc-type): each merged step's
 // weight change is packed once; a worker holding the step's weights that adds the
 // unpacked change gets the store's new weights bit for bit; the residual (the last
 // state slot) carries what packing lost, so weights + residual follow the uncompressed

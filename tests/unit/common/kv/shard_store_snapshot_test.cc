@@ -1,4 +1,4 @@
-// The shard store's side of server snapshots and rollback (issue 11): every key hands
+// The shard store's side of server snapshots and rollback: every key hands
 // out its state at each multiple of the interval, and Restore to such a state makes
 // the steps after it come out bit-identical to the run that never rolled back.
 #include <cstring>
