@@ -22,8 +22,7 @@
 #            is replaced as the rendered server Job says and rejoins as its rank, and the
 #            job completes with the plain run's weights. Servers restart only when their
 #            shard outlives the pod, so this needs the chart rendered with replication >= 2
-#            or snapshotEvery (it fails, saying so, otherwise), and binaries that have them
-#            :
+#            or snapshotEvery (it fails, saying so, otherwise), and binaries that have them:
 #     DTRAIN_K8S_SET="replication=2,train.numEpochs=3,train.numExamples=30000" \
 #       DTRAIN_K8S_DEADLINE_S=500 DTRAIN_K8S_SCENARIOS="plain server-restart" \
 #       bash tests/k8s/netns_test.sh . build
