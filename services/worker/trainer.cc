@@ -24,6 +24,7 @@
 #include "services/worker/dataset.h"
 #include "services/worker/early_pushes.h"
 #include "services/worker/lazy_pulls.h"
+#include "services/worker/step_plan.h"
 #include "common/data/dataset.h"
 #include "common/models/model_state.h"
 #include "common/models/models.h"
@@ -301,91 +302,145 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
   return absl::OkStatus();
 }
 
+// The network for the data's shape and classes, and its device replicas (--gpus,
+// --cpu-replicas; null: none).
+struct Model {
+  std::shared_ptr<models::Network> net;
+  std::unique_ptr<DeviceReplicas> replicas;
+};
+
+absl::StatusOr<Model> BuildModel(const TrainOptions& o, const Data& data, WorkerDevices devices) {
+  torch::manual_seed(o.seed);
+  Model m;
+  DTRAIN_ASSIGN_OR_RETURN(m.net, models::CreateNetwork(o.network_spec, static_cast<int>(data.class_names.size()),
+                                                       data.input_shape));
+  m.net->SetInputNormalization(data.mean, data.std);
+  // Before the checkpoint is loaded and the kvstore keeps pointers to the weights: the
+  // replicas may move them into pinned memory.
+  DTRAIN_ASSIGN_OR_RETURN(m.replicas, PlaceReplicas(o.network_spec, static_cast<int>(data.class_names.size()),
+                                                    data.input_shape, *m.net, std::move(devices)));
+  if (m.replicas != nullptr && o.overlap && IsDistributed(o.mode)) {
+    DTRAIN_LOG(INFO) << "--overlap does not apply to model replicas: each step pushes after the replicas' "
+                        "gradients are summed, and pulls before the next";
+  }
+  return m;
+}
+
+// What the run is and what the kvstore starts from: the checkpoint prefix made ready
+// (worker 0), a checkpoint loaded (--load-epoch), the run's id, the kvstore
+// initialised, the symbol file written (worker 0).
+struct RunStart {
+  bool writes_files = false;
+  KVStoreInit init;
+  checkpoint::OptimizerStates states;
+  checkpoint::RunRecord run;
+};
+
+absl::Status StartRun(const TrainOptions& o, Cluster& cluster, const Data& data, models::Network& net, KVStore& kv,
+                      RunStart* s) {
+  s->writes_files = cluster.rank() == 0 && !o.model_prefix.empty();
+  // A rejoined worker 0 continues its predecessor's run: the checkpoints there are its own.
+  const bool rejoined = cluster.rejoined();
+  if (s->writes_files) DTRAIN_RETURN_IF_ERROR(rejoined ? SweepCheckpointTemps(o) : PrepareCheckpointPrefix(o));
+  s->init = MakeInit(o, data.batches, cluster.num_workers());
+  s->run = RunRecordFor(o, cluster.num_workers(), "");
+  if (o.load_epoch > 0) {
+    DTRAIN_RETURN_IF_ERROR(LoadCheckpoint(o, s->run, net, &s->states));
+    // A resume continues its run; a file from before run ids starts a new one.
+    s->run.run_id = s->states.run ? s->states.run->run_id : checkpoint::NewRunId();
+    DTRAIN_RETURN_IF_ERROR(CheckResumedVersions(o, s->states, data.batches, s->init.start_version));
+    s->init.resume = &s->states;
+    DTRAIN_LOG(INFO) << "resuming from epoch " << o.load_epoch << " of " << o.model_prefix;
+  } else {
+    s->run.run_id = checkpoint::NewRunId();
+  }
+  if (s->writes_files && rejoined) s->run.run_id = RunIdOfPredecessor(o, s->run.run_id);
+  DTRAIN_RETURN_IF_ERROR(kv.Init(ParamRefsOf(net), s->init));
+  if (s->writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data, s->run.run_id));
+  return absl::OkStatus();
+}
+
+// A replacement whose first step opens an epoch (StepPlan::redo_epoch_end): the
+// weights just pulled are the previous epoch's end, so its batch-norm statistics are
+// recomputed, worker 0 saves its checkpoint again if it was not completed (exactly:
+// nobody can move on without this worker's next push), and this rank's part of its
+// validation, which the others may wait for, is evaluated again (the same figures;
+// training time unknown here: 0).
+absl::Status RedoEpochEnd(const TrainOptions& o, const StepPlan& plan, const RunStart& start, const Data& data,
+                          models::Network& net, KVStore& kv, Cluster& cluster, absl::Duration gather_timeout) {
+  // Epoch first_epoch - 1 ended; its checkpoint is numbered first_epoch (MXNet's
+  // PREFIX-NNNN counts the epochs done).
+  const int64_t checkpoint_number = plan.first_epoch;
+  models::RecalibrateBatchNorm(net, data.calibration, kCalibrationBatch);
+  if (start.writes_files &&
+      !std::filesystem::exists(checkpoint::ParamsPath(o.model_prefix, static_cast<int>(checkpoint_number)))) {
+    DTRAIN_LOG(WARNING) << "the checkpoint of epoch " << checkpoint_number << " was not completed: saving it again";
+    DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, start.run, net, kv, static_cast<int>(checkpoint_number)));
+  }
+  return ValidateEpoch(net, data.test, cluster, plan.first_epoch - 1, 0, 0, gather_timeout).status();
+}
+
+// After an epoch's last step: the job-wide barrier of the epoch (Settle), its log lines,
+// the batch-norm statistics of its weights, worker 0's checkpoint, the validation
+// (this rank's part, combined through the scheduler) and the CSV line.
+absl::Status EndEpoch(const TrainOptions& o, int64_t epoch, absl::Time epoch_start, const RunStart& start,
+                      const Data& data, models::Network& net, KVStore& kv, Cluster& cluster,
+                      TrainingMonitor& monitor, absl::Duration gather_timeout, TrainResult* result) {
+  DTRAIN_RETURN_IF_ERROR(kv.Settle((epoch + 1) * data.batches));
+  const double train_s = Seconds(epoch_start);
+  const TrainingMonitor::Figures ep = monitor.Epoch();
+  result->samples += ep.samples;
+  result->train_seconds += train_s;
+  DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch, ep.accuracy);
+  DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-cross-entropy=%f", epoch, ep.loss);
+  DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
+  // The epoch's weights decide the batch-norm statistics that validation, the
+  // checkpoint and inference use (model_state.h: the same on every worker and run).
+  // Like validation, not counted in the epoch's training time.
+  models::RecalibrateBatchNorm(net, data.calibration, kCalibrationBatch);
+  if (start.writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, start.run, net, kv, static_cast<int>(epoch + 1)));
+  DTRAIN_ASSIGN_OR_RETURN(const Validation v,
+                          ValidateEpoch(net, data.test, cluster, epoch, ep.samples, train_s, gather_timeout));
+  result->validation_accuracy = v.accuracy;
+  // The CSV is for people and plots: failing to write it is no reason to stop training.
+  if (absl::Status s = monitor.EpochDone(train_s, result->validation_accuracy); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "epoch figures not saved: " << s.message();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVStore& kv, WorkerMetrics* metrics,
                                   WorkerDevices devices) {
   const int rank = cluster.rank();
   DTRAIN_ASSIGN_OR_RETURN(const Data data, LoadData(o, rank, cluster.num_workers()));
-
-  torch::manual_seed(o.seed);
-  DTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<models::Network> net,
-                          models::CreateNetwork(o.network_spec, static_cast<int>(data.class_names.size()),
-                                                data.input_shape));
-  net->SetInputNormalization(data.mean, data.std);
-  // Before the checkpoint is loaded and the kvstore keeps pointers to the weights: the
-  // replicas may move them into pinned memory.
-  DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceReplicas> replicas,
-                          PlaceReplicas(o.network_spec, static_cast<int>(data.class_names.size()), data.input_shape,
-                                        *net, std::move(devices)));
-  if (replicas != nullptr && o.overlap && IsDistributed(o.mode)) {
-    DTRAIN_LOG(INFO) << "--overlap does not apply to model replicas: each step pushes after the replicas' "
-                        "gradients are summed, and pulls before the next";
-  }
-
-  const bool writes_files = rank == 0 && !o.model_prefix.empty();
-  // A rejoined worker 0 continues its predecessor's run: the checkpoints there are its own.
-  const bool rejoined = cluster.rejoined();
-  if (writes_files) DTRAIN_RETURN_IF_ERROR(rejoined ? SweepCheckpointTemps(o) : PrepareCheckpointPrefix(o));
-
-  KVStoreInit init = MakeInit(o, data.batches, cluster.num_workers());
-  checkpoint::OptimizerStates states;
-  checkpoint::RunRecord run = RunRecordFor(o, cluster.num_workers(), "");
-  if (o.load_epoch > 0) {
-    DTRAIN_RETURN_IF_ERROR(LoadCheckpoint(o, run, *net, &states));
-    // A resume continues its run; a file from before run ids starts a new one.
-    run.run_id = states.run ? states.run->run_id : checkpoint::NewRunId();
-    DTRAIN_RETURN_IF_ERROR(CheckResumedVersions(o, states, data.batches, init.start_version));
-    init.resume = &states;
-    DTRAIN_LOG(INFO) << "resuming from epoch " << o.load_epoch << " of " << o.model_prefix;
-  } else {
-    run.run_id = checkpoint::NewRunId();
-  }
-  if (writes_files && rejoined) run.run_id = RunIdOfPredecessor(o, run.run_id);
-  DTRAIN_RETURN_IF_ERROR(kv.Init(ParamRefsOf(*net), init));
-
-  if (writes_files) DTRAIN_RETURN_IF_ERROR(WriteSymbolFile(o, data, run.run_id));
+  DTRAIN_ASSIGN_OR_RETURN(Model model, BuildModel(o, data, std::move(devices)));
+  models::Network& net = *model.net;
+  RunStart start;
+  DTRAIN_RETURN_IF_ERROR(StartRun(o, cluster, data, net, kv, &start));
 
   // A worker that replaced a dead one redoes the step the servers say is unfinished.
-  int64_t first_epoch = o.load_epoch;
-  int64_t first_batch = 0;
-  if (const int64_t t = kv.resume_step(); t >= 0) {
-    first_epoch = t / data.batches;
-    first_batch = t % data.batches;
-    DTRAIN_LOG(INFO) << "resuming at epoch " << first_epoch << " batch " << first_batch << " (step " << t << ")";
-    // At an epoch's start the weights just pulled are the previous epoch's end: its
-    // batch-norm statistics, which the checkpoint and validation below use.
-    if (first_batch == 0 && first_epoch > o.load_epoch) {
-      models::RecalibrateBatchNorm(*net, data.calibration, kCalibrationBatch);
-    }
-    // Worker 0 died after an epoch's last step but before its checkpoint was complete:
-    // the weights just pulled are that epoch's end (nobody can move on without our
-    // next push), so the save is redone exactly.
-    if (writes_files && first_batch == 0 && first_epoch > o.load_epoch &&
-        !std::filesystem::exists(checkpoint::ParamsPath(o.model_prefix, static_cast<int>(first_epoch)))) {
-      DTRAIN_LOG(WARNING) << "the checkpoint of epoch " << first_epoch << " was not completed: saving it again";
-      DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, run, *net, kv, static_cast<int>(first_epoch)));
-    }
+  const StepPlan plan = PlanSteps(o.load_epoch, kv.resume_step(), data.batches);
+  const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
+  if (plan.resume_step >= 0) {
+    DTRAIN_LOG(INFO) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step "
+                     << plan.resume_step << ")";
+  }
+  if (plan.redo_epoch_end) {
+    DTRAIN_RETURN_IF_ERROR(RedoEpochEnd(o, plan, start, data, net, kv, cluster, gather_timeout));
   }
 
   TrainResult result;
-  const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
-  if (kv.resume_step() >= 0 && first_batch == 0 && first_epoch > o.load_epoch) {
-    // The worker this one replaces may have died before reporting its part
-    // of epoch first_epoch-1's validation, which the others wait for. The weights just
-    // pulled are that epoch's end (see above), so the part is evaluated again: the same
-    // figures (training time unknown here: 0).
-    DTRAIN_RETURN_IF_ERROR(
-        ValidateEpoch(*net, data.test, cluster, first_epoch - 1, 0, 0, gather_timeout).status());
-  }
   // The servers apply the learning-rate schedule; the worker says when it changes.
-  const LrChangeLog lr_log(init.optimizer, IsAsync(o.mode) ? cluster.num_workers() : 1);
-  TrainingMonitor monitor(cluster, kv, metrics, writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
-  int64_t start_batch = first_batch;  // of the next epoch to run (0 but after a resume or rollback)
-  for (int64_t epoch = first_epoch; epoch < o.num_epochs; ++epoch) {
+  const LrChangeLog lr_log(start.init.optimizer, IsAsync(o.mode) ? cluster.num_workers() : 1);
+  TrainingMonitor monitor(cluster, kv, metrics, start.writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
+  int64_t start_batch = plan.first_batch;  // of the next epoch to run (0 but after a resume or rollback)
+  for (int64_t epoch = plan.first_epoch; epoch < o.num_epochs; ++epoch) {
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
-    const absl::Status ran = RunEpoch(o, epoch, start_batch, rank, data, *net, replicas.get(), kv, monitor, lr_log);
+    const absl::Status ran =
+        RunEpoch(o, epoch, start_batch, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
     start_batch = 0;
     if (IsRollback(ran)) {
       // A server lost its shard and every server reloaded the snapshot of
@@ -400,29 +455,11 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
       continue;
     }
     DTRAIN_RETURN_IF_ERROR(ran);
-    DTRAIN_RETURN_IF_ERROR(kv.Settle((epoch + 1) * data.batches));
-    const double train_s = Seconds(epoch_start);
-    const TrainingMonitor::Figures ep = monitor.Epoch();
-    result.samples += ep.samples;
-    result.train_seconds += train_s;
-    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-accuracy=%f", epoch, ep.accuracy);
-    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Train-cross-entropy=%f", epoch, ep.loss);
-    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Time cost=%.3f", epoch, train_s);
-    // The epoch's weights decide the batch-norm statistics that validation, the
-    // checkpoint and inference use (model_state.h: the same on every worker and run).
-    // Like validation, not counted in the epoch's training time.
-    models::RecalibrateBatchNorm(*net, data.calibration, kCalibrationBatch);
-    if (writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, run, *net, kv, static_cast<int>(epoch + 1)));
-    DTRAIN_ASSIGN_OR_RETURN(const Validation v, ValidateEpoch(*net, data.test, cluster, epoch, ep.samples, train_s,
-                                                               gather_timeout));
-    result.validation_accuracy = v.accuracy;
-    // The CSV is for people and plots: failing to write it is no reason to stop training.
-    if (absl::Status s = monitor.EpochDone(train_s, result.validation_accuracy); !s.ok()) {
-      DTRAIN_LOG(WARNING) << "epoch figures not saved: " << s.message();
-    }
+    DTRAIN_RETURN_IF_ERROR(EndEpoch(o, epoch, epoch_start, start, data, net, kv, cluster, monitor, gather_timeout,
+                                    &result));
   }
   DTRAIN_LOG(INFO) << monitor.StepTimeLine();
-  result.weights_fnv = Fnv1a(*net);
+  result.weights_fnv = Fnv1a(net);
   return result;
 }
 
