@@ -54,74 +54,94 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
   AddTlsFlags(flags, &out->tls);
 }
 
-absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env) {
-  auto lookup = [&](const char* name) -> std::string {
-    const char* v = env ? env(name) : std::getenv(name);
-    return v == nullptr ? std::string() : std::string(v);
-  };
-  if (flags->scheduler.empty()) {
-    // ps-lite spells the scheduler's address as two variables.
-    const std::string uri = lookup("DMLC_PS_ROOT_URI");
-    const std::string port = lookup("DMLC_PS_ROOT_PORT");
-    if (!uri.empty() && !port.empty()) {
-      int p = 0;
-      if (!absl::SimpleAtoi(port, &p) || p <= 0 || p > 65535) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("environment DMLC_PS_ROOT_PORT: expected a port, got '", port, "'"));
-      }
-      flags->scheduler = JoinHostPort(uri, p);
-    } else if (!uri.empty() || !port.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together (only ",
-          uri.empty() ? "DMLC_PS_ROOT_PORT" : "DMLC_PS_ROOT_URI", " is set)"));
+namespace {
+
+// An environment variable through `env` (the process environment when `env` is empty); "" when unset.
+std::string LookupEnv(const FlagSet::EnvLookup& env, const char* name) {
+  const char* v = env ? env(name) : std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// Without --scheduler: ps-lite's DMLC_PS_ROOT_URI + DMLC_PS_ROOT_PORT, when both are set.
+absl::Status SchedulerFromPsLiteEnv(ClusterFlags* flags, const FlagSet::EnvLookup& env) {
+  if (!flags->scheduler.empty()) return absl::OkStatus();
+  // ps-lite spells the scheduler's address as two variables.
+  const std::string uri = LookupEnv(env, "DMLC_PS_ROOT_URI");
+  const std::string port = LookupEnv(env, "DMLC_PS_ROOT_PORT");
+  if (!uri.empty() && !port.empty()) {
+    int p = 0;
+    if (!absl::SimpleAtoi(port, &p) || p <= 0 || p > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment DMLC_PS_ROOT_PORT: expected a port, got '", port, "'"));
     }
+    flags->scheduler = JoinHostPort(uri, p);
+  } else if (!uri.empty() || !port.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together (only ",
+        uri.empty() ? "DMLC_PS_ROOT_PORT" : "DMLC_PS_ROOT_URI", " is set)"));
   }
-  if (need_scheduler && flags->scheduler.empty()) {
+  return absl::OkStatus();
+}
+
+// The scheduler's host ("" when there is no scheduler); checks that one is given when needed.
+absl::StatusOr<std::string> SchedulerHost(const ClusterFlags& flags, bool need_scheduler) {
+  if (need_scheduler && flags.scheduler.empty()) {
     return absl::InvalidArgumentError(
         "--scheduler is not set (nor DTRAIN_SCHEDULER_ADDR, nor DMLC_PS_ROOT_URI + DMLC_PS_ROOT_PORT)");
   }
   std::string scheduler_host;
-  if (!flags->scheduler.empty()) {
-    absl::StatusOr<HostPort> hp = SplitHostPort(flags->scheduler);
+  if (!flags.scheduler.empty()) {
+    absl::StatusOr<HostPort> hp = SplitHostPort(flags.scheduler);
     if (!hp.ok() || hp->port == 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--scheduler: ", hp.ok() ? absl::StrCat("port 0 in '", flags->scheduler, "'") : hp.status().message()));
+          "--scheduler: ", hp.ok() ? absl::StrCat("port 0 in '", flags.scheduler, "'") : hp.status().message()));
     }
     scheduler_host = hp->host;
   }
-  if (flags->num_workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--num-workers must be at least 1, got ", flags->num_workers));
+  return scheduler_host;
+}
+
+// The job's sizes, this node's rank and port, and the timeouts.
+absl::Status CheckClusterNumbers(const ClusterFlags& flags) {
+  if (flags.num_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--num-workers must be at least 1, got ", flags.num_workers));
   }
-  if (flags->num_servers < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--num-servers must not be negative, got ", flags->num_servers));
+  if (flags.num_servers < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--num-servers must not be negative, got ", flags.num_servers));
   }
   // Each replica of a key range lives on another server (common/kv/replica_chain.h).
-  if (flags->replication < 1 || (flags->num_servers > 0 && flags->replication > flags->num_servers)) {
+  if (flags.replication < 1 || (flags.num_servers > 0 && flags.replication > flags.num_servers)) {
     return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..--num-servers (",
-                                                   flags->num_servers, "), got ", flags->replication));
+                                                   flags.num_servers, "), got ", flags.replication));
   }
-  if (flags->rank < -1) {
-    return absl::InvalidArgumentError(absl::StrCat("--rank must be -1 (assign) or a rank, got ", flags->rank));
+  if (flags.rank < -1) {
+    return absl::InvalidArgumentError(absl::StrCat("--rank must be -1 (assign) or a rank, got ", flags.rank));
   }
-  if (flags->port < 0 || flags->port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat("--port must be in 0..65535, got ", flags->port));
+  if (flags.port < 0 || flags.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("--port must be in 0..65535, got ", flags.port));
   }
-  if (!(flags->register_timeout_s > 0)) {
+  if (!(flags.register_timeout_s > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--register-timeout must be positive, got ", flags->register_timeout_s));
+        absl::StrCat("--register-timeout must be positive, got ", flags.register_timeout_s));
   }
-  if (!(flags->rejoin_timeout_s >= 0)) {
+  if (!(flags.rejoin_timeout_s >= 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--rejoin-timeout must not be negative, got ", flags->rejoin_timeout_s));
+        absl::StrCat("--rejoin-timeout must not be negative, got ", flags.rejoin_timeout_s));
   }
-  if (flags->job_id.size() > kMaxJobIdFlagBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("--job-id has ", flags->job_id.size(),
+  if (flags.job_id.size() > kMaxJobIdFlagBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--job-id has ", flags.job_id.size(),
                                                    " bytes, the limit is ", kMaxJobIdFlagBytes));
   }
-  if (!(flags->heartbeat_interval_s > 0)) {
+  if (!(flags.heartbeat_interval_s > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--heartbeat-interval must be positive, got ", flags->heartbeat_interval_s));
+        absl::StrCat("--heartbeat-interval must be positive, got ", flags.heartbeat_interval_s));
   }
+  return absl::OkStatus();
+}
+
+// --host, else --interface's address, else the local address of the route to the scheduler,
+// else loopback; host_origin says which, for the log.
+absl::Status ResolveHost(ClusterFlags* flags, const std::string& scheduler_host) {
   if (!flags->host.empty()) {
     flags->host_origin = "--host";
   } else if (!flags->interface.empty()) {
@@ -145,6 +165,16 @@ absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const 
     flags->host_origin = "no scheduler: loopback";
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env) {
+  if (absl::Status s = SchedulerFromPsLiteEnv(flags, env); !s.ok()) return s;
+  absl::StatusOr<std::string> scheduler_host = SchedulerHost(*flags, need_scheduler);
+  if (!scheduler_host.ok()) return scheduler_host.status();
+  if (absl::Status s = CheckClusterNumbers(*flags); !s.ok()) return s;
+  return ResolveHost(flags, *scheduler_host);
 }
 
 }  // namespace dtrain

@@ -203,6 +203,93 @@ void Stop(const std::string& why, grpc::Server& server, const CallCounter& calls
   server.Shutdown(DeadlineAfter(absl::ZeroDuration()));
 }
 
+// Process-wide threading: abseil's mutex deadlock detection off, LibTorch's threads per forward.
+void ConfigureThreads(const InferFlags& f) {
+  // Debian builds abseil without NDEBUG, which leaves absl::Mutex's deadlock detection
+  // on: every lock and every mutex destroyed (gRPC makes several per call) updates a
+  // process-wide lock graph under one global lock. A debugging aid, not a safety net:
+  // off, as in abseil's release default.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  at::set_num_threads(static_cast<int>(f.intra_op_threads));
+}
+
+// Dynamic batching as the flags ask; --threads 0 runs one forward per core.
+BatcherOptions MakeBatching(const InferFlags& f) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  BatcherOptions batching;
+  batching.max_batch_size = f.max_batch_size;
+  batching.max_delay = absl::Microseconds(f.max_batch_delay_us);
+  batching.runners = f.threads > 0 ? static_cast<int>(f.threads) : cores;
+  return batching;
+}
+
+// Who may call (--auth-token-file, client certificates with --tls-ca); warns when
+// tokens would cross a network in plaintext.
+absl::StatusOr<CallAuth> LoadAuth(const InferFlags& f) {
+  absl::StatusOr<CallAuth> auth = CallAuth::Create(f.auth_token_file, /*client_certs=*/!f.tls.ca.empty());
+  if (!auth.ok()) return auth;
+  if (!f.auth_token_file.empty() && !TransportIsTls() && !IsLoopbackHost(f.host)) {
+    DTRAIN_LOG(WARNING) << "bearer tokens over plaintext on " << f.host
+                        << ": anyone on the path can read and reuse them; add --tls-cert and --tls-key";
+  }
+  return auth;
+}
+
+// What both protocols' services share; each pointer outlives the services.
+struct SharedParts {
+  BatchedForward* forward;
+  CallCounter* calls;
+  InferenceMetrics* metrics;  // null: metrics off
+  CallAuth auth;
+};
+
+InferenceServiceOptions MakeServiceOptions(const InferFlags& f, const SharedParts& parts) {
+  InferenceServiceOptions options;
+  options.prefix = f.model_prefix;
+  options.max_batch = f.max_batch;
+  options.forward = parts.forward;
+  options.calls = parts.calls;
+  options.metrics = parts.metrics;
+  options.auth = parts.auth;
+  return options;
+}
+
+OpenInferenceOptions MakeOipOptions(const InferFlags& f, const SharedParts& parts) {
+  OpenInferenceOptions oip;
+  oip.prefix = f.model_prefix;
+  oip.model_name = f.model_name.empty() ? DefaultModelName(f.model_prefix) : f.model_name;
+  oip.max_batch = f.max_batch;
+  oip.forward = parts.forward;
+  oip.calls = parts.calls;
+  oip.metrics = parts.metrics;
+  oip.auth = parts.auth;
+  return oip;
+}
+
+// Starts the server (NOT_SERVING) and writes --port-file; null (logged) on failure.
+std::unique_ptr<grpc::Server> Listen(const InferFlags& f, const std::vector<grpc::Service*>& services, int* port) {
+  std::unique_ptr<grpc::Server> server = StartServer(f.host, f.port, services, port);
+  if (server == nullptr) return nullptr;
+  if (!f.port_file.empty()) {
+    if (absl::Status ps = WritePortFile(f.port_file, *port); !ps.ok()) {
+      DTRAIN_LOG(ERROR) << ps.message();
+      return nullptr;
+    }
+  }
+  return server;
+}
+
+// Where the watcher looks for checkpoints; it reports each loaded epoch to the metrics.
+WatcherOptions MakeWatch(const InferFlags& f, InferenceMetrics* families) {
+  WatcherOptions watch;
+  watch.prefix = f.model_prefix;
+  watch.pinned_epoch = static_cast<int>(f.epoch);
+  if (families != nullptr) {
+    watch.on_loaded = [m = families](int epoch) { m->SetLoadedEpoch(epoch); };
+  }
+  return watch;
+}
+
 int Run(int argc, char** argv) {
   ShutdownSignal signals;  // first: every later thread inherits the blocked signals
   InferFlags f;
@@ -212,14 +299,7 @@ int Run(int argc, char** argv) {
     return s.ok() ? 0 : 2;
   }
   SetLogIdentity("infer", -1);
-  // Debian builds abseil without NDEBUG, which leaves absl::Mutex's deadlock detection
-  // on: every lock and every mutex destroyed (gRPC makes several per call) updates a
-  // process-wide lock graph under one global lock. A debugging aid, not a safety net:
-  // off, as in abseil's release default.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  at::set_num_threads(static_cast<int>(f.intra_op_threads));
-
+  ConfigureThreads(f);
   absl::StatusOr<metrics::RoleMetrics<InferenceMetrics>> metrics =
       metrics::StartRoleMetrics<InferenceMetrics>(f.metrics, "inference", /*rank=*/0);
   if (!metrics.ok()) {
@@ -227,64 +307,32 @@ int Run(int argc, char** argv) {
     return 1;
   }
   auto holder = std::make_shared<ModelHolder>();
-  BatcherOptions batching;
-  batching.max_batch_size = f.max_batch_size;
-  batching.max_delay = absl::Microseconds(f.max_batch_delay_us);
-  batching.runners = f.threads > 0 ? static_cast<int>(f.threads) : cores;
+  const BatcherOptions batching = MakeBatching(f);
   InferenceMetrics* families = metrics->families.get();
   DynamicBatcher::BatchObserver observer;
   if (families != nullptr) observer = [families](int jobs, int64_t rows) { families->BatchRan(jobs, rows); };
   BatchedForward forward(batching, std::move(observer));
   CallCounter calls;
-  InferenceServiceOptions options;
-  options.prefix = f.model_prefix;
-  options.max_batch = f.max_batch;
-  options.forward = &forward;
-  options.calls = &calls;
-  options.metrics = families;
-  absl::StatusOr<CallAuth> auth = CallAuth::Create(f.auth_token_file, /*client_certs=*/!f.tls.ca.empty());
+  absl::StatusOr<CallAuth> auth = LoadAuth(f);
   if (!auth.ok()) {
     DTRAIN_LOG(ERROR) << auth.status().message();
     return 2;
   }
-  if (!f.auth_token_file.empty() && !TransportIsTls() && !IsLoopbackHost(f.host)) {
-    DTRAIN_LOG(WARNING) << "bearer tokens over plaintext on " << f.host
-                        << ": anyone on the path can read and reuse them; add --tls-cert and --tls-key";
-  }
-  OpenInferenceOptions oip;
-  oip.prefix = f.model_prefix;
-  oip.model_name = f.model_name.empty() ? DefaultModelName(f.model_prefix) : f.model_name;
-  oip.max_batch = f.max_batch;
-  oip.forward = &forward;
-  oip.calls = &calls;
-  oip.metrics = families;
-  oip.auth = *auth;
-  options.auth = *std::move(auth);
-  InferenceService service(holder, options);
+  const SharedParts parts{&forward, &calls, families, *std::move(auth)};
+  const OpenInferenceOptions oip = MakeOipOptions(f, parts);
+  InferenceService service(holder, MakeServiceOptions(f, parts));
   OpenInferenceService open_inference(holder, oip);
 
   int port = 0;
-  std::unique_ptr<grpc::Server> server = StartServer(f.host, f.port, {&service, &open_inference}, &port);
+  std::unique_ptr<grpc::Server> server = Listen(f, {&service, &open_inference}, &port);
   if (server == nullptr) return 1;
-  if (!f.port_file.empty()) {
-    if (absl::Status ps = WritePortFile(f.port_file, port); !ps.ok()) {
-      DTRAIN_LOG(ERROR) << ps.message();
-      return 1;
-    }
-  }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.host, port) << " (NOT_SERVING until a model is loaded); "
                    << batching.runners << " forward(s) at once, " << f.intra_op_threads
                    << " LibTorch thread(s) each, max batch " << f.max_batch << "; batching up to "
                    << f.max_batch_size << " image(s) within " << f.max_batch_delay_us
                    << " us; Open Inference Protocol model '" << oip.model_name << "'";
 
-  WatcherOptions watch;
-  watch.prefix = f.model_prefix;
-  watch.pinned_epoch = static_cast<int>(f.epoch);
-  if (metrics->families != nullptr) {
-    watch.on_loaded = [m = metrics->families.get()](int epoch) { m->SetLoadedEpoch(epoch); };
-  }
-  CheckpointWatcher watcher(watch, holder);
+  CheckpointWatcher watcher(MakeWatch(f, families), holder);
   if (std::optional<EarlyStop> early = WaitForFirstModel(watcher, *holder, f.wait_for_model_s, signals)) {
     Stop(early->why, *server, calls, forward);
     return early->exit_code;

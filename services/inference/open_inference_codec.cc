@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -86,6 +87,92 @@ absl::StatusOr<std::vector<OipOutput>> RequestedOutputs(const ModelInferRequest&
   return outputs;
 }
 
+// The request's one input tensor, by the name the model gives it.
+absl::StatusOr<const ModelInferRequest::InferInputTensor*> TheInput(const ModelInferRequest& req,
+                                                                     const ModelMeta& meta) {
+  if (req.inputs_size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the request has ", req.inputs_size(),
+                                                   " input tensors; the model takes one: ", InputText(meta)));
+  }
+  const ModelInferRequest::InferInputTensor& input = req.inputs(0);
+  if (input.name() != kOipInputName) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown input '", input.name(), "': the model takes ", InputText(meta)));
+  }
+  return &input;
+}
+
+absl::StatusOr<PixelType> PixelTypeOf(const ModelInferRequest::InferInputTensor& input) {
+  if (input.datatype() == "FP32") return PixelType::kFloat32;
+  if (input.datatype() == "UINT8") return PixelType::kUint8;
+  return absl::InvalidArgumentError(absl::StrCat("input '", kOipInputName, "' has datatype '", input.datatype(),
+                                                 "'; the model takes FP32 (scaled to [0,1]) or UINT8 (0..255)"));
+}
+
+// What the input's pixels must add up to, from its checked shape.
+struct InputSize {
+  PixelType type;
+  std::vector<int64_t> shape;
+  int64_t elements;
+  int64_t bytes;
+};
+
+// The pixels as sent in raw_input_contents[0] (a view into `req`).
+absl::StatusOr<std::string_view> RawPixels(const ModelInferRequest& req,
+                                           const ModelInferRequest::InferInputTensor& input, const InputSize& size) {
+  if (req.raw_input_contents_size() != req.inputs_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents has ", req.raw_input_contents_size(),
+                                                   " entries for ", req.inputs_size(), " input(s): one per input"));
+  }
+  if (TypedValues(input.contents()) > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input '", kOipInputName, "' has both contents and raw_input_contents: send one of them"));
+  }
+  const std::string& raw = req.raw_input_contents(0);
+  if (static_cast<int64_t>(raw.size()) != size.bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("raw_input_contents[0] has ", raw.size(), " bytes; input '",
+                                                   kOipInputName, "' ", input.datatype(), " ", ShapeText(size.shape),
+                                                   " needs ", size.bytes));
+  }
+  return std::string_view(raw);
+}
+
+// The pixels of contents.fp32_contents, copied into `scratch`.
+absl::StatusOr<std::string_view> Fp32Pixels(const ModelInferRequest::InferInputTensor& input, const InputSize& size,
+                                            std::string* scratch) {
+  const auto& values = input.contents().fp32_contents();
+  if (values.size() != size.elements || TypedValues(input.contents()) != values.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", kOipInputName, "' FP32 ", ShapeText(size.shape), " needs ", size.elements,
+                     " values in contents.fp32_contents (or raw_input_contents); it has ", values.size(),
+                     " there and ", TypedValues(input.contents()) - values.size(), " in other fields"));
+  }
+  scratch->resize(static_cast<size_t>(size.bytes));
+  std::memcpy(scratch->data(), values.data(), static_cast<size_t>(size.bytes));
+  return std::string_view(*scratch);
+}
+
+// The pixels of contents.uint_contents, each checked to fit a byte, into `scratch`.
+absl::StatusOr<std::string_view> Uint8Pixels(const ModelInferRequest::InferInputTensor& input, const InputSize& size,
+                                             std::string* scratch) {
+  const auto& values = input.contents().uint_contents();
+  if (values.size() != size.elements || TypedValues(input.contents()) != values.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", kOipInputName, "' UINT8 ", ShapeText(size.shape), " needs ", size.elements,
+                     " values in contents.uint_contents (or raw_input_contents); it has ", values.size(),
+                     " there and ", TypedValues(input.contents()) - values.size(), " in other fields"));
+  }
+  scratch->resize(static_cast<size_t>(size.bytes));
+  for (int i = 0; i < values.size(); ++i) {
+    if (values[i] > 255) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", kOipInputName, "' UINT8 value ", i, " is ",
+                                                     values[i], ", over 255"));
+    }
+    (*scratch)[static_cast<size_t>(i)] = static_cast<char>(values[i]);
+  }
+  return std::string_view(*scratch);
+}
+
 }  // namespace
 
 std::string OipVersion(const ModelMeta& meta) { return std::to_string(meta.epoch); }
@@ -133,82 +220,31 @@ void FillModelMetadata(const std::string& served_name, const ModelMeta& meta, Mo
 
 absl::StatusOr<OipInferInput> ParseInferRequest(const ModelInferRequest& req, const ModelMeta& meta,
                                                 int64_t max_batch, std::string* scratch) {
-  if (req.inputs_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("the request has ", req.inputs_size(),
-                                                   " input tensors; the model takes one: ", InputText(meta)));
-  }
-  const ModelInferRequest::InferInputTensor& input = req.inputs(0);
-  if (input.name() != kOipInputName) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown input '", input.name(), "': the model takes ", InputText(meta)));
-  }
-  PixelType type;
-  if (input.datatype() == "FP32") {
-    type = PixelType::kFloat32;
-  } else if (input.datatype() == "UINT8") {
-    type = PixelType::kUint8;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("input '", kOipInputName, "' has datatype '", input.datatype(),
-                                                   "'; the model takes FP32 (scaled to [0,1]) or UINT8 (0..255)"));
-  }
+  absl::StatusOr<const ModelInferRequest::InferInputTensor*> found = TheInput(req, meta);
+  if (!found.ok()) return found.status();
+  const ModelInferRequest::InferInputTensor& input = **found;
+  absl::StatusOr<PixelType> type = PixelTypeOf(input);
+  if (!type.ok()) return type.status();
   absl::StatusOr<int64_t> n = BatchOf(input.shape(), meta, max_batch);
   if (!n.ok()) return n.status();
   // n <= max_batch and the model's shape is small: no overflow.
-  int64_t elements = *n;
-  for (int64_t d : meta.input_shape) elements *= d;
-  const int64_t bytes = elements * PixelBytes(type);
-  const std::vector<int64_t> shape(input.shape().begin(), input.shape().end());
+  InputSize size{*type, std::vector<int64_t>(input.shape().begin(), input.shape().end()), *n, 0};
+  for (int64_t d : meta.input_shape) size.elements *= d;
+  size.bytes = size.elements * PixelBytes(*type);
 
   OipInferInput parsed;
-  std::string_view data;
-  if (req.raw_input_contents_size() > 0) {
-    if (req.raw_input_contents_size() != req.inputs_size()) {
-      return absl::InvalidArgumentError(absl::StrCat("raw_input_contents has ", req.raw_input_contents_size(),
-                                                     " entries for ", req.inputs_size(), " input(s): one per input"));
-    }
-    if (TypedValues(input.contents()) > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input '", kOipInputName, "' has both contents and raw_input_contents: send one of them"));
-    }
-    const std::string& raw = req.raw_input_contents(0);
-    if (static_cast<int64_t>(raw.size()) != bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("raw_input_contents[0] has ", raw.size(), " bytes; input '",
-                                                     kOipInputName, "' ", input.datatype(), " ", ShapeText(shape),
-                                                     " needs ", bytes));
-    }
-    data = raw;
-    parsed.raw = true;
-  } else if (type == PixelType::kFloat32) {
-    const auto& values = input.contents().fp32_contents();
-    if (values.size() != elements || TypedValues(input.contents()) != values.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input '", kOipInputName, "' FP32 ", ShapeText(shape), " needs ", elements,
-                       " values in contents.fp32_contents (or raw_input_contents); it has ", values.size(),
-                       " there and ", TypedValues(input.contents()) - values.size(), " in other fields"));
-    }
-    scratch->resize(static_cast<size_t>(bytes));
-    std::memcpy(scratch->data(), values.data(), static_cast<size_t>(bytes));
-    data = *scratch;
+  parsed.raw = req.raw_input_contents_size() > 0;
+  absl::StatusOr<std::string_view> data;
+  if (parsed.raw) {
+    data = RawPixels(req, input, size);
+  } else if (*type == PixelType::kFloat32) {
+    data = Fp32Pixels(input, size, scratch);
   } else {
-    const auto& values = input.contents().uint_contents();
-    if (values.size() != elements || TypedValues(input.contents()) != values.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input '", kOipInputName, "' UINT8 ", ShapeText(shape), " needs ", elements,
-                       " values in contents.uint_contents (or raw_input_contents); it has ", values.size(),
-                       " there and ", TypedValues(input.contents()) - values.size(), " in other fields"));
-    }
-    scratch->resize(static_cast<size_t>(bytes));
-    for (int i = 0; i < values.size(); ++i) {
-      if (values[i] > 255) {
-        return absl::InvalidArgumentError(absl::StrCat("input '", kOipInputName, "' UINT8 value ", i, " is ",
-                                                       values[i], ", over 255"));
-      }
-      (*scratch)[static_cast<size_t>(i)] = static_cast<char>(values[i]);
-    }
-    data = *scratch;
+    data = Uint8Pixels(input, size, scratch);
   }
+  if (!data.ok()) return data.status();
   // The shape and size hold by now; this adds the finite-pixel check and the view.
-  absl::StatusOr<ImageBatchView> images = ValidateImages(type, shape, data, meta.input_shape, max_batch);
+  absl::StatusOr<ImageBatchView> images = ValidateImages(*type, size.shape, *data, meta.input_shape, max_batch);
   if (!images.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("input '", kOipInputName, "': ", images.status().message()));
   }

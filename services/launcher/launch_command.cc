@@ -90,12 +90,8 @@ std::string ExpandShortFlag(const std::string& a) {
   return a;
 }
 
-// Parses and checks; `*help`: usage was printed.
-absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bool* help) {
-  FlagSet flags("dtrain launch",
-                "Starts a scheduler, S parameter servers and W workers on this machine (loopback) and\n"
-                "supervises them. Usage: dtrain launch -n W [-s S] [flags] -- WORKER-FLAGS\n"
-                "With --kv-store local or device, runs one worker process alone.");
+// Declares `dtrain launch`'s own flags, in the order the usage text lists them.
+void AddLaunchFlags(FlagSet& flags, LaunchFlags* f) {
   flags.AddInt("num-workers", &f->num_workers, "workers to start (-n)");
   flags.AddInt("num-servers", &f->num_servers, "parameter servers to start (-s); default: as many as workers");
   flags.AddInt("replication", &f->replication,
@@ -132,7 +128,11 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
   flags.AddString("job-id", &f->job_id,
                   "the job's id, given to every process and every restart so that a restarted process always "
                   "rejoins this job; default: DTRAIN_JOB_ID, else a new one (job-<16 hex>)");
-  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
+}
+
+// Everything after "--" goes to the workers (into f->worker_args); returns our own
+// arguments, short flags expanded.
+std::vector<std::string> SplitWorkerArgs(const std::vector<std::string>& args, LaunchFlags* f) {
   std::vector<std::string> own;
   bool passthrough = false;
   for (const auto& a : args) {
@@ -144,10 +144,11 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
       own.push_back(ExpandShortFlag(a));
     }
   }
-  absl::Status s = flags.Parse(own);
-  *help = flags.help_requested();
-  if (*help) std::fputs(flags.Usage().c_str(), stdout);
-  if (!s.ok() || *help) return s;
+  return own;
+}
+
+// Checks the job's shape (workers, servers, replication) and defaults -s to -n.
+absl::Status CheckJobShape(LaunchFlags* f) {
   if (f->num_workers < 1) return absl::InvalidArgumentError("-n (the number of workers) must be at least 1");
   const bool dist = absl::StartsWith(f->kv_store, "dist");
   if (!dist && f->num_workers != 1) {
@@ -164,6 +165,11 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
     return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..", dist ? f->num_servers : 1,
                                                    " (each copy lives on another server), got ", f->replication));
   }
+  return absl::OkStatus();
+}
+
+// Checks the ports and the restart flags; metrics-file-sd turns metrics on; fills f->restart.
+absl::Status CheckPortsAndRestarts(LaunchFlags* f) {
   if (f->scheduler_port < 0 || f->scheduler_port > 65535) {
     return absl::InvalidArgumentError("--scheduler-port must be in 0..65535");
   }
@@ -180,6 +186,12 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
     return absl::InvalidArgumentError("--restart-backoff must be in 0..3600 seconds");
   }
   f->restart = RestartPolicy{static_cast<int>(f->max_restarts), *on, absl::Seconds(f->restart_backoff_s)};
+  return absl::OkStatus();
+}
+
+// Fills the defaults that depend on other flags or the environment (snapshot
+// directory, bin dir, job id) and checks them.
+absl::Status ResolveDefaults(LaunchFlags* f) {
   if (f->snapshot_every < 0) return absl::InvalidArgumentError("--snapshot-every must be >= 0");
   if (f->snapshot_every > 0 && f->snapshot_dir.empty()) {
     // Servers do not know the model prefix: the directory is computed here.
@@ -201,6 +213,23 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                                                    " bytes, the limit is ", kMaxJobIdFlagBytes));
   }
   return absl::OkStatus();
+}
+
+// Parses and checks; `*help`: usage was printed.
+absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bool* help) {
+  FlagSet flags("dtrain launch",
+                "Starts a scheduler, S parameter servers and W workers on this machine (loopback) and\n"
+                "supervises them. Usage: dtrain launch -n W [-s S] [flags] -- WORKER-FLAGS\n"
+                "With --kv-store local or device, runs one worker process alone.");
+  AddLaunchFlags(flags, f);
+  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
+  absl::Status s = flags.Parse(SplitWorkerArgs(args, f));
+  *help = flags.help_requested();
+  if (*help) std::fputs(flags.Usage().c_str(), stdout);
+  if (!s.ok() || *help) return s;
+  if (s = CheckJobShape(f); !s.ok()) return s;
+  if (s = CheckPortsAndRestarts(f); !s.ok()) return s;
+  return ResolveDefaults(f);
 }
 
 // A private directory for the port files, removed on every path out.
@@ -324,24 +353,33 @@ bool PinServerPorts(Supervisor& sup, const std::string& tmp, std::vector<ChildSp
   return true;
 }
 
-int Launch(const LaunchFlags& f) {
-  const bool dist = absl::StartsWith(f.kv_store, "dist");
+using EnvList = std::vector<std::pair<std::string, std::string>>;
+
+// Checks that the binaries this job runs exist before anything starts; reports the first missing one.
+bool FindBinaries(const LaunchFlags& f, bool dist) {
   for (const char* bin : {"dtrain-scheduler", "dtrain-server", "dtrain-worker"}) {
     if (!dist && std::string(bin) != "dtrain-worker") continue;
     const std::string path = f.bin_dir + "/" + bin;
     if (::access(path.c_str(), X_OK) != 0) {
       std::fprintf(stderr, "dtrain launch: cannot find %s in %s (build it, or pass --bin-dir)\n", bin,
                    f.bin_dir.c_str());
-      return 1;
+      return false;
     }
   }
+  return true;
+}
+
+// SIGINT/SIGTERM stop the job cleanly (the supervisor polls g_signal); SIGPIPE is ignored.
+void InstallSignalHandlers() {
   struct sigaction sa {};
   sa.sa_handler = OnSignal;  // no SA_RESTART: poll returns at once
   sigemptyset(&sa.sa_mask);
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
+}
 
+SupervisorOptions MakeSupervisorOptions(const LaunchFlags& f) {
   SupervisorOptions options;
   options.stop_grace = absl::Seconds(f.stop_grace_s);
   options.finish_grace = absl::Seconds(f.finish_grace_s);
@@ -350,9 +388,12 @@ int Launch(const LaunchFlags& f) {
   // A replicated server's ranges live on (its replacement starts empty beside them);
   // with snapshots the job rolls back. Otherwise a new server would hold nothing.
   options.restart_servers = f.replication > 1 || f.snapshot_every > 0;
-  Supervisor sup(options);
-  const int servers = dist ? static_cast<int>(f.num_servers) : 0;
-  std::vector<std::pair<std::string, std::string>> env = {
+  return options;
+}
+
+// The environment every child of the job shares.
+EnvList JobEnv(const LaunchFlags& f, int servers) {
+  EnvList env = {
       {"DTRAIN_NUM_WORKERS", std::to_string(f.num_workers)},
       {"DTRAIN_NUM_SERVERS", std::to_string(servers)},
       {"DTRAIN_REPLICATION", std::to_string(f.replication)},
@@ -371,51 +412,47 @@ int Launch(const LaunchFlags& f) {
     // (docs/recovery.md); a minute covers a restart's backoff and start-up many times over.
     env.emplace_back("DTRAIN_REJOIN_TIMEOUT", std::to_string(kRejoinTimeoutWithRestarts));
   }
-  TempDir tmp;
-  if (tmp.path().empty()) {
-    sup.Message("cannot create a temporary directory for the port files");
-    return 1;
+  return env;
+}
+
+// With --tls, makes the job's certificates under `dir`; false after reporting why not.
+bool MakeTls(const LaunchFlags& f, Supervisor& sup, const std::string& dir, int servers,
+             std::optional<LaunchTls>* tls) {
+  absl::StatusOr<LaunchTls> made = LaunchTls::Create(dir, "local", servers, static_cast<int>(f.num_workers));
+  if (!made.ok()) {
+    sup.Message(absl::StrCat("--tls: cannot make the job's certificates: ", made.status().message()));
+    return false;
   }
-  MetricsTargets metrics(f.metrics_base_port, tmp.path(), dist, servers, static_cast<int>(f.num_workers));
-  std::optional<LaunchTls> tls;
-  if (f.tls) {
-    absl::StatusOr<LaunchTls> made = LaunchTls::Create(tmp.path(), "local", servers, static_cast<int>(f.num_workers));
-    if (!made.ok()) {
-      sup.Message(absl::StrCat("--tls: cannot make the job's certificates: ", made.status().message()));
-      return 1;
-    }
-    tls = *std::move(made);
-    sup.Message(absl::StrCat("mutual TLS on every connection (a throwaway CA for this run); an operator "
-                             "certificate for dtrain status while it runs: ", tls->dir(), "/operator.{crt,key}"));
-  }
-  // Each child's own environment: its metrics port file and its certificate.
-  auto with_metrics = [&metrics, &tls](std::vector<std::pair<std::string, std::string>> e, const std::string& role,
-                                       int rank) {
+  *tls = *std::move(made);
+  sup.Message(absl::StrCat("mutual TLS on every connection (a throwaway CA for this run); an operator "
+                           "certificate for dtrain status while it runs: ", (*tls)->dir(), "/operator.{crt,key}"));
+  return true;
+}
+
+// What starting the job's children needs. `env` is what every child shares; it grows
+// the scheduler's address once the scheduler is up.
+struct Job {
+  const LaunchFlags& f;
+  Supervisor& sup;
+  MetricsTargets& metrics;
+  const std::optional<LaunchTls>& tls;
+  std::string tmp;  // the port files' directory
+  int servers;
+  EnvList env;
+  std::vector<ChildSpec> server_specs;  // as started, for PinServerPorts
+
+  // `e` plus one child's own environment: its metrics port file and its certificate.
+  EnvList WithChildEnv(EnvList e, const std::string& role, int rank) const {
     for (auto& kv : metrics.EnvFor(role, rank)) e.push_back(std::move(kv));
     if (tls.has_value()) {
       for (auto& kv : tls->EnvFor(role, rank)) e.push_back(std::move(kv));
     }
     return e;
-  };
-  if (dist) {
-    const int port = StartScheduler(sup, f, tmp.path() + "/scheduler.port", with_metrics(env, "scheduler", 0));
-    if (g_signal != 0) {
-      sup.StopAll();
-      return 128 + g_signal;
-    }
-    if (port == 0) {
-      sup.StopAll();
-      return 1;
-    }
-    const std::string address = JoinHostPort(kLoopback, port);
-    sup.Message(absl::StrCat("scheduler at ", address, "; starting ", servers, " servers and ", f.num_workers,
-                             " workers (kv-store ", f.kv_store, ", job ", f.job_id, ")"));
-    env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
-    env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   }
-  std::vector<ChildSpec> server_specs;
-  auto start = [&](ChildKind kind, const std::string& role, int rank, std::vector<std::string> args) {
-    auto child_env = with_metrics(env, role, rank);
+
+  // Starts server or worker `rank`; false after reporting why not.
+  bool StartChild(ChildKind kind, const std::string& role, int rank, std::vector<std::string> args) {
+    auto child_env = WithChildEnv(env, role, rank);
     child_env.emplace_back("DTRAIN_RANK", std::to_string(rank));
     ChildSpec spec{absl::StrCat(role, " ", rank), absl::StrCat(f.bin_dir, "/dtrain-", role), std::move(args),
                    std::move(child_env)};
@@ -423,30 +460,86 @@ int Launch(const LaunchFlags& f) {
     absl::Status s = sup.Start(kind, spec);
     if (!s.ok()) sup.Message(absl::StrCat("cannot start ", spec.name, ": ", s.message()));
     return s.ok();
-  };
-  for (int i = 0; i < servers; ++i) {
+  }
+};
+
+// Starts the scheduler and adds its address to the job's environment; an exit code
+// when the launch must end (everything stopped).
+std::optional<int> StartJobScheduler(Job& job) {
+  const int port = StartScheduler(job.sup, job.f, job.tmp + "/scheduler.port",
+                                  job.WithChildEnv(job.env, "scheduler", 0));
+  if (g_signal != 0) {
+    job.sup.StopAll();
+    return 128 + g_signal;
+  }
+  if (port == 0) {
+    job.sup.StopAll();
+    return 1;
+  }
+  const std::string address = JoinHostPort(kLoopback, port);
+  job.sup.Message(absl::StrCat("scheduler at ", address, "; starting ", job.servers, " servers and ",
+                               job.f.num_workers, " workers (kv-store ", job.f.kv_store, ", job ", job.f.job_id, ")"));
+  job.env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
+  job.env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
+  return std::nullopt;
+}
+
+// Starts the servers (with snapshots: and pins their ports); an exit code when the
+// launch must end (everything stopped).
+std::optional<int> StartServers(Job& job) {
+  const LaunchFlags& f = job.f;
+  for (int i = 0; i < job.servers; ++i) {
     std::vector<std::string> args;
     if (f.snapshot_every > 0) {
       args = {"--snapshot-every", std::to_string(f.snapshot_every), "--snapshot-dir", f.snapshot_dir, "--port-file",
-              absl::StrCat(tmp.path(), "/server-", i, ".port")};
+              absl::StrCat(job.tmp, "/server-", i, ".port")};
     }
-    if (!start(ChildKind::kServer, "server", i, args)) {
-      sup.StopAll();
+    if (!job.StartChild(ChildKind::kServer, "server", i, args)) {
+      job.sup.StopAll();
       return 1;
     }
   }
-  if (f.snapshot_every > 0 && !PinServerPorts(sup, tmp.path(), server_specs)) {
-    sup.StopAll();
+  if (f.snapshot_every > 0 && !PinServerPorts(job.sup, job.tmp, job.server_specs)) {
+    job.sup.StopAll();
     return g_signal != 0 ? 128 + g_signal : 1;
   }
-  for (int i = 0; i < f.num_workers; ++i) {
-    std::vector<std::string> args = {"--kv-store", f.kv_store};
-    args.insert(args.end(), f.worker_args.begin(), f.worker_args.end());
-    if (!start(ChildKind::kWorker, "worker", i, std::move(args))) {
-      sup.StopAll();
+  return std::nullopt;
+}
+
+// Starts the workers with the worker flags; an exit code when the launch must end.
+std::optional<int> StartWorkers(Job& job) {
+  for (int i = 0; i < job.f.num_workers; ++i) {
+    std::vector<std::string> args = {"--kv-store", job.f.kv_store};
+    args.insert(args.end(), job.f.worker_args.begin(), job.f.worker_args.end());
+    if (!job.StartChild(ChildKind::kWorker, "worker", i, std::move(args))) {
+      job.sup.StopAll();
       return 1;
     }
   }
+  return std::nullopt;
+}
+
+int Launch(const LaunchFlags& f) {
+  const bool dist = absl::StartsWith(f.kv_store, "dist");
+  if (!FindBinaries(f, dist)) return 1;
+  InstallSignalHandlers();
+  Supervisor sup(MakeSupervisorOptions(f));
+  const int servers = dist ? static_cast<int>(f.num_servers) : 0;
+  EnvList env = JobEnv(f, servers);
+  TempDir tmp;
+  if (tmp.path().empty()) {
+    sup.Message("cannot create a temporary directory for the port files");
+    return 1;
+  }
+  MetricsTargets metrics(f.metrics_base_port, tmp.path(), dist, servers, static_cast<int>(f.num_workers));
+  std::optional<LaunchTls> tls;
+  if (f.tls && !MakeTls(f, sup, tmp.path(), servers, &tls)) return 1;
+  Job job{f, sup, metrics, tls, tmp.path(), servers, std::move(env), {}};
+  if (dist) {
+    if (std::optional<int> code = StartJobScheduler(job)) return *code;
+  }
+  if (std::optional<int> code = StartServers(job)) return *code;
+  if (std::optional<int> code = StartWorkers(job)) return *code;
   // Everything started: a failure from now on is one a restart may cure.
   sup.AllowRestarts();
   if (f.restart.max_restarts > 0) {

@@ -108,6 +108,122 @@ absl::StatusOr<std::vector<std::string>> JsonHostList(const nlohmann::json& clus
   return hosts;
 }
 
+// TF_CONFIG's cluster lists, each named for messages.
+struct TfConfigLists {
+  NamedList ps{"TF_CONFIG cluster.ps", "ps", {}};
+  NamedList chief{"TF_CONFIG cluster.chief", "chief", {}};
+  NamedList worker{"TF_CONFIG cluster.worker", "worker", {}};
+};
+
+// Parses TF_CONFIG and checks that it has a "cluster" object.
+absl::StatusOr<nlohmann::json> ParseTfConfigJson(absl::string_view json) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(json.begin(), json.end());
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG is not JSON: ", e.what()));
+  }
+  if (!config.is_object() || !config.contains("cluster") || !config["cluster"].is_object()) {
+    return absl::InvalidArgumentError(
+        "TF_CONFIG needs \"cluster\": {\"ps\": [\"host:port\", ...], \"worker\": [...]} (and \"task\")");
+  }
+  return config;
+}
+
+// Reads TF_CONFIG's "cluster" into `lists` (an evaluator only adds a note to `launch`),
+// then checks that the job has servers and a worker, each address listed once.
+absl::Status ReadTfConfigCluster(const nlohmann::json& cluster, TfConfigLists* lists, TfClusterLaunch* launch) {
+  NamedList& chief = lists->chief;
+  std::string chief_key;  // "chief", or "master" (its name before TF 1.x's Estimator renamed it)
+  for (auto it = cluster.begin(); it != cluster.end(); ++it) {
+    const std::string& job = it.key();
+    absl::StatusOr<std::vector<std::string>> hosts = JsonHostList(cluster, job);
+    if (!hosts.ok()) return hosts.status();
+    if (job == "ps") {
+      lists->ps.hosts = *std::move(hosts);
+    } else if (job == "worker") {
+      lists->worker.hosts = *std::move(hosts);
+    } else if (job == "chief" || job == "master") {
+      if (!chief_key.empty()) {
+        return absl::InvalidArgumentError("TF_CONFIG lists both cluster.chief and cluster.master; keep one");
+      }
+      chief_key = job;
+      chief.origin = absl::StrCat("TF_CONFIG cluster.", job);
+      chief.task_prefix = job;
+      chief.hosts = *std::move(hosts);
+      if (chief.hosts.size() > 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(chief.origin, " lists ", chief.hosts.size(), " hosts; a job has one ", job));
+      }
+    } else if (job == "evaluator") {
+      launch->notes.push_back(absl::StrCat(
+          "TF_CONFIG cluster.evaluator (", ListText(*hosts),
+          ") is ignored: dtrain has no evaluator task, the workers validate at each epoch's end"));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG cluster.", job,
+                                                     ": unknown job; dtrain knows ps, worker, chief (or master) "
+                                                     "and evaluator (ignored)"));
+    }
+  }
+  if (lists->ps.hosts.empty()) {
+    return absl::InvalidArgumentError(
+        "TF_CONFIG cluster.ps is missing or empty: dtrain trains with parameter servers, list at least one");
+  }
+  if (lists->worker.hosts.empty() && chief.hosts.empty()) {
+    return absl::InvalidArgumentError("TF_CONFIG cluster lists no worker and no chief");
+  }
+  return CheckDistinct({&lists->ps, &chief, &lists->worker});
+}
+
+// Reads TF_CONFIG's "task" and sets this task's role and rank in `launch` (the chief,
+// when there is one, is worker rank 0).
+absl::Status ReadTfConfigTask(const nlohmann::json& config, const TfConfigLists& lists, TfClusterLaunch* launch) {
+  if (!config.contains("task") || !config["task"].is_object()) {
+    return absl::InvalidArgumentError("TF_CONFIG needs \"task\": {\"type\": \"worker\", \"index\": N}");
+  }
+  const nlohmann::json& task = config["task"];
+  if (!task.contains("type") || !task["type"].is_string()) {
+    return absl::InvalidArgumentError("TF_CONFIG task.type is missing (ps, worker or chief)");
+  }
+  const std::string type = task["type"].get<std::string>();
+  int64_t index = 0;  // TF's default
+  if (task.contains("index")) {
+    const nlohmann::json& i = task["index"];
+    if (!i.is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG task.index must be an integer, got ", i.dump()));
+    }
+    index = i.get<int64_t>();
+  }
+  const std::string what = absl::StrCat("TF_CONFIG task.index ", index, " (task.type ", type, ")");
+  launch->task_text = absl::StrCat("TF_CONFIG task ", type, " ", index);
+  launch->task_name = absl::StrCat(type, " ", index);
+  launch->has_chief = !lists.chief.hosts.empty();
+  if (type == "ps") {
+    if (absl::Status s = CheckIndex(what, index, lists.ps); !s.ok()) return s;
+    launch->role = TfRole::kPs;
+    launch->rank = static_cast<int>(index);
+  } else if (type == "worker") {
+    if (absl::Status s = CheckIndex(what, index, lists.worker); !s.ok()) return s;
+    launch->role = TfRole::kWorker;
+    launch->rank = static_cast<int>(index) + (launch->has_chief ? 1 : 0);
+  } else if (type == "chief" || type == "master") {
+    if (lists.chief.hosts.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG task.type is ", type, " but cluster has no ", type));
+    }
+    if (absl::Status s = CheckIndex(what, index, lists.chief); !s.ok()) return s;
+    launch->role = TfRole::kWorker;
+    launch->rank = 0;
+  } else if (type == "evaluator") {
+    return absl::InvalidArgumentError(
+        "TF_CONFIG task.type is evaluator: dtrain has no evaluator task (its workers validate at each epoch's "
+        "end); do not start this one");
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TF_CONFIG task.type '", type, "': expected ps, worker or chief"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string TfClusterLaunch::NameOf(TfRole r, int i) const {
@@ -161,108 +277,16 @@ absl::StatusOr<TfClusterLaunch> FromTfFlags(const TfFlags& flags) {
 }
 
 absl::StatusOr<TfClusterLaunch> FromTfConfig(absl::string_view json) {
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(json.begin(), json.end());
-  } catch (const nlohmann::json::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG is not JSON: ", e.what()));
-  }
-  if (!config.is_object() || !config.contains("cluster") || !config["cluster"].is_object()) {
-    return absl::InvalidArgumentError(
-        "TF_CONFIG needs \"cluster\": {\"ps\": [\"host:port\", ...], \"worker\": [...]} (and \"task\")");
-  }
-  const nlohmann::json& cluster = config["cluster"];
+  absl::StatusOr<nlohmann::json> config = ParseTfConfigJson(json);
+  if (!config.ok()) return config.status();
   TfClusterLaunch launch;
   launch.source = "TF_CONFIG";
-  NamedList ps{"TF_CONFIG cluster.ps", "ps", {}};
-  NamedList chief{"TF_CONFIG cluster.chief", "chief", {}};
-  NamedList worker{"TF_CONFIG cluster.worker", "worker", {}};
-  std::string chief_key;  // "chief", or "master" (its name before TF 1.x's Estimator renamed it)
-  for (auto it = cluster.begin(); it != cluster.end(); ++it) {
-    const std::string& job = it.key();
-    absl::StatusOr<std::vector<std::string>> hosts = JsonHostList(cluster, job);
-    if (!hosts.ok()) return hosts.status();
-    if (job == "ps") {
-      ps.hosts = *std::move(hosts);
-    } else if (job == "worker") {
-      worker.hosts = *std::move(hosts);
-    } else if (job == "chief" || job == "master") {
-      if (!chief_key.empty()) {
-        return absl::InvalidArgumentError("TF_CONFIG lists both cluster.chief and cluster.master; keep one");
-      }
-      chief_key = job;
-      chief.origin = absl::StrCat("TF_CONFIG cluster.", job);
-      chief.task_prefix = job;
-      chief.hosts = *std::move(hosts);
-      if (chief.hosts.size() > 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(chief.origin, " lists ", chief.hosts.size(), " hosts; a job has one ", job));
-      }
-    } else if (job == "evaluator") {
-      launch.notes.push_back(absl::StrCat(
-          "TF_CONFIG cluster.evaluator (", ListText(*hosts),
-          ") is ignored: dtrain has no evaluator task, the workers validate at each epoch's end"));
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG cluster.", job,
-                                                     ": unknown job; dtrain knows ps, worker, chief (or master) "
-                                                     "and evaluator (ignored)"));
-    }
-  }
-  if (ps.hosts.empty()) {
-    return absl::InvalidArgumentError(
-        "TF_CONFIG cluster.ps is missing or empty: dtrain trains with parameter servers, list at least one");
-  }
-  if (worker.hosts.empty() && chief.hosts.empty()) {
-    return absl::InvalidArgumentError("TF_CONFIG cluster lists no worker and no chief");
-  }
-  if (absl::Status s = CheckDistinct({&ps, &chief, &worker}); !s.ok()) return s;
-
-  if (!config.contains("task") || !config["task"].is_object()) {
-    return absl::InvalidArgumentError("TF_CONFIG needs \"task\": {\"type\": \"worker\", \"index\": N}");
-  }
-  const nlohmann::json& task = config["task"];
-  if (!task.contains("type") || !task["type"].is_string()) {
-    return absl::InvalidArgumentError("TF_CONFIG task.type is missing (ps, worker or chief)");
-  }
-  const std::string type = task["type"].get<std::string>();
-  int64_t index = 0;  // TF's default
-  if (task.contains("index")) {
-    const nlohmann::json& i = task["index"];
-    if (!i.is_number_integer()) {
-      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG task.index must be an integer, got ", i.dump()));
-    }
-    index = i.get<int64_t>();
-  }
-  const std::string what = absl::StrCat("TF_CONFIG task.index ", index, " (task.type ", type, ")");
-  launch.task_text = absl::StrCat("TF_CONFIG task ", type, " ", index);
-  launch.task_name = absl::StrCat(type, " ", index);
-  launch.has_chief = !chief.hosts.empty();
-  if (type == "ps") {
-    if (absl::Status s = CheckIndex(what, index, ps); !s.ok()) return s;
-    launch.role = TfRole::kPs;
-    launch.rank = static_cast<int>(index);
-  } else if (type == "worker") {
-    if (absl::Status s = CheckIndex(what, index, worker); !s.ok()) return s;
-    launch.role = TfRole::kWorker;
-    launch.rank = static_cast<int>(index) + (launch.has_chief ? 1 : 0);
-  } else if (type == "chief" || type == "master") {
-    if (chief.hosts.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG task.type is ", type, " but cluster has no ", type));
-    }
-    if (absl::Status s = CheckIndex(what, index, chief); !s.ok()) return s;
-    launch.role = TfRole::kWorker;
-    launch.rank = 0;
-  } else if (type == "evaluator") {
-    return absl::InvalidArgumentError(
-        "TF_CONFIG task.type is evaluator: dtrain has no evaluator task (its workers validate at each epoch's "
-        "end); do not start this one");
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TF_CONFIG task.type '", type, "': expected ps, worker or chief"));
-  }
-  launch.cluster.ps = ps.hosts;
-  launch.cluster.worker = chief.hosts;
-  launch.cluster.worker.insert(launch.cluster.worker.end(), worker.hosts.begin(), worker.hosts.end());
+  TfConfigLists lists;
+  if (absl::Status s = ReadTfConfigCluster((*config)["cluster"], &lists, &launch); !s.ok()) return s;
+  if (absl::Status s = ReadTfConfigTask(*config, lists, &launch); !s.ok()) return s;
+  launch.cluster.ps = lists.ps.hosts;
+  launch.cluster.worker = lists.chief.hosts;
+  launch.cluster.worker.insert(launch.cluster.worker.end(), lists.worker.hosts.begin(), lists.worker.hosts.end());
   if (absl::Status s = CheckSize(launch); !s.ok()) return s;
   return launch;
 }

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "services/predict/cairo_surface.h"
 
@@ -41,31 +43,44 @@ void Caption(cairo_t* cr, const std::string& text, double x, double y, double wi
   cairo_show_text(cr, Fit(cr, text, width).c_str());
 }
 
-}  // namespace
+// Where everything goes: cells sized for the largest image and two caption lines.
+struct GridGeometry {
+  int scale = 1;
+  int columns = 1;
+  int max_h = 1;  // the tallest image, unscaled: every cell's captions line up
+  int cell_w = 0;
+  int cell_h = 0;
+  int64_t width = 0;
+  int64_t height = 0;
+};
 
-absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& title,
-                        const std::string& path, const GridLayout& layout) {
+// Sizes the grid; INVALID_ARGUMENT when there is nothing to draw or the picture
+// would exceed cairo's limit.
+absl::StatusOr<GridGeometry> PlanGrid(const std::vector<GridCell>& cells, const GridLayout& layout) {
   if (cells.empty()) return absl::InvalidArgumentError("nothing to render: no images");
-  int max_w = 1, max_h = 1;
+  GridGeometry g;
+  int max_w = 1;
   for (const GridCell& c : cells) {
     max_w = std::max(max_w, c.image.width);
-    max_h = std::max(max_h, c.image.height);
+    g.max_h = std::max(g.max_h, c.image.height);
   }
-  const int scale = std::max(1, layout.scale);
-  const int columns = std::clamp(layout.columns, 1, static_cast<int>(cells.size()));
-  const int rows = static_cast<int>((cells.size() + columns - 1) / columns);
-  const int cell_w = std::max(kMinCell, max_w * scale + 2 * kPad);
-  const int cell_h = max_h * scale + 2 * kPad + static_cast<int>(2 * kLine) + 4;
-  const int64_t width = static_cast<int64_t>(columns) * cell_w;
-  const int64_t height = kTitle + static_cast<int64_t>(rows) * cell_h;
-  if (width > kMaxSide || height > kMaxSide) {
-    return absl::InvalidArgumentError(absl::StrCat("a grid of ", cells.size(), " images would be ", width, "x",
-                                                   height, " pixels, over cairo's limit of ", kMaxSide,
+  g.scale = std::max(1, layout.scale);
+  g.columns = std::clamp(layout.columns, 1, static_cast<int>(cells.size()));
+  const int rows = static_cast<int>((cells.size() + g.columns - 1) / g.columns);
+  g.cell_w = std::max(kMinCell, max_w * g.scale + 2 * kPad);
+  g.cell_h = g.max_h * g.scale + 2 * kPad + static_cast<int>(2 * kLine) + 4;
+  g.width = static_cast<int64_t>(g.columns) * g.cell_w;
+  g.height = kTitle + static_cast<int64_t>(rows) * g.cell_h;
+  if (g.width > kMaxSide || g.height > kMaxSide) {
+    return absl::InvalidArgumentError(absl::StrCat("a grid of ", cells.size(), " images would be ", g.width, "x",
+                                                   g.height, " pixels, over cairo's limit of ", kMaxSide,
                                                    "; render fewer images"));
   }
-  Surface out(cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(width), static_cast<int>(height)));
-  Context cr(cairo_create(out.get()));
-  cairo_t* c = cr.get();
+  return g;
+}
+
+// A white page with the title in bold; leaves the caption font selected.
+void DrawTitle(cairo_t* c, const std::string& title, int64_t width) {
   cairo_set_source_rgb(c, 1, 1, 1);
   cairo_paint(c);
   cairo_select_font_face(c, kFont, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_BOLD);
@@ -74,53 +89,67 @@ absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& t
   Caption(c, title, kPad, kTitle - 9, static_cast<double>(width) - 2 * kPad);
   cairo_select_font_face(c, kFont, CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
   cairo_set_font_size(c, kFontSize);
+}
 
-  for (size_t i = 0; i < cells.size(); ++i) {
-    const GridCell& cell = cells[i];
-    const double x0 = static_cast<double>(i % columns) * cell_w;
-    const double y0 = kTitle + static_cast<double>(i / columns) * cell_h;
-    const double img_x = x0 + (cell_w - cell.image.width * scale) / 2.0;
-    const double img_y = y0 + kPad;
-    if (cell.image.width > 0 && cell.image.height > 0) {
-      Surface img = ImageSurface(cell.image);
-      cairo_save(c);
-      cairo_translate(c, img_x, img_y);
-      cairo_scale(c, scale, scale);
-      cairo_set_source_surface(c, img.get(), 0, 0);
-      // Crisp pixels: a 28x28 image blurred by smoothing is harder to judge.
-      cairo_pattern_set_filter(cairo_get_source(c), CAIRO_FILTER_NEAREST);
-      cairo_paint(c);
-      cairo_restore(c);
-    }
-    // Frame: red and thick for a wrong answer, green for a right one, gray when unknown.
-    if (cell.wrong) {
-      cairo_set_source_rgb(c, 0.85, 0.1, 0.1);
-      cairo_set_line_width(c, 4);
-    } else if (!cell.truth.empty()) {
-      cairo_set_source_rgb(c, 0.2, 0.6, 0.2);
-      cairo_set_line_width(c, 1.5);
-    } else {
-      cairo_set_source_rgb(c, 0.6, 0.6, 0.6);
-      cairo_set_line_width(c, 1);
-    }
-    cairo_rectangle(c, img_x - 2, img_y - 2, cell.image.width * scale + 4.0, cell.image.height * scale + 4.0);
-    cairo_stroke(c);
-
-    const double text_x = x0 + kPad;
-    const double text_w = cell_w - 2.0 * kPad;
-    const double line1 = img_y + max_h * scale + kPad + kLine - 2;
-    const int percent = static_cast<int>(std::lround(cell.probability * 100));
-    if (cell.wrong) {
-      cairo_set_source_rgb(c, 0.85, 0.1, 0.1);
-    } else {
-      cairo_set_source_rgb(c, 0, 0, 0);
-    }
-    Caption(c, absl::StrCat(cell.wrong ? "X " : "", cell.predicted, " ", percent, "%"), text_x, line1, text_w);
-    if (!cell.truth.empty()) {
-      cairo_set_source_rgb(c, 0.35, 0.35, 0.35);
-      Caption(c, absl::StrCat("true: ", cell.truth), text_x, line1 + kLine, text_w);
-    }
+// Cell `i`: the image scaled up, a frame coloured by the verdict, and the captions.
+void DrawCell(cairo_t* c, const GridCell& cell, size_t i, const GridGeometry& g) {
+  const int scale = g.scale;
+  const double x0 = static_cast<double>(i % g.columns) * g.cell_w;
+  const double y0 = kTitle + static_cast<double>(i / g.columns) * g.cell_h;
+  const double img_x = x0 + (g.cell_w - cell.image.width * scale) / 2.0;
+  const double img_y = y0 + kPad;
+  if (cell.image.width > 0 && cell.image.height > 0) {
+    Surface img = ImageSurface(cell.image);
+    cairo_save(c);
+    cairo_translate(c, img_x, img_y);
+    cairo_scale(c, scale, scale);
+    cairo_set_source_surface(c, img.get(), 0, 0);
+    // Crisp pixels: a 28x28 image blurred by smoothing is harder to judge.
+    cairo_pattern_set_filter(cairo_get_source(c), CAIRO_FILTER_NEAREST);
+    cairo_paint(c);
+    cairo_restore(c);
   }
+  // Frame: red and thick for a wrong answer, green for a right one, gray when unknown.
+  if (cell.wrong) {
+    cairo_set_source_rgb(c, 0.85, 0.1, 0.1);
+    cairo_set_line_width(c, 4);
+  } else if (!cell.truth.empty()) {
+    cairo_set_source_rgb(c, 0.2, 0.6, 0.2);
+    cairo_set_line_width(c, 1.5);
+  } else {
+    cairo_set_source_rgb(c, 0.6, 0.6, 0.6);
+    cairo_set_line_width(c, 1);
+  }
+  cairo_rectangle(c, img_x - 2, img_y - 2, cell.image.width * scale + 4.0, cell.image.height * scale + 4.0);
+  cairo_stroke(c);
+
+  const double text_x = x0 + kPad;
+  const double text_w = g.cell_w - 2.0 * kPad;
+  const double line1 = img_y + g.max_h * scale + kPad + kLine - 2;
+  const int percent = static_cast<int>(std::lround(cell.probability * 100));
+  if (cell.wrong) {
+    cairo_set_source_rgb(c, 0.85, 0.1, 0.1);
+  } else {
+    cairo_set_source_rgb(c, 0, 0, 0);
+  }
+  Caption(c, absl::StrCat(cell.wrong ? "X " : "", cell.predicted, " ", percent, "%"), text_x, line1, text_w);
+  if (!cell.truth.empty()) {
+    cairo_set_source_rgb(c, 0.35, 0.35, 0.35);
+    Caption(c, absl::StrCat("true: ", cell.truth), text_x, line1 + kLine, text_w);
+  }
+}
+
+}  // namespace
+
+absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& title,
+                        const std::string& path, const GridLayout& layout) {
+  absl::StatusOr<GridGeometry> g = PlanGrid(cells, layout);
+  if (!g.ok()) return g.status();
+  Surface out(cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(g->width), static_cast<int>(g->height)));
+  Context cr(cairo_create(out.get()));
+  cairo_t* c = cr.get();
+  DrawTitle(c, title, g->width);
+  for (size_t i = 0; i < cells.size(); ++i) DrawCell(c, cells[i], i, *g);
   if (cairo_status_t st = cairo_status(c); st != CAIRO_STATUS_SUCCESS) {
     return absl::InternalError(absl::StrCat("drawing ", path, ": ", cairo_status_to_string(st)));
   }

@@ -82,93 +82,131 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddDouble("gc-threshold", &o->gc_threshold, "2bit: values reaching +-threshold are sent as +-threshold");
 }
 
-absl::Status FinishTrainFlags(TrainOptions* o) {
-  auto bad = [](const std::string& flag, const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
-  };
+namespace {
+
+// "--FLAG: WHY", the form of every error FinishTrainFlags reports.
+absl::Status BadFlag(const std::string& flag, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
+}
+
+// --kv-store into o->mode, with the flags that depend on the mode alone.
+absl::Status ResolveKVStore(TrainOptions* o) {
   absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(o->kv_store);
-  if (!mode.ok()) return bad("kv-store", std::string(mode.status().message()));
+  if (!mode.ok()) return BadFlag("kv-store", std::string(mode.status().message()));
   o->mode = *mode;
   if (o->staleness < 0 || o->staleness > kv::kMaxStaleness) {
-    return bad("staleness", absl::StrCat("must be in 0..", kv::kMaxStaleness));
+    return BadFlag("staleness", absl::StrCat("must be in 0..", kv::kMaxStaleness));
   }
   if (o->bigarray_bound != 0 && (o->bigarray_bound < 1024 || o->bigarray_bound > kv::kMaxChunkElems)) {
-    return bad("bigarray-bound", absl::StrCat(o->bigarray_bound, " is not in 1024..", kv::kMaxChunkElems,
-                                              " elements (or 0: chosen from the model and the servers)"));
+    return BadFlag("bigarray-bound", absl::StrCat(o->bigarray_bound, " is not in 1024..", kv::kMaxChunkElems,
+                                                  " elements (or 0: chosen from the model and the servers)"));
   }
   if (o->staleness != 0 && o->mode != KVStoreMode::kDistSsp) {
-    return bad("staleness", absl::StrCat("is for --kv-store dist_ssp, not ", o->kv_store));
+    return BadFlag("staleness", absl::StrCat("is for --kv-store dist_ssp, not ", o->kv_store));
   }
+  return absl::OkStatus();
+}
+
+// --network, --hidden and --num-layers into o->network_spec; checks --augment.
+absl::Status ResolveNetwork(TrainOptions* o) {
   std::vector<int64_t> hidden;
   if (!o->hidden.empty()) {
     absl::StatusOr<std::vector<int64_t>> parsed = models::ParseHiddenList(o->hidden);
-    if (!parsed.ok()) return bad("hidden", std::string(parsed.status().message()));
+    if (!parsed.ok()) return BadFlag("hidden", std::string(parsed.status().message()));
     hidden = *std::move(parsed);
   }
   const std::vector<std::string> known = models::KnownNetworks();
   if (std::find(known.begin(), known.end(), o->network) == known.end()) {
-    return bad("network", absl::StrCat("\"", o->network, "\" is not one of ", absl::StrJoin(known, ", ")));
+    return BadFlag("network", absl::StrCat("\"", o->network, "\" is not one of ", absl::StrJoin(known, ", ")));
   }
   if (o->num_layers < 0 || o->num_layers > models::kMaxResNetLayers) {
-    return bad("num-layers", absl::StrCat("must be in 0..", models::kMaxResNetLayers));
+    return BadFlag("num-layers", absl::StrCat("must be in 0..", models::kMaxResNetLayers));
   }
   absl::StatusOr<models::NetworkSpec> spec = models::ResolveNetworkSpec(
       o->network, hidden, 28 * 28, 10, static_cast<int>(o->num_layers));
-  if (!spec.ok()) return bad(o->hidden.empty() ? "num-layers" : "hidden", std::string(spec.status().message()));
+  if (!spec.ok()) return BadFlag(o->hidden.empty() ? "num-layers" : "hidden", std::string(spec.status().message()));
   if (o->augment != "auto" && o->augment != "on" && o->augment != "off") {
-    return bad("augment", absl::StrCat("\"", o->augment, "\" is not auto, on or off"));
+    return BadFlag("augment", absl::StrCat("\"", o->augment, "\" is not auto, on or off"));
   }
   o->network_spec = *std::move(spec);
-  if (o->num_epochs < 1) return bad("num-epochs", "must be >= 1");
-  if (o->batch_size < 1) return bad("batch-size", "must be >= 1");
-  if (o->lr <= 0) return bad("lr", "must be > 0");
-  if (o->lr_factor <= 0 || o->lr_factor > 1) return bad("lr-factor", "must be in (0, 1]");
-  if (o->mom < 0 || o->mom >= 1) return bad("mom", "must be in [0, 1)");
-  if (o->wd < 0) return bad("wd", "must be >= 0");
-  if (o->optimizer != "sgd" && o->optimizer != "adam") return bad("optimizer", "sgd or adam");
-  if (o->load_epoch < 0) return bad("load-epoch", "must be >= 0");
-  if (o->load_epoch > 0 && o->model_prefix.empty()) return bad("load-epoch", "needs --model-prefix");
-  if (o->load_epoch >= o->num_epochs) {
-    return bad("load-epoch", absl::StrCat("epoch ", o->load_epoch, " is not before --num-epochs ", o->num_epochs));
+  return absl::OkStatus();
+}
+
+// The training schedule: epochs, batch, optimizer, resumption, timeouts.
+absl::Status CheckSchedule(const TrainOptions& o) {
+  if (o.num_epochs < 1) return BadFlag("num-epochs", "must be >= 1");
+  if (o.batch_size < 1) return BadFlag("batch-size", "must be >= 1");
+  if (o.lr <= 0) return BadFlag("lr", "must be > 0");
+  if (o.lr_factor <= 0 || o.lr_factor > 1) return BadFlag("lr-factor", "must be in (0, 1]");
+  if (o.mom < 0 || o.mom >= 1) return BadFlag("mom", "must be in [0, 1)");
+  if (o.wd < 0) return BadFlag("wd", "must be >= 0");
+  if (o.optimizer != "sgd" && o.optimizer != "adam") return BadFlag("optimizer", "sgd or adam");
+  if (o.load_epoch < 0) return BadFlag("load-epoch", "must be >= 0");
+  if (o.load_epoch > 0 && o.model_prefix.empty()) return BadFlag("load-epoch", "needs --model-prefix");
+  if (o.load_epoch >= o.num_epochs) {
+    return BadFlag("load-epoch", absl::StrCat("epoch ", o.load_epoch, " is not before --num-epochs ", o.num_epochs));
   }
-  if (o->disp_batches < 1) return bad("disp-batches", "must be >= 1");
-  if (o->num_examples < 1) return bad("num-examples", "must be >= 1");
-  if (o->num_test_examples < 0) return bad("num-test-examples", "must be >= 0");
-  if (o->threads < 0) return bad("threads", "must be >= 0");
-  if (o->sync_timeout_s <= 0) return bad("sync-timeout", "must be > 0");
+  if (o.disp_batches < 1) return BadFlag("disp-batches", "must be >= 1");
+  if (o.num_examples < 1) return BadFlag("num-examples", "must be >= 1");
+  if (o.num_test_examples < 0) return BadFlag("num-test-examples", "must be >= 0");
+  if (o.threads < 0) return BadFlag("threads", "must be >= 0");
+  if (o.sync_timeout_s <= 0) return BadFlag("sync-timeout", "must be > 0");
   // The servers refuse a request that says it will wait longer than a day (a cap on what
   // the wire may ask of them), so a longer timeout would fail every pull.
-  if (o->sync_timeout_s > 86400) return bad("sync-timeout", "must be at most 86400 (one day)");
+  if (o.sync_timeout_s > 86400) return BadFlag("sync-timeout", "must be at most 86400 (one day)");
+  return absl::OkStatus();
+}
+
+// --gc-type and --pull-gc-type into o->compression and o->pull_compression.
+absl::Status ResolveCompression(TrainOptions* o) {
   absl::StatusOr<kv::CompressionType> gc = kv::ParseCompressionType(o->gc_type);
-  if (!gc.ok()) return bad("gc-type", std::string(gc.status().message()));
+  if (!gc.ok()) return BadFlag("gc-type", std::string(gc.status().message()));
   o->compression = {*gc, static_cast<float>(o->gc_threshold)};
   if (*gc == kv::CompressionType::kTwoBit && !(o->gc_threshold > 0 && o->gc_threshold < 1e30)) {
-    return bad("gc-threshold", "must be > 0 (and finite)");
+    return BadFlag("gc-threshold", "must be > 0 (and finite)");
   }
   if (*gc != kv::CompressionType::kNone && !IsDistributed(o->mode)) {
-    return bad("gc-type", absl::StrCat("compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
-                                       o->kv_store));
+    return BadFlag("gc-type", absl::StrCat(
+                                  "compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
+                                  o->kv_store));
   }
   absl::StatusOr<kv::CompressionType> pull_gc = kv::ParseCompressionType(o->pull_gc_type);
-  if (!pull_gc.ok()) return bad("pull-gc-type", std::string(pull_gc.status().message()));
+  if (!pull_gc.ok()) return BadFlag("pull-gc-type", std::string(pull_gc.status().message()));
   o->pull_compression = *pull_gc;
   if (*pull_gc == kv::CompressionType::kTwoBit) {
-    return bad("pull-gc-type", "2bit's fixed quantum does not fit weight changes: use fp16, int8 or 1bit");
+    return BadFlag("pull-gc-type", "2bit's fixed quantum does not fit weight changes: use fp16, int8 or 1bit");
   }
   if (*pull_gc != kv::CompressionType::kNone && o->mode != KVStoreMode::kDistSync &&
       o->mode != KVStoreMode::kDistDeviceSync) {
-    return bad("pull-gc-type", absl::StrCat("sends each step's weight change, which needs the steps of dist_sync or "
-                                            "dist_device_sync, not --kv-store ", o->kv_store));
+    return BadFlag("pull-gc-type", absl::StrCat("sends each step's weight change, which needs the steps of "
+                                                "dist_sync or dist_device_sync, not --kv-store ", o->kv_store));
   }
+  return absl::OkStatus();
+}
+
+// --gpus into o->gpu_list; checks --cpu-replicas against it.
+absl::Status ResolveDevices(TrainOptions* o) {
   absl::StatusOr<std::vector<int>> gpus = ParseGpuList(o->gpus);
-  if (!gpus.ok()) return bad("gpus", std::string(gpus.status().message()));
+  if (!gpus.ok()) return BadFlag("gpus", std::string(gpus.status().message()));
   o->gpu_list = *std::move(gpus);
   if (o->cpu_replicas < 0 || o->cpu_replicas > kMaxGpusPerWorker) {
-    return bad("cpu-replicas", absl::StrCat("must be in 0..", kMaxGpusPerWorker));
+    return BadFlag("cpu-replicas", absl::StrCat("must be in 0..", kMaxGpusPerWorker));
   }
-  if (o->cpu_replicas > 0 && !o->gpu_list.empty()) return bad("cpu-replicas", "cannot be combined with --gpus");
+  if (o->cpu_replicas > 0 && !o->gpu_list.empty()) return BadFlag("cpu-replicas", "cannot be combined with --gpus");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status FinishTrainFlags(TrainOptions* o) {
+  // In this order: the first error the command line has is the one reported.
+  DTRAIN_RETURN_IF_ERROR(ResolveKVStore(o));
+  DTRAIN_RETURN_IF_ERROR(ResolveNetwork(o));
+  DTRAIN_RETURN_IF_ERROR(CheckSchedule(*o));
+  DTRAIN_RETURN_IF_ERROR(ResolveCompression(o));
+  DTRAIN_RETURN_IF_ERROR(ResolveDevices(o));
   absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
-  if (!s.ok()) return bad("lr-step-epochs", std::string(s.message()));
+  if (!s.ok()) return BadFlag("lr-step-epochs", std::string(s.message()));
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <torch/torch.h>
@@ -72,58 +73,48 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   return std::unique_ptr<KVStore>(std::move(kv));
 }
 
-int Run(int argc, char** argv) {
-  FlagSet flags("dtrain-worker", "Trains a network on (Fashion-)MNIST as one worker of a dtrain job.");
+// Everything the worker's command line sets, checked.
+struct WorkerConfig {
   TrainOptions options;
-  ClusterFlags cluster_flags;
-  metrics::MetricsFlags metrics_flags;
-  AddTrainFlags(flags, &options);
-  AddClusterFlags(flags, &cluster_flags, ClusterRole::kWorker);
-  metrics::AddMetricsFlags(flags, &metrics_flags);
+  ClusterFlags cluster;
+  metrics::MetricsFlags metrics;
+  WorkerDevices devices;  // what --gpus / --cpu-replicas prepared
+};
+
+// Parses and checks the flags into `c`; an exit code when the worker must stop here
+// (0 after --help, 2 after printing the first error).
+std::optional<int> ParseWorkerFlags(int argc, char** argv, WorkerConfig* c) {
+  FlagSet flags("dtrain-worker", "Trains a network on (Fashion-)MNIST as one worker of a dtrain job.");
+  AddTrainFlags(flags, &c->options);
+  AddClusterFlags(flags, &c->cluster, ClusterRole::kWorker);
+  metrics::AddMetricsFlags(flags, &c->metrics);
   absl::Status s = flags.Parse(argc, argv);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return 0;
   }
-  if (s.ok()) s = FinishTrainFlags(&options);
-  if (s.ok()) s = FinishClusterFlags(&cluster_flags, IsDistributed(options.mode));
-  if (s.ok()) s = metrics::CheckMetricsFlags(metrics_flags);
+  if (s.ok()) s = FinishTrainFlags(&c->options);
+  if (s.ok()) s = FinishClusterFlags(&c->cluster, IsDistributed(c->options.mode));
+  if (s.ok()) s = metrics::CheckMetricsFlags(c->metrics);
   // --gpus is refused here, before the job waits on this worker, unless it can be honoured;
   // the NCCL communicator made here is the one the trainer's replicas use.
-  absl::StatusOr<WorkerDevices> devices = WorkerDevices{};
   if (s.ok()) {
-    devices = PrepareDevices(options.gpu_list, static_cast<int>(options.cpu_replicas));
+    absl::StatusOr<WorkerDevices> devices =
+        PrepareDevices(c->options.gpu_list, static_cast<int>(c->options.cpu_replicas));
     s = devices.status();
+    if (s.ok()) c->devices = *std::move(devices);
   }
   // A worker serves no gRPC: nothing to warn about when plaintext.
-  if (s.ok()) s = ApplyTlsFlags(cluster_flags.tls, TlsUse::kClusterNode, /*listen_host=*/"");
+  if (s.ok()) s = ApplyTlsFlags(c->cluster.tls, TlsUse::kClusterNode, /*listen_host=*/"");
   if (!s.ok()) {
     std::fprintf(stderr, "dtrain-worker: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads();
-  torch::set_num_threads(threads);
-  SetLogIdentity("worker", static_cast<int>(cluster_flags.rank));  // the rank asked for; final once known
-  // Serving before registration, which may block for minutes: a launcher waits for
-  // the port, and Prometheus sees the target up (without series until the rank is known).
-  absl::StatusOr<metrics::RoleMetrics<WorkerMetrics>> metrics =
-      metrics::StartRoleMetrics<WorkerMetrics>(metrics_flags, "worker");
-  if (!metrics.ok()) {
-    DTRAIN_LOG(ERROR) << metrics.status().message();
-    return 1;
-  }
+  return std::nullopt;
+}
 
-  absl::StatusOr<std::unique_ptr<Cluster>> cluster = JoinCluster(options, cluster_flags);
-  if (!cluster.ok()) {
-    DTRAIN_LOG(ERROR) << "cannot join the cluster: " << cluster.status().message();
-    return 1;
-  }
-  absl::StatusOr<std::unique_ptr<KVStore>> kv = CreateKVStore(options, cluster_flags, **cluster);
-  if (!kv.ok()) {
-    DTRAIN_LOG(ERROR) << "cannot join the cluster: " << kv.status().message();
-    return 1;
-  }
-  if (metrics->registry != nullptr) metrics->registry->SetRank((*cluster)->rank());
+// Says what is about to train; warns when dist_async meets a high momentum.
+void LogTrainingStart(const TrainOptions& options, int threads) {
   DTRAIN_LOG(INFO) << "training " << options.network
                    << (options.network_spec.hidden.empty()
                            ? std::string()
@@ -136,20 +127,17 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(WARNING) << "dist_async with --mom " << options.mom
                         << ": staleness adds momentum of its own; if the loss grows, use --mom 0.5 or lower";
   }
+}
 
-  auto result = Train(options, **cluster, **kv, metrics->families.get(), *std::move(devices));
-  if (!result.ok()) {
-    DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
-    (void)(*cluster)->Finish(/*failed=*/true, std::string(result.status().message()));
-    return 1;
-  }
+// The result line (tests and scripts read its weights-fnv64), then the bytes on the wire.
+void LogTrainingDone(const TrainResult& result, const KVStore& kv, const TrainOptions& options) {
   DTRAIN_LOG(INFO) << absl::StrFormat(
       "Training done: %d samples in %.3f s (%.2f samples/sec), Validation-accuracy=%f, weights-fnv64=%016x",
-      result->samples, result->train_seconds,
-      result->train_seconds > 0 ? static_cast<double>(result->samples) / result->train_seconds : 0.0,
-      result->validation_accuracy, result->weights_fnv);
+      result.samples, result.train_seconds,
+      result.train_seconds > 0 ? static_cast<double>(result.samples) / result.train_seconds : 0.0,
+      result.validation_accuracy, result.weights_fnv);
   // What the pushes cost on the wire against their float32 size (the compression ratio).
-  if (const KVStoreStats bytes = (*kv)->stats(); bytes.bytes_pushed > 0) {
+  if (const KVStoreStats bytes = kv.stats(); bytes.bytes_pushed > 0) {
     DTRAIN_LOG(INFO) << absl::StrFormat(
         "pushed %d bytes on the wire for %d bytes of float32 gradients (--gc-type %s, compression ratio %.2f); "
         "pulled %d bytes for %d bytes of float32 weights (--pull-gc-type %s, compression ratio %.2f)",
@@ -160,6 +148,44 @@ int Run(int argc, char** argv) {
             ? static_cast<double>(bytes.bytes_pulled_uncompressed) / static_cast<double>(bytes.bytes_pulled)
             : 0.0);
   }
+}
+
+int Run(int argc, char** argv) {
+  WorkerConfig c;
+  if (std::optional<int> code = ParseWorkerFlags(argc, argv, &c)) return *code;
+  const TrainOptions& options = c.options;
+  const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads();
+  torch::set_num_threads(threads);
+  SetLogIdentity("worker", static_cast<int>(c.cluster.rank));  // the rank asked for; final once known
+  // Serving before registration, which may block for minutes: a launcher waits for
+  // the port, and Prometheus sees the target up (without series until the rank is known).
+  absl::StatusOr<metrics::RoleMetrics<WorkerMetrics>> metrics =
+      metrics::StartRoleMetrics<WorkerMetrics>(c.metrics, "worker");
+  if (!metrics.ok()) {
+    DTRAIN_LOG(ERROR) << metrics.status().message();
+    return 1;
+  }
+
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = JoinCluster(options, c.cluster);
+  if (!cluster.ok()) {
+    DTRAIN_LOG(ERROR) << "cannot join the cluster: " << cluster.status().message();
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<KVStore>> kv = CreateKVStore(options, c.cluster, **cluster);
+  if (!kv.ok()) {
+    DTRAIN_LOG(ERROR) << "cannot join the cluster: " << kv.status().message();
+    return 1;
+  }
+  if (metrics->registry != nullptr) metrics->registry->SetRank((*cluster)->rank());
+  LogTrainingStart(options, threads);
+
+  auto result = Train(options, **cluster, **kv, metrics->families.get(), std::move(c.devices));
+  if (!result.ok()) {
+    DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
+    (void)(*cluster)->Finish(/*failed=*/true, std::string(result.status().message()));
+    return 1;
+  }
+  LogTrainingDone(*result, **kv, options);
   absl::Status left = (*cluster)->Finish(/*failed=*/false, "");
   if (!left.ok()) DTRAIN_LOG(WARNING) << "could not tell the scheduler we are done: " << left.message();
   return 0;
