@@ -39,7 +39,6 @@ if [ -n "$PREBUILT" ]; then
   [ "${VERSION_CODENAME:-}" = "$RELEASE" ] ||
     containers_fail "--prebuilt: this machine is ${PRETTY_NAME:-unknown}, not Debian $RELEASE: its binaries would not match the image's libraries"
   CONTEXT=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-image-context.XXXXXX")
-  trap 'rm -rf "$CONTEXT"' EXIT
   mkdir -p "$CONTEXT/docker" "$CONTEXT/prebuilt/bin"
   cp docker/runtime-packages.sh docker/dtrain-seed-data "$CONTEXT/docker/"
   for b in $PRODUCT_BINARIES; do
@@ -54,8 +53,23 @@ fi
 # --format docker: OCI image configs have no HEALTHCHECK; docker's keep it.
 # --pull=never: FROM debian:... is the local image made above, never a registry's.
 echo "buildah bud -f $DOCKERFILE ${ARGS[*]} -t $TAG"
+LOG=$(mktemp "${TMPDIR:-/tmp}/dtrain-image-build.XXXXXX")
+# A stage that another stage starts FROM (binaries: FROM ${BINARIES}) is committed as an
+# image of its own, and buildah 1.28 leaves it behind untagged, with the working container
+# of the stage that has only that FROM line: both removed here, by the id the log names
+# ("FROM <id> AS binaries"), whether the build passed or not.
+cleanup() {
+  local id
+  for id in $(grep -oE '^\[[0-9]+/[0-9]+\] STEP 1/[0-9]+: FROM [0-9a-f]{64} AS' "$LOG" | awk '{ print $5 }' | sort -u); do
+    buildah rm "${id:0:12}-working-container" > /dev/null 2>&1 || true
+    podman rmi "$id" > /dev/null 2>&1 || true
+  done
+  rm -f "$LOG"
+  [ "$CONTEXT" = . ] || rm -rf "$CONTEXT"
+}
+trap cleanup EXIT
 # shellcheck disable=SC2046
 buildah bud --isolation chroot --format docker --pull=never --layers=false \
   $(containers_run_flags | sed 's/--runtime runc//') \
-  -f "$DOCKERFILE" "${ARGS[@]}" -t "$TAG" "$CONTEXT"
+  -f "$DOCKERFILE" "${ARGS[@]}" -t "$TAG" "$CONTEXT" 2>&1 | tee "$LOG"
 echo "built $TAG in $(($(date +%s) - T0))s: $(podman image ls --format '{{.Size}}' "$TAG" | head -1)"

@@ -179,8 +179,12 @@ ok "worker 1's container was killed at batch $KILL_BATCH (exit 137)"
 podman start "$victim" > /dev/null || containers_fail "podman start $victim failed"
 await_job restart
 RESTART_FNV=$(fnv_of restart)
-# The container ran twice: its log holds both lives; the second must have joined again.
-[ "$(podman logs "$victim" 2>&1 | grep -c "Epoch\[0\] Batch \[$KILL_BATCH\]")" -ge 1 ] || containers_fail "restart: worker 1's log lost its first life"
+# The container ran twice and its log holds both lives: the second rejoined the job as
+# rank 1 and resumed mid-epoch.
+victim_log=$(podman logs "$victim" 2>&1)
+echo "$victim_log" | grep -q "rejoined the job $TAG-restart" ||
+  { show_logs restart; containers_fail "restart: worker 1's second life did not log 'rejoined the job $TAG-restart'"; }
+ok "worker 1's container, started again, $(echo "$victim_log" | grep -o "rejoined the job [^:]*" | head -1) and $(echo "$victim_log" | grep -o "resuming at epoch [0-9]* batch [0-9]*" | head -1)"
 if [ "$RESTART_FNV" = "$PLAIN_FNV" ]; then
   ok "restart: every container exited 0 in $(($(date +%s) - t))s; the weights equal the plain run's (weights-fnv64=$RESTART_FNV)"
 else
