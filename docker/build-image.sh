@@ -33,7 +33,11 @@ containers_base_images "$RELEASE"
 # makes (a build with tests makes test programs too, which the image does not hold).
 PRODUCT_BINARIES="dtrain dtrain-scheduler dtrain-server dtrain-worker dtrain-infer"
 CONTEXT=.
-ARGS=()
+# Named even where it is the Dockerfile's default: buildah 1.28 reads a stage that starts
+# FROM ${ARG} as depending on the stage the argument names only when the argument is
+# given; from the ARG's default it skips that stage as unused and then fails ("build:
+# image not known").
+ARGS=(--build-arg BINARIES=build)
 if [ -n "$PREBUILT" ]; then
   . /etc/os-release
   [ "${VERSION_CODENAME:-}" = "$RELEASE" ] ||
@@ -46,7 +50,7 @@ if [ -n "$PREBUILT" ]; then
     strip --strip-unneeded -o "$CONTEXT/prebuilt/bin/$b" "$PREBUILT/bin/$b"
   done
   sh docker/runtime-packages.sh "$CONTEXT/prebuilt/runtime" "$CONTEXT"/prebuilt/bin/*
-  ARGS+=(--build-arg BINARIES=prebuilt)
+  ARGS=(--build-arg BINARIES=prebuilt)
 fi
 # --isolation chroot: RUN steps in a chroot with the host's network (apt reaches the
 # archive), which works where buildah's default (an OCI runtime) does not nest.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The long container test (CTest container_image_full, label slow; not in CI's default
-# run): docker/Dockerfile built as a user builds it, the tree compiled in its build stage
+# The long container test (CTest container_image_full, label slow, registered with
+# -DDTRAIN_CONTAINER_FULL_TEST=ON; not in CI): docker/Dockerfile built as a user builds it, the tree compiled in its build stage
 # (BINARIES=build), then the same checks as CI's image (docker/check-image.sh) and the
 # cluster test (tests/container/cluster_test.sh) on that image. The image is removed on
 # exit; the base images (debian:bookworm, -slim) are kept for the next run.
