@@ -35,6 +35,10 @@ containers_preflight() { # TOOL...: root, and each tool present, saying what to 
 # updates and security) imported as both debian:RELEASE and debian:RELEASE-slim, the
 # names the Dockerfiles' FROM lines use. Reused when both tags exist already (delete them
 # with `podman rmi debian:bookworm debian:bookworm-slim` to make them anew). ~1 minute.
+# Configured as Debian's own -slim images are (debuerreotype): dpkg leaves out manuals,
+# documentation but the copyright files, and translations, for the packages of the root and
+# for those a Dockerfile installs later; apt deletes the .debs and its package caches after
+# each install (docker-clean; without it a layer keeps ~110 MB of them).
 containers_base_images() { # RELEASE
   local release=$1 sources f
   if podman image exists "localhost/debian:$release" && podman image exists "localhost/debian:$release-slim"; then
@@ -48,8 +52,16 @@ containers_base_images() { # RELEASE
   done
   [ -n "$sources" ] || containers_fail "cannot tell which Debian archive apt uses here (no /etc/apt/sources.list*)"
   echo "making base image debian:$release with mmdebstrap --variant=minbase (apt sources: $sources)"
-  # stdin closed: mmdebstrap reads sources from stdin when it is not a terminal.
-  mmdebstrap --variant=minbase --quiet "$release" - "$sources" < /dev/null |
+  local clean='"rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true";'
+  local slim=()
+  for f in /usr/share/doc/\* /usr/share/man/\* /usr/share/info/\* /usr/share/locale/\* /usr/share/groff/\* \
+    /usr/share/lintian/\* /usr/share/linda/\*; do slim+=(--dpkgopt="path-exclude=$f"); done
+  slim+=(--dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-include=/usr/share/locale/locale.alias')
+  mmdebstrap --variant=minbase --quiet "${slim[@]}" \
+    --customize-hook="printf '%s\n' 'DPkg::Post-Invoke { $clean };' 'APT::Update::Post-Invoke { $clean };' \
+      'Dir::Cache::pkgcache \"\";' 'Dir::Cache::srcpkgcache \"\";' > \"\$1/etc/apt/apt.conf.d/docker-clean\" &&
+      rm -f \"\$1\"/var/cache/apt/*.bin" \
+    "$release" - "$sources" < /dev/null |   # stdin closed: else mmdebstrap reads sources from it
     podman import --quiet - "localhost/debian:$release" > /dev/null ||
     containers_fail "mmdebstrap $release | podman import failed"
   podman tag "localhost/debian:$release" "localhost/debian:$release-slim"
