@@ -27,9 +27,8 @@ BUILD=$(cd "${2:?usage: cluster_test.sh SRC_DIR BUILD_DIR [IMAGE]}" && pwd)
 IMAGE=${3:-}
 . "$SRC/docker/containers.sh"
 containers_preflight podman runc buildah
-for b in dtrain; do
-  [ -x "$BUILD/bin/$b" ] || containers_fail "$BUILD/bin/$b is not built (bash deploy/build.sh)"
-done
+# The host's `dtrain` (health, predict), the one binary here that runs outside a container.
+[ -x "$BUILD/bin/dtrain" ] || containers_fail "$BUILD/bin/dtrain is not built (bash deploy/build.sh)"
 EXAMPLES=${DTRAIN_CT_EXAMPLES:-3000}
 EPOCHS=${DTRAIN_CT_EPOCHS:-2}
 KILL_BATCH=${DTRAIN_CT_KILL_BATCH:-10}
