@@ -19,9 +19,11 @@ read -r -a RUN_FLAGS <<< "$(containers_run_flags)"
 T0=$(date +%s)
 NAME=dtrain-check-$$
 CONTAINERS=()
+LOG=$(mktemp "${TMPDIR:-/tmp}/dtrain-check.XXXXXX")
 cleanup() {
   local c
   for c in "${CONTAINERS[@]}"; do podman rm -f -t 0 "$c" > /dev/null 2>&1 || true; done
+  rm -f "$LOG"
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
@@ -48,8 +50,10 @@ echo "ok   the image has a HEALTHCHECK"
 # ---- inside a container of the image -----------------------------------------------------
 # One container that waits, the checks exec'd into it in turn, as the image's user.
 CONTAINERS+=("$NAME")
-podman run -d --name "$NAME" "${RUN_FLAGS[@]}" --network none --entrypoint sleep "$IMAGE" infinity > /dev/null ||
-  containers_fail "cannot start a container of $IMAGE"
+# podman's own messages go to a log, shown when it fails: where no systemd runs, every
+# start of a container with a HEALTHCHECK logs that its timer could not be set up.
+podman run -d --name "$NAME" "${RUN_FLAGS[@]}" --network none --entrypoint sleep "$IMAGE" infinity > "$LOG" 2>&1 ||
+  { cat "$LOG"; containers_fail "cannot start a container of $IMAGE"; }
 check "runs as uid 10001" 'test "$(id -u)" = 10001'
 check "every binary is there" \
   'for b in dtrain dtrain-scheduler dtrain-server dtrain-worker dtrain-infer dtrain-seed-data; do command -v $b; done'
@@ -89,7 +93,8 @@ start() { # NAME PODMAN-RUN-ARGS...: a detached container of the image
   local n=$1
   shift
   CONTAINERS+=("$n")
-  podman run -d --name "$n" "${RUN_FLAGS[@]}" --network none "$@" > /dev/null || containers_fail "cannot start $n"
+  podman run -d --name "$n" "${RUN_FLAGS[@]}" --network none "$@" > "$LOG" 2>&1 ||
+    { cat "$LOG"; containers_fail "cannot start $n"; }
 }
 start "$NAME-worker" --entrypoint sleep "$IMAGE" infinity
 [ "$(healthcheck "$NAME-worker")" = healthy ] || containers_fail "HEALTHCHECK: unhealthy with no DTRAIN_PORT (a worker)"

@@ -175,7 +175,7 @@ podman kill -s KILL "$victim" > /dev/null
 podman wait "$victim" > /dev/null 2>&1 || true
 [ "$(state_of "$victim")" = "exited 137" ] || containers_fail "restart: worker 1 after podman kill: $(state_of "$victim"), not exited 137"
 ok "worker 1's container was killed at batch $KILL_BATCH (exit 137)"
-podman start "$victim" > /dev/null || containers_fail "podman start $victim failed"
+podman start "$victim" > "$WORK/restart.log" 2>&1 || { cat "$WORK/restart.log"; containers_fail "podman start $victim failed"; }
 await_job restart
 RESTART_FNV=$(fnv_of restart)
 # The container ran twice and its log holds both lives: the second rejoined the job as
