@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by docker/build-image.sh, docker/check-image.sh and tests/container: how this
 # project runs buildah and podman (rootful, Debian bookworm's packages: buildah, podman,
 # runc, mmdebstrap), and the local base images the Dockerfiles start FROM.
