@@ -2,7 +2,7 @@
 # Builds docker/Dockerfile (or --dockerfile FILE) with buildah, rootful, where no registry
 # can be reached: the Debian base images are made locally first (docker/containers.sh).
 #
-#   bash docker/build-image.sh [--tag TAG] [--dockerfile FILE]     # compiles the tree (20-30 min on 2 cores)
+#   bash docker/build-image.sh [--tag TAG] [--dockerfile FILE]     # compiles the tree (15-30 min on 2 cores)
 #   bash docker/build-image.sh --prebuilt BUILD_DIR [--tag TAG]    # BUILD_DIR/bin's binaries (1-2 min)
 #
 # --prebuilt: BINARIES=prebuilt, from a context made here of the Dockerfile's own files

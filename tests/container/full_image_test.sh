@@ -5,7 +5,7 @@
 # cluster test (tests/container/cluster_test.sh) on that image. The image is removed on
 # exit; the base images (debian:bookworm, -slim) are kept for the next run.
 #
-#   bash tests/container/full_image_test.sh SRC_DIR BUILD_DIR     (as root; 20-40 min on 2 cores)
+#   bash tests/container/full_image_test.sh SRC_DIR BUILD_DIR     (as root; 15-30 min on 2 cores)
 #
 # BUILD_DIR: only for the host's `dtrain` (the cluster test's `dtrain predict`).
 set -euo pipefail
