@@ -34,7 +34,10 @@ TEST_PKGS=(
   # tests/k8s: the chart renderer (Go, GOPATH mode), the schema validation (node; npm comes
   # with it on this machine kind, else: apt-get install npm), the netns test, the image test
   golang-go golang-github-masterminds-sprig-dev golang-k8s-sigs-yaml-dev
-  golang-github-xeipuuv-gojsonschema-dev nodejs iproute2 util-linux debootstrap
+  golang-github-xeipuuv-gojsonschema-dev nodejs iproute2 util-linux
+  # tests/container, docker/build-image.sh: the image built by buildah from a base image
+  # made locally (mmdebstrap), its containers run by podman with runc (docs/containers.md)
+  buildah podman runc mmdebstrap
 )
 # The OpenMP build as libblas.so.3/liblapack.so.3 even where another OpenBLAS build, of
 # higher priority, is installed too (see above).
