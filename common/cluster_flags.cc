@@ -9,11 +9,9 @@
 namespace dtrain {
 
 void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
-  flags.AddString("scheduler", &out->scheduler,
-                  "host:port of the scheduler (else DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT)",
+  flags.AddString("scheduler", &out->scheduler, "host:port of the scheduler (else DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT)",
                   {"DTRAIN_SCHEDULER_ADDR"});
-  flags.AddInt("num-workers", &out->num_workers, "workers in the job",
-               {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
+  flags.AddInt("num-workers", &out->num_workers, "workers in the job", {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
   flags.AddInt("num-servers", &out->num_servers, "parameter servers in the job",
                {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
   flags.AddInt("replication", &out->replication,
@@ -36,10 +34,10 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
   flags.AddString("bind-host", &out->bind_host, "address to listen on (0.0.0.0: every interface, IPv6 too)",
                   {"DTRAIN_BIND_HOST"});
   flags.AddInt("port", &out->port, "port this node listens on; 0: any free one", {"DTRAIN_PORT"});
-  flags.AddDouble("register-timeout", &out->register_timeout_s,
-                  "seconds to wait for every node to register", {"DTRAIN_REGISTER_TIMEOUT"});
-  flags.AddDouble("heartbeat-interval", &out->heartbeat_interval_s,
-                  "seconds between heartbeats to the scheduler", {"DTRAIN_HEARTBEAT_INTERVAL"});
+  flags.AddDouble("register-timeout", &out->register_timeout_s, "seconds to wait for every node to register",
+                  {"DTRAIN_REGISTER_TIMEOUT"});
+  flags.AddDouble("heartbeat-interval", &out->heartbeat_interval_s, "seconds between heartbeats to the scheduler",
+                  {"DTRAIN_HEARTBEAT_INTERVAL"});
   flags.AddString("job-id", &out->job_id,
                   "the job this node belongs to; another job's scheduler and servers refuse it (empty: the "
                   "scheduler's)",
@@ -76,9 +74,8 @@ absl::Status SchedulerFromPsLiteEnv(ClusterFlags* flags, const FlagSet::EnvLooku
     }
     flags->scheduler = JoinHostPort(uri, p);
   } else if (!uri.empty() || !port.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together (only ",
-        uri.empty() ? "DMLC_PS_ROOT_PORT" : "DMLC_PS_ROOT_URI", " is set)"));
+    return absl::InvalidArgumentError(absl::StrCat("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT must be set together (only ",
+                                                   uri.empty() ? "DMLC_PS_ROOT_PORT" : "DMLC_PS_ROOT_URI", " is set)"));
   }
   return absl::OkStatus();
 }
@@ -111,8 +108,8 @@ absl::Status CheckClusterNumbers(const ClusterFlags& flags) {
   }
   // Each replica of a key range lives on another server (common/kv/replica_chain.h).
   if (flags.replication < 1 || (flags.num_servers > 0 && flags.replication > flags.num_servers)) {
-    return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..--num-servers (",
-                                                   flags.num_servers, "), got ", flags.replication));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replication must be in 1..--num-servers (", flags.num_servers, "), got ", flags.replication));
   }
   if (flags.rank < -1) {
     return absl::InvalidArgumentError(absl::StrCat("--rank must be -1 (assign) or a rank, got ", flags.rank));
@@ -129,8 +126,8 @@ absl::Status CheckClusterNumbers(const ClusterFlags& flags) {
         absl::StrCat("--rejoin-timeout must not be negative, got ", flags.rejoin_timeout_s));
   }
   if (flags.job_id.size() > kMaxJobIdFlagBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("--job-id has ", flags.job_id.size(),
-                                                   " bytes, the limit is ", kMaxJobIdFlagBytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--job-id has ", flags.job_id.size(), " bytes, the limit is ", kMaxJobIdFlagBytes));
   }
   if (!(flags.heartbeat_interval_s > 0)) {
     return absl::InvalidArgumentError(
@@ -157,8 +154,9 @@ absl::Status ResolveHost(ClusterFlags* flags, const std::string& scheduler_host)
     } else {
       // Not fatal: the scheduler's name may resolve later (a Kubernetes service).
       flags->host = "127.0.0.1";
-      flags->host_origin = absl::StrCat("loopback, WARNING: other machines cannot reach it; no route to the scheduler (",
-                                        address.status().message(), "); set --host or --interface");
+      flags->host_origin =
+          absl::StrCat("loopback, WARNING: other machines cannot reach it; no route to the scheduler (",
+                       address.status().message(), "); set --host or --interface");
     }
   } else {
     flags->host = "127.0.0.1";

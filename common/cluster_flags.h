@@ -19,19 +19,19 @@ namespace dtrain {
 enum class ClusterRole { kAny, kServer, kWorker };
 
 struct ClusterFlags {
-  std::string scheduler;  // host:port; DTRAIN_SCHEDULER_ADDR or DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT
+  std::string scheduler;    // host:port; DTRAIN_SCHEDULER_ADDR or DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT
   int64_t num_workers = 1;  // DTRAIN_NUM_WORKERS, DMLC_NUM_WORKER
   int64_t num_servers = 1;  // DTRAIN_NUM_SERVERS, DMLC_NUM_SERVER
   // Replicas per key range, 1..num_servers (docs/recovery.md); DTRAIN_REPLICATION.
   int64_t replication = 1;
-  int64_t rank = -1;        // DTRAIN_RANK, DMLC_WORKER_ID / DMLC_SERVER_ID; -1: the scheduler assigns
-  std::string host;         // address others reach me at; DTRAIN_NODE_HOST, DMLC_NODE_HOST
-  std::string interface;    // take `host` from this network interface; DTRAIN_INTERFACE, DMLC_INTERFACE
+  int64_t rank = -1;                  // DTRAIN_RANK, DMLC_WORKER_ID / DMLC_SERVER_ID; -1: the scheduler assigns
+  std::string host;                   // address others reach me at; DTRAIN_NODE_HOST, DMLC_NODE_HOST
+  std::string interface;              // take `host` from this network interface; DTRAIN_INTERFACE, DMLC_INTERFACE
   std::string bind_host = "0.0.0.0";  // where to listen (0.0.0.0: every interface, IPv6 too); DTRAIN_BIND_HOST
-  int64_t port = 0;         // my listening port (0: any free one); DTRAIN_PORT
-  std::string host_origin;  // set by FinishClusterFlags: how `host` was chosen, for the log
-  double register_timeout_s = 120;   // DTRAIN_REGISTER_TIMEOUT
-  double heartbeat_interval_s = 1;   // DTRAIN_HEARTBEAT_INTERVAL
+  int64_t port = 0;                   // my listening port (0: any free one); DTRAIN_PORT
+  std::string host_origin;            // set by FinishClusterFlags: how `host` was chosen, for the log
+  double register_timeout_s = 120;    // DTRAIN_REGISTER_TIMEOUT
+  double heartbeat_interval_s = 1;    // DTRAIN_HEARTBEAT_INTERVAL
   // Recovery (docs/recovery.md), every role. The scheduler has its own flags of the
   // same names (it does not use ClusterFlags).
   std::string job_id;  // DTRAIN_JOB_ID; empty: the scheduler's. At most kMaxJobIdFlagBytes.
@@ -54,7 +54,6 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role = Clust
 // else the local address of the route to the scheduler (so nodes on other machines
 // can reach this one), else 127.0.0.1; `host_origin` says which.
 // `need_scheduler`: the address must be known.
-absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler,
-                                const FlagSet::EnvLookup& env = nullptr);
+absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env = nullptr);
 
 }  // namespace dtrain

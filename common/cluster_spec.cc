@@ -18,9 +18,8 @@ std::string ListText(const std::vector<std::string>& list) {
 }
 
 // "X's --ps_hosts is a:1 but Y's is a:2", or "" when the lists agree.
-std::string DescribeList(absl::string_view flag, const std::vector<std::string>& mine,
-                         absl::string_view mine_owner, const std::vector<std::string>& theirs,
-                         absl::string_view theirs_owner) {
+std::string DescribeList(absl::string_view flag, const std::vector<std::string>& mine, absl::string_view mine_owner,
+                         const std::vector<std::string>& theirs, absl::string_view theirs_owner) {
   if (mine == theirs) return "";
   const std::string mine_text = ListText(mine);
   const std::string theirs_text = ListText(theirs);
@@ -32,8 +31,8 @@ std::string DescribeList(absl::string_view flag, const std::vector<std::string>&
   auto entry = [i](const std::vector<std::string>& list) {
     return i < list.size() ? absl::StrCat("entry ", i, " is ", list[i]) : absl::StrCat("no entry ", i);
   };
-  return absl::StrCat(mine_owner, " ", flag, " lists ", mine.size(), " hosts and ", entry(mine), ", but ",
-                      theirs_owner, " lists ", theirs.size(), " and ", entry(theirs));
+  return absl::StrCat(mine_owner, " ", flag, " lists ", mine.size(), " hosts and ", entry(mine), ", but ", theirs_owner,
+                      " lists ", theirs.size(), " and ", entry(theirs));
 }
 
 }  // namespace
@@ -98,8 +97,8 @@ absl::Status CompareClusterSpecs(absl::string_view scheduler_text, absl::string_
   // The scheduler checked its own at start-up; a failure here is a bug, but still a refusal.
   absl::StatusOr<ClusterSpec> scheduler = ParseCanonicalClusterSpec(scheduler_text);
   if (!scheduler.ok()) return absl::InternalError(absl::StrCat("the scheduler's ", scheduler.status().message()));
-  std::string diff = DescribeClusterSpecDifference(*node, absl::StrCat(node_name, "'s"), *scheduler,
-                                                   "the scheduler's (worker 0's)");
+  std::string diff =
+      DescribeClusterSpecDifference(*node, absl::StrCat(node_name, "'s"), *scheduler, "the scheduler's (worker 0's)");
   // Texts that differ but parse the same (cannot happen with dtrain run's texts).
   if (diff.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(

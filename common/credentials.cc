@@ -106,8 +106,8 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials() { return ServerCred
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() {
   const TransportSecurity s = Current();
   if (!s.tls) return ChannelCredentialsFor(s);
-  return grpc::CompositeChannelCredentials(
-      ChannelCredentialsFor(s), grpc::MetadataCredentialsFromPlugin(std::make_unique<NodeTokenPlugin>()));
+  return grpc::CompositeChannelCredentials(ChannelCredentialsFor(s),
+                                           grpc::MetadataCredentialsFromPlugin(std::make_unique<NodeTokenPlugin>()));
 }
 
 }  // namespace dtrain

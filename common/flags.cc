@@ -34,7 +34,8 @@ std::string ValueText(int type, const void* value) {
 }  // namespace
 
 FlagSet::FlagSet(std::string program, std::string summary)
-    : program_(std::move(program)), summary_(std::move(summary)),
+    : program_(std::move(program)),
+      summary_(std::move(summary)),
       env_([](const char* n) { return static_cast<const char*>(std::getenv(n)); }) {}
 
 void FlagSet::Add(const std::string& name, Type type, void* value, const std::string& help,
@@ -44,15 +45,13 @@ void FlagSet::Add(const std::string& name, Type type, void* value, const std::st
   flags_.push_back(std::move(f));
 }
 
-void FlagSet::AddString(const std::string& n, std::string* v, const std::string& h,
-                        std::vector<std::string> e) {
+void FlagSet::AddString(const std::string& n, std::string* v, const std::string& h, std::vector<std::string> e) {
   Add(n, Type::kString, v, h, std::move(e));
 }
 void FlagSet::AddInt(const std::string& n, int64_t* v, const std::string& h, std::vector<std::string> e) {
   Add(n, Type::kInt, v, h, std::move(e));
 }
-void FlagSet::AddDouble(const std::string& n, double* v, const std::string& h,
-                        std::vector<std::string> e) {
+void FlagSet::AddDouble(const std::string& n, double* v, const std::string& h, std::vector<std::string> e) {
   Add(n, Type::kDouble, v, h, std::move(e));
 }
 void FlagSet::AddBool(const std::string& n, bool* v, const std::string& h, std::vector<std::string> e) {
@@ -81,9 +80,7 @@ absl::Status FlagSet::Assign(Flag& f, const std::string& text, const std::string
         absl::StrCat(origin, ": expected ", what, " for --", f.name, ", got '", text, "'"));
   };
   switch (f.type) {
-    case Type::kString:
-      *static_cast<std::string*>(f.value) = text;
-      break;
+    case Type::kString: *static_cast<std::string*>(f.value) = text; break;
     case Type::kInt: {
       int64_t v;
       if (!absl::SimpleAtoi(text, &v)) return bad("an integer");
@@ -166,8 +163,7 @@ absl::Status FlagSet::Parse(const std::vector<std::string>& args, std::vector<st
       }
     }
     if (f == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown flag --", body, " (see ", program_, " --help)"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", body, " (see ", program_, " --help)"));
     }
     if (!has_value) {
       if (f->type == Type::kBool) {
@@ -206,8 +202,7 @@ absl::Status ParseIntList(const std::string& text, std::vector<int64_t>* out) {
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     int64_t v;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v)) {
-      return absl::InvalidArgumentError(absl::StrCat("expected a comma-separated list of integers, got '",
-                                                     text, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("expected a comma-separated list of integers, got '", text, "'"));
     }
     out->push_back(v);
   }

@@ -31,21 +31,16 @@ class FlagSet {
   // `env` lists environment variable names consulted in order.
   void AddString(const std::string& name, std::string* value, const std::string& help,
                  std::vector<std::string> env = {});
-  void AddInt(const std::string& name, int64_t* value, const std::string& help,
-              std::vector<std::string> env = {});
-  void AddDouble(const std::string& name, double* value, const std::string& help,
-                 std::vector<std::string> env = {});
+  void AddInt(const std::string& name, int64_t* value, const std::string& help, std::vector<std::string> env = {});
+  void AddDouble(const std::string& name, double* value, const std::string& help, std::vector<std::string> env = {});
   // `--name`, `--name=true|false|1|0`, `--no-name`.
-  void AddBool(const std::string& name, bool* value, const std::string& help,
-               std::vector<std::string> env = {});
+  void AddBool(const std::string& name, bool* value, const std::string& help, std::vector<std::string> env = {});
 
   // Parses argv[1..]. Arguments after a bare `--` and arguments not starting with
   // `--` are returned in `positional` (an error when `positional` is null).
   // Unknown flags and malformed values are INVALID_ARGUMENT naming the flag.
-  absl::Status Parse(int argc, const char* const* argv,
-                     std::vector<std::string>* positional = nullptr);
-  absl::Status Parse(const std::vector<std::string>& args,
-                     std::vector<std::string>* positional = nullptr);
+  absl::Status Parse(int argc, const char* const* argv, std::vector<std::string>* positional = nullptr);
+  absl::Status Parse(const std::vector<std::string>& args, std::vector<std::string>* positional = nullptr);
 
   void set_env_lookup(EnvLookup lookup) { env_ = std::move(lookup); }
   // `--help`, `-h` or `--version` was given: print Usage() to stdout and exit 0.
@@ -68,8 +63,7 @@ class FlagSet {
     std::string default_text;
     bool set = false;
   };
-  void Add(const std::string& name, Type type, void* value, const std::string& help,
-           std::vector<std::string> env);
+  void Add(const std::string& name, Type type, void* value, const std::string& help, std::vector<std::string> env);
   Flag* Find(const std::string& name);
   absl::Status Assign(Flag& flag, const std::string& text, const std::string& origin);
 

@@ -17,9 +17,7 @@ grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d) {
-  return absl::ToChronoTime(absl::Now() + d);
-}
+std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d) { return absl::ToChronoTime(absl::Now() + d); }
 
 namespace {
 

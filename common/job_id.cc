@@ -10,8 +10,8 @@ namespace dtrain {
 
 std::string NewJobId() {
   std::random_device random;
-  const uint64_t bits = (static_cast<uint64_t>(random()) << 32) ^ random() ^
-                        static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+  const uint64_t bits =
+      (static_cast<uint64_t>(random()) << 32) ^ random() ^ static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
   return absl::StrFormat("job-%016x", bits);
 }
 

@@ -7,25 +7,19 @@
 namespace dtrain {
 namespace {
 
-constexpr KVStoreMode kAll[] = {KVStoreMode::kLocal, KVStoreMode::kDevice, KVStoreMode::kDistSync,
+constexpr KVStoreMode kAll[] = {KVStoreMode::kLocal,          KVStoreMode::kDevice,    KVStoreMode::kDistSync,
                                 KVStoreMode::kDistDeviceSync, KVStoreMode::kDistAsync, KVStoreMode::kDistSsp};
 
 }  // namespace
 
 const char* KVStoreModeName(KVStoreMode mode) {
   switch (mode) {
-    case KVStoreMode::kLocal:
-      return "local";
-    case KVStoreMode::kDevice:
-      return "device";
-    case KVStoreMode::kDistSync:
-      return "dist_sync";
-    case KVStoreMode::kDistDeviceSync:
-      return "dist_device_sync";
-    case KVStoreMode::kDistAsync:
-      return "dist_async";
-    case KVStoreMode::kDistSsp:
-      return "dist_ssp";
+    case KVStoreMode::kLocal: return "local";
+    case KVStoreMode::kDevice: return "device";
+    case KVStoreMode::kDistSync: return "dist_sync";
+    case KVStoreMode::kDistDeviceSync: return "dist_device_sync";
+    case KVStoreMode::kDistAsync: return "dist_async";
+    case KVStoreMode::kDistSsp: return "dist_ssp";
   }
   return "?";
 }

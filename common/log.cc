@@ -40,8 +40,7 @@ LogLine::LogLine(LogLevel level, const char* /*file*/, int /*line*/) : level_(le
     std::lock_guard<std::mutex> lock(g_identity_mu);
     stream_ << g_identity;
   }
-  stream_ << absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), absl::LocalTimeZone()) << ' ' << tag
-          << ' ';
+  stream_ << absl::FormatTime("%Y-%m-%d %H:%M:%E3S", absl::Now(), absl::LocalTimeZone()) << ' ' << tag << ' ';
 }
 
 LogLine::~LogLine() {

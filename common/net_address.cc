@@ -111,8 +111,8 @@ absl::StatusOr<std::string> InterfaceAddress(const std::string& name) {
   ::freeifaddrs(list);
   if (!v4.empty()) return v4;
   if (!v6.empty()) return v6;
-  return absl::NotFoundError(absl::StrCat("network interface '", name, "' has no usable address (interfaces: ",
-                                          absl::StrJoin(names, ", "), ")"));
+  return absl::NotFoundError(absl::StrCat("network interface '", name,
+                                          "' has no usable address (interfaces: ", absl::StrJoin(names, ", "), ")"));
 }
 
 }  // namespace dtrain

@@ -136,8 +136,7 @@ class SchedulerClient::Heartbeat {
     v1::HeartbeatResponse response;
     while (stream.Read(&response)) {
       // Deaths in this machine's clock: the scheduler's "now" is the reference.
-      const int64_t skew_ms =
-          response.now_unix_ms() > 0 ? absl::ToUnixMillis(absl::Now()) - response.now_unix_ms() : 0;
+      const int64_t skew_ms = response.now_unix_ms() > 0 ? absl::ToUnixMillis(absl::Now()) - response.now_unix_ms() : 0;
       for (const auto& node : response.dead()) {
         if (!hooks_.on_dead) continue;
         v1::NodeInfo local = node;
@@ -218,8 +217,8 @@ class SchedulerClient::Heartbeat {
   absl::Mutex mu_;
   absl::CondVar cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  bool stream_done_ ABSL_GUARDED_BY(mu_) = false;                 // the current stream's reader has ended
-  bool poke_ ABSL_GUARDED_BY(mu_) = false;                        // send the next request now
+  bool stream_done_ ABSL_GUARDED_BY(mu_) = false;                // the current stream's reader has ended
+  bool poke_ ABSL_GUARDED_BY(mu_) = false;                       // send the next request now
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the current stream's
   std::atomic<bool> shutdown_seen_{false};
   std::thread thread_;  // last: starts once everything above is set
@@ -242,8 +241,7 @@ SchedulerClient::~SchedulerClient() {
   heartbeat_.reset();
 }
 
-SchedulerClient::RegisterResult SchedulerClient::RegisterOnce(const v1::RegisterRequest& request,
-                                                              absl::Time deadline) {
+SchedulerClient::RegisterResult SchedulerClient::RegisterOnce(const v1::RegisterRequest& request, absl::Time deadline) {
   // Waits for the channel in slices, so that the destructor need not wait for it.
   while (!channel_->WaitForConnected(absl::ToChronoTime(std::min(deadline, absl::Now() + kRetryPause)))) {
     {
@@ -305,17 +303,17 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
     RegisterResult r = RegisterOnce(request, deadline);
     if (r.ok()) {
       generation_.fetch_add(1);
-      DTRAIN_LOG(INFO) << "registered again with the scheduler at " << address_ << " as " << me
-                       << " incarnation " << r->incarnation() << " after "
+      DTRAIN_LOG(INFO) << "registered again with the scheduler at " << address_ << " as " << me << " incarnation "
+                       << r->incarnation() << " after "
                        << absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(100)));
       return absl::OkStatus();
     }
     const absl::StatusCode code = r.status().code();
     if (code == absl::StatusCode::kCancelled) return r.status();
     if (code != absl::StatusCode::kUnavailable || absl::Now() + kRetryPause >= deadline) {
-      return absl::Status(code, absl::StrCat("lost the scheduler at ", address_, " and could not register again as ",
-                                             me, " within ", absl::FormatDuration(deadline - start), ": ",
-                                             r.status().message()));
+      return absl::Status(
+          code, absl::StrCat("lost the scheduler at ", address_, " and could not register again as ", me, " within ",
+                             absl::FormatDuration(deadline - start), ": ", r.status().message()));
     }
     absl::SleepFor(kRetryPause);
   }
@@ -341,7 +339,8 @@ absl::Status SchedulerClient::Retrying(const std::string& what, absl::Time deadl
     if (lost_since == absl::InfiniteFuture()) {
       lost_since = now;
       DTRAIN_LOG(WARNING) << what << ": the scheduler at " << address_ << " answered: " << s.error_message()
-                          << "; retrying for up to " << absl::FormatDuration(absl::Trunc(deadline - now, absl::Seconds(1)));
+                          << "; retrying for up to "
+                          << absl::FormatDuration(absl::Trunc(deadline - now, absl::Seconds(1)));
     }
     last = s;
     if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
@@ -355,8 +354,8 @@ absl::Status SchedulerClient::Retrying(const std::string& what, absl::Time deadl
 }
 
 absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, const std::string& my_address,
-                                                               int requested_rank, int num_workers,
-                                                               int num_servers, absl::Duration timeout) {
+                                                               int requested_rank, int num_workers, int num_servers,
+                                                               absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   v1::RegisterRequest request;
   request.set_role(role);
@@ -376,10 +375,8 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
     // come up rather than failing on the first refused connection.
     r = RegisterOnce(request, deadline);
     if (r.ok()) break;
-    if (r.status().code() == absl::StatusCode::kUnavailable &&
-        absl::StartsWith(r.status().message(), "cannot reach")) {
-      return absl::UnavailableError(
-          absl::StrCat(r.status().message(), " within ", absl::FormatDuration(timeout)));
+    if (r.status().code() == absl::StatusCode::kUnavailable && absl::StartsWith(r.status().message(), "cannot reach")) {
+      return absl::UnavailableError(absl::StrCat(r.status().message(), " within ", absl::FormatDuration(timeout)));
     }
     // A live holder of our rank in a running job is the process we replace, not yet
     // declared dead (a holder still REGISTERED is a duplicate: the job has not started).

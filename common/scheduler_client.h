@@ -37,9 +37,8 @@ class SchedulerClient {
   // (ALREADY_EXISTS: this process replaces one the scheduler has not yet declared
   // dead) is retried until `timeout`, then that error is returned; before the job
   // starts the holder is a duplicate and the error comes at once.
-  absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& my_address,
-                                                int requested_rank, int num_workers, int num_servers,
-                                                absl::Duration timeout);
+  absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& my_address, int requested_rank,
+                                                int num_workers, int num_servers, absl::Duration timeout);
 
   struct HeartbeatHooks {
     // Called (from the heartbeat thread) when the scheduler says the job is over, or
@@ -162,7 +161,7 @@ class SchedulerClient {
   int num_workers_ = 0;
   int num_servers_ = 0;
   std::atomic<uint64_t> generation_{0};  // registrations again so far
-  absl::Mutex register_mu_;               // one registration again at a time
+  absl::Mutex register_mu_;              // one registration again at a time
   absl::Mutex cancel_mu_;
   bool closing_ ABSL_GUARDED_BY(cancel_mu_) = false;
   grpc::ClientContext* register_context_ ABSL_GUARDED_BY(cancel_mu_) = nullptr;

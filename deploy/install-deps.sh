@@ -28,6 +28,7 @@ RUN_PKGS=(
 )
 TEST_PKGS=(
   libgtest-dev
+  clang-format   # tests/layout: the C++ files as .clang-format says (Debian bookworm: 14)
   python3-torch   # the reference for benchmarks (/usr/bin/python3)
   clang libclang-rt-14-dev   # tests/fuzz: libFuzzer and the sanitizers (a clang build of its own)
   prometheus gnuplot-nox   # tests/integration/metrics (a real Prometheus), `dtrain plot`

@@ -12,10 +12,10 @@ std::string Who(const Caller& c) {
 }
 
 absl::Status NoToken(const Caller& c, absl::string_view what) {
-  return absl::UnauthenticatedError(absl::StrCat(what, " refused: ", Describe(c.identity), " sent ",
-                                                 c.token_error.ok() ? std::string("no node token")
-                                                                    : std::string(c.token_error.message()),
-                                                 " (a node gets its token when it registers)"));
+  return absl::UnauthenticatedError(
+      absl::StrCat(what, " refused: ", Describe(c.identity), " sent ",
+                   c.token_error.ok() ? std::string("no node token") : std::string(c.token_error.message()),
+                   " (a node gets its token when it registers)"));
 }
 
 }  // namespace
@@ -33,7 +33,8 @@ Caller IdentifyCaller(const grpc::ServerContextBase& ctx, absl::string_view toke
   const auto& md = ctx.client_metadata();
   auto it = md.find(kTokenMetadataKey);
   if (it != md.end()) {
-    absl::StatusOr<TokenClaims> claims = VerifyToken(token_key, absl::string_view(it->second.data(), it->second.size()));
+    absl::StatusOr<TokenClaims> claims =
+        VerifyToken(token_key, absl::string_view(it->second.data(), it->second.size()));
     if (claims.ok()) {
       c.token = *claims;
     } else {
@@ -61,8 +62,8 @@ absl::Status RequireAnyOf(const Caller& caller, absl::string_view what,
 
 absl::Status RequireReader(const Caller& caller, absl::string_view what) {
   const PeerIdentity& id = caller.identity;
-  const bool scheduler_cert = id.kind == PeerIdentity::Kind::kAnyNode ||
-                              (id.kind == PeerIdentity::Kind::kNode && id.role == "scheduler");
+  const bool scheduler_cert =
+      id.kind == PeerIdentity::Kind::kAnyNode || (id.kind == PeerIdentity::Kind::kNode && id.role == "scheduler");
   if (id.kind == PeerIdentity::Kind::kOperator || scheduler_cert || caller.token) return absl::OkStatus();
   if (!caller.token_error.ok()) return NoToken(caller, what);
   return absl::PermissionDeniedError(absl::StrCat(

@@ -22,8 +22,8 @@ namespace dtrain::auth {
 
 // What one call's peer proved.
 struct Caller {
-  std::string peer;         // "ipv4:127.0.0.1:51234", for log lines
-  PeerIdentity identity;    // from its certificate
+  std::string peer;                  // "ipv4:127.0.0.1:51234", for log lines
+  PeerIdentity identity;             // from its certificate
   std::optional<TokenClaims> token;  // a token of this job, checked
   absl::Status token_error;          // why `token` is empty, when one was sent
 };

@@ -69,7 +69,9 @@ void TokenKeyring::Set(std::string key) {
 
 std::string TokenKeyring::Get(absl::Time deadline) const {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithDeadline(absl::Condition(+[](const std::string* key) { return !key->empty(); }, &key_), deadline);
+  mu_.AwaitWithDeadline(absl::Condition(
+                            +[](const std::string* key) { return !key->empty(); }, &key_),
+                        deadline);
   return key_;
 }
 

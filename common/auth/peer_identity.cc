@@ -44,19 +44,16 @@ std::string Describe(const PeerIdentity& id) {
 }
 
 absl::Status MayRegisterAs(const PeerIdentity& id, absl::string_view role, int requested_rank, int* rank_to_request) {
-  const std::string asked =
-      requested_rank >= 0 ? absl::StrCat(role, " ", requested_rank) : absl::StrCat("a ", role);
+  const std::string asked = requested_rank >= 0 ? absl::StrCat(role, " ", requested_rank) : absl::StrCat("a ", role);
   switch (id.kind) {
-    case PeerIdentity::Kind::kAnyNode:
-      return absl::OkStatus();
+    case PeerIdentity::Kind::kAnyNode: return absl::OkStatus();
     case PeerIdentity::Kind::kNode:
       if (id.role != role) break;
       if (id.rank < 0) return absl::OkStatus();
       if (requested_rank >= 0 && requested_rank != id.rank) break;
       *rank_to_request = id.rank;
       return absl::OkStatus();
-    default:
-      break;
+    default: break;
   }
   return absl::PermissionDeniedError(absl::StrCat(Describe(id), " may not register as ", asked));
 }

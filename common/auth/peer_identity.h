@@ -28,9 +28,9 @@ struct PeerIdentity {
     kOther,     // a certificate of the job's CA for something else (infer, client)
   };
   Kind kind = Kind::kNone;
-  std::string role;   // kNode: "scheduler", "server" or "worker"
-  int rank = -1;      // kNode: the rank, or -1 for any
-  std::string name;   // the CN as presented, for messages ("worker-1.mnist"); "" for kNone
+  std::string role;  // kNode: "scheduler", "server" or "worker"
+  int rank = -1;     // kNode: the rank, or -1 for any
+  std::string name;  // the CN as presented, for messages ("worker-1.mnist"); "" for kNone
 };
 
 // The identity a certificate's common name gives (empty: kNone).

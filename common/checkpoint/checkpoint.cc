@@ -54,9 +54,7 @@ constexpr size_t kMaxCheckpointBytes = size_t{16} << 30;
 constexpr uint64_t kMinParamRecord = 4 + 1 + 4;
 constexpr uint64_t kMinStateRecord = 8 + 8 + 8;
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
+std::string ShapeString(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
 std::string RunRecordJson(const RunRecord& r) {
   nlohmann::json j;
@@ -82,16 +80,15 @@ absl::StatusOr<RunRecord> ParseRunRecord(const ByteReader& r, const std::string&
   }
   if (!j.is_object()) return r.Error("run record is not a JSON object");
   RunRecord rec;
-  for (auto [name, field] : {std::pair{"run_id", &rec.run_id}, std::pair{"network", &rec.network},
-                             std::pair{"kv_store", &rec.kv_store}}) {
+  for (auto [name, field] :
+       {std::pair{"run_id", &rec.run_id}, std::pair{"network", &rec.network}, std::pair{"kv_store", &rec.kv_store}}) {
     if (!j.contains(name) || !j[name].is_string()) {
       return r.Error(absl::StrCat("run record field \"", name, "\" is missing or not a string"));
     }
     *field = j[name].get<std::string>();
   }
-  for (auto [name, field] :
-       {std::pair{"num_workers", &rec.num_workers}, std::pair{"batch_size", &rec.batch_size},
-        std::pair{"num_examples", &rec.num_examples}, std::pair{"seed", &rec.seed}}) {
+  for (auto [name, field] : {std::pair{"num_workers", &rec.num_workers}, std::pair{"batch_size", &rec.batch_size},
+                             std::pair{"num_examples", &rec.num_examples}, std::pair{"seed", &rec.seed}}) {
     if (!j.contains(name) || !j[name].is_number_integer()) {
       return r.Error(absl::StrCat("run record field \"", name, "\" is missing or not an integer"));
     }
@@ -148,17 +145,15 @@ std::string StatesPath(const std::string& prefix, int epoch) {
 
 absl::Status WriteSymbol(const std::string& prefix, const SymbolInfo& info) {
   std::string path = SymbolPath(prefix);
-  bool shape_ok =
-      !info.input_shape.empty() && std::all_of(info.input_shape.begin(), info.input_shape.end(),
-                                               [](int64_t d) { return d > 0; });
+  bool shape_ok = !info.input_shape.empty() &&
+                  std::all_of(info.input_shape.begin(), info.input_shape.end(), [](int64_t d) { return d > 0; });
   if (info.network.empty() || info.num_classes < 1 || !shape_ok ||
-      (!info.class_names.empty() &&
-       info.class_names.size() != static_cast<size_t>(info.num_classes))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot write ", path, ": network \"", info.network, "\", ", info.num_classes,
-        " classes, input shape ", ShapeString(info.input_shape), ", ", info.class_names.size(),
-        " class names: need a network name, classes >= 1, a positive shape, and no or one "
-        "name per class"));
+      (!info.class_names.empty() && info.class_names.size() != static_cast<size_t>(info.num_classes))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path, ": network \"", info.network, "\", ", info.num_classes,
+                     " classes, input shape ", ShapeString(info.input_shape), ", ", info.class_names.size(),
+                     " class names: need a network name, classes >= 1, a positive shape, and no or one "
+                     "name per class"));
   }
   nlohmann::json j;
   j["network"] = info.network;
@@ -183,22 +178,21 @@ absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix) {
   }
   if (!j.is_object()) return absl::DataLossError(absl::StrCat(path, ": not a JSON object"));
   auto bad = [&](const char* field, const char* want) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": field \"", field, "\" is ", j.contains(field) ? "not " : "missing, want ", want));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": field \"", field, "\" is ", j.contains(field) ? "not " : "missing, want ", want));
   };
   if (!j.contains("format") || !j["format"].is_string()) return bad("format", "a string");
   if (j["format"] != kSymbolFormat) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": format \"", j["format"].get<std::string>(), "\" is not \"", kSymbolFormat, "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": format \"", j["format"].get<std::string>(), "\" is not \"", kSymbolFormat, "\""));
   }
   SymbolInfo info;
-  if (!j.contains("network") || !j["network"].is_string() ||
-      j["network"].get<std::string>().empty()) {
+  if (!j.contains("network") || !j["network"].is_string() || j["network"].get<std::string>().empty()) {
     return bad("network", "a non-empty string");
   }
   info.network = j["network"].get<std::string>();
-  if (!j.contains("num_classes") || !j["num_classes"].is_number_integer() ||
-      j["num_classes"].get<int64_t>() < 1 || j["num_classes"].get<int64_t>() > 1000000) {
+  if (!j.contains("num_classes") || !j["num_classes"].is_number_integer() || j["num_classes"].get<int64_t>() < 1 ||
+      j["num_classes"].get<int64_t>() > 1000000) {
     return bad("num_classes", "an integer in [1, 1000000]");
   }
   info.num_classes = j["num_classes"].get<int>();
@@ -219,8 +213,7 @@ absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix) {
     if (!n.is_string()) return bad("class_names", names_want);
     info.class_names.push_back(n.get<std::string>());
   }
-  if (!info.class_names.empty() &&
-      info.class_names.size() != static_cast<size_t>(info.num_classes)) {
+  if (!info.class_names.empty() && info.class_names.size() != static_cast<size_t>(info.num_classes)) {
     return bad("class_names", names_want);
   }
   if (j.contains("run_id")) {
@@ -256,15 +249,14 @@ absl::Status WriteParams(const std::string& path, const std::vector<NamedTensor>
     uint64_t elements = 1;
     bool dims_ok = t.shape.size() <= kMaxDims;
     for (int64_t d : t.shape) {
-      dims_ok = dims_ok && d >= 0 &&
-                !__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements);
+      dims_ok = dims_ok && d >= 0 && !__builtin_mul_overflow(elements, static_cast<uint64_t>(d), &elements);
     }
     if (t.name.empty() || t.name.size() > kMaxNameLen || !dims_ok || elements != t.data.size() ||
         !seen.insert(t.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot write ", path, ": tensor \"", t.name, "\" with shape ", ShapeString(t.shape),
-          " and ", t.data.size(), " values: need a unique name of 1 to ", kMaxNameLen,
-          " bytes, at most ", kMaxDims, " non-negative dims, and one value per element"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot write ", path, ": tensor \"", t.name, "\" with shape ", ShapeString(t.shape), " and ",
+                       t.data.size(), " values: need a unique name of 1 to ", kMaxNameLen, " bytes, at most ", kMaxDims,
+                       " non-negative dims, and one value per element"));
     }
     PutU32(&out, static_cast<uint32_t>(t.name.size()));
     out += t.name;
@@ -278,8 +270,7 @@ absl::Status WriteParams(const std::string& path, const std::vector<NamedTensor>
 
 absl::StatusOr<std::vector<NamedTensor>> ReadParams(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadFileLimited(path, kMaxCheckpointBytes));
-  DTRAIN_ASSIGN_OR_RETURN(ByteReader r,
-                          internal::OpenFramedFile(path, bytes, kParamsMagic, "params"));
+  DTRAIN_ASSIGN_OR_RETURN(ByteReader r, internal::OpenFramedFile(path, bytes, kParamsMagic, "params"));
   uint64_t count;
   DTRAIN_RETURN_IF_ERROR(r.U64("tensor count", &count));
   if (count > r.remaining() / kMinParamRecord) {
@@ -291,8 +282,7 @@ absl::StatusOr<std::vector<NamedTensor>> ReadParams(const std::string& path) {
     uint32_t name_len, ndim;
     DTRAIN_RETURN_IF_ERROR(r.U32("name length", &name_len));
     if (name_len == 0 || name_len > kMaxNameLen) {
-      return r.Error(
-          absl::StrCat("tensor name length ", name_len, " is not in [1, ", kMaxNameLen, "]"));
+      return r.Error(absl::StrCat("tensor name length ", name_len, " is not in [1, ", kMaxNameLen, "]"));
     }
     DTRAIN_RETURN_IF_ERROR(r.Bytes("tensor name", name_len, &t.name));
     if (!seen.insert(t.name).second) return r.Error("duplicate tensor \"" + t.name + "\"");
@@ -321,21 +311,19 @@ absl::StatusOr<std::vector<NamedTensor>> ReadParams(const std::string& path) {
 
 absl::Status WriteStates(const std::string& path, const OptimizerStates& states) {
   if (states.optimizer.empty() || states.optimizer.size() > kMaxOptimizerNameLen) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": optimizer name \"",
-                                                   states.optimizer, "\" must be 1 to ",
-                                                   kMaxOptimizerNameLen, " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": optimizer name \"", states.optimizer,
+                                                   "\" must be 1 to ", kMaxOptimizerNameLen, " bytes"));
   }
   // Without a record the file is version 1, byte for byte what older builds wrote.
-  std::string out = internal::BeginFramedFile(
-      kStatesMagic, states.run ? kStatesVersionWithRun : internal::kFormatVersion);
+  std::string out =
+      internal::BeginFramedFile(kStatesMagic, states.run ? kStatesVersionWithRun : internal::kFormatVersion);
   PutU32(&out, static_cast<uint32_t>(states.optimizer.size()));
   out += states.optimizer;
   PutU64(&out, states.keys.size());
   std::set<uint64_t> seen;
   for (const kv::KeyState& k : states.keys) {
     if (!seen.insert(k.key).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot write ", path, ": key ", k.key, " appears twice"));
+      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": key ", k.key, " appears twice"));
     }
     PutU64(&out, k.key);
     PutU64(&out, static_cast<uint64_t>(k.version));
@@ -345,9 +333,8 @@ absl::Status WriteStates(const std::string& path, const OptimizerStates& states)
   if (states.run) {
     const std::string record = RunRecordJson(*states.run);
     if (record.size() > kMaxRunRecordBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": run record of ",
-                                                     record.size(), " bytes (max ",
-                                                     kMaxRunRecordBytes, ")"));
+      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": run record of ", record.size(),
+                                                     " bytes (max ", kMaxRunRecordBytes, ")"));
     }
     PutU32(&out, static_cast<uint32_t>(record.size()));
     out += record;
@@ -359,15 +346,13 @@ absl::Status WriteStates(const std::string& path, const OptimizerStates& states)
 absl::StatusOr<OptimizerStates> ReadStates(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadFileLimited(path, kMaxCheckpointBytes));
   uint32_t version;
-  DTRAIN_ASSIGN_OR_RETURN(ByteReader r,
-                          internal::OpenFramedFile(path, bytes, kStatesMagic, "states",
-                                                   kStatesVersionWithRun, &version));
+  DTRAIN_ASSIGN_OR_RETURN(
+      ByteReader r, internal::OpenFramedFile(path, bytes, kStatesMagic, "states", kStatesVersionWithRun, &version));
   OptimizerStates states;
   uint32_t name_len;
   DTRAIN_RETURN_IF_ERROR(r.U32("optimizer name length", &name_len));
   if (name_len == 0 || name_len > kMaxOptimizerNameLen) {
-    return r.Error(absl::StrCat("optimizer name length ", name_len, " is not in [1, ",
-                                kMaxOptimizerNameLen, "]"));
+    return r.Error(absl::StrCat("optimizer name length ", name_len, " is not in [1, ", kMaxOptimizerNameLen, "]"));
   }
   DTRAIN_RETURN_IF_ERROR(r.Bytes("optimizer name", name_len, &states.optimizer));
   uint64_t count;
@@ -410,20 +395,19 @@ absl::Status CheckParamsMatch(const std::string& path, const std::vector<NamedTe
           absl::StrCat(path, ": tensor #", i, " is ", got.name, ", the model expects ", want.name));
     }
     if (got.shape != want.shape) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(path, ": ", got.name, " has shape ", ShapeString(got.shape),
-                       ", the model expects ", ShapeString(want.shape)));
+      return absl::FailedPreconditionError(absl::StrCat(path, ": ", got.name, " has shape ", ShapeString(got.shape),
+                                                        ", the model expects ", ShapeString(want.shape)));
     }
   }
   if (loaded.size() < expected_shapes.size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": has ", loaded.size(), " tensors, the model expects ",
-                     expected_shapes.size(), " (missing ", expected_shapes[common].name, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": has ", loaded.size(), " tensors, the model expects ",
+                                                      expected_shapes.size(), " (missing ",
+                                                      expected_shapes[common].name, ")"));
   }
   if (loaded.size() > expected_shapes.size()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path, ": has ", loaded.size(), " tensors, the model expects ",
-                     expected_shapes.size(), " (unexpected ", loaded[common].name, ")"));
+    return absl::FailedPreconditionError(absl::StrCat(path, ": has ", loaded.size(), " tensors, the model expects ",
+                                                      expected_shapes.size(), " (unexpected ", loaded[common].name,
+                                                      ")"));
   }
   return absl::OkStatus();
 }
@@ -436,8 +420,7 @@ absl::StatusOr<std::vector<int>> ListEpochs(const std::string& prefix) {
   std::error_code ec;
   std::filesystem::directory_iterator it(dir, ec), end;
   if (ec) {
-    return absl::NotFoundError(
-        absl::StrCat("no checkpoints for ", prefix, ": cannot list ", dir, ": ", ec.message()));
+    return absl::NotFoundError(absl::StrCat("no checkpoints for ", prefix, ": cannot list ", dir, ": ", ec.message()));
   }
   std::vector<int> epochs;
   for (; it != end; it.increment(ec)) {
@@ -449,8 +432,7 @@ absl::StatusOr<std::vector<int>> ListEpochs(const std::string& prefix) {
     }
     const std::string digits = name.substr(head.size(), name.size() - head.size() - kTail.size());
     // Nine digits keep the value inside int; %04d never writes more for real epochs.
-    if (digits.size() > 9 ||
-        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    if (digits.size() > 9 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       continue;
     }
     const int epoch = std::stoi(digits);
@@ -474,8 +456,8 @@ absl::StatusOr<int> NewestCompleteEpoch(const std::string& prefix) {
   if (epochs.empty()) {
     return absl::NotFoundError(absl::StrCat("no checkpoint ", prefix, "-NNNN.params in ", dir));
   }
-  return absl::NotFoundError(absl::StrCat("no complete checkpoint ", prefix, "-NNNN.params: all ",
-                                          epochs.size(), " found are corrupt (logged above)"));
+  return absl::NotFoundError(absl::StrCat("no complete checkpoint ", prefix, "-NNNN.params: all ", epochs.size(),
+                                          " found are corrupt (logged above)"));
 }
 
 }  // namespace dtrain::checkpoint

@@ -21,8 +21,8 @@
 namespace dtrain::checkpoint {
 
 struct SymbolInfo {
-  std::string network;  // "mlp", "lenet", "resnet", "resnet18"
-  int num_classes = 10;  // the data set's
+  std::string network;               // "mlp", "lenet", "resnet", "resnet18"
+  int num_classes = 10;              // the data set's
   std::vector<int64_t> input_shape;  // without batch, the data's: {1, 28, 28}, {3, 32, 32}
   std::vector<std::string> class_names;
   std::string run_id;  // the run that wrote the set; empty in files from before run ids
@@ -67,9 +67,9 @@ struct OptimizerStates {
   std::optional<RunRecord> run;
 };
 
-std::string SymbolPath(const std::string& prefix);                // PREFIX-symbol.json
-std::string ParamsPath(const std::string& prefix, int epoch);     // PREFIX-0001.params
-std::string StatesPath(const std::string& prefix, int epoch);     // PREFIX-0001.states
+std::string SymbolPath(const std::string& prefix);             // PREFIX-symbol.json
+std::string ParamsPath(const std::string& prefix, int epoch);  // PREFIX-0001.params
+std::string StatesPath(const std::string& prefix, int epoch);  // PREFIX-0001.states
 
 absl::Status WriteSymbol(const std::string& prefix, const SymbolInfo& info);
 absl::StatusOr<SymbolInfo> ReadSymbol(const std::string& prefix);

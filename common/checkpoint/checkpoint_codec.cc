@@ -93,8 +93,8 @@ absl::Status ByteReader::Floats(const char* what, uint64_t n, std::vector<float>
 }
 
 absl::Status ByteReader::Error(const std::string& what) const {
-  return absl::DataLossError(absl::StrCat(path_, ": ", what, " at offset ", base_ + pos_, " (",
-                                          remaining(), " bytes left before the CRC)"));
+  return absl::DataLossError(
+      absl::StrCat(path_, ": ", what, " at offset ", base_ + pos_, " (", remaining(), " bytes left before the CRC)"));
 }
 
 absl::Status ByteReader::Need(const char* what, size_t n) const {
@@ -111,15 +111,14 @@ uint64_t ByteReader::TakeLittleEndian(int width) {
   return v;
 }
 
-absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
-                                          const char* magic, const char* kind) {
+absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes, const char* magic,
+                                          const char* kind) {
   uint32_t version;
   return OpenFramedFile(path, bytes, magic, kind, kFormatVersion, &version);
 }
 
-absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
-                                          const char* magic, const char* kind,
-                                          uint32_t max_version, uint32_t* version) {
+absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes, const char* magic,
+                                          const char* kind, uint32_t max_version, uint32_t* version) {
   constexpr size_t kHeader = kMagicLen + 4;
   if (bytes.size() < kHeader + 4) {
     return absl::DataLossError(
@@ -138,17 +137,15 @@ absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::st
   if (stored != computed) {
     char crcs[64];
     std::snprintf(crcs, sizeof(crcs), "stored %08x, computed %08x", stored, computed);
-    return absl::DataLossError(
-        absl::StrCat(path, ": CRC-32 mismatch (", crcs, "): the file is corrupt or truncated"));
+    return absl::DataLossError(absl::StrCat(path, ": CRC-32 mismatch (", crcs, "): the file is corrupt or truncated"));
   }
   ByteReader r(path, std::string_view(bytes).substr(kMagicLen, body_end - kMagicLen), kMagicLen);
   DTRAIN_RETURN_IF_ERROR(r.U32("version", version));
   if (*version < kFormatVersion || *version > max_version) {
-    const std::string reads = max_version == kFormatVersion
-                                  ? absl::StrCat(kFormatVersion)
-                                  : absl::StrCat(kFormatVersion, " to ", max_version);
-    return absl::DataLossError(absl::StrCat(path, ": unsupported ", kind, " format version ",
-                                            *version, " (this build reads ", reads, ")"));
+    const std::string reads = max_version == kFormatVersion ? absl::StrCat(kFormatVersion)
+                                                            : absl::StrCat(kFormatVersion, " to ", max_version);
+    return absl::DataLossError(
+        absl::StrCat(path, ": unsupported ", kind, " format version ", *version, " (this build reads ", reads, ")"));
   }
   return r;
 }

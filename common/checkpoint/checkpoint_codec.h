@@ -32,7 +32,6 @@ std::string BeginFramedFile(const char* magic, uint32_t version);
 // Appends the CRC-32 of everything written so far.
 void FinishFramedFile(std::string* out);
 
-
 // Bounds-checked reads over a file's body; every error is DATA_LOSS naming the file,
 // the item being read and its offset.
 class ByteReader {
@@ -67,12 +66,11 @@ class ByteReader {
 // the reader) and returns a reader positioned after the version. The CRC is checked
 // before anything is parsed so that a truncated or bit-flipped file fails with one
 // clear message. `kind` ("params") appears in messages.
-absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
-                                          const char* magic, const char* kind);
+absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes, const char* magic,
+                                          const char* kind);
 // The same for a kind with several versions: accepts kFormatVersion .. max_version and
 // stores the file's in *version.
-absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes,
-                                          const char* magic, const char* kind,
-                                          uint32_t max_version, uint32_t* version);
+absl::StatusOr<ByteReader> OpenFramedFile(const std::string& path, const std::string& bytes, const char* magic,
+                                          const char* kind, uint32_t max_version, uint32_t* version);
 
 }  // namespace dtrain::checkpoint::internal

@@ -28,8 +28,8 @@ absl::StatusOr<uint64_t> ElementCount(const NamedTensor& t) {
   uint64_t n = 1;
   for (int64_t d : t.shape) {
     if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" has a bad shape [",
-                                                     absl::StrJoin(t.shape, ","), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor \"", t.name, "\" has a bad shape [", absl::StrJoin(t.shape, ","), "]"));
     }
   }
   return n;
@@ -62,9 +62,8 @@ absl::StatusOr<std::string> EncodeSafetensors(const std::vector<NamedTensor>& te
     }
     DTRAIN_ASSIGN_OR_RETURN(const uint64_t n, ElementCount(t));
     if (n != t.data.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" has shape [",
-                                                     absl::StrJoin(t.shape, ","), "] (", n, " values) but ",
-                                                     t.data.size(), " values"));
+      return absl::InvalidArgumentError(absl::StrCat("tensor \"", t.name, "\" has shape [", absl::StrJoin(t.shape, ","),
+                                                     "] (", n, " values) but ", t.data.size(), " values"));
     }
     const uint64_t end = offset + 4 * n;
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, end}}};
@@ -84,8 +83,8 @@ absl::StatusOr<std::string> EncodeSafetensors(const std::vector<NamedTensor>& te
 absl::Status WriteSafetensors(const std::string& path, const std::vector<NamedTensor>& tensors,
                               const std::map<std::string, std::string>& metadata) {
   absl::StatusOr<std::string> bytes = EncodeSafetensors(tensors, metadata);
-  if (!bytes.ok()) return absl::Status(bytes.status().code(), absl::StrCat("cannot write ", path, ": ",
-                                                                           bytes.status().message()));
+  if (!bytes.ok())
+    return absl::Status(bytes.status().code(), absl::StrCat("cannot write ", path, ": ", bytes.status().message()));
   return WriteFileAtomically(path, *bytes);
 }
 
@@ -117,7 +116,8 @@ absl::StatusOr<std::vector<NamedTensor>> ReadSafetensors(const std::string& path
       t.shape = info.at("shape").get<std::vector<int64_t>>();
       const auto offsets = info.at("data_offsets").get<std::vector<uint64_t>>();
       DTRAIN_ASSIGN_OR_RETURN(const uint64_t n, ElementCount(t));
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size || offsets[1] - offsets[0] != 4 * n) {
+      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
+          offsets[1] - offsets[0] != 4 * n) {
         return bad(absl::StrCat(name, ": data_offsets do not match its shape or the file"));
       }
       t.data.resize(n);
@@ -138,10 +138,11 @@ absl::Status ExportSafetensors(const std::string& prefix, int epoch, const std::
   const std::string params_path = ParamsPath(prefix, epoch);
   if (!std::filesystem::exists(params_path)) {
     absl::StatusOr<std::vector<int>> epochs = ListEpochs(prefix);
-    const std::string have = epochs.ok() && !epochs->empty() ? absl::StrCat("epochs there: ", absl::StrJoin(*epochs, ", "))
-                                                              : std::string("no epoch has a checkpoint there");
-    return absl::NotFoundError(absl::StrCat("no checkpoint for epoch ", epoch, ": ", params_path,
-                                            " does not exist (", have, ")"));
+    const std::string have = epochs.ok() && !epochs->empty()
+                                 ? absl::StrCat("epochs there: ", absl::StrJoin(*epochs, ", "))
+                                 : std::string("no epoch has a checkpoint there");
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint for epoch ", epoch, ": ", params_path, " does not exist (", have, ")"));
   }
   // Read whole and CRC-checked before anything is written: a corrupt file exports nothing.
   DTRAIN_ASSIGN_OR_RETURN(const std::vector<NamedTensor> tensors, ReadParams(params_path));

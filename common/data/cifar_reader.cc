@@ -37,7 +37,8 @@ absl::StatusOr<ImageSet> ReadCifarBatch(const std::string& path) {
     const uint8_t label = static_cast<uint8_t>(bytes[i * record]);
     if (label >= kCifar10Classes) {
       return absl::DataLossError(absl::StrCat(path, ": record ", i, " has label ", int{label}, ", not in [0, ",
-                                              kCifar10Classes, "): not a CIFAR-10 binary batch (CIFAR-100's "
+                                              kCifar10Classes,
+                                              "): not a CIFAR-10 binary batch (CIFAR-100's "
                                               "records have two label bytes)"));
     }
     set.labels[i] = label;

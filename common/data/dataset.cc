@@ -78,7 +78,8 @@ absl::StatusOr<std::vector<std::string>> ReadClassNames(const std::string& path)
   }
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i].empty()) {
-      return absl::DataLossError(absl::StrCat(path, ": line ", i + 1, " is empty (want one class name per line, "
+      return absl::DataLossError(absl::StrCat(path, ": line ", i + 1,
+                                              " is empty (want one class name per line, "
                                               "in label order)"));
     }
   }
@@ -99,8 +100,8 @@ absl::StatusOr<Dataset> LoadDataset(const std::string& dir) {
   }
   if (d.train.channels != d.test.channels || d.train.rows != d.test.rows || d.train.cols != d.test.cols) {
     return absl::DataLossError(absl::StrCat(dir, ": training images are ", d.train.channels, "x", d.train.rows, "x",
-                                            d.train.cols, " but test images ", d.test.channels, "x", d.test.rows,
-                                            "x", d.test.cols));
+                                            d.train.cols, " but test images ", d.test.channels, "x", d.test.rows, "x",
+                                            d.test.cols));
   }
   if (const std::string classes = base + "classes.txt"; Exists(classes)) {
     DTRAIN_ASSIGN_OR_RETURN(d.class_names, ReadClassNames(classes));

@@ -26,8 +26,7 @@ constexpr uint8_t kUnsignedByteType = 0x08;
 constexpr int kMaxDims = 4;
 
 bool HasGzipMagic(const std::string& bytes) {
-  return bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f &&
-         static_cast<uint8_t>(bytes[1]) == 0x8b;
+  return bytes.size() >= 2 && static_cast<uint8_t>(bytes[0]) == 0x1f && static_cast<uint8_t>(bytes[1]) == 0x8b;
 }
 
 // Inflates one or more concatenated gzip members (what `cat a.gz b.gz` or pigz
@@ -67,23 +66,21 @@ absl::StatusOr<std::string> Gunzip(const std::string& path, const std::string& i
       size_t left = zs.avail_in + (in.size() - consumed);
       if (left == 0) break;
       size_t pos = in.size() - left;
-      if (left >= 2 && static_cast<uint8_t>(in[pos]) == 0x1f &&
-          static_cast<uint8_t>(in[pos + 1]) == 0x8b) {
+      if (left >= 2 && static_cast<uint8_t>(in[pos]) == 0x1f && static_cast<uint8_t>(in[pos + 1]) == 0x8b) {
         inflateReset(&zs);
         continue;
       }
-      status = absl::DataLossError(
-          absl::StrCat(path, ": ", left, " bytes of garbage after the gzip stream"));
+      status = absl::DataLossError(absl::StrCat(path, ": ", left, " bytes of garbage after the gzip stream"));
       break;
     }
     if (rc == Z_BUF_ERROR && zs.avail_in == 0 && consumed == in.size()) {
-      status = absl::DataLossError(absl::StrCat(path, ": gzip stream is truncated (ended after ",
-                                                in.size(), " compressed bytes)"));
+      status = absl::DataLossError(
+          absl::StrCat(path, ": gzip stream is truncated (ended after ", in.size(), " compressed bytes)"));
       break;
     }
     if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      status = absl::DataLossError(
-          absl::StrCat(path, ": corrupt gzip stream: ", zs.msg != nullptr ? zs.msg : zError(rc)));
+      status =
+          absl::DataLossError(absl::StrCat(path, ": corrupt gzip stream: ", zs.msg != nullptr ? zs.msg : zError(rc)));
       break;
     }
   }
@@ -93,10 +90,8 @@ absl::StatusOr<std::string> Gunzip(const std::string& path, const std::string& i
 }
 
 uint32_t BigEndian32(const std::string& b, size_t pos) {
-  return (uint32_t{static_cast<uint8_t>(b[pos])} << 24) |
-         (uint32_t{static_cast<uint8_t>(b[pos + 1])} << 16) |
-         (uint32_t{static_cast<uint8_t>(b[pos + 2])} << 8) |
-         uint32_t{static_cast<uint8_t>(b[pos + 3])};
+  return (uint32_t{static_cast<uint8_t>(b[pos])} << 24) | (uint32_t{static_cast<uint8_t>(b[pos + 1])} << 16) |
+         (uint32_t{static_cast<uint8_t>(b[pos + 2])} << 8) | uint32_t{static_cast<uint8_t>(b[pos + 3])};
 }
 
 std::string DimsString(const std::vector<int64_t>& dims) { return absl::StrJoin(dims, "x"); }
@@ -113,13 +108,12 @@ absl::StatusOr<IdxArray> ParseIdx(const std::string& path, const std::string& by
     char magic[16];
     std::snprintf(magic, sizeof(magic), "0x%08x", BigEndian32(bytes, 0));
     return absl::DataLossError(
-        absl::StrCat(path, ": bad IDX magic ", magic,
-                     " (expected 0x000008DD: unsigned bytes, 1 to 4 dimensions)"));
+        absl::StrCat(path, ": bad IDX magic ", magic, " (expected 0x000008DD: unsigned bytes, 1 to 4 dimensions)"));
   }
   size_t header = 4 + 4 * size_t{ndim};
   if (bytes.size() < header) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated IDX header: expected ", header,
-                                            " bytes, file has ", bytes.size()));
+    return absl::DataLossError(
+        absl::StrCat(path, ": truncated IDX header: expected ", header, " bytes, file has ", bytes.size()));
   }
   IdxArray out;
   // Each size fits in 32 bits and there are at most 4, so the product is checked
@@ -133,17 +127,16 @@ absl::StatusOr<IdxArray> ParseIdx(const std::string& path, const std::string& by
     if (expected > kMaxIdxBytes) too_big = true;
   }
   if (too_big) {
-    return absl::DataLossError(absl::StrCat(path, ": IDX header says ", DimsString(out.dims),
-                                            ", larger than the ", kMaxIdxBytes, "-byte limit"));
+    return absl::DataLossError(absl::StrCat(path, ": IDX header says ", DimsString(out.dims), ", larger than the ",
+                                            kMaxIdxBytes, "-byte limit"));
   }
   uint64_t actual = bytes.size() - header;
   if (actual < expected) {
-    return absl::DataLossError(absl::StrCat(path, ": truncated: header says ", DimsString(out.dims),
-                                            " = ", expected, " data bytes, file has ", actual));
+    return absl::DataLossError(absl::StrCat(path, ": truncated: header says ", DimsString(out.dims), " = ", expected,
+                                            " data bytes, file has ", actual));
   }
   if (actual > expected) {
-    return absl::DataLossError(absl::StrCat(path, ": ", actual - expected,
-                                            " trailing bytes after the ", expected,
+    return absl::DataLossError(absl::StrCat(path, ": ", actual - expected, " trailing bytes after the ", expected,
                                             " data bytes of a ", DimsString(out.dims), " array"));
   }
   out.data.assign(bytes.begin() + header, bytes.end());
@@ -175,8 +168,7 @@ absl::StatusOr<IdxArray> ReadIdx(const std::string& path) {
   if (HasGzipMagic(bytes)) {
     DTRAIN_ASSIGN_OR_RETURN(bytes, Gunzip(path, bytes));
   } else if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": named .gz but not gzip data (no 1f 8b magic)"));
+    return absl::DataLossError(absl::StrCat(path, ": named .gz but not gzip data (no 1f 8b magic)"));
   }
   return ParseIdx(path, bytes);
 }
@@ -194,16 +186,14 @@ absl::StatusOr<ImageSet> LoadImageSet(const std::string& dir, const std::string&
                                             images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    return absl::DataLossError(
-        absl::StrCat(labels_path, ": expected 1 dimension (count), found ", labels.dims.size()));
+    return absl::DataLossError(absl::StrCat(labels_path, ": expected 1 dimension (count), found ", labels.dims.size()));
   }
   if (images.dims[0] == 0 || images.dims[1] == 0 || images.dims[2] == 0) {
-    return absl::DataLossError(
-        absl::StrCat(images_path, ": empty image set (", DimsString(images.dims), ")"));
+    return absl::DataLossError(absl::StrCat(images_path, ": empty image set (", DimsString(images.dims), ")"));
   }
   if (images.dims[0] != labels.dims[0]) {
-    return absl::DataLossError(absl::StrCat(images_path, " holds ", images.dims[0], " images but ",
-                                            labels_path, " holds ", labels.dims[0], " labels"));
+    return absl::DataLossError(absl::StrCat(images_path, " holds ", images.dims[0], " images but ", labels_path,
+                                            " holds ", labels.dims[0], " labels"));
   }
   ImageSet set;
   set.count = images.dims[0];

@@ -42,8 +42,7 @@ absl::Status CheckNewKey(uint64_t key, const std::vector<int64_t>& shape, const 
 int64_t KeyBytes(int64_t numel, int64_t state_floats, bool keep_previous, const GradientCodec* pull_codec) {
   const int64_t packed_bytes = pull_codec != nullptr ? pull_codec->PackedBytes(numel) : 0;
   const int64_t spare = pull_codec != nullptr && !keep_previous ? numel : 0;
-  return ((keep_previous ? 2 : 1) * numel + spare + state_floats) * static_cast<int64_t>(sizeof(float)) +
-         packed_bytes;
+  return ((keep_previous ? 2 : 1) * numel + spare + state_floats) * static_cast<int64_t>(sizeof(float)) + packed_bytes;
 }
 
 }  // namespace dtrain::kv

@@ -29,8 +29,8 @@ struct KeyEntry {
   // `keep_previous`: hold a second buffer of weights for the previous version
   // (StoreConfig::keep_previous_version), allocated here once; each merged step
   // writes the new weights into it and swaps the two.
-  KeyEntry(std::vector<int64_t> shape_in, int64_t version_in, std::vector<float> values_in,
-           std::vector<float> state_in, int num_workers, bool keep_previous)
+  KeyEntry(std::vector<int64_t> shape_in, int64_t version_in, std::vector<float> values_in, std::vector<float> state_in,
+           int num_workers, bool keep_previous)
       : shape(std::move(shape_in)),
         numel(static_cast<int64_t>(values_in.size())),
         version(version_in),
@@ -115,7 +115,8 @@ struct KeyEntry {
   // `version`, for exact pulls.
   PreviousWeights previous ABSL_GUARDED_BY(mu);
   const int num_workers;
-  // Per worker (indexed by rank, grown by SeeWorker). Sync: each worker's gradient for step `version`; buffers are kept between steps.
+  // Per worker (indexed by rank, grown by SeeWorker). Sync: each worker's gradient for step `version`; buffers are kept
+  // between steps.
   std::vector<std::vector<float>> pending ABSL_GUARDED_BY(mu);
   std::vector<bool> has_pending ABSL_GUARDED_BY(mu);
   int pending_count ABSL_GUARDED_BY(mu) = 0;

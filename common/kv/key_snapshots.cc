@@ -6,8 +6,8 @@ namespace dtrain::kv {
 
 absl::Status CheckRestoreCount(int64_t step, size_t snapshot_keys, size_t held) {
   if (snapshot_keys == held) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("restoring step ", step, ": the snapshot has ", snapshot_keys,
-                                                 " keys, this server holds ", held));
+  return absl::InvalidArgumentError(
+      absl::StrCat("restoring step ", step, ": the snapshot has ", snapshot_keys, " keys, this server holds ", held));
 }
 
 absl::Status CheckRestoredKey(const KeyState& ks, int64_t step, int64_t numel, int64_t state_slots) {

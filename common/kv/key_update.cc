@@ -24,9 +24,8 @@ void UpdatePacked(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCL
 }  // namespace
 
 const float* MeanGradient(int num_workers, KeyEntry& k, int last_rank, const float* last_grad) {
-  auto grad_of = [&](int w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    return w == last_rank ? last_grad : k.pending[w].data();
-  };
+  auto grad_of = [&](int w)
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) { return w == last_rank ? last_grad : k.pending[w].data(); };
   if (num_workers == 1) return grad_of(0);
   k.merged.assign(grad_of(0), grad_of(0) + k.numel);
   float* acc = k.merged.data();

@@ -24,8 +24,8 @@ absl::StatusOr<PushAction> SspMergeRule::OnPush(const KeyProgress& key, int work
   if (step <= key.version) return sync_.OnPush(key, worker_rank, step);
   if (step > key.version + staleness_) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "worker ", worker_rank, " pushed key ", key.key, " for step ", step, " but the key is at version ",
-        key.version, ": more than --staleness ", staleness_, " steps ahead (pull before pushing further)"));
+        "worker ", worker_rank, " pushed key ", key.key, " for step ", step, " but the key is at version ", key.version,
+        ": more than --staleness ", staleness_, " steps ahead (pull before pushing further)"));
   }
   return key.worker_ahead ? PushAction::kIgnore : PushAction::kStoreAhead;
 }
@@ -34,8 +34,7 @@ bool SspMergeRule::CanAnswerPull(const KeyProgress& key, int64_t min_version) co
   return key.version >= min_version;
 }
 
-absl::StatusOr<PushAction> AsyncMergeRule::OnPush(const KeyProgress& key, int /*worker_rank*/,
-                                                  int64_t step) const {
+absl::StatusOr<PushAction> AsyncMergeRule::OnPush(const KeyProgress& key, int /*worker_rank*/, int64_t step) const {
   if (step <= key.worker_last_push) return PushAction::kIgnore;  // a retry
   return PushAction::kApplyNow;
 }
@@ -44,12 +43,9 @@ bool AsyncMergeRule::CanAnswerPull(const KeyProgress& /*key*/, int64_t /*min_ver
 
 std::unique_ptr<MergeRule> CreateMergeRule(const StoreConfig& config) {
   switch (config.mode) {
-    case MergeMode::kAsync:
-      return std::make_unique<AsyncMergeRule>();
-    case MergeMode::kSsp:
-      return std::make_unique<SspMergeRule>(config.num_workers, config.staleness);
-    case MergeMode::kSync:
-      break;
+    case MergeMode::kAsync: return std::make_unique<AsyncMergeRule>();
+    case MergeMode::kSsp: return std::make_unique<SspMergeRule>(config.num_workers, config.staleness);
+    case MergeMode::kSync: break;
   }
   return std::make_unique<SyncMergeRule>(config.num_workers);
 }

@@ -16,10 +16,10 @@ namespace dtrain::kv {
 // with the key's lock held and acts on the decision under the same lock.
 struct KeyProgress {
   uint64_t key = 0;
-  int64_t version = 0;             // updates applied so far
-  int pending_count = 0;           // pushes held for step `version`, waiting for the rest
-  bool worker_pending = false;     // this worker's push is among them
-  int64_t worker_last_push = -1;   // the step of this worker's last accepted push; -1: none
+  int64_t version = 0;            // updates applied so far
+  int pending_count = 0;          // pushes held for step `version`, waiting for the rest
+  bool worker_pending = false;    // this worker's push is among them
+  int64_t worker_last_push = -1;  // the step of this worker's last accepted push; -1: none
   // SSP: this worker's push for the step being decided is already held ahead of the
   // key's version (a retry).
   bool worker_ahead = false;

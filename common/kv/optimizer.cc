@@ -25,15 +25,14 @@ struct GradTerms {
 };
 
 GradTerms TermsOf(const OptimizerOptions& o) {
-  return {static_cast<float>(o.rescale_grad),
-          o.clip_gradient > 0 ? static_cast<float>(o.clip_gradient) : HUGE_VALF,
+  return {static_cast<float>(o.rescale_grad), o.clip_gradient > 0 ? static_cast<float>(o.clip_gradient) : HUGE_VALF,
           static_cast<float>(o.weight_decay)};
 }
 
 // The kernels: one loop each, never inlined. GCC 12 at -O2 vectorised neither loop
 // when two ForEachElement loops shared a function (checked with -fopt-info-vec).
-ABSL_ATTRIBUTE_NOINLINE void SgdKernel(float* __restrict weight, const float* __restrict grad, int64_t n,
-                                       float lr, GradTerms t) {
+ABSL_ATTRIBUTE_NOINLINE void SgdKernel(float* __restrict weight, const float* __restrict grad, int64_t n, float lr,
+                                       GradTerms t) {
   ForEachElement(n, [=](int64_t i) { weight[i] -= lr * EffectiveGrad(grad[i], weight[i], t.rescale, t.clip, t.wd); });
 }
 
@@ -77,9 +76,9 @@ ABSL_ATTRIBUTE_NOINLINE void AdamKernelInto(const float* __restrict in, float* _
 }
 
 // Vectorises only with -fno-math-errno (else sqrt keeps an errno branch).
-ABSL_ATTRIBUTE_NOINLINE void AdamKernel(float* __restrict weight, const float* __restrict grad,
-                                        float* __restrict m, float* __restrict v, int64_t n, float lr_t, float b1,
-                                        float one_minus_b1, float b2, float one_minus_b2, float eps, GradTerms t) {
+ABSL_ATTRIBUTE_NOINLINE void AdamKernel(float* __restrict weight, const float* __restrict grad, float* __restrict m,
+                                        float* __restrict v, int64_t n, float lr_t, float b1, float one_minus_b1,
+                                        float b2, float one_minus_b2, float eps, GradTerms t) {
   ForEachElement(n, [=](int64_t i) {
     const float g = EffectiveGrad(grad[i], weight[i], t.rescale, t.clip, t.wd);
     m[i] = b1 * m[i] + one_minus_b1 * g;
@@ -141,8 +140,7 @@ class Adam final : public Optimizer {
     // Bias correction folded into the step size, as MXNet does; in double because
     // 1 - beta^t loses most of its digits in float for small t.
     const double t = static_cast<double>(update_count + 1);
-    const double correction =
-        std::sqrt(1.0 - std::pow(options_.beta2, t)) / (1.0 - std::pow(options_.beta1, t));
+    const double correction = std::sqrt(1.0 - std::pow(options_.beta2, t)) / (1.0 - std::pow(options_.beta1, t));
     const float lr_t = static_cast<float>(LearningRate(update_count) * correction);
     // 1 - beta from the doubles: in float, 1 - 0.999f is off by 1e-5 relative.
     const float b1 = static_cast<float>(options_.beta1);
@@ -159,9 +157,7 @@ class Adam final : public Optimizer {
   }
 };
 
-absl::Status Invalid(const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat("optimizer: ", what));
-}
+absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(absl::StrCat("optimizer: ", what)); }
 
 absl::Status Validate(const OptimizerOptions& o) {
   if (o.name != "sgd" && o.name != "adam") {
@@ -185,8 +181,8 @@ absl::Status Validate(const OptimizerOptions& o) {
       return Invalid(absl::StrCat("lr_steps[", i, "] must be >= 1, got ", o.lr_steps[i]));
     }
     if (i > 0 && o.lr_steps[i] <= o.lr_steps[i - 1]) {
-      return Invalid(absl::StrCat("lr_steps must be strictly ascending, got ", o.lr_steps[i - 1],
-                                  " then ", o.lr_steps[i]));
+      return Invalid(
+          absl::StrCat("lr_steps must be strictly ascending, got ", o.lr_steps[i - 1], " then ", o.lr_steps[i]));
     }
   }
   if (!std::isfinite(o.rescale_grad) || o.rescale_grad <= 0) {

@@ -44,8 +44,7 @@ class Optimizer {
   //       (momentum == 0: w -= lr*g)
   // adam: g = clip(rescale*grad) + wd*w;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
   //       t = update_count+1;  w -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps)
-  virtual void Update(int64_t update_count, float* weight, const float* grad, float* state,
-                      int64_t n) const = 0;
+  virtual void Update(int64_t update_count, float* weight, const float* grad, float* state, int64_t n) const = 0;
   // As Update, but writes the updated weights to `out` (n floats that do not overlap
   // `weight`) and leaves `weight` as it was. Bit-identical to Update. The shard store
   // updates this way into a spare buffer and swaps, which keeps the previous version

@@ -9,8 +9,8 @@ float* PackedChange::Spare(int64_t numel) {
   return spare_.data();
 }
 
-void PackedChange::Pack(const GradientCodec& codec, const float* current, float* next, float* residual,
-                        int64_t numel, int64_t next_version) {
+void PackedChange::Pack(const GradientCodec& codec, const float* current, float* next, float* residual, int64_t numel,
+                        int64_t next_version) {
   SubtractFrom(next, current, numel);  // the change the optimizer asks for
   packed_.resize(static_cast<size_t>(codec.PackedBytes(numel)));
   codec.Encode(next, residual, numel, packed_.data());

@@ -36,9 +36,9 @@ int64_t ParkedPulls::Expire(absl::Time now, int64_t step, uint64_t key,
   return Remove([now](const ParkedPull& p) { return p.deadline <= now; },
                 [&](const ParkedPull& p) {
                   if (why.empty()) why = absl::StrCat("step ", step, " key ", key, ": waiting for ", waiting_for());
-                  p.done(absl::DeadlineExceededError(absl::StrCat(
-                             why, "; worker ", p.worker_rank, "'s pull of version ", p.min_version,
-                             " timed out after ", absl::ToInt64Seconds(now - p.parked_at), " s")),
+                  p.done(absl::DeadlineExceededError(
+                             absl::StrCat(why, "; worker ", p.worker_rank, "'s pull of version ", p.min_version,
+                                          " timed out after ", absl::ToInt64Seconds(now - p.parked_at), " s")),
                          PullAnswer{step});
                 });
 }

@@ -7,8 +7,7 @@
 
 namespace dtrain::kv {
 
-Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_servers,
-                           int64_t max_chunk_elems) {
+Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_servers, int64_t max_chunk_elems) {
   Placement p;
   p.by_server.resize(num_servers);
   p.elems_per_server.assign(num_servers, 0);
@@ -32,12 +31,10 @@ Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_serv
     rotate = (rotate + chunk) % num_servers;
   }
   // Whole tensors, largest first, to the least-loaded server (stable by index).
-  std::stable_sort(whole.begin(), whole.end(),
-                   [&](int a, int b) { return param_elems[a] > param_elems[b]; });
+  std::stable_sort(whole.begin(), whole.end(), [&](int a, int b) { return param_elems[a] > param_elems[b]; });
   for (int i : whole) {
-    const int server = static_cast<int>(
-        std::min_element(p.elems_per_server.begin(), p.elems_per_server.end()) -
-        p.elems_per_server.begin());
+    const int server = static_cast<int>(std::min_element(p.elems_per_server.begin(), p.elems_per_server.end()) -
+                                        p.elems_per_server.begin());
     p.slices.push_back({MakeKey(i, 0), i, 0, param_elems[i], server});
     p.elems_per_server[server] += param_elems[i];
   }

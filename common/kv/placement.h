@@ -37,8 +37,8 @@ struct KeySlice {
 };
 
 struct Placement {
-  std::vector<KeySlice> slices;                  // ordered by (param_index, offset)
-  std::vector<std::vector<int>> by_server;       // indices into `slices`, per server
+  std::vector<KeySlice> slices;             // ordered by (param_index, offset)
+  std::vector<std::vector<int>> by_server;  // indices into `slices`, per server
   std::vector<int64_t> elems_per_server;
 };
 
@@ -55,7 +55,7 @@ Placement ComputePlacement(const std::vector<int64_t>& param_elems, int num_serv
 // keys, which every worker and a resume must share: AutoChunkElems below applies it
 // when no --bigarray-bound is given; with one given it is advice.
 struct ChunkAdvice {
-  int64_t bound = 0;         // 0: the placement is even enough, or no smaller bound helps
+  int64_t bound = 0;  // 0: the placement is even enough, or no smaller bound helps
   int busiest_server = 0;
   double busiest_share = 0;  // of all elements, 0..1
   int64_t total_elems = 0;

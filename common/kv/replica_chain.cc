@@ -10,9 +10,9 @@ absl::Status CheckReplication(int replication, int num_servers) {
   }
   const int most = num_servers > 0 ? num_servers : 1;
   if (replication > most) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--replication ", replication, " needs at least as many servers, but the job has ", num_servers,
-        " (each replica of a key range lives on a different server)"));
+    return absl::InvalidArgumentError(absl::StrCat("--replication ", replication,
+                                                   " needs at least as many servers, but the job has ", num_servers,
+                                                   " (each replica of a key range lives on a different server)"));
   }
   return absl::OkStatus();
 }

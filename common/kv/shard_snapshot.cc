@@ -128,8 +128,8 @@ std::string ShardSnapshotPath(const std::string& dir, int server_rank, int64_t s
 absl::Status WriteShardSnapshot(const std::string& dir, const ShardSnapshot& snap) {
   const std::string path = ShardSnapshotPath(dir, snap.server_rank, snap.step);
   if (snap.job_id.size() > kMaxNameBytes || snap.config.optimizer.name.size() > kMaxNameBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": job id or optimizer name over ",
-                                                   kMaxNameBytes, " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write ", path, ": job id or optimizer name over ", kMaxNameBytes, " bytes"));
   }
   std::string out = checkpoint::internal::BeginFramedFile(kSnapshotMagic);
   PutU32(&out, static_cast<uint32_t>(snap.server_rank));
@@ -141,8 +141,8 @@ absl::Status WriteShardSnapshot(const std::string& dir, const ShardSnapshot& sna
   for (const KeyState& k : snap.keys) {
     if (!seen.insert(k.key).second || k.version != snap.step || k.shape.size() > kMaxDims ||
         NumElements(k.shape) != static_cast<int64_t>(k.values.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": key ", k.key, " at version ",
-                                                     k.version, " with ", k.values.size(),
+      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": key ", k.key, " at version ", k.version,
+                                                     " with ", k.values.size(),
                                                      " values is not a unique key of this step with its shape"));
     }
     PutU64(&out, k.key);
@@ -157,14 +157,14 @@ absl::Status WriteShardSnapshot(const std::string& dir, const ShardSnapshot& sna
   checkpoint::internal::FinishFramedFile(&out);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::PermissionDeniedError(absl::StrCat("cannot create snapshot directory ", dir, ": ", ec.message()));
+  if (ec)
+    return absl::PermissionDeniedError(absl::StrCat("cannot create snapshot directory ", dir, ": ", ec.message()));
   return WriteFileAtomically(path, out);
 }
 
 absl::StatusOr<ShardSnapshot> ReadShardSnapshot(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadFileLimited(path, kMaxSnapshotBytes));
-  DTRAIN_ASSIGN_OR_RETURN(ByteReader r,
-                          checkpoint::internal::OpenFramedFile(path, bytes, kSnapshotMagic, "snapshot"));
+  DTRAIN_ASSIGN_OR_RETURN(ByteReader r, checkpoint::internal::OpenFramedFile(path, bytes, kSnapshotMagic, "snapshot"));
   ShardSnapshot snap;
   uint32_t rank;
   uint64_t count;
@@ -214,8 +214,7 @@ std::vector<int64_t> ListShardSnapshotSteps(const std::string& dir, int server_r
   return steps;
 }
 
-std::vector<int64_t> CompleteShardSnapshotSteps(const std::string& dir, int server_rank,
-                                                const std::string& job_id) {
+std::vector<int64_t> CompleteShardSnapshotSteps(const std::string& dir, int server_rank, const std::string& job_id) {
   std::vector<int64_t> complete;
   for (int64_t step : ListShardSnapshotSteps(dir, server_rank)) {
     const std::string path = ShardSnapshotPath(dir, server_rank, step);

@@ -25,9 +25,9 @@ namespace dtrain::kv {
 
 struct ShardSnapshot {
   int server_rank = 0;
-  int64_t step = 0;     // every key's version
-  std::string job_id;   // a snapshot of another job is never loaded
-  StoreConfig config;   // what Configure set, so a restarted server needs no worker to configure it
+  int64_t step = 0;            // every key's version
+  std::string job_id;          // a snapshot of another job is never loaded
+  StoreConfig config;          // what Configure set, so a restarted server needs no worker to configure it
   std::vector<KeyState> keys;  // ascending key; shape, version, values and optimizer state
 };
 

@@ -43,12 +43,12 @@ struct ShardStore::Impl {
 
   const Clock clock;
   mutable absl::Mutex mu;
-  std::unique_ptr<const StoreSetup> setup ABSL_GUARDED_BY(mu);  // null until Configure; then never changes
+  std::unique_ptr<const StoreSetup> setup ABSL_GUARDED_BY(mu);             // null until Configure; then never changes
   std::map<uint64_t, std::unique_ptr<KeyEntry>> keys ABSL_GUARDED_BY(mu);  // never removed
-  StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;  // what the next Configure uses
-  SnapshotHook snapshots ABSL_GUARDED_BY(mu);              // likewise
+  StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;                   // what the next Configure uses
+  SnapshotHook snapshots ABSL_GUARDED_BY(mu);                              // likewise
   StoreLimits limits ABSL_GUARDED_BY(mu);
-  std::string job_id ABSL_GUARDED_BY(mu);  // SetJobId before Configure: the fence starts with it
+  std::string job_id ABSL_GUARDED_BY(mu);      // SetJobId before Configure: the fence starts with it
   int64_t bytes_held ABSL_GUARDED_BY(mu) = 0;  // weights + optimizer state of every key
   std::atomic<int64_t> parked_pulls{0};
   absl::Time last_still_waiting_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
@@ -99,8 +99,8 @@ struct ShardStore::Impl {
 
   // An exact pull of `version`, held or older than held: answers the weights of that
   // version, or FAILED_PRECONDITION naming what is held.
-  static void AnswerExact(uint64_t key, KeyEntry& k, int worker_rank, int64_t version,
-                          const PullAnswerCallback& done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  static void AnswerExact(uint64_t key, KeyEntry& k, int worker_rank, int64_t version, const PullAnswerCallback& done)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     const float* data = nullptr;
     if (!k.WeightsAt(version, &data)) {
       done(absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", version, " by worker ",
@@ -212,8 +212,7 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
         absl::StrCat("shard store already configured differently (current vs requested): ", diff));
   }
   DTRAIN_RETURN_IF_ERROR(ValidateStoreConfig(config, impl_->limits));
-  absl::StatusOr<std::unique_ptr<StoreSetup>> setup =
-      MakeStoreSetup(config, impl_->observer, impl_->snapshots);
+  absl::StatusOr<std::unique_ptr<StoreSetup>> setup = MakeStoreSetup(config, impl_->observer, impl_->snapshots);
   if (!setup.ok()) return setup.status();
   if (config.mode == MergeMode::kSsp) impl_->ssp_staleness.store(config.staleness, std::memory_order_release);
   if (absl::Status s = (*setup)->fence->SetJobId(impl_->job_id); !s.ok()) return s;
@@ -226,19 +225,19 @@ bool ShardStore::configured() const {
   return impl_->setup != nullptr;
 }
 
-absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape, const float* values,
-                                 int64_t numel, int64_t version, const std::vector<float>& state) {
+absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape, const float* values, int64_t numel,
+                                 int64_t version, const std::vector<float>& state) {
   absl::MutexLock lock(&impl_->mu);
   const StoreSetup* setup = impl_->setup.get();
   if (setup == nullptr) return absl::FailedPreconditionError("shard store not configured yet (Configure first)");
   DTRAIN_RETURN_IF_ERROR(CheckNewKey(key, shape, values, numel, version));
   const int64_t state_size = setup->state_slots * numel;
   if (!state.empty() && static_cast<int64_t>(state.size()) != state_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "key ", key, ": optimizer state has ", state.size(), " floats, want ", state_size, " (",
-        setup->config.optimizer.name, " state for ", numel, " elements",
-        setup->pull_codec != nullptr ? ", plus the pull compression's residual" : "",
-        "; was the checkpoint written with another --optimizer, --momentum or --pull-gc-type?)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("key ", key, ": optimizer state has ", state.size(), " floats, want ", state_size, " (",
+                     setup->config.optimizer.name, " state for ", numel, " elements",
+                     setup->pull_codec != nullptr ? ", plus the pull compression's residual" : "",
+                     "; was the checkpoint written with another --optimizer, --momentum or --pull-gc-type?)"));
   }
   auto it = impl_->keys.find(key);
   if (it != impl_->keys.end()) {
@@ -254,17 +253,16 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
   const bool keep_previous = setup->keep_previous;
   const int64_t bytes = KeyBytes(numel, state_size, keep_previous, setup->pull_codec.get());
   if (bytes > limits.max_bytes - impl_->bytes_held) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "key ", key, ": its ", bytes, " bytes of weights",
-        keep_previous ? " (twice: the previous version is kept too)" : "",
-        " and optimizer state would take this server to ", impl_->bytes_held + bytes, " bytes, over its cap of ",
-        limits.max_bytes, " (--max-shard-bytes)"));
+    return absl::ResourceExhaustedError(absl::StrCat("key ", key, ": its ", bytes, " bytes of weights",
+                                                     keep_previous ? " (twice: the previous version is kept too)" : "",
+                                                     " and optimizer state would take this server to ",
+                                                     impl_->bytes_held + bytes, " bytes, over its cap of ",
+                                                     limits.max_bytes, " (--max-shard-bytes)"));
   }
   impl_->bytes_held += bytes;
-  impl_->keys.emplace(key, std::make_unique<KeyEntry>(
-                               shape, version, std::vector<float>(values, values + numel),
-                               state.empty() ? std::vector<float>(state_size, 0.0f) : state,
-                               setup->config.num_workers, keep_previous));
+  impl_->keys.emplace(key, std::make_unique<KeyEntry>(shape, version, std::vector<float>(values, values + numel),
+                                                      state.empty() ? std::vector<float>(state_size, 0.0f) : state,
+                                                      setup->config.num_workers, keep_previous));
   return absl::OkStatus();
 }
 
@@ -281,8 +279,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   }
   absl::MutexLock lock(&k->mu);
   k->SeeWorker(worker_rank);
-  const absl::StatusOr<PushAction> action =
-      setup->rule->OnPush(k->Progress(key, worker_rank, step), worker_rank, step);
+  const absl::StatusOr<PushAction> action = setup->rule->OnPush(k->Progress(key, worker_rank, step), worker_rank, step);
   if (!action.ok()) return action.status();
   if (*action == PushAction::kIgnore) return absl::OkStatus();
   k->last_push_step[worker_rank] = std::max(k->last_push_step[worker_rank], step);
@@ -330,16 +327,16 @@ void ShardStore::PullDelta(int worker_rank, uint64_t key, int64_t min_version, i
   PullImpl(worker_rank, key, min_version, held_version, deadline, std::move(done), owner, PullMode::kAtLeast);
 }
 
-void ShardStore::PullImpl(int worker_rank, uint64_t key, int64_t min_version, int64_t held_version,
-                          absl::Time deadline, PullAnswerCallback done, uint64_t owner, PullMode mode) {
+void ShardStore::PullImpl(int worker_rank, uint64_t key, int64_t min_version, int64_t held_version, absl::Time deadline,
+                          PullAnswerCallback done, uint64_t owner, PullMode mode) {
   KeyEntry* k = nullptr;
   const StoreSetup* setup = nullptr;
   absl::Status s = impl_->Find(key, &k, &setup);
   if (s.ok()) s = Impl::CheckWorker(*setup, worker_rank);
   if (s.ok() && mode == PullMode::kExact && setup->config.mode != MergeMode::kSync) {
     // Async versions count single pushes, not steps: nobody can redo "version v".
-    s = absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", min_version,
-                                                   " by worker ", worker_rank,
+    s = absl::FailedPreconditionError(absl::StrCat("exact pull of key ", key, " version ", min_version, " by worker ",
+                                                   worker_rank,
                                                    ": exact pulls are for dist_sync; this server runs async"));
   }
   if (!s.ok()) {
@@ -365,10 +362,9 @@ void ShardStore::PullImpl(int worker_rank, uint64_t key, int64_t min_version, in
 
 int64_t ShardStore::DropPulls(uint64_t owner) {
   if (owner == 0) return 0;
-  return impl_->DropParked([owner](const ParkedPull& p) { return p.owner == owner; },
-                           [](uint64_t key) {
-                             return absl::CancelledError(absl::StrCat("key ", key, ": the stream that asked is gone"));
-                           });
+  return impl_->DropParked(
+      [owner](const ParkedPull& p) { return p.owner == owner; },
+      [](uint64_t key) { return absl::CancelledError(absl::StrCat("key ", key, ": the stream that asked is gone")); });
 }
 
 absl::Status ShardStore::AdmitWorker(int worker_rank, absl::string_view job_id, uint64_t incarnation) {
@@ -386,11 +382,9 @@ absl::Status ShardStore::AdmitWorker(int worker_rank, absl::string_view job_id, 
   // the rank (and keep waiting on its stream); the replacement asks again.
   const std::string why =
       absl::StrCat("fenced: worker ", worker_rank, " incarnation ", a->replaced, " replaced by ", incarnation);
-  const int64_t dropped = impl_->DropParked([worker_rank](const ParkedPull& p) { return p.worker_rank == worker_rank; },
-                                            [&why](uint64_t key) {
-                                              return absl::FailedPreconditionError(
-                                                  absl::StrCat(why, " (pull of key ", key, ")"));
-                                            });
+  const int64_t dropped = impl_->DropParked(
+      [worker_rank](const ParkedPull& p) { return p.worker_rank == worker_rank; },
+      [&why](uint64_t key) { return absl::FailedPreconditionError(absl::StrCat(why, " (pull of key ", key, ")")); });
   DTRAIN_LOG(INFO) << "worker " << worker_rank << " incarnation " << incarnation << " replaced incarnation "
                    << a->replaced << (dropped > 0 ? absl::StrCat("; failed its ", dropped, " parked pulls") : "");
   return absl::OkStatus();
@@ -462,8 +456,7 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
     absl::MutexLock lock(&k->mu);
     if (k->parked.empty() && k->pending_count == 0) continue;
     const std::vector<int> missing = k->Missing();
-    const int64_t expired =
-        k->parked.Expire(now, k->version, key, [&] { return setup->heard->Texts(missing, now); });
+    const int64_t expired = k->parked.Expire(now, k->version, key, [&] { return setup->heard->Texts(missing, now); });
     impl_->CountParked(setup, -expired);
     if (k->parked.empty() && k->pending_count == 0) {
       k->waiting_since = absl::InfiniteFuture();  // its waiters gave up: nothing stalls now
@@ -533,7 +526,7 @@ int64_t ShardStore::PullVersionAfterPush(int64_t step) const {
   // Read on every push-pull: an atomic set once by Configure, not the store's lock.
   const int staleness = impl_->ssp_staleness.load(std::memory_order_acquire);
   return ::dtrain::PullVersionAfterPush(staleness < 0 ? KVStoreMode::kDistSync : KVStoreMode::kDistSsp, step,
-                              std::max(staleness, 0));
+                                        std::max(staleness, 0));
 }
 
 bool ShardStore::GetConfig(StoreConfig* out) const {

@@ -24,8 +24,7 @@ namespace dtrain::kv {
 // Called once a pull can be answered. `data` (numel floats, the weights at `version`)
 // is only valid during the call, which runs with the key's lock held: copy out, do not
 // call back into the store. On error `data` is null.
-using PullCallback =
-    std::function<void(const absl::Status& status, int64_t version, const float* data, int64_t numel)>;
+using PullCallback = std::function<void(const absl::Status& status, int64_t version, const float* data, int64_t numel)>;
 
 // What PullDelta answers: the weights at `version` (numel floats at `data`) and, where
 // the store could, the packed change that took them from `version - 1` to `version`

@@ -9,12 +9,9 @@ namespace dtrain::kv {
 
 const char* ModeName(MergeMode m) {
   switch (m) {
-    case MergeMode::kSync:
-      return "sync";
-    case MergeMode::kAsync:
-      return "async";
-    case MergeMode::kSsp:
-      return "ssp";
+    case MergeMode::kSync: return "sync";
+    case MergeMode::kAsync: return "async";
+    case MergeMode::kSsp: return "ssp";
   }
   return "?";
 }
@@ -60,13 +57,12 @@ absl::Status ValidateStoreConfig(const StoreConfig& config, const StoreLimits& l
   }
   if (config.staleness < 0 || config.staleness > kMaxStaleness ||
       (config.staleness != 0 && config.mode != MergeMode::kSsp)) {
-    return absl::InvalidArgumentError(absl::StrCat("staleness ", config.staleness, " (want 0..", kMaxStaleness,
-                                                   ", and only with dist_ssp)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("staleness ", config.staleness, " (want 0..", kMaxStaleness, ", and only with dist_ssp)"));
   }
   if (config.num_workers > limits.max_workers) {
-    return absl::InvalidArgumentError(absl::StrCat("num_workers ", config.num_workers,
-                                                   " is over this server's cap of ", limits.max_workers,
-                                                   " workers (--max-workers)"));
+    return absl::InvalidArgumentError(absl::StrCat("num_workers ", config.num_workers, " is over this server's cap of ",
+                                                   limits.max_workers, " workers (--max-workers)"));
   }
   if (config.pull_compression != CompressionType::kNone) {
     if (absl::Status s = ValidateSpec({config.pull_compression, 1.0f}); !s.ok()) return s;

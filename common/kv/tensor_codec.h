@@ -42,8 +42,7 @@ grpc::Slice CopyToSlice(const float* data, int64_t n);
 
 // `header` serialised (its field `payload_field` must be unset), then field
 // `payload_field` holding the bytes of `payload`.
-grpc::ByteBuffer EncodeWithPayload(const google::protobuf::MessageLite& header, int payload_field,
-                                   grpc::Slice payload);
+grpc::ByteBuffer EncodeWithPayload(const google::protobuf::MessageLite& header, int payload_field, grpc::Slice payload);
 
 // Where the payload of a message goes: given the fields parsed so far and the
 // payload's size, a pointer to `size` writable bytes, or null to drop the payload.

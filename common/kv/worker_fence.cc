@@ -22,8 +22,7 @@ absl::Status WorkerFence::SetJobId(absl::string_view job_id) {
     return absl::OkStatus();
   }
   if (job_id_ == job_id) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat("this server runs job '", job_id_, "', not '", job_id, "'"));
+  return absl::FailedPreconditionError(absl::StrCat("this server runs job '", job_id_, "', not '", job_id, "'"));
 }
 
 absl::Status WorkerFence::CheckJob(int worker_rank, absl::string_view job_id) {
@@ -42,8 +41,8 @@ absl::Status WorkerFence::CheckJob(int worker_rank, absl::string_view job_id) {
   }
   absl::ReaderMutexLock lock(&mu_);
   if (job_id_ == job_id) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat("worker ", worker_rank, " belongs to job '", job_id,
-                                                    "', but this server runs job '", job_id_, "'"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("worker ", worker_rank, " belongs to job '", job_id, "', but this server runs job '", job_id_, "'"));
 }
 
 absl::StatusOr<WorkerFence::Admission> WorkerFence::Admit(int worker_rank, absl::string_view job_id,
@@ -60,8 +59,8 @@ absl::StatusOr<WorkerFence::Admission> WorkerFence::Admit(int worker_rank, absl:
   while (true) {
     if (incarnation == seen) return a;
     if (incarnation < seen) {
-      return absl::FailedPreconditionError(absl::StrCat("fenced: worker ", worker_rank, " incarnation ",
-                                                        incarnation, " replaced by ", seen));
+      return absl::FailedPreconditionError(
+          absl::StrCat("fenced: worker ", worker_rank, " incarnation ", incarnation, " replaced by ", seen));
     }
     if (highest.compare_exchange_weak(seen, incarnation, std::memory_order_acq_rel)) break;
   }

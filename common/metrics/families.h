@@ -24,15 +24,13 @@ inline prometheus::Gauge& AddGauge(prometheus::Registry& r, const std::string& n
 }
 
 inline prometheus::Histogram& AddHistogram(prometheus::Registry& r, const std::string& name, const std::string& help,
-                                           const std::vector<double>& buckets,
-                                           const prometheus::Labels& labels = {}) {
+                                           const std::vector<double>& buckets, const prometheus::Labels& labels = {}) {
   return prometheus::BuildHistogram().Name(name).Help(help).Register(r).Add(labels, buckets);
 }
 
 // Durations from 0.5 ms to 10 s: a step's phases, a sync wait, a request.
 inline const std::vector<double>& SecondsBuckets() {
-  static const std::vector<double> b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                        0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+  static const std::vector<double> b = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
   return b;
 }
 

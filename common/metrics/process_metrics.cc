@@ -95,8 +95,8 @@ std::vector<prometheus::MetricFamily> CollectProcessFamilies() {
                          MetricType::Counter, st.cpu_seconds));
     out.push_back(Family("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge,
                          st.resident_bytes));
-    out.push_back(Family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge,
-                         st.virtual_bytes));
+    out.push_back(
+        Family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge, st.virtual_bytes));
     out.push_back(Family("process_start_time_seconds", "Start time of the process since unix epoch in seconds.",
                          MetricType::Gauge, st.start_time_seconds));
   }
@@ -104,8 +104,8 @@ std::vector<prometheus::MetricFamily> CollectProcessFamilies() {
   double fds = 0;
   for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++fds;
   // The listing's own descriptor is counted too; it is gone once the listing is.
-  if (!ec && fds > 0) out.push_back(Family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge,
-                                           fds - 1));
+  if (!ec && fds > 0)
+    out.push_back(Family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge, fds - 1));
   struct rlimit lim;
   if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
     out.push_back(Family("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge,

@@ -86,9 +86,7 @@ int MetricsRegistry::port() const { return port_; }
 
 void MetricsRegistry::SetRank(int rank) { labelled_->SetRank(rank); }
 
-std::string MetricsRegistry::Render() const {
-  return prometheus::TextSerializer().Serialize(labelled_->Collect());
-}
+std::string MetricsRegistry::Render() const { return prometheus::TextSerializer().Serialize(labelled_->Collect()); }
 
 absl::StatusOr<std::unique_ptr<MetricsRegistry>> StartMetrics(const MetricsFlags& flags, const std::string& role) {
   if (absl::Status s = CheckMetricsFlags(flags); !s.ok()) return s;

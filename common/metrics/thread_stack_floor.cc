@@ -17,8 +17,7 @@ size_t RaisedStackRequests() { return g_raised.load(); }
 
 // Exported from the executable (CMake: --export-dynamic-symbol), so that shared libraries
 // (libcivetweb) bind to it instead of glibc's; glibc's is found with RTLD_NEXT.
-extern "C" __attribute__((visibility("default"))) int pthread_attr_setstacksize(pthread_attr_t* attr,
-                                                                               size_t size) {
+extern "C" __attribute__((visibility("default"))) int pthread_attr_setstacksize(pthread_attr_t* attr, size_t size) {
   using Fn = int (*)(pthread_attr_t*, size_t);
   static const Fn glibc = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "pthread_attr_setstacksize"));
   if (glibc == nullptr) return ENOSYS;  // cannot happen where glibc is loaded

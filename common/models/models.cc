@@ -20,14 +20,15 @@ absl::Status CheckInputShape(const std::string& network, const std::vector<int64
   const bool ok = shape.size() == 3 && shape[0] >= 1 && shape[0] <= kMaxChannels && shape[1] >= 1 &&
                   shape[1] <= kMaxSide && shape[2] >= 1 && shape[2] <= kMaxSide;
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat("network ", network, ": input shape [",
-                                                   absl::StrJoin(shape, ","), "] is not [C,H,W] with C in [1, ",
-                                                   kMaxChannels, "] and H, W in [1, ", kMaxSide, "]"));
+    return absl::InvalidArgumentError(absl::StrCat("network ", network, ": input shape [", absl::StrJoin(shape, ","),
+                                                   "] is not [C,H,W] with C in [1, ", kMaxChannels,
+                                                   "] and H, W in [1, ", kMaxSide, "]"));
   }
   if (network == "lenet" && (LeNetSide(shape[1]) < 1 || LeNetSide(shape[2]) < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("network lenet: its two 5x5 convolutions and 2x2 poolings need "
-                                                   "images of at least 16x16, not ",
-                                                   shape[1], "x", shape[2]));
+    return absl::InvalidArgumentError(
+        absl::StrCat("network lenet: its two 5x5 convolutions and 2x2 poolings need "
+                     "images of at least 16x16, not ",
+                     shape[1], "x", shape[2]));
   }
   return absl::OkStatus();
 }
@@ -39,8 +40,8 @@ std::vector<int64_t> DefaultInputShape() { return {1, 28, 28}; }
 absl::StatusOr<std::shared_ptr<Network>> CreateNetwork(const NetworkSpec& spec, int num_classes,
                                                        const std::vector<int64_t>& input_shape) {
   if (num_classes < 1 || num_classes > kMaxClasses) {
-    return absl::InvalidArgumentError(absl::StrCat("network ", spec.name, ": num_classes ", num_classes,
-                                                   " is not in [1, ", kMaxClasses, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("network ", spec.name, ": num_classes ", num_classes, " is not in [1, ", kMaxClasses, "]"));
   }
   DTRAIN_RETURN_IF_ERROR(CheckInputShape(spec.name, input_shape));
   const int64_t channels = input_shape[0], height = input_shape[1], width = input_shape[2];

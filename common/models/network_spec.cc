@@ -17,8 +17,8 @@ std::vector<int64_t> DefaultMlpHidden() { return {128, 64}; }
 std::string HiddenText(const std::vector<int64_t>& hidden) { return absl::StrJoin(hidden, ","); }
 
 absl::StatusOr<std::vector<int64_t>> ParseHiddenList(const std::string& text) {
-  const std::string want = absl::StrCat("want comma-separated layer widths such as 2048,2048 (1 to ",
-                                        kMaxHiddenLayers, " integers in [1, ", kMaxHiddenWidth, "])");
+  const std::string want = absl::StrCat("want comma-separated layer widths such as 2048,2048 (1 to ", kMaxHiddenLayers,
+                                        " integers in [1, ", kMaxHiddenWidth, "])");
   std::vector<int64_t> out;
   if (absl::StripAsciiWhitespace(text).empty()) {
     return absl::InvalidArgumentError(absl::StrCat("empty list: ", want));
@@ -51,9 +51,8 @@ absl::StatusOr<NetworkSpec> ResolveNetworkSpec(const std::string& name, const st
         absl::StrCat("unknown network \"", name, "\" (known: ", absl::StrJoin(known, ", "), ")"));
   }
   if (name != "mlp" && !hidden.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", name, " network has no configurable hidden layers (got ", HiddenText(hidden),
-                     "); hidden widths are for the mlp"));
+    return absl::InvalidArgumentError(absl::StrCat("the ", name, " network has no configurable hidden layers (got ",
+                                                   HiddenText(hidden), "); hidden widths are for the mlp"));
   }
   if (name == "resnet") {
     spec.num_layers = num_layers == 0 ? kDefaultResNetLayers : num_layers;
@@ -64,8 +63,8 @@ absl::StatusOr<NetworkSpec> ResolveNetworkSpec(const std::string& name, const st
     return spec;
   }
   if (num_layers != 0 && !(name == "resnet18" && num_layers == 18)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the ", name, " network has a fixed depth (got ", num_layers, " layers); the depth is for resnet"));
+    return absl::InvalidArgumentError(absl::StrCat("the ", name, " network has a fixed depth (got ", num_layers,
+                                                   " layers); the depth is for resnet"));
   }
   if (name != "mlp") return spec;
   spec.hidden = hidden.empty() ? DefaultMlpHidden() : hidden;
@@ -77,16 +76,15 @@ absl::StatusOr<NetworkSpec> ResolveNetworkSpec(const std::string& name, const st
   int64_t in = inputs;
   for (int64_t w : spec.hidden) {
     if (w < 1 || w > kMaxHiddenWidth) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("mlp: hidden width ", w, " is not in [1, ", kMaxHiddenWidth, "]"));
+      return absl::InvalidArgumentError(absl::StrCat("mlp: hidden width ", w, " is not in [1, ", kMaxHiddenWidth, "]"));
     }
     params += in * w + w;
     in = w;
   }
   params += in * num_classes + num_classes;
   if (params > kMaxParameters) {
-    return absl::InvalidArgumentError(absl::StrCat("mlp with hidden layers ", HiddenText(spec.hidden), " has ",
-                                                   params, " parameters, more than the limit of ", kMaxParameters,
+    return absl::InvalidArgumentError(absl::StrCat("mlp with hidden layers ", HiddenText(spec.hidden), " has ", params,
+                                                   " parameters, more than the limit of ", kMaxParameters,
                                                    " (1 GiB of float32)"));
   }
   return spec;

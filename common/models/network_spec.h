@@ -1,6 +1,6 @@
 // Which network to build, as flags and checkpoint files name it: the network's name and,
-// for the mlp, the widths of its hidden layers, for the CIFAR-style resnet its depth. No LibTorch here, so that flag parsing,
-// checkpoint files and their tests need none.
+// for the mlp, the widths of its hidden layers, for the CIFAR-style resnet its depth. No LibTorch here, so that flag
+// parsing, checkpoint files and their tests need none.
 #pragma once
 
 #include <cstdint>
@@ -50,7 +50,6 @@ std::string HiddenText(const std::vector<int64_t>& hidden);
 // unknown name, bad widths, or more than kMaxParameters parameters (for `inputs` input
 // values and `num_classes` outputs) are INVALID_ARGUMENT naming the problem.
 absl::StatusOr<NetworkSpec> ResolveNetworkSpec(const std::string& name, const std::vector<int64_t>& hidden,
-                                               int64_t inputs = 28 * 28, int64_t num_classes = 10,
-                                               int num_layers = 0);
+                                               int64_t inputs = 28 * 28, int64_t num_classes = 10, int num_layers = 0);
 
 }  // namespace dtrain::models

@@ -95,8 +95,8 @@ absl::StatusOr<Cert> NewCert(EVP_PKEY* key, const std::string& cn, absl::Duratio
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), static_cast<long>(absl::ToInt64Seconds(validity)));
   X509_NAME* name = X509_get_subject_name(cert.get());
   X509_NAME_add_entry_by_txt(name, "O", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>("dtrain"), -1, -1, 0);
-  if (!X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1,
-                                  -1, 0)) {
+  if (!X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
+                                  0)) {
     return absl::InvalidArgumentError(OpenSslError(absl::StrCat("cannot use \"", cn, "\" as a certificate name")));
   }
   X509_set_pubkey(cert.get(), key);
@@ -111,7 +111,7 @@ bool IsIpAddress(const std::string& s) {
 }  // namespace
 
 absl::StatusOr<std::pair<std::string, std::string>> WriteKeyAndCert(const std::string& dir, const std::string& stem,
-                                                                   const KeyAndCert& kc) {
+                                                                    const KeyAndCert& kc) {
   const std::string key = absl::StrCat(dir, "/", stem, ".key");
   const std::string crt = absl::StrCat(dir, "/", stem, ".crt");
   if (absl::Status s = WriteFileAtomically(key, kc.key_pem, 0600); !s.ok()) return s;
@@ -129,9 +129,9 @@ absl::StatusOr<CertAuthority> CertAuthority::Create(const std::string& job, absl
   absl::StatusOr<Cert> cert = NewCert(key->get(), absl::StrCat("dtrain CA ", job), validity);
   if (!cert.ok()) return cert.status();
   X509_set_issuer_name(cert->get(), X509_get_subject_name(cert->get()));
-  for (const auto& [nid, value] : {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
-                                   std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"},
-                                   std::pair{NID_subject_key_identifier, "hash"}}) {
+  for (const auto& [nid, value] :
+       {std::pair{NID_basic_constraints, "critical,CA:TRUE,pathlen:0"},
+        std::pair{NID_key_usage, "critical,keyCertSign,cRLSign"}, std::pair{NID_subject_key_identifier, "hash"}}) {
     if (absl::Status s = AddExtension(cert->get(), cert->get(), nid, value); !s.ok()) return s;
   }
   if (X509_sign(cert->get(), key->get(), EVP_sha256()) == 0) {
@@ -171,12 +171,11 @@ absl::StatusOr<KeyAndCert> CertAuthority::Issue(const std::string& name, const s
   X509_set_issuer_name(cert->get(), X509_get_subject_name(ca_cert.get()));
   std::vector<std::string> sans = {absl::StrCat("DNS:", name)};
   for (const std::string& s : extra_sans) sans.push_back(absl::StrCat(IsIpAddress(s) ? "IP:" : "DNS:", s));
-  for (const auto& [nid, value] :
-       {std::pair{NID_basic_constraints, std::string("critical,CA:FALSE")},
-        std::pair{NID_key_usage, std::string("critical,digitalSignature")},
-        std::pair{NID_ext_key_usage, std::string("serverAuth,clientAuth")},
-        std::pair{NID_authority_key_identifier, std::string("keyid")},
-        std::pair{NID_subject_alt_name, absl::StrJoin(sans, ",")}}) {
+  for (const auto& [nid, value] : {std::pair{NID_basic_constraints, std::string("critical,CA:FALSE")},
+                                   std::pair{NID_key_usage, std::string("critical,digitalSignature")},
+                                   std::pair{NID_ext_key_usage, std::string("serverAuth,clientAuth")},
+                                   std::pair{NID_authority_key_identifier, std::string("keyid")},
+                                   std::pair{NID_subject_alt_name, absl::StrJoin(sans, ",")}}) {
     if (absl::Status s = AddExtension(cert->get(), ca_cert.get(), nid, value); !s.ok()) return s;
   }
   if (X509_sign(cert->get(), ca_key.get(), EVP_sha256()) == 0) {

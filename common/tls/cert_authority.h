@@ -43,7 +43,7 @@ class CertAuthority {
 // Writes DIR/STEM.key (mode 0600) and DIR/STEM.crt (0644), each atomically; the key
 // first, so a .crt never names a key that is not there yet. Returns the two paths.
 absl::StatusOr<std::pair<std::string, std::string>> WriteKeyAndCert(const std::string& dir, const std::string& stem,
-                                                                   const KeyAndCert& kc);
+                                                                    const KeyAndCert& kc);
 
 // "worker-1.JOB": the name a process's certificate carries (role "worker", rank 1).
 std::string LeafName(const std::string& role, int rank, const std::string& job);

@@ -55,8 +55,7 @@ absl::Status CheckPemFiles(const PemFiles& f) {
   std::unique_ptr<EVP_PKEY, Free> key(PEM_read_bio_PrivateKey(kb.get(), nullptr, nullptr, nullptr));
   ERR_clear_error();
   if (key == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--tls-key ", f.key_path, ": no unencrypted PEM private key in it"));
+    return absl::InvalidArgumentError(absl::StrCat("--tls-key ", f.key_path, ": no unencrypted PEM private key in it"));
   }
   if (X509_check_private_key(leaf, key.get()) != 1) {
     ERR_clear_error();

@@ -56,9 +56,9 @@ absl::StatusOr<TransportSecurity> LoadTransportSecurity(const TlsFlags& f, TlsUs
     return absl::InvalidArgumentError("TLS needs --tls-ca (the job's CA, to check the peer's certificate)");
   }
   tls::PemFiles files{f.cert, f.key, f.ca, "", "", ""};
-  for (auto [flag, path, out] : {std::tuple{"tls-cert", &f.cert, &files.cert_pem},
-                                 std::tuple{"tls-key", &f.key, &files.key_pem},
-                                 std::tuple{"tls-ca", &f.ca, &files.ca_pem}}) {
+  for (auto [flag, path, out] :
+       {std::tuple{"tls-cert", &f.cert, &files.cert_pem}, std::tuple{"tls-key", &f.key, &files.key_pem},
+        std::tuple{"tls-ca", &f.ca, &files.ca_pem}}) {
     if (absl::Status s = ReadPem(flag, *path, out); !s.ok()) return s;
   }
   if (absl::Status s = tls::CheckPemFiles(files); !s.ok()) return s;

@@ -14,9 +14,9 @@
 namespace dtrain {
 
 struct TlsFlags {
-  std::string cert;  // this process's certificate (PEM; a chain may follow it)
-  std::string key;   // its private key (PEM, unencrypted)
-  std::string ca;    // the job's CA: peers must present a certificate it signed
+  std::string cert;       // this process's certificate (PEM; a chain may follow it)
+  std::string key;        // its private key (PEM, unencrypted)
+  std::string ca;         // the job's CA: peers must present a certificate it signed
   bool insecure = false;  // plaintext, said explicitly
 };
 

@@ -47,8 +47,8 @@ void RunModelBatch(const std::vector<BatchJob*>& jobs) {
 BatchedForward::BatchedForward(BatcherOptions options, DynamicBatcher::BatchObserver observer)
     : batcher_(options, RunModelBatch, std::move(observer)) {}
 
-absl::StatusOr<ClassOutputs> BatchedForward::Run(std::shared_ptr<const LoadedModel> model,
-                                                 const ImageBatchView& images, absl::Time deadline) {
+absl::StatusOr<ClassOutputs> BatchedForward::Run(std::shared_ptr<const LoadedModel> model, const ImageBatchView& images,
+                                                 absl::Time deadline) {
   ModelJob job(std::move(model), images);
   if (absl::Status s = batcher_.Submit(job, deadline); !s.ok()) return s;
   return std::move(job.result);

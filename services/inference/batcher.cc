@@ -139,9 +139,8 @@ void DynamicBatcher::RunnerLoop() {
     {
       absl::MutexLock lock(&mu_);
       // An idle runner waits for work with no deadline: Stop() is what ends it.
-      auto can_form = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || (!forming_ && !queue_.empty());
-      };
+      auto can_form = [this]()
+                          ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || (!forming_ && !queue_.empty()); };
       mu_.Await(absl::Condition(&can_form));
       if (stopping_) return;
       forming_ = true;

@@ -48,10 +48,10 @@ absl::Status CallAuth::Check(const grpc::ServerContext& ctx) const {
     return absl::UnauthenticatedError("the bearer token is not one this server accepts");
   }
   return absl::UnauthenticatedError(absl::StrCat(
-      "this server wants ",
-      client_certs_ && !tokens_.empty() ? "a client certificate from its CA or a bearer token"
-      : client_certs_                   ? "a client certificate from its CA (--tls-cert/--tls-key)"
-                                        : "a bearer token (authorization: Bearer TOKEN; dtrain predict --auth-token-file)"));
+      "this server wants ", client_certs_ && !tokens_.empty() ? "a client certificate from its CA or a bearer token"
+                            : client_certs_
+                                ? "a client certificate from its CA (--tls-cert/--tls-key)"
+                                : "a bearer token (authorization: Bearer TOKEN; dtrain predict --auth-token-file)"));
 }
 
 }  // namespace dtrain::inference

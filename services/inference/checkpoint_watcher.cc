@@ -93,8 +93,8 @@ absl::StatusOr<bool> CheckpointWatcher::Core::Poll() {
       if (e > serving_epoch) candidates.push_back(e);
     }
     if (candidates.empty() && !serving) {
-      return absl::NotFoundError(absl::StrCat("no checkpoint ", BaseOf(prefix), "-NNNN.params in ",
-                                              DirOf(prefix), " yet"));
+      return absl::NotFoundError(
+          absl::StrCat("no checkpoint ", BaseOf(prefix), "-NNNN.params in ", DirOf(prefix), " yet"));
     }
   }
 
@@ -124,8 +124,7 @@ absl::StatusOr<bool> CheckpointWatcher::Core::Poll() {
     last_refusal = model.status();
     const std::string what =
         serving ? absl::StrCat("still serving epoch ", serving_epoch) : std::string("no model serving yet");
-    DTRAIN_LOG(ERROR) << "refusing checkpoint epoch " << epoch << ": " << model.status().message()
-                      << "; " << what;
+    DTRAIN_LOG(ERROR) << "refusing checkpoint epoch " << epoch << ": " << model.status().message() << "; " << what;
     if (newest_refusal.empty()) newest_refusal = RefusalText(epoch, last_refusal);
     holder->SetReloadError(newest_refusal);
   }
@@ -174,8 +173,7 @@ bool CheckpointWatcher::Stop(absl::Duration timeout) {
   if (finished) {
     thread_.join();
   } else {
-    DTRAIN_LOG(WARNING) << "checkpoint watcher still loading after " << timeout
-                        << "; leaving it behind";
+    DTRAIN_LOG(WARNING) << "checkpoint watcher still loading after " << timeout << "; leaving it behind";
     thread_.detach();
   }
   return finished;

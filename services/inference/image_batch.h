@@ -33,10 +33,8 @@ struct ImageBatchView {
 // rank or dimensions (naming the expected one, e.g. "[N,1,28,28]"); an empty batch;
 // N over `max_batch`; data whose length is not N images; a NaN or infinite float pixel
 // (naming the image and pixel).
-absl::StatusOr<ImageBatchView> ValidateImages(PixelType type, const std::vector<int64_t>& shape,
-                                              std::string_view data,
-                                              const std::vector<int64_t>& input_shape,
-                                              int64_t max_batch);
+absl::StatusOr<ImageBatchView> ValidateImages(PixelType type, const std::vector<int64_t>& shape, std::string_view data,
+                                              const std::vector<int64_t>& input_shape, int64_t max_batch);
 
 // "[N,1,28,28]" for input shape {1, 28, 28}.
 std::string ExpectedShapeText(const std::vector<int64_t>& input_shape);

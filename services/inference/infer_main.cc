@@ -84,7 +84,8 @@ absl::Status CheckFlags(const InferFlags& f) {
   }
   if (f.threads < 0 || f.threads > 1024) return bad(absl::StrCat("--threads must be in [0, 1024], got ", f.threads));
   if (f.max_batch_size < 1 || f.max_batch_size > f.max_batch) {
-    return bad(absl::StrCat("--max-batch-size must be in [1, --max-batch = ", f.max_batch, "], got ", f.max_batch_size));
+    return bad(
+        absl::StrCat("--max-batch-size must be in [1, --max-batch = ", f.max_batch, "], got ", f.max_batch_size));
   }
   if (f.max_batch_delay_us < 0 || f.max_batch_delay_us > 1000000) {
     return bad(absl::StrCat("--max-batch-delay-us must be in [0, 1000000], got ", f.max_batch_delay_us));
@@ -95,7 +96,6 @@ absl::Status CheckFlags(const InferFlags& f) {
   if (!(f.wait_for_model_s >= 0)) return bad(absl::StrCat("--wait-for-model must be >= 0, got ", f.wait_for_model_s));
   return absl::OkStatus();
 }
-
 
 void SetServing(grpc::Server& server, bool serving) {
   grpc::HealthCheckServiceInterface* health = server.GetHealthCheckService();
@@ -111,8 +111,7 @@ absl::Status ParseFlags(int argc, char** argv, InferFlags* f, bool* help) {
   flags.AddString("model-prefix", &f->model_prefix, "checkpoint prefix: PREFIX-symbol.json, PREFIX-NNNN.params",
                   {"DTRAIN_MODEL_PREFIX"});
   flags.AddInt("epoch", &f->epoch, "epoch to serve; 0 = the newest complete one, reloading newer ones");
-  flags.AddString("host", &f->host, "address to listen on (0.0.0.0: every interface, IPv6 too)",
-                  {"DTRAIN_BIND_HOST"});
+  flags.AddString("host", &f->host, "address to listen on (0.0.0.0: every interface, IPv6 too)", {"DTRAIN_BIND_HOST"});
   flags.AddInt("port", &f->port, "port to listen on (0 = any free port)", {"DTRAIN_PORT"});
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically) once listening");
   flags.AddDouble("watch-interval", &f->watch_interval_s, "seconds between looks for a newer epoch (0 = never)");
@@ -167,8 +166,8 @@ struct EarlyStop {
 
 // Polls for a first checkpoint until one is loaded into `holder` (nullopt), the wait
 // gives up (logged; exit 1) or a signal comes (exit 0).
-std::optional<EarlyStop> WaitForFirstModel(CheckpointWatcher& watcher, const ModelHolder& holder, double wait_for_model_s,
-                               ShutdownSignal& signals) {
+std::optional<EarlyStop> WaitForFirstModel(CheckpointWatcher& watcher, const ModelHolder& holder,
+                                           double wait_for_model_s, ShutdownSignal& signals) {
   const absl::Time give_up = absl::Now() + absl::Seconds(wait_for_model_s);
   absl::Time next_report = absl::Now();
   for (;;) {
@@ -328,9 +327,9 @@ int Run(int argc, char** argv) {
   if (server == nullptr) return 1;
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.host, port) << " (NOT_SERVING until a model is loaded); "
                    << batching.runners << " forward(s) at once, " << f.intra_op_threads
-                   << " LibTorch thread(s) each, max batch " << f.max_batch << "; batching up to "
-                   << f.max_batch_size << " image(s) within " << f.max_batch_delay_us
-                   << " us; Open Inference Protocol model '" << oip.model_name << "'";
+                   << " LibTorch thread(s) each, max batch " << f.max_batch << "; batching up to " << f.max_batch_size
+                   << " image(s) within " << f.max_batch_delay_us << " us; Open Inference Protocol model '"
+                   << oip.model_name << "'";
 
   CheckpointWatcher watcher(MakeWatch(f, families), holder);
   if (std::optional<EarlyStop> early = WaitForFirstModel(watcher, *holder, f.wait_for_model_s, signals)) {

@@ -22,8 +22,8 @@ constexpr int kMaxIdleCallThreads = 64;
 
 }  // namespace
 
-std::unique_ptr<grpc::Server> StartInferenceServer(const std::string& listen, const std::vector<grpc::Service*>& services,
-                                                   int* bound_port) {
+std::unique_ptr<grpc::Server> StartInferenceServer(const std::string& listen,
+                                                   const std::vector<grpc::Service*>& services, int* bound_port) {
   // v1alpha: gRPC's own plugin, registered process-wide for every later builder.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::EnableDefaultHealthCheckService(true);

@@ -13,7 +13,7 @@ namespace dtrain::inference {
 
 // Serves `services` on `listen` (host:port; port 0: any free one) and sets *bound_port.
 // Null when it cannot listen, logged with the reason (common/listen_failure.h).
-std::unique_ptr<grpc::Server> StartInferenceServer(const std::string& listen, const std::vector<grpc::Service*>& services,
-                                                   int* bound_port);
+std::unique_ptr<grpc::Server> StartInferenceServer(const std::string& listen,
+                                                   const std::vector<grpc::Service*>& services, int* bound_port);
 
 }  // namespace dtrain::inference

@@ -14,9 +14,10 @@ constexpr char kRequestsHelp[] = "Inference requests answered, by result code (g
 InferenceMetrics::InferenceMetrics(metrics::MetricsRegistry& registry) : registry_(registry) {
   prometheus::Registry& r = registry.families();
   latency_ = &metrics::internal::AddHistogram(r, "dtrain_inference_request_duration_seconds",
-                                     "Seconds from a request's arrival to its answer.", metrics::internal::SecondsBuckets());
-  loaded_epoch_ = &metrics::internal::AddGauge(r, "dtrain_inference_loaded_epoch",
-                                      "Epoch of the checkpoint being served (PREFIX-NNNN.params); -1: none yet.");
+                                              "Seconds from a request's arrival to its answer.",
+                                              metrics::internal::SecondsBuckets());
+  loaded_epoch_ = &metrics::internal::AddGauge(
+      r, "dtrain_inference_loaded_epoch", "Epoch of the checkpoint being served (PREFIX-NNNN.params); -1: none yet.");
   loaded_epoch_->Set(-1);
   // Powers of two up to 1024 (--max-batch's default): how full dynamic batching gets.
   batch_images_ = &metrics::internal::AddHistogram(
@@ -32,8 +33,9 @@ prometheus::Counter& InferenceMetrics::RequestsFor(absl::StatusCode code) {
   std::lock_guard<std::mutex> lock(create_mu_);
   counter = requests_[index].load(std::memory_order_relaxed);
   if (counter == nullptr) {
-    counter = &metrics::internal::AddCounter(registry_.families(), kRequests, kRequestsHelp,
-                                    {{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(index))}});
+    counter =
+        &metrics::internal::AddCounter(registry_.families(), kRequests, kRequestsHelp,
+                                       {{"code", absl::StatusCodeToString(static_cast<absl::StatusCode>(index))}});
     requests_[index].store(counter, std::memory_order_release);
   }
   return *counter;

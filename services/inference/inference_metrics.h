@@ -1,5 +1,6 @@
 // dtrain-infer's metrics (dtrain_inference_*): requests by result code, their latency,
-// the checkpoint epoch being served, and images per forward pass (dynamic batching). Usage, in the inference service's main:
+// the checkpoint epoch being served, and images per forward pass (dynamic batching). Usage, in the inference service's
+// main:
 //   DTRAIN_ASSIGN_OR_RETURN(auto registry, metrics::StartMetrics(flags, "inference"));  // null: off
 //   if (registry) { registry->SetRank(0); m = std::make_unique<inference::InferenceMetrics>(*registry); }
 //   if (m) m->SetLoadedEpoch(epoch);  per request: if (m) m->RequestDone(s.code(), absl::Now() - t0);

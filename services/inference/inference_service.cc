@@ -12,19 +12,15 @@ namespace {
 
 PixelType FromProto(v1::PixelType t) {
   switch (t) {
-    case v1::PIXEL_TYPE_UINT8:
-      return PixelType::kUint8;
-    case v1::PIXEL_TYPE_FLOAT32:
-      return PixelType::kFloat32;
-    default:
-      return PixelType::kUnspecified;
+    case v1::PIXEL_TYPE_UINT8: return PixelType::kUint8;
+    case v1::PIXEL_TYPE_FLOAT32: return PixelType::kFloat32;
+    default: return PixelType::kUnspecified;
   }
 }
 
 }  // namespace
 
-InferenceService::InferenceService(std::shared_ptr<ModelHolder> holder,
-                                   InferenceServiceOptions options)
+InferenceService::InferenceService(std::shared_ptr<ModelHolder> holder, InferenceServiceOptions options)
     : holder_(std::move(holder)), options_(std::move(options)) {}
 
 absl::StatusOr<std::shared_ptr<const LoadedModel>> InferenceService::Current() const {
@@ -54,8 +50,8 @@ grpc::Status InferenceService::Serve(grpc::ServerContext* ctx, const v1::Predict
         absl::StrCat("top_k is ", req->top_k(), "; want 0 (meaning 1) to ", meta.num_classes)));
   }
   absl::StatusOr<ImageBatchView> images =
-      ValidateImages(FromProto(req->pixel_type()), {req->shape().begin(), req->shape().end()},
-                     req->data(), meta.input_shape, options_.max_batch);
+      ValidateImages(FromProto(req->pixel_type()), {req->shape().begin(), req->shape().end()}, req->data(),
+                     meta.input_shape, options_.max_batch);
   if (!images.ok()) return ToGrpc(images.status());
 
   const absl::Time deadline = DeadlineOf(*ctx);
@@ -78,8 +74,7 @@ grpc::Status InferenceService::Serve(grpc::ServerContext* ctx, const v1::Predict
   return grpc::Status::OK;
 }
 
-grpc::Status InferenceService::ModelInfo(grpc::ServerContext* ctx,
-                                         const v1::ModelInfoRequest* /*req*/,
+grpc::Status InferenceService::ModelInfo(grpc::ServerContext* ctx, const v1::ModelInfoRequest* /*req*/,
                                          v1::ModelInfoResponse* resp) {
   if (absl::Status auth = options_.auth.Check(*ctx); !auth.ok()) return ToGrpc(auth);
   CallCounter::Scope counted = options_.calls->Enter();

@@ -24,12 +24,12 @@
 namespace dtrain::inference {
 
 struct InferenceServiceOptions {
-  std::string prefix;       // reported while no model is loaded
+  std::string prefix;  // reported while no model is loaded
   int64_t max_batch = 1024;
-  BatchedForward* forward = nullptr;  // shared with the other protocol; outlives the service
-  CallCounter* calls = nullptr;       // calls running, for the drain at shutdown; outlives the service
+  BatchedForward* forward = nullptr;               // shared with the other protocol; outlives the service
+  CallCounter* calls = nullptr;                    // calls running, for the drain at shutdown; outlives the service
   inference::InferenceMetrics* metrics = nullptr;  // null: metrics off
-  CallAuth auth;  // who may call Predict and ModelInfo (default: anyone)
+  CallAuth auth;                                   // who may call Predict and ModelInfo (default: anyone)
 };
 
 class InferenceService final : public v1::Inference::Service {
@@ -37,8 +37,7 @@ class InferenceService final : public v1::Inference::Service {
   InferenceService(std::shared_ptr<ModelHolder> holder, InferenceServiceOptions options);
 
   // Counts the request's outcome and latency (when metrics are on) around Serve.
-  grpc::Status Predict(grpc::ServerContext* ctx, const v1::PredictRequest* req,
-                       v1::PredictResponse* resp) override;
+  grpc::Status Predict(grpc::ServerContext* ctx, const v1::PredictRequest* req, v1::PredictResponse* resp) override;
   grpc::Status ModelInfo(grpc::ServerContext* ctx, const v1::ModelInfoRequest* req,
                          v1::ModelInfoResponse* resp) override;
 

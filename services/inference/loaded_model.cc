@@ -22,9 +22,7 @@ struct LoadedModel::Net {
 
 namespace {
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
+std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
 // A checkpoint whose training diverged has a valid CRC and NaN weights; serving it would
 // answer every image with NaN probabilities, so it is refused like a corrupt file.
@@ -33,8 +31,7 @@ absl::Status CheckFinite(const std::string& path, const std::vector<checkpoint::
     for (size_t i = 0; i < t.data.size(); ++i) {
       if (!std::isfinite(t.data[i])) {
         return absl::FailedPreconditionError(
-            absl::StrCat(path, ": ", t.name, " element ", i, " is ", t.data[i],
-                         " (did training diverge?)"));
+            absl::StrCat(path, ": ", t.name, " element ", i, " is ", t.data[i], " (did training diverge?)"));
       }
     }
   }
@@ -72,13 +69,11 @@ torch::Tensor ToTensor(const std::vector<const ImageBatchView*>& parts, const st
 
 }  // namespace
 
-LoadedModel::LoadedModel(ModelMeta meta, std::unique_ptr<Net> net)
-    : meta_(std::move(meta)), net_(std::move(net)) {}
+LoadedModel::LoadedModel(ModelMeta meta, std::unique_ptr<Net> net) : meta_(std::move(meta)), net_(std::move(net)) {}
 
 LoadedModel::~LoadedModel() = default;
 
-absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::string& prefix,
-                                                                     int epoch) {
+absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::string& prefix, int epoch) {
   DTRAIN_ASSIGN_OR_RETURN(checkpoint::SymbolInfo symbol, checkpoint::ReadSymbol(prefix));
   const std::string path = checkpoint::ParamsPath(prefix, epoch);
   DTRAIN_ASSIGN_OR_RETURN(std::vector<checkpoint::NamedTensor> tensors, checkpoint::ReadParams(path));
@@ -107,15 +102,13 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
     torch::Tensor out = module->forward(torch::zeros(probe_shape));
     if (out.sizes().vec() != std::vector<int64_t>{1, symbol.num_classes}) {
       return absl::FailedPreconditionError(absl::StrCat(
-          checkpoint::SymbolPath(prefix), ": the ", symbol.network, " network maps input ",
-          ShapeText(probe_shape), " to ", ShapeText(out.sizes().vec()), ", not [1,",
-          symbol.num_classes, "]"));
+          checkpoint::SymbolPath(prefix), ": the ", symbol.network, " network maps input ", ShapeText(probe_shape),
+          " to ", ShapeText(out.sizes().vec()), ", not [1,", symbol.num_classes, "]"));
     }
   } catch (const c10::Error& e) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(checkpoint::SymbolPath(prefix), ": the ", symbol.network,
-                     " network cannot take input ", ShapeText(probe_shape), ": ",
-                     e.what_without_backtrace()));
+    return absl::FailedPreconditionError(absl::StrCat(checkpoint::SymbolPath(prefix), ": the ", symbol.network,
+                                                      " network cannot take input ", ShapeText(probe_shape), ": ",
+                                                      e.what_without_backtrace()));
   }
 
   ModelMeta meta;
@@ -135,8 +128,7 @@ absl::StatusOr<std::shared_ptr<const LoadedModel>> LoadedModel::Load(const std::
   return std::shared_ptr<const LoadedModel>(new LoadedModel(std::move(meta), std::move(net)));
 }
 
-absl::StatusOr<std::vector<ClassOutputs>> LoadedModel::Forward(
-    const std::vector<const ImageBatchView*>& parts) const {
+absl::StatusOr<std::vector<ClassOutputs>> LoadedModel::Forward(const std::vector<const ImageBatchView*>& parts) const {
   for (const ImageBatchView* p : parts) {
     const int64_t pixels = p->count * [&] {
       int64_t n = PixelBytes(p->type);
@@ -144,9 +136,9 @@ absl::StatusOr<std::vector<ClassOutputs>> LoadedModel::Forward(
       return n;
     }();
     if (p->image_shape != meta_.input_shape || p->count <= 0 || static_cast<int64_t>(p->data.size()) != pixels) {
-      return absl::InternalError(absl::StrCat("Forward: batch of ", p->count, " images of ",
-                                              ShapeText(p->image_shape), " for a model taking ",
-                                              ShapeText(meta_.input_shape), " was not validated"));
+      return absl::InternalError(absl::StrCat("Forward: batch of ", p->count, " images of ", ShapeText(p->image_shape),
+                                              " for a model taking ", ShapeText(meta_.input_shape),
+                                              " was not validated"));
     }
   }
   if (parts.empty()) return std::vector<ClassOutputs>();
@@ -169,8 +161,8 @@ absl::StatusOr<std::vector<ClassOutputs>> LoadedModel::Forward(
     all.logits.assign(l, l + logits.numel());
     all.probabilities.assign(pr, pr + probs.numel());
   } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("forward of ", meta_.network, " epoch ", meta_.epoch,
-                                            " failed: ", e.what_without_backtrace()));
+    return absl::InternalError(
+        absl::StrCat("forward of ", meta_.network, " epoch ", meta_.epoch, " failed: ", e.what_without_backtrace()));
   }
   std::vector<ClassOutputs> out;
   out.reserve(parts.size());

@@ -37,8 +37,7 @@ class LoadedModel {
   // DATA_LOSS), weights whose names or shapes differ from the network's, weights that
   // are NaN or infinite, or an input shape the network cannot take
   // (FAILED_PRECONDITION).
-  static absl::StatusOr<std::shared_ptr<const LoadedModel>> Load(const std::string& prefix,
-                                                                 int epoch);
+  static absl::StatusOr<std::shared_ptr<const LoadedModel>> Load(const std::string& prefix, int epoch);
 
   ~LoadedModel();
   LoadedModel(const LoadedModel&) = delete;

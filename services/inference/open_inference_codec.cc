@@ -15,9 +15,7 @@ using ::inference::ModelInferRequest;
 using ::inference::ModelInferResponse;
 using ::inference::ModelMetadataResponse;
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
-}
+std::string ShapeText(const std::vector<int64_t>& shape) { return absl::StrCat("[", absl::StrJoin(shape, ","), "]"); }
 
 // "FP32 [-1,1,28,28]": the input as ModelMetadata describes it.
 std::string InputText(const ModelMeta& meta) {
@@ -54,8 +52,8 @@ absl::StatusOr<int64_t> BatchOf(const google::protobuf::RepeatedField<int64_t>& 
                                                    ": the batch dimension must be at least 1"));
   }
   if (n > max_batch) {
-    return absl::InvalidArgumentError(absl::StrCat("input '", kOipInputName, "' holds ", n,
-                                                   " images, over the limit of ", max_batch, " (--max-batch); split it"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "input '", kOipInputName, "' holds ", n, " images, over the limit of ", max_batch, " (--max-batch); split it"));
   }
   return n;
 }
@@ -70,17 +68,17 @@ absl::StatusOr<std::vector<OipOutput>> RequestedOutputs(const ModelInferRequest&
     } else if (o.name() == kOipProbabilitiesName) {
       which = OipOutput::kProbabilities;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown output '", o.name(), "': the model has '",
-                                                     kOipLogitsName, "' and '", kOipProbabilitiesName, "'"));
+      return absl::InvalidArgumentError(absl::StrCat("unknown output '", o.name(), "': the model has '", kOipLogitsName,
+                                                     "' and '", kOipProbabilitiesName, "'"));
     }
     if (std::find(outputs.begin(), outputs.end(), which) != outputs.end()) {
       return absl::InvalidArgumentError(absl::StrCat("output '", o.name(), "' is requested twice"));
     }
     // Triton's classification extension would change the output's type; not offered.
     if (o.parameters().count("classification") > 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "output '", o.name(), "': the classification parameter is not supported; request '",
-          kOipProbabilitiesName, "' and take the largest"));
+      return absl::InvalidArgumentError(absl::StrCat("output '", o.name(),
+                                                     "': the classification parameter is not supported; request '",
+                                                     kOipProbabilitiesName, "' and take the largest"));
     }
     outputs.push_back(which);
   }
@@ -89,10 +87,10 @@ absl::StatusOr<std::vector<OipOutput>> RequestedOutputs(const ModelInferRequest&
 
 // The request's one input tensor, by the name the model gives it.
 absl::StatusOr<const ModelInferRequest::InferInputTensor*> TheInput(const ModelInferRequest& req,
-                                                                     const ModelMeta& meta) {
+                                                                    const ModelMeta& meta) {
   if (req.inputs_size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("the request has ", req.inputs_size(),
-                                                   " input tensors; the model takes one: ", InputText(meta)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request has ", req.inputs_size(), " input tensors; the model takes one: ", InputText(meta)));
   }
   const ModelInferRequest::InferInputTensor& input = req.inputs(0);
   if (input.name() != kOipInputName) {
@@ -125,8 +123,8 @@ absl::StatusOr<std::string_view> RawPixels(const ModelInferRequest& req,
                                                    " entries for ", req.inputs_size(), " input(s): one per input"));
   }
   if (TypedValues(input.contents()) > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "input '", kOipInputName, "' has both contents and raw_input_contents: send one of them"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("input '", kOipInputName, "' has both contents and raw_input_contents: send one of them"));
   }
   const std::string& raw = req.raw_input_contents(0);
   if (static_cast<int64_t>(raw.size()) != size.bytes) {
@@ -144,8 +142,8 @@ absl::StatusOr<std::string_view> Fp32Pixels(const ModelInferRequest::InferInputT
   if (values.size() != size.elements || TypedValues(input.contents()) != values.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("input '", kOipInputName, "' FP32 ", ShapeText(size.shape), " needs ", size.elements,
-                     " values in contents.fp32_contents (or raw_input_contents); it has ", values.size(),
-                     " there and ", TypedValues(input.contents()) - values.size(), " in other fields"));
+                     " values in contents.fp32_contents (or raw_input_contents); it has ", values.size(), " there and ",
+                     TypedValues(input.contents()) - values.size(), " in other fields"));
   }
   scratch->resize(static_cast<size_t>(size.bytes));
   std::memcpy(scratch->data(), values.data(), static_cast<size_t>(size.bytes));
@@ -159,14 +157,14 @@ absl::StatusOr<std::string_view> Uint8Pixels(const ModelInferRequest::InferInput
   if (values.size() != size.elements || TypedValues(input.contents()) != values.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("input '", kOipInputName, "' UINT8 ", ShapeText(size.shape), " needs ", size.elements,
-                     " values in contents.uint_contents (or raw_input_contents); it has ", values.size(),
-                     " there and ", TypedValues(input.contents()) - values.size(), " in other fields"));
+                     " values in contents.uint_contents (or raw_input_contents); it has ", values.size(), " there and ",
+                     TypedValues(input.contents()) - values.size(), " in other fields"));
   }
   scratch->resize(static_cast<size_t>(size.bytes));
   for (int i = 0; i < values.size(); ++i) {
     if (values[i] > 255) {
-      return absl::InvalidArgumentError(absl::StrCat("input '", kOipInputName, "' UINT8 value ", i, " is ",
-                                                     values[i], ", over 255"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input '", kOipInputName, "' UINT8 value ", i, " is ", values[i], ", over 255"));
     }
     (*scratch)[static_cast<size_t>(i)] = static_cast<char>(values[i]);
   }
@@ -218,8 +216,8 @@ void FillModelMetadata(const std::string& served_name, const ModelMeta& meta, Mo
   }
 }
 
-absl::StatusOr<OipInferInput> ParseInferRequest(const ModelInferRequest& req, const ModelMeta& meta,
-                                                int64_t max_batch, std::string* scratch) {
+absl::StatusOr<OipInferInput> ParseInferRequest(const ModelInferRequest& req, const ModelMeta& meta, int64_t max_batch,
+                                                std::string* scratch) {
   absl::StatusOr<const ModelInferRequest::InferInputTensor*> found = TheInput(req, meta);
   if (!found.ok()) return found.status();
   const ModelInferRequest::InferInputTensor& input = **found;

@@ -43,8 +43,7 @@ std::string DefaultModelName(const std::string& prefix);
 absl::Status CheckModelRef(const std::string& name, const std::string& version, const std::string& served_name,
                            const ModelMeta* meta);
 
-void FillModelMetadata(const std::string& served_name, const ModelMeta& meta,
-                       ::inference::ModelMetadataResponse* resp);
+void FillModelMetadata(const std::string& served_name, const ModelMeta& meta, ::inference::ModelMetadataResponse* resp);
 
 enum class OipOutput { kLogits, kProbabilities };
 
@@ -65,8 +64,7 @@ absl::StatusOr<OipInferInput> ParseInferRequest(const ::inference::ModelInferReq
                                                 int64_t max_batch, std::string* scratch);
 
 // The response for `input`'s outputs computed as `outputs`.
-void FillInferResponse(const ::inference::ModelInferRequest& req, const std::string& served_name,
-                       const ModelMeta& meta, const OipInferInput& input, const ClassOutputs& outputs,
-                       ::inference::ModelInferResponse* resp);
+void FillInferResponse(const ::inference::ModelInferRequest& req, const std::string& served_name, const ModelMeta& meta,
+                       const OipInferInput& input, const ClassOutputs& outputs, ::inference::ModelInferResponse* resp);
 
 }  // namespace dtrain::inference

@@ -39,8 +39,8 @@ grpc::Status OpenInferenceService::ModelReady(grpc::ServerContext* ctx, const ::
     resp->set_ready(false);
     return grpc::Status::OK;
   }
-  if (absl::Status s = CheckModelRef(req->name(), req->version(), options_.model_name,
-                                     model == nullptr ? nullptr : &model->meta());
+  if (absl::Status s =
+          CheckModelRef(req->name(), req->version(), options_.model_name, model == nullptr ? nullptr : &model->meta());
       !s.ok()) {
     return ToGrpc(s);
   }
@@ -59,14 +59,13 @@ grpc::Status OpenInferenceService::ServerMetadata(grpc::ServerContext* ctx,
   return grpc::Status::OK;
 }
 
-grpc::Status OpenInferenceService::ModelMetadata(grpc::ServerContext* ctx,
-                                                 const ::inference::ModelMetadataRequest* req,
+grpc::Status OpenInferenceService::ModelMetadata(grpc::ServerContext* ctx, const ::inference::ModelMetadataRequest* req,
                                                  ::inference::ModelMetadataResponse* resp) {
   if (absl::Status auth = options_.auth.Check(*ctx); !auth.ok()) return ToGrpc(auth);
   CallCounter::Scope counted = options_.calls->Enter();
   std::shared_ptr<const LoadedModel> model = holder_->Get();
-  if (absl::Status s = CheckModelRef(req->name(), req->version(), options_.model_name,
-                                     model == nullptr ? nullptr : &model->meta());
+  if (absl::Status s =
+          CheckModelRef(req->name(), req->version(), options_.model_name, model == nullptr ? nullptr : &model->meta());
       !s.ok()) {
     return ToGrpc(s);
   }

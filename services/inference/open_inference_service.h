@@ -25,8 +25,8 @@ struct OpenInferenceOptions {
   std::string prefix;      // named while no model is loaded
   std::string model_name;  // the name clients ask for (--model-name)
   int64_t max_batch = 1024;
-  BatchedForward* forward = nullptr;  // shared with dtrain.v1.Inference; outlives the service
-  CallCounter* calls = nullptr;       // shared; outlives the service
+  BatchedForward* forward = nullptr;    // shared with dtrain.v1.Inference; outlives the service
+  CallCounter* calls = nullptr;         // shared; outlives the service
   InferenceMetrics* metrics = nullptr;  // null: metrics off
   CallAuth auth;
 };

@@ -61,7 +61,8 @@ void Answer(const rv1::ServerReflectionRequest& req, const std::vector<std::stri
     case rv1::ServerReflectionRequest::kFileContainingExtension: {
       const rv1::ExtensionRequest& ext = req.file_containing_extension();
       const Descriptor* type = pool->FindMessageTypeByName(ext.containing_type());
-      const FieldDescriptor* field = type == nullptr ? nullptr : pool->FindExtensionByNumber(type, ext.extension_number());
+      const FieldDescriptor* field =
+          type == nullptr ? nullptr : pool->FindExtensionByNumber(type, ext.extension_number());
       AnswerFile(field == nullptr ? nullptr : field->file(),
                  absl::StrCat("extension ", ext.extension_number(), " of ", ext.containing_type()), resp);
       return;
@@ -88,8 +89,7 @@ void Answer(const rv1::ServerReflectionRequest& req, const std::vector<std::stri
       }
       return;
     }
-    case rv1::ServerReflectionRequest::MESSAGE_REQUEST_NOT_SET:
-      break;
+    case rv1::ServerReflectionRequest::MESSAGE_REQUEST_NOT_SET: break;
   }
   SetError(grpc::StatusCode::INVALID_ARGUMENT,
            "the request names nothing: set file_by_filename, file_containing_symbol, file_containing_extension, "

@@ -46,7 +46,8 @@ absl::StatusOr<std::unique_ptr<Child>> Child::Start(const ChildSpec& spec) {
   }
   for (char** e = environ; *e != nullptr; ++e) {
     const char* eq = std::strchr(*e, '=');
-    if (eq != nullptr && overridden.count(std::string(*e, static_cast<size_t>(eq - *e))) == 0) env_storage.emplace_back(*e);
+    if (eq != nullptr && overridden.count(std::string(*e, static_cast<size_t>(eq - *e))) == 0)
+      env_storage.emplace_back(*e);
   }
   std::vector<char*> argv, envp;
   for (auto& s : argv_storage) argv.push_back(s.data());
@@ -140,9 +141,7 @@ bool Child::Reap() {
   return true;
 }
 
-bool Child::succeeded() const {
-  return exited_ && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == 0;
-}
+bool Child::succeeded() const { return exited_ && WIFEXITED(wait_status_) && WEXITSTATUS(wait_status_) == 0; }
 
 std::string Child::DescribeExit() const {
   if (!exited_) return "is still running";

@@ -35,7 +35,7 @@ constexpr char kCheckMethod[] = "/grpc.health.v1.Health/Check";
 
 struct HealthFlags {
   std::string addr;
-  std::string service;  // "": the server as a whole
+  std::string service;   // "": the server as a whole
   double timeout_s = 1;  // the kubelet's default probe timeout
 };
 

@@ -261,11 +261,12 @@ int ReadPort(const std::string& path) {
 
 ChildSpec SchedulerSpec(const LaunchFlags& f, int port, const std::string& port_file,
                         const std::vector<std::pair<std::string, std::string>>& env) {
-  return ChildSpec{"scheduler", f.bin_dir + "/dtrain-scheduler",
-                   {"--host", kLoopback, "--port", std::to_string(port), "--port-file", port_file, "--num-workers",
-                    std::to_string(f.num_workers), "--num-servers", std::to_string(f.num_servers), "--kv-store",
-                    f.kv_store},
-                   env};
+  return ChildSpec{
+      "scheduler",
+      f.bin_dir + "/dtrain-scheduler",
+      {"--host", kLoopback, "--port", std::to_string(port), "--port-file", port_file, "--num-workers",
+       std::to_string(f.num_workers), "--num-servers", std::to_string(f.num_servers), "--kv-store", f.kv_store},
+      env};
 }
 
 // Starts the scheduler and waits for its port file; returns the port, or 0 after
@@ -273,8 +274,7 @@ ChildSpec SchedulerSpec(const LaunchFlags& f, int port, const std::string& port_
 // for the port it got, explicitly: every node knows it by that address.
 int StartScheduler(Supervisor& sup, const LaunchFlags& f, const std::string& port_file,
                    const std::vector<std::pair<std::string, std::string>>& env) {
-  if (absl::Status s = sup.Start(ChildKind::kScheduler, SchedulerSpec(f, f.scheduler_port, port_file, env));
-      !s.ok()) {
+  if (absl::Status s = sup.Start(ChildKind::kScheduler, SchedulerSpec(f, f.scheduler_port, port_file, env)); !s.ok()) {
     sup.Message(absl::StrCat("cannot start the scheduler: ", s.message()));
     return 0;
   }
@@ -292,8 +292,8 @@ int StartScheduler(Supervisor& sup, const LaunchFlags& f, const std::string& por
       return 0;
     }
     if (absl::Now() > deadline) {
-      sup.Message(absl::StrCat("the scheduler did not report its port within ",
-                               absl::FormatDuration(kSchedulerStartTimeout)));
+      sup.Message(
+          absl::StrCat("the scheduler did not report its port within ", absl::FormatDuration(kSchedulerStartTimeout)));
       sup.StopAll();
       return 0;
     }
@@ -307,8 +307,8 @@ void AnnounceMetrics(Supervisor& sup, MetricsTargets& metrics, const std::string
   const absl::Time deadline = absl::Now() + kMetricsPortTimeout;
   while (!metrics.Collect() && g_signal == 0 && sup.Failed() == nullptr) {
     if (absl::Now() > deadline) {
-      sup.Message(absl::StrCat("metrics: no port reported within ", absl::FormatDuration(kMetricsPortTimeout),
-                               " by ", metrics.MissingText()));
+      sup.Message(absl::StrCat("metrics: no port reported within ", absl::FormatDuration(kMetricsPortTimeout), " by ",
+                               metrics.MissingText()));
       break;
     }
     sup.Pump(absl::Milliseconds(50));
@@ -424,8 +424,10 @@ bool MakeTls(const LaunchFlags& f, Supervisor& sup, const std::string& dir, int 
     return false;
   }
   *tls = *std::move(made);
-  sup.Message(absl::StrCat("mutual TLS on every connection (a throwaway CA for this run); an operator "
-                           "certificate for dtrain status while it runs: ", (*tls)->dir(), "/operator.{crt,key}"));
+  sup.Message(
+      absl::StrCat("mutual TLS on every connection (a throwaway CA for this run); an operator "
+                   "certificate for dtrain status while it runs: ",
+                   (*tls)->dir(), "/operator.{crt,key}"));
   return true;
 }
 
@@ -466,8 +468,8 @@ struct Job {
 // Starts the scheduler and adds its address to the job's environment; an exit code
 // when the launch must end (everything stopped).
 std::optional<int> StartJobScheduler(Job& job) {
-  const int port = StartScheduler(job.sup, job.f, job.tmp + "/scheduler.port",
-                                  job.WithChildEnv(job.env, "scheduler", 0));
+  const int port =
+      StartScheduler(job.sup, job.f, job.tmp + "/scheduler.port", job.WithChildEnv(job.env, "scheduler", 0));
   if (g_signal != 0) {
     job.sup.StopAll();
     return 128 + g_signal;
@@ -477,8 +479,8 @@ std::optional<int> StartJobScheduler(Job& job) {
     return 1;
   }
   const std::string address = JoinHostPort(kLoopback, port);
-  job.sup.Message(absl::StrCat("scheduler at ", address, "; starting ", job.servers, " servers and ",
-                               job.f.num_workers, " workers (kv-store ", job.f.kv_store, ", job ", job.f.job_id, ")"));
+  job.sup.Message(absl::StrCat("scheduler at ", address, "; starting ", job.servers, " servers and ", job.f.num_workers,
+                               " workers (kv-store ", job.f.kv_store, ", job ", job.f.job_id, ")"));
   job.env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
   job.env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   return std::nullopt;
@@ -491,8 +493,9 @@ std::optional<int> StartServers(Job& job) {
   for (int i = 0; i < job.servers; ++i) {
     std::vector<std::string> args;
     if (f.snapshot_every > 0) {
-      args = {"--snapshot-every", std::to_string(f.snapshot_every), "--snapshot-dir", f.snapshot_dir, "--port-file",
-              absl::StrCat(job.tmp, "/server-", i, ".port")};
+      args = {"--snapshot-every", std::to_string(f.snapshot_every),
+              "--snapshot-dir",   f.snapshot_dir,
+              "--port-file",      absl::StrCat(job.tmp, "/server-", i, ".port")};
     }
     if (!job.StartChild(ChildKind::kServer, "server", i, args)) {
       job.sup.StopAll();
@@ -544,9 +547,8 @@ int Launch(const LaunchFlags& f) {
   sup.AllowRestarts();
   if (f.restart.max_restarts > 0) {
     sup.Message(absl::StrCat("restarting a failed worker", f.replication > 1 ? ", server" : "", " or scheduler up to ",
-                             f.restart.max_restarts,
-                             f.restart.max_restarts == 1 ? " time" : " times", " each (--restart-on ",
-                             RestartOnName(f.restart.on), ")"));
+                             f.restart.max_restarts, f.restart.max_restarts == 1 ? " time" : " times",
+                             " each (--restart-on ", RestartOnName(f.restart.on), ")"));
   }
   if (metrics.enabled()) AnnounceMetrics(sup, metrics, f.metrics_file_sd);
   const int code = sup.Run();

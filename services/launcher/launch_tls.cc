@@ -28,7 +28,8 @@ absl::StatusOr<LaunchTls> LaunchTls::Create(const std::string& parent, const std
   if (!ca.ok()) return ca.status();
   if (absl::Status s = WriteFileAtomically(dir + "/ca.crt", ca->ca().cert_pem); !s.ok()) return s;
   auto issue = [&](const std::string& role, int rank) -> absl::Status {
-    absl::StatusOr<tls::KeyAndCert> kc = ca->Issue(tls::LeafName(role, rank, job), {"localhost", "127.0.0.1"}, kValidity);
+    absl::StatusOr<tls::KeyAndCert> kc =
+        ca->Issue(tls::LeafName(role, rank, job), {"localhost", "127.0.0.1"}, kValidity);
     if (!kc.ok()) return kc.status();
     return tls::WriteKeyAndCert(dir, absl::StrCat(role, "-", rank), *kc).status();
   };

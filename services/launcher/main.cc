@@ -36,8 +36,10 @@ const std::vector<Command>& Commands() {
 }
 
 void PrintUsage(FILE* out) {
-  std::fputs("usage: dtrain <command> [args]   (dtrain <command> --help for its flags)\n"
-             "       dtrain --version\n\ncommands:\n", out);
+  std::fputs(
+      "usage: dtrain <command> [args]   (dtrain <command> --help for its flags)\n"
+      "       dtrain --version\n\ncommands:\n",
+      out);
   for (const auto& c : Commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
 }
 

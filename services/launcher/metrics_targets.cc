@@ -14,8 +14,7 @@ namespace dtrain::launcher {
 
 std::string MetricsTarget::name() const { return role == "scheduler" ? role : absl::StrCat(role, " ", rank); }
 
-MetricsTargets::MetricsTargets(int64_t base_port, const std::string& dir, bool with_scheduler, int servers,
-                               int workers)
+MetricsTargets::MetricsTargets(int64_t base_port, const std::string& dir, bool with_scheduler, int servers, int workers)
     : base_port_(base_port) {
   if (!enabled()) return;
   auto add = [&](const std::string& role, int rank) {
@@ -77,11 +76,10 @@ std::string MetricsTargets::FileSd(const std::string& host) const {
   for (const auto& t : targets_) {
     if (t.port == 0) continue;
     // Labels the exposition does not carry already (role and rank it does).
-    entries.push_back(absl::StrCat("  {\"targets\": [\"", JoinHostPort(host, t.port), "\"], \"labels\": {\"dtrain_process\": \"",
-                                   t.role, "-", t.rank, "\"}}"));
+    entries.push_back(absl::StrCat("  {\"targets\": [\"", JoinHostPort(host, t.port),
+                                   "\"], \"labels\": {\"dtrain_process\": \"", t.role, "-", t.rank, "\"}}"));
   }
   return absl::StrCat("[\n", absl::StrJoin(entries, ",\n"), "\n]\n");
 }
-
 
 }  // namespace dtrain::launcher

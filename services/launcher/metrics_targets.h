@@ -23,7 +23,7 @@ struct MetricsTarget {
   int rank = 0;
   int requested_port = 0;
   std::string port_file;
-  int port = 0;  // 0 until reported
+  int port = 0;              // 0 until reported
   std::string name() const;  // "scheduler", "worker 1"
 };
 

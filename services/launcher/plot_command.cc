@@ -106,8 +106,8 @@ absl::Status RunGnuplot(const std::string& gnuplot, const std::string& script, c
     absl::SleepFor(absl::Milliseconds(20));
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
-    return absl::NotFoundError(absl::StrCat("cannot run '", gnuplot,
-                                            "' (install gnuplot-nox; deploy/install-deps.sh does)"));
+    return absl::NotFoundError(
+        absl::StrCat("cannot run '", gnuplot, "' (install gnuplot-nox; deploy/install-deps.sh does)"));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return absl::InternalError(absl::StrCat(gnuplot, " failed: ", ReadAll(log)));
@@ -162,8 +162,8 @@ int PlotCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "dtrain plot: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  std::printf("dtrain plot: %zu epoch%s of %s drawn to %s\n", rows->size(), rows->size() == 1 ? "" : "s",
-              csv.c_str(), f.output.c_str());
+  std::printf("dtrain plot: %zu epoch%s of %s drawn to %s\n", rows->size(), rows->size() == 1 ? "" : "s", csv.c_str(),
+              f.output.c_str());
   return 0;
 }
 

@@ -35,8 +35,7 @@ std::string PlotScript(const PlotSpec& spec, const std::vector<metrics::EpochFig
                   "set grid\n"
                   "set key outside right top\n"
                   "set xlabel 'epoch'\n",
-                  absl::StrFormat("set xrange [%g:%g]\n", lo, hi),
-                  hi - lo <= 20 ? "set xtics 1\n" : "",
+                  absl::StrFormat("set xrange [%g:%g]\n", lo, hi), hi - lo <= 20 ? "set xtics 1\n" : "",
                   "set offsets 0, 0, graph 0.05, graph 0.05\n"
                   "set style data linespoints\n"
                   // Fixed margins line the three panels' epoch axes up.

@@ -15,7 +15,7 @@ struct PlotSpec {
   std::string data_path;    // written by PlotData
   std::string output_path;  // the image
   ImageFormat format = ImageFormat::kPng;
-  std::string terminal;     // gnuplot terminal: "pngcairo", "png" or "svg"
+  std::string terminal;  // gnuplot terminal: "pngcairo", "png" or "svg"
   int width = 1200;
   int height = 900;
   std::string title;

@@ -23,7 +23,8 @@ int PredictCommand(const std::vector<std::string>& args) {
   flags.AddString("images", &o.images, "IDX image file (raw or .gz), or a CIFAR-10 binary batch (*.bin)");
   flags.AddString("labels", &o.labels, "IDX label file for --images (enables accuracy)");
   flags.AddInt("limit", &o.limit, "only the first N images of --images (0 = all)");
-  flags.AddString("invert", &o.invert, "PNGs for a one-channel model: make them light-on-dark like the data: auto|yes|no");
+  flags.AddString("invert", &o.invert,
+                  "PNGs for a one-channel model: make them light-on-dark like the data: auto|yes|no");
   flags.AddString("render", &o.render, "write a PNG grid of the images with their predictions here");
   flags.AddInt("render-limit", &o.render_limit, "images drawn in the --render picture");
   flags.AddInt("batch", &o.batch, "images per Predict call (capped at the server's maximum)");

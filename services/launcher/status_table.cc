@@ -12,9 +12,7 @@
 namespace dtrain::launcher {
 namespace {
 
-std::string RoleText(v1::Role role) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::Role_Name(role), "ROLE_"));
-}
+std::string RoleText(v1::Role role) { return absl::AsciiStrToLower(absl::StripPrefix(v1::Role_Name(role), "ROLE_")); }
 
 std::string StateText(v1::NodeState state) {
   return std::string(absl::StripPrefix(v1::NodeState_Name(state), "NODE_STATE_"));
@@ -31,8 +29,7 @@ std::string LastColumn(const v1::NodeInfo& n, int64_t now_ms) {
   if (n.state() != v1::NODE_STATE_DEAD || n.dead_since_unix_ms() <= 0) {
     return HeardText(now_ms, n.last_heard_unix_ms());
   }
-  std::string text =
-      absl::StrFormat("dead for %.0f s", std::max<int64_t>(0, now_ms - n.dead_since_unix_ms()) / 1000.0);
+  std::string text = absl::StrFormat("dead for %.0f s", std::max<int64_t>(0, now_ms - n.dead_since_unix_ms()) / 1000.0);
   if (!n.death_reason().empty()) absl::StrAppend(&text, " (", n.death_reason(), ")");
   return text;
 }
@@ -55,8 +52,8 @@ std::string ChainsText(const v1::GetStatusResponse& status) {
     return n != nullptr && n->state() != v1::NODE_STATE_DEAD && n->state() != v1::NODE_STATE_FINISHED;
   };
   auto restarted = [&](int rank) { return by_rank[rank] != nullptr && by_rank[rank]->restarts() > 0; };
-  std::string out = absl::StrFormat("key ranges (--replication %d): chain of each home server, * = serves the weights\n",
-                                    r);
+  std::string out =
+      absl::StrFormat("key ranges (--replication %d): chain of each home server, * = serves the weights\n", r);
   for (int h = 0; h < servers; ++h) {
     absl::StrAppendFormat(&out, "  range %d:", h);
     int head = -1;

@@ -148,8 +148,7 @@ void Supervisor::Message(const std::string& text) const {
 void Supervisor::Forward(Entry& entry, bool flush) {
   const std::string prefix = absl::StrCat("[", entry.child->name(), "] ");
   std::string out;
-  entry.child->ReadOutput(
-      [&](absl::string_view line) { absl::StrAppend(&out, prefix, line, "\n"); }, flush);
+  entry.child->ReadOutput([&](absl::string_view line) { absl::StrAppend(&out, prefix, line, "\n"); }, flush);
   if (!out.empty()) WriteAll(options_.output_fd, out);
   // The pipe closes as the child exits, a few microseconds before it can be
   // reaped. Reap it now: when one failure brings down others, the exit order
@@ -168,8 +167,7 @@ void Supervisor::Pump(absl::Duration timeout) {
     fds.push_back(pollfd{e.child->output_fd(), POLLIN, 0});
     owners.push_back(&e);
   }
-  const int ms = static_cast<int>(absl::ToInt64Milliseconds(std::max(absl::ZeroDuration(),
-                                                                     std::min(timeout, kSlice))));
+  const int ms = static_cast<int>(absl::ToInt64Milliseconds(std::max(absl::ZeroDuration(), std::min(timeout, kSlice))));
   if (fds.empty()) {
     ::poll(nullptr, 0, ms);
   } else if (::poll(fds.data(), fds.size(), ms) > 0) {
@@ -258,8 +256,7 @@ void Supervisor::StopAll() {
 void Supervisor::DrainAll() {
   const absl::Time deadline = absl::Now() + kPipeLinger + kSlice;
   auto open = [&] {
-    return std::any_of(entries_.begin(), entries_.end(),
-                       [](const Entry& e) { return e.child->output_fd() >= 0; });
+    return std::any_of(entries_.begin(), entries_.end(), [](const Entry& e) { return e.child->output_fd() >= 0; });
   };
   while (open() && absl::Now() < deadline) Pump(kSlice);
   for (auto& e : entries_) Forward(e, /*flush=*/true);

@@ -89,7 +89,7 @@ class Supervisor {
     bool exit_judged = false;    // the restart policy has seen this incarnation's exit
     int restarts = 0;
     absl::Time restart_at = absl::InfiniteFuture();  // a restart is due then
-    std::string not_restarted;   // why not, for the failure message (RestartDecision::why_not)
+    std::string not_restarted;                       // why not, for the failure message (RestartDecision::why_not)
     bool restart_pending() const { return restart_at != absl::InfiniteFuture(); }
   };
   // Exited, and no restart pending.

@@ -74,17 +74,17 @@ absl::Status CheckDistinct(const std::vector<const NamedList*>& lists) {
 
 absl::Status CheckIndex(absl::string_view what, int64_t index, const NamedList& list) {
   if (index >= 0 && index < static_cast<int64_t>(list.hosts.size())) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      what, " is out of range: ", list.origin, " lists ", list.hosts.size(),
-      list.hosts.size() == 1 ? " host (" : " hosts (", ListText(list.hosts), "), so it must be ",
-      list.hosts.size() == 1 ? "0" : absl::StrCat("0..", list.hosts.size() - 1)));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " is out of range: ", list.origin, " lists ", list.hosts.size(),
+                   list.hosts.size() == 1 ? " host (" : " hosts (", ListText(list.hosts), "), so it must be ",
+                   list.hosts.size() == 1 ? "0" : absl::StrCat("0..", list.hosts.size() - 1)));
 }
 
 absl::Status CheckSize(const TfClusterLaunch& launch) {
   const size_t bytes = CanonicalClusterSpec(launch.cluster).size();
   if (bytes > kMaxClusterSpecBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("the cluster spec takes ", bytes, " bytes; at most ",
-                                                   kMaxClusterSpecBytes, " are supported"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the cluster spec takes ", bytes, " bytes; at most ", kMaxClusterSpecBytes, " are supported"));
   }
   return absl::OkStatus();
 }
@@ -156,9 +156,9 @@ absl::Status ReadTfConfigCluster(const nlohmann::json& cluster, TfConfigLists* l
             absl::StrCat(chief.origin, " lists ", chief.hosts.size(), " hosts; a job has one ", job));
       }
     } else if (job == "evaluator") {
-      launch->notes.push_back(absl::StrCat(
-          "TF_CONFIG cluster.evaluator (", ListText(*hosts),
-          ") is ignored: dtrain has no evaluator task, the workers validate at each epoch's end"));
+      launch->notes.push_back(
+          absl::StrCat("TF_CONFIG cluster.evaluator (", ListText(*hosts),
+                       ") is ignored: dtrain has no evaluator task, the workers validate at each epoch's end"));
     } else {
       return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG cluster.", job,
                                                      ": unknown job; dtrain knows ps, worker, chief (or master) "
@@ -218,8 +218,7 @@ absl::Status ReadTfConfigTask(const nlohmann::json& config, const TfConfigLists&
         "TF_CONFIG task.type is evaluator: dtrain has no evaluator task (its workers validate at each epoch's "
         "end); do not start this one");
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TF_CONFIG task.type '", type, "': expected ps, worker or chief"));
+    return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG task.type '", type, "': expected ps, worker or chief"));
   }
   return absl::OkStatus();
 }

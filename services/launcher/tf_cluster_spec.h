@@ -47,10 +47,10 @@ struct TfClusterLaunch {
 };
 
 struct TfFlags {
-  std::string ps_hosts;      // "h1:2222,h2:2222"
+  std::string ps_hosts;  // "h1:2222,h2:2222"
   std::string worker_hosts;
-  std::string job_name;      // "ps" or "worker"
-  int64_t task_index = -1;   // required
+  std::string job_name;     // "ps" or "worker"
+  int64_t task_index = -1;  // required
 };
 
 // INVALID_ARGUMENT naming the flag and what is wrong: a host that is not host:port

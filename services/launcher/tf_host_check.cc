@@ -57,10 +57,12 @@ absl::Status CheckTaskIsThisHost(const TfClusterLaunch& launch, const std::funct
                             "forward?); make sure this is the machine listed for it");
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      launch.task_text, " makes this task ", launch.task_name, " at ", mine, ", which is not an address of this "
-      "machine; this machine is listed as ", absl::StrJoin(here, ", "), ": wrong ",
-      launch.source == "TF_CONFIG" ? "TF_CONFIG task" : "--task_index or --job_name", "?"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(launch.task_text, " makes this task ", launch.task_name, " at ", mine,
+                   ", which is not an address of this "
+                   "machine; this machine is listed as ",
+                   absl::StrJoin(here, ", "), ": wrong ",
+                   launch.source == "TF_CONFIG" ? "TF_CONFIG task" : "--task_index or --job_name", "?"));
 }
 
 }  // namespace dtrain::launcher

@@ -120,8 +120,8 @@ absl::Status ParseTfRunFlags(const std::vector<std::string>& args, TfRunFlags* f
 
 absl::StatusOr<TfClusterLaunch> LoadSpec(const TfRunFlags& f, std::vector<std::string>* notes) {
   const char* tf_config = std::getenv("TF_CONFIG");
-  const bool has_flags = !f.tf.ps_hosts.empty() || !f.tf.worker_hosts.empty() || !f.tf.job_name.empty() ||
-                         f.tf.task_index != -1;
+  const bool has_flags =
+      !f.tf.ps_hosts.empty() || !f.tf.worker_hosts.empty() || !f.tf.job_name.empty() || f.tf.task_index != -1;
   if (has_flags || tf_config == nullptr || *tf_config == '\0') {
     if (tf_config != nullptr && *tf_config != '\0') {
       notes->push_back("TF_CONFIG is ignored: the --ps_hosts/--worker_hosts flags were given");
@@ -159,7 +159,8 @@ int RunWithScheduler(const TfRunFlags& f, const std::string& scheduler_address, 
   Env worker_env = scheduler_env;
   worker_env.emplace_back("DTRAIN_RANK", "0");
   const ChildSpec worker{"worker 0", f.bin_dir + "/dtrain-worker", worker_args, worker_env};
-  for (const auto& [kind, spec] : {std::pair{ChildKind::kScheduler, &scheduler}, std::pair{ChildKind::kWorker, &worker}}) {
+  for (const auto& [kind, spec] :
+       {std::pair{ChildKind::kScheduler, &scheduler}, std::pair{ChildKind::kWorker, &worker}}) {
     if (absl::Status s = sup.Start(kind, *spec); !s.ok()) {
       sup.Message(absl::StrCat("cannot start ", spec->name, ": ", s.message()));
       sup.StopAll();
@@ -233,7 +234,8 @@ int TfRunCommand(const std::vector<std::string>& args) {
     worker_args.insert(worker_args.begin(), {"--kv-store", kv_store});
   }
   if (!absl::StartsWith(kv_store, "dist")) {
-    Say(absl::StrCat("--kv-store ", kv_store, " trains in one process; a cluster spec needs a dist_* kv-store "
+    Say(absl::StrCat("--kv-store ", kv_store,
+                     " trains in one process; a cluster spec needs a dist_* kv-store "
                      "(dist_sync, dist_async, dist_ssp)"));
     return 2;
   }

@@ -44,9 +44,7 @@ std::vector<std::vector<Tap>> LinearTaps(int in, int out) {
   return taps;
 }
 
-std::vector<std::vector<Tap>> TapsFor(int in, int out) {
-  return out < in ? AreaTaps(in, out) : LinearTaps(in, out);
-}
+std::vector<std::vector<Tap>> TapsFor(int in, int out) { return out < in ? AreaTaps(in, out) : LinearTaps(in, out); }
 
 }  // namespace
 
@@ -61,8 +59,7 @@ GrayImage GrayFromArgb32(const uint8_t* data, int width, int height, int stride)
       std::memcpy(&argb, data + static_cast<size_t>(y) * stride + 4 * static_cast<size_t>(x), 4);
       const double r = (argb >> 16) & 0xff, g = (argb >> 8) & 0xff, b = argb & 0xff;
       const double luma = 0.299 * r + 0.587 * g + 0.114 * b;
-      out.pixels[static_cast<size_t>(y) * width + x] =
-          static_cast<uint8_t>(std::clamp(std::lround(luma), 0L, 255L));
+      out.pixels[static_cast<size_t>(y) * width + x] = static_cast<uint8_t>(std::clamp(std::lround(luma), 0L, 255L));
     }
   }
   return out;
@@ -89,8 +86,7 @@ GrayImage Resize(const GrayImage& in, int width, int height) {
     for (int x = 0; x < width; ++x) {
       double v = 0;
       for (const Tap& t : yt[static_cast<size_t>(y)]) v += t.weight * rows[static_cast<size_t>(t.index) * width + x];
-      out.pixels[static_cast<size_t>(y) * width + x] =
-          static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
+      out.pixels[static_cast<size_t>(y) * width + x] = static_cast<uint8_t>(std::clamp(std::lround(v), 0L, 255L));
     }
   }
   return out;

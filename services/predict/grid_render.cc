@@ -16,13 +16,11 @@ namespace {
 
 constexpr char kFont[] = "DejaVu Sans";  // fonts-dejavu-core
 constexpr double kFontSize = 11;
-constexpr double kLine = 14;   // caption line height
-constexpr int kPad = 6;        // around each cell's picture
-constexpr int kTitle = 28;     // band for the title
-constexpr int kMinCell = 112;  // wide enough for "T-shirt/top 100%"
+constexpr double kLine = 14;     // caption line height
+constexpr int kPad = 6;          // around each cell's picture
+constexpr int kTitle = 28;       // band for the title
+constexpr int kMinCell = 112;    // wide enough for "T-shirt/top 100%"
 constexpr int kMaxSide = 32767;  // cairo's image surface limit
-
-
 
 // Shortens `text` with "..." until it fits in `width` points.
 std::string Fit(cairo_t* cr, std::string text, double width) {
@@ -141,8 +139,8 @@ void DrawCell(cairo_t* c, const GridCell& cell, size_t i, const GridGeometry& g)
 
 }  // namespace
 
-absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& title,
-                        const std::string& path, const GridLayout& layout) {
+absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& title, const std::string& path,
+                        const GridLayout& layout) {
   absl::StatusOr<GridGeometry> g = PlanGrid(cells, layout);
   if (!g.ok()) return g.status();
   Surface out(cairo_image_surface_create(CAIRO_FORMAT_RGB24, static_cast<int>(g->width), static_cast<int>(g->height)));

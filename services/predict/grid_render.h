@@ -27,7 +27,7 @@ struct GridLayout {
 
 // Writes a PNG to `path` with `title` on top. INVALID_ARGUMENT for no cells or a grid
 // beyond cairo's 32767-pixel limit; INTERNAL naming the file if it cannot be written.
-absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& title,
-                        const std::string& path, const GridLayout& layout = {});
+absl::Status RenderGrid(const std::vector<GridCell>& cells, const std::string& title, const std::string& path,
+                        const GridLayout& layout = {});
 
 }  // namespace dtrain::predict

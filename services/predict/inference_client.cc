@@ -37,10 +37,9 @@ absl::StatusOr<v1::ModelInfoResponse> InferenceClient::WaitForModel(absl::Durati
   }
 }
 
-absl::StatusOr<v1::PredictResponse> InferenceClient::Predict(const std::vector<uint8_t>& pixels,
-                                                             int64_t count,
-                                                             const std::vector<int64_t>& image_shape,
-                                                             int top_k, absl::Duration timeout) {
+absl::StatusOr<v1::PredictResponse> InferenceClient::Predict(const std::vector<uint8_t>& pixels, int64_t count,
+                                                             const std::vector<int64_t>& image_shape, int top_k,
+                                                             absl::Duration timeout) {
   v1::PredictRequest req;
   req.set_pixel_type(v1::PIXEL_TYPE_UINT8);
   req.add_shape(count);
@@ -54,8 +53,8 @@ absl::StatusOr<v1::PredictResponse> InferenceClient::Predict(const std::vector<u
   absl::Status s = FromGrpc(stub_->Predict(&ctx, req, &resp));
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("Predict at ", address_, ": ", s.message()));
   if (resp.predictions_size() != count) {
-    return absl::InternalError(absl::StrCat("Predict at ", address_, ": ", resp.predictions_size(),
-                                            " answers for ", count, " images"));
+    return absl::InternalError(
+        absl::StrCat("Predict at ", address_, ": ", resp.predictions_size(), " answers for ", count, " images"));
   }
   return resp;
 }

@@ -38,8 +38,8 @@ absl::Status CheckPngSize(const std::string& path) {
   };
   const uint64_t width = be32(16), height = be32(20);
   if (width * height > kMaxPixels) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", width, " x ", height,
-                                                   " pixels is more than the ", kMaxPixels, " this reads"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", width, " x ", height, " pixels is more than the ", kMaxPixels, " this reads"));
   }
   return absl::OkStatus();
 }
@@ -53,8 +53,7 @@ absl::StatusOr<Surface> ReadPngArgb(const std::string& path) {
   if (absl::Status st = CheckPngSize(path); !st.ok()) return st;
   Surface png(cairo_image_surface_create_from_png(path.c_str()));
   if (cairo_status_t st = cairo_surface_status(png.get()); st != CAIRO_STATUS_SUCCESS) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": cannot read as PNG: ", cairo_status_to_string(st)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot read as PNG: ", cairo_status_to_string(st)));
   }
   const int width = cairo_image_surface_get_width(png.get());
   const int height = cairo_image_surface_get_height(png.get());

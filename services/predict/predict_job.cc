@@ -40,9 +40,7 @@ struct Answer {
   int epoch = 0;
 };
 
-bool IsCifarBatch(const std::string& path) {
-  return path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0;
-}
+bool IsCifarBatch(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".bin") == 0; }
 
 // A CIFAR-10 binary batch (test_batch.bin): the images with their labels.
 absl::StatusOr<std::vector<Input>> LoadCifar(const PredictOptions& o, const InputShape& shape) {
@@ -68,17 +66,16 @@ absl::StatusOr<std::vector<Input>> LoadCifar(const PredictOptions& o, const Inpu
 absl::StatusOr<std::vector<Input>> LoadIdx(const PredictOptions& o, const InputShape& shape) {
   DTRAIN_ASSIGN_OR_RETURN(data::IdxArray images, data::ReadIdx(o.images));
   if (images.dims.size() != 3 || images.dims[0] < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(o.images, ": want IDX images [N, rows, cols], found ",
-                                                   images.dims.size(), " dimensions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(o.images, ": want IDX images [N, rows, cols], found ", images.dims.size(), " dimensions"));
   }
   const int64_t n = images.dims[0], rows = images.dims[1], cols = images.dims[2];
   data::IdxArray labels;
   if (!o.labels.empty()) {
     DTRAIN_ASSIGN_OR_RETURN(labels, data::ReadIdx(o.labels));
     if (labels.dims.size() != 1 || labels.dims[0] != n) {
-      return absl::InvalidArgumentError(absl::StrCat(o.labels, ": want ", n, " labels (one per image in ",
-                                                     o.images, "), found dimensions [",
-                                                     absl::StrJoin(labels.dims, ","), "]"));
+      return absl::InvalidArgumentError(absl::StrCat(o.labels, ": want ", n, " labels (one per image in ", o.images,
+                                                     "), found dimensions [", absl::StrJoin(labels.dims, ","), "]"));
     }
   }
   const int64_t count = o.limit > 0 ? std::min(o.limit, n) : n;
@@ -225,8 +222,7 @@ absl::Status RunPredict(const PredictOptions& o, std::FILE* out) {
     const double accuracy = static_cast<double>(right) / static_cast<double>(labelled);
     std::fprintf(out, "accuracy=%.4f (%lld of %lld right), %s\n", accuracy, static_cast<long long>(right),
                  static_cast<long long>(labelled), model.c_str());
-    absl::StrAppend(&title, ": ", right, " of ", labelled, " right (",
-                    absl::StrFormat("%.1f", 100 * accuracy), "%)");
+    absl::StrAppend(&title, ": ", right, " of ", labelled, " right (", absl::StrFormat("%.1f", 100 * accuracy), "%)");
   }
   if (!o.render.empty()) {
     absl::StrAppend(&title, cells.size() < inputs.size() ? absl::StrCat("; first ", cells.size(), " shown") : "",

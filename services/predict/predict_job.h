@@ -18,19 +18,19 @@
 namespace dtrain::predict {
 
 struct PredictOptions {
-  std::string server;            // host:port of dtrain-infer
-  std::string images;            // IDX images ([N, H, W] uint8), raw or .gz; or a CIFAR-10 batch (.bin)
-  std::string labels;            // IDX labels ([N] uint8), optional
-  int64_t limit = 0;             // first N images only (0 = all)
+  std::string server;             // host:port of dtrain-infer
+  std::string images;             // IDX images ([N, H, W] uint8), raw or .gz; or a CIFAR-10 batch (.bin)
+  std::string labels;             // IDX labels ([N] uint8), optional
+  int64_t limit = 0;              // first N images only (0 = all)
   std::vector<std::string> pngs;  // PNG files, instead of --images
-  std::string invert = "auto";   // PNGs: auto | yes | no
-  std::string render;            // write the grid picture here (optional)
-  int64_t render_limit = 100;    // images in the picture
-  int64_t batch = 256;           // images per Predict (capped at the server's max)
-  int64_t top_k = 1;             // classes shown per image
-  double timeout_s = 30;         // per Predict call
-  double wait_s = 30;            // for the server to have a model
-  std::string auth_token_file;   // its first token is sent as a bearer token (optional)
+  std::string invert = "auto";    // PNGs: auto | yes | no
+  std::string render;             // write the grid picture here (optional)
+  int64_t render_limit = 100;     // images in the picture
+  int64_t batch = 256;            // images per Predict (capped at the server's max)
+  int64_t top_k = 1;              // classes shown per image
+  double timeout_s = 30;          // per Predict call
+  double wait_s = 30;             // for the server to have a model
+  std::string auth_token_file;    // its first token is sent as a bearer token (optional)
 };
 
 // INVALID_ARGUMENT for inconsistent options (both or neither of images / PNGs, labels

@@ -160,8 +160,7 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
   }
   if (name.size() > limits_.max_name_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("barrier name of ", name.size(), " bytes from ", NodeName(self),
-                                                   " is longer than the limit of ", limits_.max_name_bytes,
-                                                   " bytes"));
+                                                   " is longer than the limit of ", limits_.max_name_bytes, " bytes"));
   }
   const absl::Time start = absl::Now();
   const Id id{name, static_cast<int>(group)};
@@ -170,9 +169,9 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
   auto found = rounds_.find(id);
   if (found == rounds_.end()) {
     if (rounds_.size() >= limits_.max_open) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot open ", Label(id), " for ", NodeName(self), ": ", rounds_.size(),
-                       " barriers are open, the limit is ", limits_.max_open));
+      return absl::ResourceExhaustedError(absl::StrCat("cannot open ", Label(id), " for ", NodeName(self), ": ",
+                                                       rounds_.size(), " barriers are open, the limit is ",
+                                                       limits_.max_open));
     }
     found = rounds_.emplace(id, Round()).first;
   }
@@ -202,8 +201,7 @@ absl::Status BarrierSet::Wait(const std::string& name, v1::BarrierGroup group, c
     } else if (absl::Now() >= deadline) {
       failure = absl::DeadlineExceededError(
           absl::StrFormat("%s: %d of %d arrived after %.1f s; missing %s", Label(id), round.arrived.size(),
-                          GroupSize(group), absl::ToDoubleSeconds(absl::Now() - start),
-                          MissingText(id, round)));
+                          GroupSize(group), absl::ToDoubleSeconds(absl::Now() - start), MissingText(id, round)));
     }
     if (!failure.ok()) {
       // Withdraw, so the others keep waiting for us and a retry counts once. A

@@ -68,8 +68,8 @@ class BarrierSet {
   absl::Status Wait(const std::string& name, v1::BarrierGroup group, const NodeKey& self, uint64_t incarnation,
                     absl::Time deadline, const std::function<bool()>& cancelled = nullptr);
   // The same for a caller that says no incarnation (0).
-  absl::Status Wait(const std::string& name, v1::BarrierGroup group, const NodeKey& self,
-                    absl::Time deadline, const std::function<bool()>& cancelled = nullptr) {
+  absl::Status Wait(const std::string& name, v1::BarrierGroup group, const NodeKey& self, absl::Time deadline,
+                    const std::function<bool()>& cancelled = nullptr) {
     return Wait(name, group, self, 0, deadline, cancelled);
   }
 
@@ -94,7 +94,7 @@ class BarrierSet {
     // wait next to its paused predecessor. The rank counts once either way.
     std::map<NodeKey, std::map<uint64_t, int>> arrived;
     std::map<uint64_t, absl::Status> aborted;  // generation -> why it failed
-    int inside = 0;  // Wait calls holding a reference to this round; at 0 it is erased
+    int inside = 0;                            // Wait calls holding a reference to this round; at 0 it is erased
   };
   // What a member rank did at one barrier; kept after the barrier closes.
   struct Passed {

@@ -76,10 +76,11 @@ absl::Status Membership::AdoptJobLocked(const std::string& job_id, bool survivor
       ++it;
       continue;
     }
-    withdrawn_[it->second.ticket] = absl::FailedPreconditionError(absl::StrCat(
-        NodeName(it->first), " (pid ", it->second.info.pid(), ") belongs to job '", displaced,
-        "', but this scheduler runs job '", job_.id(), "': ", who, ", which belonged to the job before this "
-        "scheduler started, says so"));
+    withdrawn_[it->second.ticket] = absl::FailedPreconditionError(
+        absl::StrCat(NodeName(it->first), " (pid ", it->second.info.pid(), ") belongs to job '", displaced,
+                     "', but this scheduler runs job '", job_.id(), "': ", who,
+                     ", which belonged to the job before this "
+                     "scheduler started, says so"));
     it = nodes_.erase(it);
   }
   changed_.SignalAll();
@@ -128,19 +129,19 @@ absl::Status Membership::CheckRegisterRequest(const v1::RegisterRequest& request
   const std::string what = RoleName(role);
   if ((request.num_workers() > 0 && request.num_workers() != options_.num_workers) ||
       (request.num_servers() > 0 && request.num_servers() != options_.num_servers)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s was started for %d workers and %d servers, but the job has %d workers and %d servers", what,
-        request.num_workers(), request.num_servers(), options_.num_workers, options_.num_servers));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s was started for %d workers and %d servers, but the job has %d workers and %d servers", what,
+                        request.num_workers(), request.num_servers(), options_.num_workers, options_.num_servers));
   }
   if (request.replication() > 0 && request.replication() != options_.replication) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s was started with --replication %d, but the job has --replication %d", what, request.replication(),
-        options_.replication));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s was started with --replication %d, but the job has --replication %d", what,
+                        request.replication(), options_.replication));
   }
   if (request.worker_incarnations_size() > options_.num_workers) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " reported incarnations of ", request.worker_incarnations_size(),
-                                                   " worker ranks, but the job has ", options_.num_workers,
-                                                   " workers"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " reported incarnations of ", request.worker_incarnations_size(),
+                     " worker ranks, but the job has ", options_.num_workers, " workers"));
   }
   if (request.incarnation() > 0 && request.requested_rank() < 0) {
     return absl::InvalidArgumentError(absl::StrCat("a ", what, " that holds incarnation ", request.incarnation(),
@@ -285,8 +286,8 @@ absl::StatusOr<int> Membership::AwaitAllRegistered(uint64_t ticket, absl::Time d
       failure = close_status_;
     } else if (cancelled && cancelled()) {
       auto it = FindTicket(ticket);
-      failure = absl::CancelledError(absl::StrCat(
-          it == nodes_.end() ? "a node" : NodeName(it->first), " gave up waiting for registration"));
+      failure = absl::CancelledError(
+          absl::StrCat(it == nodes_.end() ? "a node" : NodeName(it->first), " gave up waiting for registration"));
     } else if (absl::Now() >= deadline) {
       failure = absl::DeadlineExceededError(RegistrationTextLocked());
     }
@@ -329,8 +330,8 @@ absl::Status Membership::AwaitAllRegistered(const NodeKey& self, absl::Time dead
   return AwaitAllRegistered(ticket, deadline, cancelled).status();
 }
 
-absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step,
-                                   double samples_per_sec, bool resuming, bool* revived) {
+absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step, double samples_per_sec,
+                                   bool resuming, bool* revived) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(key);
   if (it == nodes_.end()) {
@@ -342,8 +343,8 @@ absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, in
   if (*incarnation < current) return absl::FailedPreconditionError(FencedText(key, *incarnation, node));
   if (*incarnation > current) {
     return absl::NotFoundError(absl::StrCat(NodeName(key), " incarnation ", *incarnation,
-                                            " is not registered with this scheduler (it knows incarnation ",
-                                            current, "); register again"));
+                                            " is not registered with this scheduler (it knows incarnation ", current,
+                                            "); register again"));
   }
   if (node.info.state() == v1::NODE_STATE_DEAD) {
     if (!failure_.empty() || !MayRejoinLocked(key, node)) {

@@ -88,8 +88,7 @@ class Membership {
   // final rank, or `deadline` passes (DEADLINE_EXCEEDED with RegistrationText),
   // `cancelled()` turns true (CANCELLED), or Close. On failure the registration is
   // withdrawn so its rank is free again.
-  absl::StatusOr<int> AwaitAllRegistered(uint64_t ticket, absl::Time deadline,
-                                         const std::function<bool()>& cancelled);
+  absl::StatusOr<int> AwaitAllRegistered(uint64_t ticket, absl::Time deadline, const std::function<bool()>& cancelled);
   // What a registration got, once AwaitAllRegistered returned its rank: the node as
   // it stands (incarnation, restarts) and whether the job had already started
   // (the node rejoins). NOT_FOUND when the ticket's registration is gone.
@@ -100,8 +99,7 @@ class Membership {
   };
   absl::StatusOr<Admission> Admitted(uint64_t ticket) const;
   // The same for the node registered now as `self` (whose rank cannot move: tests).
-  absl::Status AwaitAllRegistered(const NodeKey& self, absl::Time deadline,
-                                  const std::function<bool()>& cancelled);
+  absl::Status AwaitAllRegistered(const NodeKey& self, absl::Time deadline, const std::function<bool()>& cancelled);
 
   // A heartbeat from the stream identified by `*incarnation` (0 when the node did not
   // say: the current one, filled in). Marks the node ALIVE (REJOINING while
@@ -163,10 +161,10 @@ class Membership {
   // servers are waited for (they never leave before the job ends).
   std::vector<NodeKey> SettleRestart();
 
-  v1::ClusterView View() const;           // registered servers, sorted by rank
+  v1::ClusterView View() const;             // registered servers, sorted by rank
   std::vector<v1::NodeInfo> Nodes() const;  // servers then workers, by rank
   std::optional<v1::NodeInfo> Find(const NodeKey& key) const;
-  bool AllRegistered() const;               // latched once every rank registered
+  bool AllRegistered() const;  // latched once every rank registered
 
   // The job is over: every worker left, or a node left with failed=true. `reason`
   // says which ("all 2 workers finished", "worker 1 failed: ...").
@@ -195,10 +193,10 @@ class Membership {
     absl::Time last_heard;
     absl::Time dead_at;
     std::string death_reason;
-    uint64_t ticket = 0;       // this registration, unique across nodes (AwaitAllRegistered)
-    bool provisional = false;  // rank picked by us before registration completed; may move
-    bool rejoined = false;     // registered after the job started (or kept its incarnation)
-    uint64_t replaced = 0;     // the incarnation this registration fenced
+    uint64_t ticket = 0;            // this registration, unique across nodes (AwaitAllRegistered)
+    bool provisional = false;       // rank picked by us before registration completed; may move
+    bool rejoined = false;          // registered after the job started (or kept its incarnation)
+    uint64_t replaced = 0;          // the incarnation this registration fenced
     bool assumed_finished = false;  // SettleRestart's stand-in for a node that did not come back
     std::string job_id;             // the id its registration brought ("" when none)
   };

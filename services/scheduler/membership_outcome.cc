@@ -18,8 +18,8 @@ std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1f s", absl::T
 }  // namespace
 
 std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) {
-  return absl::StrCat("fenced: ", NodeName(key), " incarnation ", stale, " replaced by ",
-                      holder.info.incarnation(), " (pid ", holder.info.pid(), " on ", holder.info.hostname(), ")");
+  return absl::StrCat("fenced: ", NodeName(key), " incarnation ", stale, " replaced by ", holder.info.incarnation(),
+                      " (pid ", holder.info.pid(), " on ", holder.info.hostname(), ")");
 }
 
 std::string Membership::FailureLocked() const {
@@ -76,9 +76,9 @@ bool Membership::AllGone() const {
 std::string Membership::RegistrationTextLocked() const {
   const int workers = CountRegistered(v1::ROLE_WORKER);
   const int servers = CountRegistered(v1::ROLE_SERVER);
-  std::string text = absl::StrFormat("registration: %d of %d workers, %d of %d servers after %.0f s", workers,
-                                     options_.num_workers, servers, options_.num_servers,
-                                     absl::ToDoubleSeconds(Now() - start_));
+  std::string text =
+      absl::StrFormat("registration: %d of %d workers, %d of %d servers after %.0f s", workers, options_.num_workers,
+                      servers, options_.num_servers, absl::ToDoubleSeconds(Now() - start_));
   std::vector<std::string> missing;
   for (v1::Role role : {v1::ROLE_WORKER, v1::ROLE_SERVER}) {
     std::vector<int> ranks;
@@ -86,8 +86,8 @@ std::string Membership::RegistrationTextLocked() const {
       if (nodes_.count({role, r}) == 0) ranks.push_back(r);
     }
     if (ranks.empty()) continue;
-    missing.push_back(absl::StrCat(RoleName(role), ranks.size() == 1 ? " rank " : " ranks ",
-                                   absl::StrJoin(ranks, ", ")));
+    missing.push_back(
+        absl::StrCat(RoleName(role), ranks.size() == 1 ? " rank " : " ranks ", absl::StrJoin(ranks, ", ")));
   }
   if (!missing.empty()) absl::StrAppend(&text, "; missing ", absl::StrJoin(missing, "; "));
   return text;

@@ -41,9 +41,8 @@ std::optional<v1::RollbackOrder> RollbackCoordinator::OnServerHeartbeat(int rank
     order_ = order;
     taken_up_ = generation_;
     rollbacks_ = std::max<int64_t>(rollbacks_, static_cast<int64_t>(generation_));
-    DTRAIN_LOG(WARNING) << "taking up rollback " << generation_ << " to step " << order.step()
-                        << ", which server " << rank << " carried out before this scheduler started ("
-                        << order.reason() << ")";
+    DTRAIN_LOG(WARNING) << "taking up rollback " << generation_ << " to step " << order.step() << ", which server "
+                        << rank << " carried out before this scheduler started (" << order.reason() << ")";
     if (waiting_since_ == absl::InfiniteFuture()) waiting_since_ = now;
   }
   // A replacement that says its shard is lost, with no order on the way that would
@@ -83,7 +82,8 @@ void RollbackCoordinator::MaybeOrder(int64_t job_step, absl::Time now) {
     who.push_back(absl::StrCat("server ", rank));
     from = std::max(from, step);
   }
-  const std::string lost = absl::StrCat(absl::StrJoin(who, ", "), who.size() > 1 ? " lost their shards" : " lost its shard");
+  const std::string lost =
+      absl::StrCat(absl::StrJoin(who, ", "), who.size() > 1 ? " lost their shards" : " lost its shard");
   if (common.empty()) {
     std::vector<std::string> held;
     for (const auto& [rank, s] : servers_) {

@@ -35,9 +35,8 @@ class RollbackCoordinator {
 
   // A server's heartbeat. `job_step`: where the job is (the workers' furthest step),
   // for the log line. Returns the order this server must carry out, if any.
-  std::optional<v1::RollbackOrder> OnServerHeartbeat(int rank, uint64_t incarnation,
-                                                     const v1::SnapshotReport& report, int64_t job_step,
-                                                     absl::Time now);
+  std::optional<v1::RollbackOrder> OnServerHeartbeat(int rank, uint64_t incarnation, const v1::SnapshotReport& report,
+                                                     int64_t job_step, absl::Time now);
   // The order for the workers: set once every server acknowledged it.
   std::optional<v1::RollbackOrder> ForWorkers() const;
   // Whether order `generation` was taken up from the servers' reports (this scheduler
@@ -69,8 +68,8 @@ class RollbackCoordinator {
   const absl::Duration deadline_;
   mutable absl::Mutex mu_;
   std::map<int, Server> servers_ ABSL_GUARDED_BY(mu_);
-  std::map<int, int64_t> lost_ ABSL_GUARDED_BY(mu_);  // rank -> job step when its loss was seen
-  std::optional<v1::RollbackOrder> order_ ABSL_GUARDED_BY(mu_);  // the current (or last) order
+  std::map<int, int64_t> lost_ ABSL_GUARDED_BY(mu_);                        // rank -> job step when its loss was seen
+  std::optional<v1::RollbackOrder> order_ ABSL_GUARDED_BY(mu_);             // the current (or last) order
   absl::Time waiting_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // a loss or order not done
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t taken_up_ ABSL_GUARDED_BY(mu_) = 0;  // an order taken up from the servers (0: none)

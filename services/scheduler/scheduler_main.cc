@@ -99,8 +99,8 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   if (f->num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
   if (f->num_servers < 0) return absl::InvalidArgumentError("--num-servers must not be negative");
   if (f->replication < 1 || (f->num_servers > 0 && f->replication > f->num_servers)) {
-    return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..--num-servers (", f->num_servers,
-                                                   "), got ", f->replication));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replication must be in 1..--num-servers (", f->num_servers, "), got ", f->replication));
   }
   if (!(f->register_timeout_s > 0) || !(f->heartbeat_timeout_s > 0) || !(f->exit_grace_s >= 0) ||
       !(f->rejoin_timeout_s >= 0)) {
@@ -140,9 +140,8 @@ absl::Status RunUntilDone(ShutdownSignal& signals, SchedulerService& service, co
     service.Tick();
     // Nodes that never come would otherwise keep a job (and its pods) waiting forever.
     if (!membership.AllRegistered() && absl::Now() > register_deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the job never started: ", membership.RegistrationText(), " (--register-timeout ", register_timeout_s,
-          " s)"));
+      return absl::DeadlineExceededError(absl::StrCat("the job never started: ", membership.RegistrationText(),
+                                                      " (--register-timeout ", register_timeout_s, " s)"));
     }
     std::string reason;
     if (!job_over && membership.JobOver(&reason)) {
@@ -162,8 +161,7 @@ absl::Status RunUntilDone(ShutdownSignal& signals, SchedulerService& service, co
 
 // Closes the service and the server; the exit code: 128 + the signal if one stopped a
 // running job (CANCELLED `early`), 1 if the job failed (`early` or a failed node), else 0.
-int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& membership,
-             const absl::Status& early) {
+int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& membership, const absl::Status& early) {
   if (early.ok()) {
     service.Close();
   } else {

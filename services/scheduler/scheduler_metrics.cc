@@ -17,18 +17,18 @@ SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
     }
     deaths_[role] = &AddCounter(r, "dtrain_scheduler_deaths_total",
                                 "Nodes declared dead (heartbeat stream broke or went silent).", {{"node_role", role}});
-    rejoins_[role] = &AddCounter(r, "dtrain_scheduler_rejoins_total",
-                                 "New processes that took a rank after the job started (restarts).",
-                                 {{"node_role", role}});
+    rejoins_[role] =
+        &AddCounter(r, "dtrain_scheduler_rejoins_total",
+                    "New processes that took a rank after the job started (restarts).", {{"node_role", role}});
   }
   const std::vector<double> buckets = {0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300};
   for (const char* group : {"workers", "servers", "all"}) {
-    barrier_wait_[group] = &AddHistogram(r, "dtrain_scheduler_barrier_wait_seconds",
-                                         "Seconds a node waited at a barrier, by barrier group.", buckets,
-                                         {{"group", group}});
-    barrier_failures_[group] = &AddCounter(r, "dtrain_scheduler_barrier_failures_total",
-                                           "Barrier waits that failed (deadline, a member died, cancelled).",
-                                           {{"group", group}});
+    barrier_wait_[group] =
+        &AddHistogram(r, "dtrain_scheduler_barrier_wait_seconds",
+                      "Seconds a node waited at a barrier, by barrier group.", buckets, {{"group", group}});
+    barrier_failures_[group] =
+        &AddCounter(r, "dtrain_scheduler_barrier_failures_total",
+                    "Barrier waits that failed (deadline, a member died, cancelled).", {{"group", group}});
   }
   slowest_step_ = &AddGauge(r, "dtrain_scheduler_slowest_worker_step",
                             "Lowest step of a worker still in the job, at the newest tick all of them sampled.");

@@ -31,14 +31,13 @@ NodeKey KeyOf(v1::Role role, int rank) { return NodeKey{role, rank}; }
 
 }  // namespace
 
-SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers,
-                                   SchedulerServiceOptions options)
+SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers, SchedulerServiceOptions options)
     : membership_(membership), barriers_(barriers), options_(options), last_waiting_log_(absl::Now()) {}
 
 grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                                         v1::RegisterResponse* response) {
-  const std::string who = absl::StrCat(RoleName(request->role()), " (pid ", request->pid(), " on ",
-                                       request->hostname(), ")");
+  const std::string who =
+      absl::StrCat(RoleName(request->role()), " (pid ", request->pid(), " on ", request->hostname(), ")");
   v1::RegisterRequest admitted_request = *request;
   if (!options_.token_key.empty()) {
     // A certificate names what its holder may be: a worker-1 certificate registers as
@@ -66,8 +65,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
     return ToGrpc(rank.status());
   }
   NodeKey self = KeyOf(request->role(), *rank);
-  DTRAIN_LOG(INFO) << NodeName(self) << (request->requested_rank() >= 0 ? " (as requested)" : "")
-                   << " joined: pid " << request->pid() << " on " << request->hostname()
+  DTRAIN_LOG(INFO) << NodeName(self) << (request->requested_rank() >= 0 ? " (as requested)" : "") << " joined: pid "
+                   << request->pid() << " on " << request->hostname()
                    << (request->address().empty() ? "" : ", serving at " + request->address()) << "; "
                    << membership_->RegistrationText();
   if (membership_->AllRegistered()) {
@@ -92,8 +91,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
   absl::StatusOr<Membership::Admission> admitted = membership_->Admitted(ticket);
   if (!admitted.ok()) return ToGrpc(admitted.status());
   if (admitted->rejoined) {
-    DTRAIN_LOG(WARNING) << NodeName(self) << " rejoined (incarnation " << admitted->node.incarnation()
-                        << ", restart " << admitted->node.restarts() << ")"
+    DTRAIN_LOG(WARNING) << NodeName(self) << " rejoined (incarnation " << admitted->node.incarnation() << ", restart "
+                        << admitted->node.restarts() << ")"
                         << (admitted->replaced_incarnation > 0
                                 ? absl::StrCat("; incarnation ", admitted->replaced_incarnation, " is fenced")
                                 : std::string());
@@ -105,8 +104,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
   response->set_incarnation(admitted->node.incarnation());
   response->set_rejoined(admitted->rejoined);
   if (!options_.token_key.empty()) {
-    response->set_token(auth::MintToken(
-        options_.token_key, {RoleName(request->role()), *final_rank, admitted->node.incarnation()}));
+    response->set_token(
+        auth::MintToken(options_.token_key, {RoleName(request->role()), *final_rank, admitted->node.incarnation()}));
     // Servers check workers' tokens themselves (no call to the scheduler per stream).
     if (request->role() == v1::ROLE_SERVER) response->set_token_key(options_.token_key);
   }
@@ -115,8 +114,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
   return grpc::Status::OK;
 }
 
-absl::Status SchedulerService::CheckToken(const grpc::ServerContext& context, const NodeKey& self,
-                                          uint64_t incarnation, const std::string& what) const {
+absl::Status SchedulerService::CheckToken(const grpc::ServerContext& context, const NodeKey& self, uint64_t incarnation,
+                                          const std::string& what) const {
   if (options_.token_key.empty()) return absl::OkStatus();
   const auth::Caller caller = auth::IdentifyCaller(context, options_.token_key);
   absl::Status s = auth::RequireNode(caller, RoleName(self.role), self.rank, incarnation, what);
@@ -220,8 +219,7 @@ grpc::Status SchedulerService::FinishHeartbeat(const HeartbeatStream& st) {
 }
 
 grpc::Status SchedulerService::Heartbeat(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
+    grpc::ServerContext* context, grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
   HeartbeatStream st;
   v1::HeartbeatRequest request;
   while (stream->Read(&request)) {
@@ -242,16 +240,14 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
                                        v1::BarrierResponse* /*response*/) {
   // Every wait has a deadline: no barrier may hang a job silently.
   if (request->timeout_ms() <= 0) {
-    return ToGrpc(absl::InvalidArgumentError(
-        absl::StrCat("barrier '", request->name(), "': timeout_ms must be positive")));
+    return ToGrpc(
+        absl::InvalidArgumentError(absl::StrCat("barrier '", request->name(), "': timeout_ms must be positive")));
   }
-  const absl::Time deadline =
-      std::min(ReplyBy(*context), absl::Now() + absl::Milliseconds(request->timeout_ms()));
+  const absl::Time deadline = std::min(ReplyBy(*context), absl::Now() + absl::Milliseconds(request->timeout_ms()));
   const NodeKey self = KeyOf(request->role(), request->rank());
   if (absl::Status s = CheckToken(*context, self, request->incarnation(), "barrier"); !s.ok()) return ToGrpc(s);
   if (absl::Status s = membership_->CheckCaller(self, request->job_id(), request->incarnation()); !s.ok()) {
-    DTRAIN_LOG(WARNING) << "refused barrier '" << request->name() << "' from " << NodeName(self) << ": "
-                        << s.message();
+    DTRAIN_LOG(WARNING) << "refused barrier '" << request->name() << "' from " << NodeName(self) << ": " << s.message();
     return ToGrpc(s);
   }
   const absl::Time start = absl::Now();
@@ -278,14 +274,12 @@ grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::Lea
   if (request->failed()) {
     DTRAIN_LOG(ERROR) << NodeName(self) << " left FAILED: " << request->reason();
   } else {
-    DTRAIN_LOG(INFO) << NodeName(self) << " left"
-                     << (request->reason().empty() ? "" : ": " + request->reason());
+    DTRAIN_LOG(INFO) << NodeName(self) << " left" << (request->reason().empty() ? "" : ": " + request->reason());
   }
   return grpc::Status::OK;
 }
 
-grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context,
-                                         const v1::GetStatusRequest* /*request*/,
+grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest* /*request*/,
                                          v1::GetStatusResponse* response) {
   if (!options_.token_key.empty()) {
     // Who runs where, and every server's address: for the job's nodes and operators.
@@ -293,8 +287,8 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context,
     absl::Status s = auth::RequireReader(caller, "GetStatus");
     if (s.ok() && caller.token) {
       // A token of a process that has been replaced opens nothing.
-      std::optional<v1::NodeInfo> holder = membership_->Find(KeyOf(
-          caller.token->role == "server" ? v1::ROLE_SERVER : v1::ROLE_WORKER, caller.token->rank));
+      std::optional<v1::NodeInfo> holder = membership_->Find(
+          KeyOf(caller.token->role == "server" ? v1::ROLE_SERVER : v1::ROLE_WORKER, caller.token->rank));
       if (!holder || holder->incarnation() != caller.token->incarnation) {
         s = absl::PermissionDeniedError(absl::StrCat("GetStatus refused: the token of ", auth::Describe(*caller.token),
                                                      " is not of the rank's current process"));
@@ -399,8 +393,8 @@ void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why)
   const NodeKey key = KeyOf(node.role(), node.rank());
   std::optional<v1::NodeInfo> info = membership_->Find(key);
   if (!info) info = node;
-  DTRAIN_LOG(WARNING) << NodeName(key) << " is DEAD: " << why << " (pid " << info->pid() << " on "
-                      << info->hostname() << ", last step " << info->last_step() << ")";
+  DTRAIN_LOG(WARNING) << NodeName(key) << " is DEAD: " << why << " (pid " << info->pid() << " on " << info->hostname()
+                      << ", last step " << info->last_step() << ")";
   // Within the rejoin timeout a dead worker may come back (or be replaced): barriers
   // keep waiting for it, and fail if it does not (Tick).
   if (membership_->MayRejoin(key)) {

@@ -21,20 +21,17 @@ absl::Status NodeChecks::NotFenced(const auth::TokenClaims& token) const {
 absl::Status NodeChecks::ForSetup(const grpc::ServerContextBase& ctx, absl::string_view what) const {
   if (!enforcing()) return absl::OkStatus();
   const auth::Caller caller = Identify(ctx);
-  absl::Status s = auth::RequireAnyOf(caller, what, [](const auth::TokenClaims& t) {
-    return t.role == "server" || (IsWorker(t) && t.rank == 0);
-  });
+  absl::Status s = auth::RequireAnyOf(
+      caller, what, [](const auth::TokenClaims& t) { return t.role == "server" || (IsWorker(t) && t.rank == 0); });
   if (s.ok()) s = NotFenced(*caller.token);
   return s.ok() ? s : auth::Refused(caller, s);
 }
 
-absl::Status NodeChecks::ForVersions(const grpc::ServerContextBase& ctx, int worker_rank,
-                                     uint64_t incarnation) const {
+absl::Status NodeChecks::ForVersions(const grpc::ServerContextBase& ctx, int worker_rank, uint64_t incarnation) const {
   if (!enforcing()) return absl::OkStatus();
   const auth::Caller caller = Identify(ctx);
-  absl::Status s = worker_rank >= 0
-                       ? auth::RequireNode(caller, "worker", worker_rank, incarnation, "GetVersions")
-                       : auth::RequireAnyOf(caller, "GetVersions", IsWorker);
+  absl::Status s = worker_rank >= 0 ? auth::RequireNode(caller, "worker", worker_rank, incarnation, "GetVersions")
+                                    : auth::RequireAnyOf(caller, "GetVersions", IsWorker);
   if (s.ok()) s = NotFenced(*caller.token);
   return s.ok() ? s : auth::Refused(caller, s);
 }

@@ -28,8 +28,7 @@ absl::Status FloatsFromBytes(const std::string& bytes, const char* what, uint64_
 class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
  public:
   // `allowed`: NodeChecks::ForState's answer; a refusal is the stream's only answer.
-  GetStateReactor(kv::ShardStore* store, const v1::GetStateRequest& req, const absl::Status& allowed)
-      : store_(store) {
+  GetStateReactor(kv::ShardStore* store, const v1::GetStateRequest& req, const absl::Status& allowed) : store_(store) {
     if (!allowed.ok()) {
       Finish(ToGrpc(allowed));
       return;
@@ -39,9 +38,9 @@ class GetStateReactor final : public grpc::ServerWriteReactor<v1::KeyState> {
       keys_ = held;
     } else if (static_cast<size_t>(req.keys_size()) > held.size()) {
       // Asking for more keys than are held means duplicates: refused before any is copied.
-      Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("GetState asks for ", req.keys_size(), " keys but this server holds ",
-                                       held.size())));
+      Finish(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("GetState asks for ", req.keys_size(), " keys but this server holds ", held.size())));
       return;
     } else {
       const std::unordered_set<uint64_t> have(held.begin(), held.end());
@@ -204,9 +203,10 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
     if (s.ok()) s = store_->Configure(config);
     if (s.ok()) {
       DTRAIN_LOG(INFO) << "configured: " << req->kv_store()
-                       << (config.mode == kv::MergeMode::kSsp ? absl::StrCat(" (staleness ", config.staleness, ")") : "")
-                       << ", " << config.num_workers << " workers, optimizer "
-                       << config.optimizer.name << " lr " << config.optimizer.learning_rate
+                       << (config.mode == kv::MergeMode::kSsp ? absl::StrCat(" (staleness ", config.staleness, ")")
+                                                              : "")
+                       << ", " << config.num_workers << " workers, optimizer " << config.optimizer.name << " lr "
+                       << config.optimizer.learning_rate
                        << (config.pull_compression != kv::CompressionType::kNone
                                ? absl::StrCat(", pull compression ", kv::CompressionTypeName(config.pull_compression))
                                : std::string());
@@ -253,8 +253,7 @@ grpc::ServerUnaryReactor* PsService::InitKeys(grpc::CallbackServerContext* ctx, 
   return reactor;
 }
 
-grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull(
-    grpc::CallbackServerContext* ctx) {
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull(grpc::CallbackServerContext* ctx) {
   StreamOptions stream;
   // With TLS the stream speaks for the worker whose token opened it, and no other.
   absl::StatusOr<std::optional<auth::TokenClaims>> worker = checks_.ForStream(*ctx);
@@ -285,8 +284,7 @@ namespace dtrain::server {
 // Unary, one answer: a KeyVersion is a few bytes, so even --max-keys keys fit well
 // under the message limit. Asking for more keys than are held is refused before any
 // work, as in GetState.
-grpc::ServerUnaryReactor* PsService::GetVersions(grpc::CallbackServerContext* ctx,
-                                                 const v1::GetVersionsRequest* req,
+grpc::ServerUnaryReactor* PsService::GetVersions(grpc::CallbackServerContext* ctx, const v1::GetVersionsRequest* req,
                                                  v1::GetVersionsResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::Status s = checks_.ForVersions(*ctx, req->worker_rank(), req->incarnation());

@@ -52,9 +52,9 @@ struct PsServiceOptions {
 };
 
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.
-using PsServiceBase = v1::ParameterServer::WithCallbackMethod_Configure<
-    v1::ParameterServer::WithCallbackMethod_InitKeys<v1::ParameterServer::WithRawCallbackMethod_PushPull<
-        v1::ParameterServer::WithCallbackMethod_GetState<
+using PsServiceBase =
+    v1::ParameterServer::WithCallbackMethod_Configure<v1::ParameterServer::WithCallbackMethod_InitKeys<
+        v1::ParameterServer::WithRawCallbackMethod_PushPull<v1::ParameterServer::WithCallbackMethod_GetState<
             v1::ParameterServer::WithCallbackMethod_GetVersions<v1::ParameterServer::Service>>>>>;
 
 class PsService final : public PsServiceBase {
@@ -67,8 +67,7 @@ class PsService final : public PsServiceBase {
                                       v1::ConfigureResponse* resp) override;
   grpc::ServerUnaryReactor* InitKeys(grpc::CallbackServerContext* ctx, const v1::InitKeysRequest* req,
                                      v1::InitKeysResponse* resp) override;
-  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PushPull(
-      grpc::CallbackServerContext* ctx) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PushPull(grpc::CallbackServerContext* ctx) override;
   grpc::ServerWriteReactor<v1::KeyState>* GetState(grpc::CallbackServerContext* ctx,
                                                    const v1::GetStateRequest* req) override;
   grpc::ServerUnaryReactor* GetVersions(grpc::CallbackServerContext* ctx, const v1::GetVersionsRequest* req,

@@ -37,8 +37,8 @@ absl::Status SameWorker(const auth::TokenClaims& bound, int worker_rank, uint64_
 
 }  // namespace
 
-PushPullHandler::PushPullHandler(kv::ShardStore* store, const StreamOptions& options,
-                                 std::shared_ptr<AnswerSink> sink, Clock clock)
+PushPullHandler::PushPullHandler(kv::ShardStore* store, const StreamOptions& options, std::shared_ptr<AnswerSink> sink,
+                                 Clock clock)
     : store_(store),
       options_(options),
       metrics_(options.metrics),
@@ -53,8 +53,8 @@ absl::Status PushPullHandler::Handle(const v1::PushPullRequest& req, const float
   return refusal;
 }
 
-absl::Status PushPullHandler::HandleRequest(const v1::PushPullRequest& req, const float* payload,
-                                            int64_t payload_bytes, bool payload_taken) {
+absl::Status PushPullHandler::HandleRequest(const v1::PushPullRequest& req, const float* payload, int64_t payload_bytes,
+                                            bool payload_taken) {
   v1::PushPullResponse resp;
   resp.set_request_id(req.request_id());
   resp.set_key(req.key());
@@ -200,8 +200,8 @@ absl::Status PushPullHandler::CheckFinite(const v1::PushPullRequest& req, const 
   const int64_t at = kv::FirstNonFinite(grad, numel);
   const float bad = grad[at];
   return absl::InvalidArgumentError(absl::StrCat(
-      "push of key ", req.key(), " at step ", req.step(), " by worker ", req.worker_rank(), ": gradient element ",
-      at, " is ", std::isnan(bad) ? "NaN" : (bad > 0 ? "+Inf" : "-Inf"),
+      "push of key ", req.key(), " at step ", req.step(), " by worker ", req.worker_rank(), ": gradient element ", at,
+      " is ", std::isnan(bad) ? "NaN" : (bad > 0 ? "+Inf" : "-Inf"),
       "; refused so that it cannot poison the key for every worker (dtrain-server --allow-non-finite applies "
       "such pushes)"));
 }

@@ -111,8 +111,7 @@ class PushPullHandler {
   // refused. Returns the refusal that ends the stream (a replaced incarnation,
   // another job, a token that is not the worker's, or StreamOptions::refused), after
   // answering this request with it; OK otherwise, whatever the answer says.
-  absl::Status Handle(const v1::PushPullRequest& req, const float* payload, int64_t payload_bytes,
-                      bool payload_taken);
+  absl::Status Handle(const v1::PushPullRequest& req, const float* payload, int64_t payload_bytes, bool payload_taken);
 
   // Tags this stream's parked pulls (ShardStore::DropPulls).
   uint64_t owner() const { return owner_; }

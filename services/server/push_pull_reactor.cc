@@ -132,10 +132,10 @@ void PushPullReactor::Outbox::Send(const v1::PushPullResponse& resp) {
 AnswerSink::DataAnswer PushPullReactor::Outbox::Prepare(const char* data, size_t bytes) {
   grpc_slice copy = grpc_slice_malloc(bytes);
   if (bytes > 0) std::memcpy(GRPC_SLICE_START_PTR(copy), data, bytes);
-  return [box = shared_from_this(), payload = grpc::Slice(copy, grpc::Slice::STEAL_REF)](
-             const v1::PushPullResponse& r) {
-    PushPullReactor::Send(box, r.key(), kv::EncodeWithPayload(r, v1::PushPullResponse::kDataFieldNumber, payload));
-  };
+  return
+      [box = shared_from_this(), payload = grpc::Slice(copy, grpc::Slice::STEAL_REF)](const v1::PushPullResponse& r) {
+        PushPullReactor::Send(box, r.key(), kv::EncodeWithPayload(r, v1::PushPullResponse::kDataFieldNumber, payload));
+      };
 }
 
 void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp) {

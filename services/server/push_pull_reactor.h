@@ -44,13 +44,13 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     DataAnswer Prepare(const char* data, size_t bytes) override;
 
     absl::Mutex mu;
-    bool alive ABSL_GUARDED_BY(mu) = true;  // false once Finish is called: answers are dropped
+    bool alive ABSL_GUARDED_BY(mu) = true;         // false once Finish is called: answers are dropped
     PushPullReactor* reactor ABSL_GUARDED_BY(mu);  // valid while `alive`
-    AnswerQueue queue ABSL_GUARDED_BY(mu);  // lowest key first (answer_queue.h)
-    bool writing ABSL_GUARDED_BY(mu) = false;  // exactly one write in flight
-    int64_t unanswered ABSL_GUARDED_BY(mu) = 0;  // requests read, answer not yet queued
+    AnswerQueue queue ABSL_GUARDED_BY(mu);         // lowest key first (answer_queue.h)
+    bool writing ABSL_GUARDED_BY(mu) = false;      // exactly one write in flight
+    int64_t unanswered ABSL_GUARDED_BY(mu) = 0;    // requests read, answer not yet queued
     bool reads_done ABSL_GUARDED_BY(mu) = false;
-    bool broken ABSL_GUARDED_BY(mu) = false;  // cancelled, or a write failed
+    bool broken ABSL_GUARDED_BY(mu) = false;       // cancelled, or a write failed
     int64_t queued_bytes ABSL_GUARDED_BY(mu) = 0;  // in `queue`
     bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: too much pending
     // Set when the stream is refused for good (a fenced incarnation, another job): it
@@ -74,9 +74,9 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   const StreamOptions options_;
   server::ServerMetrics* metrics_;
   std::shared_ptr<Outbox> box_;
-  PushPullHandler handler_;  // after box_, its sink
-  grpc::ByteBuffer request_;   // the read in flight
-  grpc::ByteBuffer writing_;   // the write in flight
+  PushPullHandler handler_;   // after box_, its sink
+  grpc::ByteBuffer request_;  // the read in flight
+  grpc::ByteBuffer writing_;  // the write in flight
   // The pushed gradient of the request being handled; reused, since the handler
   // finishes with it (the store copies what it keeps) before the next read, but not
   // kept larger than kKeepPayloadBytes between requests.

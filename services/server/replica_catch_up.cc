@@ -127,14 +127,14 @@ void ReplicaCatchUp::Run(const Job& job) {
     // The held answers keep the key at job.version; anything else is a bug to report,
     // not a state to copy.
     if (s.ok() && (state.size() != 1 || state[0].version != job.version)) {
-      s = absl::InternalError(absl::StrCat("key ", job.key, " is at version ",
-                                           state.empty() ? -1 : state[0].version, ", not ", job.version));
+      s = absl::InternalError(absl::StrCat("key ", job.key, " is at version ", state.empty() ? -1 : state[0].version,
+                                           ", not ", job.version));
     }
     if (s.ok()) s = CopyTo(to, state[0], chain);
     if (!s.ok()) {
       // The answers go out without this newcomer; the next version tries again.
-      DTRAIN_LOG(WARNING) << "could not copy key " << job.key << " version " << job.version << " to server "
-                          << to.rank << " at " << to.address << ": " << s.message();
+      DTRAIN_LOG(WARNING) << "could not copy key " << job.key << " version " << job.version << " to server " << to.rank
+                          << " at " << to.address << ": " << s.message();
       continue;
     }
     joined.push_back(to);
@@ -166,7 +166,8 @@ void ReplicaCatchUp::Run(const Job& job) {
   if (metrics_ != nullptr) {
     const double held_seconds = absl::ToDoubleSeconds(absl::Now() - job.held_since);
     for (const JoinedServer& to : job.to) {
-      const bool ok = std::any_of(joined.begin(), joined.end(), [&](const JoinedServer& j) { return j.rank == to.rank; });
+      const bool ok =
+          std::any_of(joined.begin(), joined.end(), [&](const JoinedServer& j) { return j.rank == to.rank; });
       metrics_->CatchUpCopy(held_seconds, ok);
     }
   }

@@ -35,17 +35,15 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
   const bool push = IsPush(req.op());
   if (push ? req.dtype() != v1::DTYPE_FLOAT32
            : req.dtype() != v1::DTYPE_FLOAT32 && req.dtype() != v1::DTYPE_UNSPECIFIED) {
-    return absl::InvalidArgumentError(absl::StrCat("key ", req.key(), ": dtype must be DTYPE_FLOAT32, got ",
-                                                   v1::DType_IsValid(req.dtype()) ? v1::DType_Name(req.dtype())
-                                                                                  : std::string("unknown"),
-                                                   " (", req.dtype(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key ", req.key(), ": dtype must be DTYPE_FLOAT32, got ",
+        v1::DType_IsValid(req.dtype()) ? v1::DType_Name(req.dtype()) : std::string("unknown"), " (", req.dtype(), ")"));
   }
   if (req.worker_rank() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": worker_rank ", req.worker_rank(), " is negative"));
   }
   if (push && req.step() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": step ", req.step(), " is negative (steps count from 0)"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": step ", req.step(), " is negative (steps count from 0)"));
   }
   if (push && req.exact_version()) {
     return absl::InvalidArgumentError(
@@ -59,13 +57,13 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
         absl::StrCat(what, ": timeout_ms ", req.timeout_ms(), " is negative (0: the server's --sync-timeout)"));
   }
   if (req.timeout_ms() > limits.max_timeout_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": timeout_ms ", req.timeout_ms(), " is over the cap of ",
-                                                   limits.max_timeout_ms));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": timeout_ms ", req.timeout_ms(), " is over the cap of ", limits.max_timeout_ms));
   }
   const int64_t data_size = payload_bytes < 0 ? 0 : payload_bytes;
   if (data_size > limits.max_payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": data has ", data_size, " bytes, over the cap of ",
-                                                   limits.max_payload_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": data has ", data_size, " bytes, over the cap of ", limits.max_payload_bytes));
   }
   if (!v1::Compression_IsValid(req.compression())) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": unknown compression ", req.compression(),
@@ -85,17 +83,18 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
           absl::StrCat(what, ": 2bit gc_threshold ", req.gc_threshold(), " must be finite and > 0"));
     }
   } else if (req.gc_threshold() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": gc_threshold ", req.gc_threshold(), " without 2bit compression"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": gc_threshold ", req.gc_threshold(), " without 2bit compression"));
   }
   // Packed data's exact size depends on the key's element count, which only the store
   // knows: the server checks it when it unpacks (push_pull_reactor.cc).
   if (push && req.compression() == v1::COMPRESSION_NONE && data_size % static_cast<int64_t>(sizeof(float)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("push of key ", req.key(), ": data has ", data_size,
-                                                   " bytes, not a whole number of float32s"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("push of key ", req.key(), ": data has ", data_size, " bytes, not a whole number of float32s"));
   }
   if (!push && data_size != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("pull of key ", req.key(), " carries ", data_size,
-                                                   " bytes of data; only pushes do"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull of key ", req.key(), " carries ", data_size, " bytes of data; only pushes do"));
   }
   return absl::OkStatus();
 }

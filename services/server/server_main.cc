@@ -79,10 +79,11 @@ void AddLimitFlags(FlagSet& flags, ServerFlags* f) {
 }
 
 absl::Status CheckLimitFlags(ServerFlags* f) {
-  const std::pair<const char*, int64_t> positive[] = {
-      {"max-workers", f->max_workers}, {"max-keys", f->limits.max_keys},
-      {"max-shard-bytes", f->limits.max_bytes}, {"max-stream-pending", f->max_stream_pending},
-      {"max-stream-queued-bytes", f->max_stream_queued_bytes}};
+  const std::pair<const char*, int64_t> positive[] = {{"max-workers", f->max_workers},
+                                                      {"max-keys", f->limits.max_keys},
+                                                      {"max-shard-bytes", f->limits.max_bytes},
+                                                      {"max-stream-pending", f->max_stream_pending},
+                                                      {"max-stream-queued-bytes", f->max_stream_queued_bytes}};
   for (const auto& [name, value] : positive) {
     if (value < 1) return absl::InvalidArgumentError(absl::StrCat("--", name, " must be >= 1, got ", value));
   }
@@ -124,7 +125,8 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
     s = absl::InvalidArgumentError(absl::StrCat("--snapshot-every must be >= 0, got ", f->snapshot_every));
   }
   if (s.ok() && f->snapshot_every > 0 && f->snapshot_dir.empty()) {
-    s = absl::InvalidArgumentError("--snapshot-every needs --snapshot-dir (dtrain launch sets it beside the model prefix)");
+    s = absl::InvalidArgumentError(
+        "--snapshot-every needs --snapshot-dir (dtrain launch sets it beside the model prefix)");
   }
   if (s.ok() && !(f->sync_timeout_s > 0)) {
     s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f->sync_timeout_s));
@@ -135,8 +137,8 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
 // Registers `address` with the scheduler and starts the heartbeat, which turns the
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
-                            ShutdownSignal& stop, SnapshotRollback* rollback,
-                            ReplicaCatchUp* catch_up, auth::TokenKeyring* node_tokens) {
+                            ShutdownSignal& stop, SnapshotRollback* rollback, ReplicaCatchUp* catch_up,
+                            auth::TokenKeyring* node_tokens) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
   scheduler.set_replication(static_cast<int>(cluster.replication));
@@ -176,8 +178,7 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
   return reg->rank();
 }
 
-void Shutdown(const std::string& why, const kv::ShardStore& store, grpc::Server& server,
-              SchedulerClient* scheduler) {
+void Shutdown(const std::string& why, const kv::ShardStore& store, grpc::Server& server, SchedulerClient* scheduler) {
   DTRAIN_LOG(INFO) << "stopping (" << why << "): " << store.updates_applied() << " updates applied to "
                    << store.num_keys() << " keys";
   // Streams still open after the grace period are cancelled; parked pulls are dropped.
@@ -247,8 +248,7 @@ absl::StatusOr<int> Register(const ServerFlags& f, const std::string& address, k
   // A restarted scheduler learns from the servers how far each worker rank's
   // incarnations went, so that it never hands a new process an old one.
   (*scheduler)->SetWorkerIncarnationSource([&store] { return store.WorkerIncarnations(); });
-  absl::StatusOr<int> given =
-      JoinJob(f.cluster, address, **scheduler, stop, rollback->get(), catch_up, node_tokens);
+  absl::StatusOr<int> given = JoinJob(f.cluster, address, **scheduler, stop, rollback->get(), catch_up, node_tokens);
   if (!given.ok()) {
     DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
                       << " failed: " << given.status().message();

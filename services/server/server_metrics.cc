@@ -42,8 +42,8 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
                                  "Replication: seconds a key's answers were held while its state was copied to a "
                                  "restarted chain member (the copy's round trip).",
                                  metrics::internal::SecondsBuckets());
-  catch_up_ok_ = &AddCounter(r, "dtrain_server_catch_up_copies_total",
-                             "Replication: keys copied to a restarted chain member.");
+  catch_up_ok_ =
+      &AddCounter(r, "dtrain_server_catch_up_copies_total", "Replication: keys copied to a restarted chain member.");
   catch_up_failed_ = &AddCounter(r, "dtrain_server_catch_up_failures_total",
                                  "Replication: copies to a restarted chain member that failed (retried at the "
                                  "key's next version).");

@@ -58,8 +58,8 @@ absl::Status SnapshotRollback::Load(int64_t step) {
   // predecessor), so the snapshot brings the configuration too.
   DTRAIN_RETURN_IF_ERROR(store_->Configure(snap.config));
   for (const kv::KeyState& k : snap.keys) {
-    DTRAIN_RETURN_IF_ERROR(store_->InitKey(k.key, k.shape, k.values.data(), static_cast<int64_t>(k.values.size()),
-                                           step, k.optimizer_state));
+    DTRAIN_RETURN_IF_ERROR(store_->InitKey(k.key, k.shape, k.values.data(), static_cast<int64_t>(k.values.size()), step,
+                                           k.optimizer_state));
   }
   return absl::OkStatus();
 }

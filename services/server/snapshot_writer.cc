@@ -34,8 +34,8 @@ void SnapshotWriter::SetRank(int rank) {
   }
   std::sort(kept_.begin(), kept_.end());
   if (!found.empty()) {
-    DTRAIN_LOG(INFO) << "found " << found.size() << " complete snapshots of server " << rank << " in "
-                     << options_.dir << ", newest of step " << found.front();
+    DTRAIN_LOG(INFO) << "found " << found.size() << " complete snapshots of server " << rank << " in " << options_.dir
+                     << ", newest of step " << found.front();
   }
 }
 
@@ -164,8 +164,8 @@ void SnapshotWriter::Write(int rank, int64_t step, std::vector<kv::KeyState> key
       DTRAIN_LOG(WARNING) << rs.message();
     }
   }
-  DTRAIN_LOG(INFO) << "snapshot of step " << step << ": " << snap.keys.size() << " keys, " << bytes
-                   << " bytes in " << absl::StrFormat("%.1f", seconds * 1000) << " ms -> "
+  DTRAIN_LOG(INFO) << "snapshot of step " << step << ": " << snap.keys.size() << " keys, " << bytes << " bytes in "
+                   << absl::StrFormat("%.1f", seconds * 1000) << " ms -> "
                    << kv::ShardSnapshotPath(options_.dir, rank, step);
   if (on_written) on_written();
 }

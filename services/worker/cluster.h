@@ -28,7 +28,7 @@ struct ServerEndpoint {
 struct RollbackOrder {
   uint64_t generation = 0;  // one more per rollback
   int64_t step = 0;
-  std::string reason;       // "rolled back from step 812 to step 800: server 1 lost its shard"
+  std::string reason;                   // "rolled back from step 812 to step 800: server 1 lost its shard"
   std::vector<ServerEndpoint> servers;  // as registered now: a restarted one may have moved
 };
 
@@ -36,11 +36,11 @@ struct RollbackOrder {
 // the validation combined over every worker's part of the test set.
 struct EpochFigures {
   int64_t epoch = 0;
-  int64_t samples = 0;         // trained by this worker in the epoch
-  double train_seconds = 0;    // its training time
-  int64_t eval_correct = 0;    // its part of the test set classified right
-  int64_t eval_count = 0;      // the part's size
-  double eval_loss_sum = 0;    // the part's summed cross-entropy
+  int64_t samples = 0;       // trained by this worker in the epoch
+  double train_seconds = 0;  // its training time
+  int64_t eval_correct = 0;  // its part of the test set classified right
+  int64_t eval_count = 0;    // the part's size
+  double eval_loss_sum = 0;  // the part's summed cross-entropy
 };
 
 // A worker the scheduler reports dead and not (yet) back.

@@ -10,8 +10,8 @@ TensorSet ToTensors(const data::ImageSet& set, int64_t limit) {
   const int64_t n = (limit > 0 && limit < set.count) ? limit : set.count;
   TensorSet out;
   // from_blob does not copy; .to() makes the owned float tensor in one pass.
-  auto pixels = torch::from_blob(const_cast<uint8_t*>(set.pixels.data()), {n, set.channels, set.rows, set.cols},
-                                 torch::kUInt8);
+  auto pixels =
+      torch::from_blob(const_cast<uint8_t*>(set.pixels.data()), {n, set.channels, set.rows, set.cols}, torch::kUInt8);
   out.images = pixels.to(torch::kFloat32).div_(255.0f);
   auto labels = torch::from_blob(const_cast<uint8_t*>(set.labels.data()), {n}, torch::kUInt8);
   out.labels = labels.to(torch::kInt64);

@@ -31,8 +31,8 @@ namespace {
 absl::Status CudaStatus(cudaError_t e, const char* call, size_t replica) {
   if (e == cudaSuccess) return absl::OkStatus();
   (void)cudaGetLastError();  // clears it, so that LibTorch's next check does not report it again
-  return absl::InternalError(absl::StrCat(call, " (replica ", replica, "): ", cudaGetErrorName(e), " (",
-                                          cudaGetErrorString(e), ")"));
+  return absl::InternalError(
+      absl::StrCat(call, " (replica ", replica, "): ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
 }
 
 // A CUDA event of one device (the first stream it is recorded on), made at first use,

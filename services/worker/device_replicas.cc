@@ -13,12 +13,13 @@ namespace {
 absl::Status CopyAll(const std::vector<torch::Tensor>& from, const std::vector<torch::Tensor>& to, int replica,
                      const char* what) {
   if (from.size() != to.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("replica ", replica, " has ", to.size(), " ", what,
-                                                   ", the master ", from.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("replica ", replica, " has ", to.size(), " ", what, ", the master ", from.size()));
   }
   for (size_t i = 0; i < from.size(); ++i) {
     if (!from[i].sizes().equals(to[i].sizes())) {
-      return absl::InvalidArgumentError(absl::StrCat("replica ", replica, ": ", what, " ", i, " has another shape "
+      return absl::InvalidArgumentError(absl::StrCat("replica ", replica, ": ", what, " ", i,
+                                                     " has another shape "
                                                      "than the master's"));
     }
     to[i].copy_(from[i]);
@@ -41,13 +42,13 @@ void ZeroGradients(const std::vector<torch::Tensor>& params) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceReplicas>> DeviceReplicas::Create(
-    models::Network& master, std::vector<std::shared_ptr<models::Network>> replicas,
-    std::vector<torch::Device> devices, std::unique_ptr<LocalAggregator> aggregator) {
+    models::Network& master, std::vector<std::shared_ptr<models::Network>> replicas, std::vector<torch::Device> devices,
+    std::unique_ptr<LocalAggregator> aggregator) {
   if (replicas.empty() || replicas.size() != devices.size() || aggregator == nullptr ||
       aggregator->num_replicas() != static_cast<int>(replicas.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        replicas.size(), " replicas on ", devices.size(), " devices with an aggregator over ",
-        aggregator == nullptr ? 0 : aggregator->num_replicas(), ": one replica per device, at least one"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(replicas.size(), " replicas on ", devices.size(), " devices with an aggregator over ",
+                     aggregator == nullptr ? 0 : aggregator->num_replicas(), ": one replica per device, at least one"));
   }
   std::unique_ptr<DeviceReplicas> d(
       new DeviceReplicas(master, std::move(replicas), std::move(devices), std::move(aggregator)));
@@ -92,8 +93,8 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
     DTRAIN_ASSIGN_OR_RETURN(const auto slice, copies_->ToReplica(r, x.narrow(0, start, len), y.narrow(0, start, len)));
     const auto& [xr, yr] = slice;
     torch::Tensor logits = replicas_[r]->forward(xr);
-    torch::Tensor loss = torch::nn::functional::cross_entropy(logits, yr) *
-                         (static_cast<double>(len) / static_cast<double>(n));
+    torch::Tensor loss =
+        torch::nn::functional::cross_entropy(logits, yr) * (static_cast<double>(len) / static_cast<double>(n));
     loss.backward();
     losses.push_back(loss.detach());
     hits.push_back(logits.argmax(1).eq(yr).sum());

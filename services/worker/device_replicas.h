@@ -40,9 +40,10 @@ class DeviceReplicas {
   // and given the master's parameters and buffers. INVALID_ARGUMENT when the counts
   // differ (replicas, devices, aggregator.num_replicas()) or a replica's parameters do not
   // match the master's shapes.
-  static absl::StatusOr<std::unique_ptr<DeviceReplicas>> Create(
-      models::Network& master, std::vector<std::shared_ptr<models::Network>> replicas,
-      std::vector<torch::Device> devices, std::unique_ptr<LocalAggregator> aggregator);
+  static absl::StatusOr<std::unique_ptr<DeviceReplicas>> Create(models::Network& master,
+                                                                std::vector<std::shared_ptr<models::Network>> replicas,
+                                                                std::vector<torch::Device> devices,
+                                                                std::unique_ptr<LocalAggregator> aggregator);
 
   struct StepResult {
     double loss = 0;      // the batch's mean cross-entropy

@@ -15,8 +15,8 @@ v1::EpochReport ToReport(const EpochFigures& f) {
   return r;
 }
 
-bool EpochReportsOf(const v1::GetStatusResponse& status, int num_workers, int64_t epoch,
-                    std::vector<EpochFigures>* out, std::vector<int>* missing) {
+bool EpochReportsOf(const v1::GetStatusResponse& status, int num_workers, int64_t epoch, std::vector<EpochFigures>* out,
+                    std::vector<int>* missing) {
   out->assign(num_workers, EpochFigures());
   std::vector<bool> found(num_workers, false);
   for (const v1::NodeInfo& n : status.nodes()) {

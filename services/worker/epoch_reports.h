@@ -17,8 +17,8 @@ v1::EpochReport ToReport(const EpochFigures& f);
 
 // Every worker's report of `epoch` in `status`, by rank 0..num_workers-1, when all are
 // there; otherwise false with the ranks still missing in *missing.
-bool EpochReportsOf(const v1::GetStatusResponse& status, int num_workers, int64_t epoch,
-                    std::vector<EpochFigures>* out, std::vector<int>* missing);
+bool EpochReportsOf(const v1::GetStatusResponse& status, int num_workers, int64_t epoch, std::vector<EpochFigures>* out,
+                    std::vector<int>* missing);
 
 // The job-wide figures of one epoch.
 struct CombinedEpoch {

@@ -20,8 +20,8 @@ absl::Status CheckGpusForTorch(const std::vector<int>& gpus) {
   const size_t count = torch::cuda::device_count();
   for (int g : gpus) {
     if (g < 0 || static_cast<size_t>(g) >= count) {
-      return absl::FailedPreconditionError(absl::StrCat(flag, ": GPU ", g, " does not exist: LibTorch sees ", count,
-                                                        " CUDA device(s)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(flag, ": GPU ", g, " does not exist: LibTorch sees ", count, " CUDA device(s)"));
     }
   }
   return absl::OkStatus();

@@ -22,8 +22,8 @@ absl::StatusOr<std::vector<int>> ParseGpuList(const std::string& text) {
     if (!digits || !absl::SimpleAtoi(item, &g) || g > kMaxGpuOrdinal) {
       const bool range = item.front() != '-' && absl::StrContains(item, '-');
       const std::string hint = range ? " (list each GPU: 0,1,2,3; ranges are not taken)" : "";
-      return absl::InvalidArgumentError(absl::StrCat("\"", item, "\" is not a GPU ordinal (0..", kMaxGpuOrdinal,
-                                                     ")", hint));
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", item, "\" is not a GPU ordinal (0..", kMaxGpuOrdinal, ")", hint));
     }
     if (std::find(gpus.begin(), gpus.end(), g) != gpus.end()) {
       return absl::InvalidArgumentError(absl::StrCat("GPU ", g, " is listed twice (one replica per GPU)"));

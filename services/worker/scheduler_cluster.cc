@@ -45,8 +45,8 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
   if (c->rejoined_) {
     // TODO(recovery): resume instead of initialising (docs/recovery.md, "A rejoining
     // worker resumes exactly"); the trainer reads Cluster::rejoined().
-    DTRAIN_LOG(WARNING) << "this process replaces worker " << c->rank_
-                        << " of a running job (incarnation " << c->scheduler_.incarnation() << ")";
+    DTRAIN_LOG(WARNING) << "this process replaces worker " << c->rank_ << " of a running job (incarnation "
+                        << c->scheduler_.incarnation() << ")";
   }
   return c;
 }
@@ -148,9 +148,9 @@ absl::StatusOr<std::vector<EpochFigures>> SchedulerCluster::GatherEpoch(int64_t 
     } else {
       last_error = std::string(status.status().message());
     }
-    const std::string who = missing.empty() ? std::string("the scheduler (") + last_error + ")"
-                                            : absl::StrCat("worker", missing.size() > 1 ? "s " : " ",
-                                                           absl::StrJoin(missing, ", "));
+    const std::string who = missing.empty()
+                                ? std::string("the scheduler (") + last_error + ")"
+                                : absl::StrCat("worker", missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "));
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrFormat("epoch %d's figures: waited %.0f s for %s", epoch,
                                                          absl::ToDoubleSeconds(absl::Now() - start), who));

@@ -20,8 +20,8 @@ struct JoinOptions {
   std::string scheduler;  // host:port
   int num_workers = 1;
   int num_servers = 1;
-  int replication = 1;  // --replication, checked by the scheduler
-  int requested_rank = -1;  // -1: any
+  int replication = 1;             // --replication, checked by the scheduler
+  int requested_rank = -1;         // -1: any
   std::string host = "127.0.0.1";  // advertised to the scheduler
   absl::Duration register_timeout = absl::Seconds(120);
   absl::Duration heartbeat_interval = absl::Seconds(1);

@@ -60,8 +60,7 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("num-test-examples", &o->num_test_examples,
            "test examples the validation accuracy is measured on (the first N; 0: all)");
   f.AddString("data-dir", &o->data_dir, "directory of the IDX files (raw or .gz)", {"DTRAIN_DATA_DIR"});
-  f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)",
-           {"DTRAIN_THREADS"});
+  f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)", {"DTRAIN_THREADS"});
   f.AddInt("seed", &o->seed, "random seed for initialisation and shuffling");
   f.AddString("gpus", &o->gpus,
               "GPUs to train on, one model replica each, e.g. 0,1 (MXNet's --gpus; empty: the CPU; needs a "
@@ -122,8 +121,8 @@ absl::Status ResolveNetwork(TrainOptions* o) {
   if (o->num_layers < 0 || o->num_layers > models::kMaxResNetLayers) {
     return BadFlag("num-layers", absl::StrCat("must be in 0..", models::kMaxResNetLayers));
   }
-  absl::StatusOr<models::NetworkSpec> spec = models::ResolveNetworkSpec(
-      o->network, hidden, 28 * 28, 10, static_cast<int>(o->num_layers));
+  absl::StatusOr<models::NetworkSpec> spec =
+      models::ResolveNetworkSpec(o->network, hidden, 28 * 28, 10, static_cast<int>(o->num_layers));
   if (!spec.ok()) return BadFlag(o->hidden.empty() ? "num-layers" : "hidden", std::string(spec.status().message()));
   if (o->augment != "auto" && o->augment != "on" && o->augment != "off") {
     return BadFlag("augment", absl::StrCat("\"", o->augment, "\" is not auto, on or off"));
@@ -166,9 +165,8 @@ absl::Status ResolveCompression(TrainOptions* o) {
     return BadFlag("gc-threshold", "must be > 0 (and finite)");
   }
   if (*gc != kv::CompressionType::kNone && !IsDistributed(o->mode)) {
-    return BadFlag("gc-type", absl::StrCat(
-                                  "compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
-                                  o->kv_store));
+    return BadFlag("gc-type", absl::StrCat("compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
+                                           o->kv_store));
   }
   absl::StatusOr<kv::CompressionType> pull_gc = kv::ParseCompressionType(o->pull_gc_type);
   if (!pull_gc.ok()) return BadFlag("pull-gc-type", std::string(pull_gc.status().message()));
@@ -179,7 +177,8 @@ absl::Status ResolveCompression(TrainOptions* o) {
   if (*pull_gc != kv::CompressionType::kNone && o->mode != KVStoreMode::kDistSync &&
       o->mode != KVStoreMode::kDistDeviceSync) {
     return BadFlag("pull-gc-type", absl::StrCat("sends each step's weight change, which needs the steps of "
-                                                "dist_sync or dist_device_sync, not --kv-store ", o->kv_store));
+                                                "dist_sync or dist_device_sync, not --kv-store ",
+                                                o->kv_store));
   }
   return absl::OkStatus();
 }

@@ -15,7 +15,7 @@ namespace dtrain::worker {
 
 struct TrainOptions {
   std::string network = "mlp";
-  std::string hidden;  // the mlp's hidden widths, "2048,2048"; empty: MXNet's 128,64
+  std::string hidden;      // the mlp's hidden widths, "2048,2048"; empty: MXNet's 128,64
   int64_t num_layers = 0;  // the resnet's depth, 6n+2; 0: 20
   // Random crop (pad 4) + flip of the training batches: "auto" (for CIFAR-format data),
   // "on" or "off".

@@ -62,8 +62,7 @@ std::vector<checkpoint::NamedTensor> WeightsOf(models::Network& net) {
   std::vector<checkpoint::NamedTensor> out;
   for (const auto& [name, value] : models::CheckpointTensors(net)) {
     torch::Tensor t = value.detach().contiguous();
-    out.push_back({name, t.sizes().vec(),
-                   std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())});
+    out.push_back({name, t.sizes().vec(), std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())});
   }
   return out;
 }
@@ -98,8 +97,8 @@ absl::Status LoadCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& 
   return absl::OkStatus();
 }
 
-absl::Status SaveCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& run, models::Network& net,
-                            KVStore& kv, int epoch) {
+absl::Status SaveCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& run, models::Network& net, KVStore& kv,
+                            int epoch) {
   DTRAIN_ASSIGN_OR_RETURN(checkpoint::OptimizerStates states, kv.SaveStates());
   states.run = run;
   const std::string params_path = checkpoint::ParamsPath(o.model_prefix, epoch);
@@ -122,11 +121,11 @@ absl::Status SaveCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& 
 struct Data {
   TensorSet train;
   TensorSet test;
-  int64_t batches = 0;  // per epoch
-  std::vector<int64_t> input_shape;  // without batch: {channels, rows, cols}
+  int64_t batches = 0;                   // per epoch
+  std::vector<int64_t> input_shape;      // without batch: {channels, rows, cols}
   std::vector<std::string> class_names;  // one per class: their number is the output layer's width
-  torch::Tensor mean, std;  // per channel, of the training images used (every worker the same)
-  torch::Tensor calibration;  // the first training images (every worker the same): RecalibrateBatchNorm's
+  torch::Tensor mean, std;               // per channel, of the training images used (every worker the same)
+  torch::Tensor calibration;             // the first training images (every worker the same): RecalibrateBatchNorm's
   bool augment = false;
 };
 
@@ -176,15 +175,15 @@ KVStoreInit MakeInit(const TrainOptions& o, int64_t batches, int workers) {
 
 // Sync keys count one update per step: a checkpoint resumed with another batch size,
 // example count or worker count would put every key at the wrong version.
-absl::Status CheckResumedVersions(const TrainOptions& o, const checkpoint::OptimizerStates& states,
-                                  int64_t batches, int64_t start_version) {
+absl::Status CheckResumedVersions(const TrainOptions& o, const checkpoint::OptimizerStates& states, int64_t batches,
+                                  int64_t start_version) {
   if (IsAsync(o.mode)) return absl::OkStatus();
   for (const auto& k : states.keys) {
     if (k.version == start_version) continue;
     return absl::FailedPreconditionError(absl::StrCat(
-        checkpoint::StatesPath(o.model_prefix, static_cast<int>(o.load_epoch)), ": key ", k.key,
-        " was saved after ", k.version, " updates, but epoch ", o.load_epoch, " x ", batches, " batches is ",
-        start_version, ": --batch-size, --num-examples or the worker count differ from the run that saved it"));
+        checkpoint::StatesPath(o.model_prefix, static_cast<int>(o.load_epoch)), ": key ", k.key, " was saved after ",
+        k.version, " updates, but epoch ", o.load_epoch, " x ", batches, " batches is ", start_version,
+        ": --batch-size, --num-examples or the worker count differ from the run that saved it"));
   }
   return absl::OkStatus();
 }
@@ -201,8 +200,9 @@ absl::Status WriteSymbolFile(const TrainOptions& o, const Data& data, const std:
   const std::filesystem::path dir = std::filesystem::path(o.model_prefix).parent_path();
   std::error_code ec;
   if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  checkpoint::SymbolInfo sym{o.network, static_cast<int>(data.class_names.size()), data.input_shape,
-                             data.class_names, run_id, o.network_spec.hidden};
+  checkpoint::SymbolInfo sym{o.network,        static_cast<int>(data.class_names.size()),
+                             data.input_shape, data.class_names,
+                             run_id,           o.network_spec.hidden};
   sym.num_layers = o.network_spec.num_layers;
   return checkpoint::WriteSymbol(o.model_prefix, sym);
 }
@@ -312,8 +312,8 @@ struct Model {
 absl::StatusOr<Model> BuildModel(const TrainOptions& o, const Data& data, WorkerDevices devices) {
   torch::manual_seed(o.seed);
   Model m;
-  DTRAIN_ASSIGN_OR_RETURN(m.net, models::CreateNetwork(o.network_spec, static_cast<int>(data.class_names.size()),
-                                                       data.input_shape));
+  DTRAIN_ASSIGN_OR_RETURN(
+      m.net, models::CreateNetwork(o.network_spec, static_cast<int>(data.class_names.size()), data.input_shape));
   m.net->SetInputNormalization(data.mean, data.std);
   // Before the checkpoint is loaded and the kvstore keeps pointers to the weights: the
   // replicas may move them into pinned memory.
@@ -384,8 +384,8 @@ absl::Status RedoEpochEnd(const TrainOptions& o, const StepPlan& plan, const Run
 // the batch-norm statistics of its weights, worker 0's checkpoint, the validation
 // (this rank's part, combined through the scheduler) and the CSV line.
 absl::Status EndEpoch(const TrainOptions& o, int64_t epoch, absl::Time epoch_start, const RunStart& start,
-                      const Data& data, models::Network& net, KVStore& kv, Cluster& cluster,
-                      TrainingMonitor& monitor, absl::Duration gather_timeout, TrainResult* result) {
+                      const Data& data, models::Network& net, KVStore& kv, Cluster& cluster, TrainingMonitor& monitor,
+                      absl::Duration gather_timeout, TrainResult* result) {
   DTRAIN_RETURN_IF_ERROR(kv.Settle((epoch + 1) * data.batches));
   const double train_s = Seconds(epoch_start);
   const TrainingMonitor::Figures ep = monitor.Epoch();
@@ -455,8 +455,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
       continue;
     }
     DTRAIN_RETURN_IF_ERROR(ran);
-    DTRAIN_RETURN_IF_ERROR(EndEpoch(o, epoch, epoch_start, start, data, net, kv, cluster, monitor, gather_timeout,
-                                    &result));
+    DTRAIN_RETURN_IF_ERROR(
+        EndEpoch(o, epoch, epoch_start, start, data, net, kv, cluster, monitor, gather_timeout, &result));
   }
   DTRAIN_LOG(INFO) << monitor.StepTimeLine();
   result.weights_fnv = Fnv1a(net);

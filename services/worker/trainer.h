@@ -16,10 +16,10 @@ namespace dtrain::worker {
 class WorkerMetrics;
 
 struct TrainResult {
-  int64_t samples = 0;          // trained by this worker (resumed epochs excluded)
-  double train_seconds = 0;     // training only: no validation, no checkpoints
+  int64_t samples = 0;       // trained by this worker (resumed epochs excluded)
+  double train_seconds = 0;  // training only: no validation, no checkpoints
   double validation_accuracy = 0;
-  uint64_t weights_fnv = 0;     // FNV-1a 64 of the final weights' bytes
+  uint64_t weights_fnv = 0;  // FNV-1a 64 of the final weights' bytes
 };
 
 // Runs epochs load_epoch .. num_epochs-1 and logs MXNet-style lines:

@@ -116,15 +116,18 @@ absl::Status PrepareCheckpointPrefix(const TrainOptions& o) {
     return RemoveAll(later);
   }
   if (o.load_epoch == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--model-prefix ", o.model_prefix, " already holds checkpoints of another run: ", Paths(later),
-        ". Resume it with --load-epoch ", newest, ", choose another --model-prefix, or pass "
-        "--overwrite-checkpoints to delete them and start over"));
+    return absl::FailedPreconditionError(absl::StrCat("--model-prefix ", o.model_prefix,
+                                                      " already holds checkpoints of another run: ", Paths(later),
+                                                      ". Resume it with --load-epoch ", newest,
+                                                      ", choose another --model-prefix, or pass "
+                                                      "--overwrite-checkpoints to delete them and start over"));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "resuming ", o.model_prefix, " from epoch ", o.load_epoch, " would mix with the later epochs already there: ",
-      Paths(later), ". Resume from --load-epoch ", newest, ", or pass --overwrite-checkpoints to delete them "
-      "and continue from epoch ", o.load_epoch));
+  return absl::FailedPreconditionError(absl::StrCat("resuming ", o.model_prefix, " from epoch ", o.load_epoch,
+                                                    " would mix with the later epochs already there: ", Paths(later),
+                                                    ". Resume from --load-epoch ", newest,
+                                                    ", or pass --overwrite-checkpoints to delete them "
+                                                    "and continue from epoch ",
+                                                    o.load_epoch));
 }
 
 }  // namespace dtrain::worker

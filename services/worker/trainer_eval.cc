@@ -21,19 +21,18 @@ EvalFigures Evaluate(models::Network& net, const TensorSet& set) {
     auto logits = net.forward(set.images.narrow(0, i, n));
     auto labels = set.labels.narrow(0, i, n);
     f.correct += logits.argmax(1).eq(labels).sum().item<int64_t>();
-    f.loss_sum += torch::nn::functional::cross_entropy(
-                      logits.to(torch::kFloat64), labels,
-                      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                      .item<double>();
+    f.loss_sum +=
+        torch::nn::functional::cross_entropy(logits.to(torch::kFloat64), labels,
+                                             torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
   }
   f.count = set.size();
   net.train();
   return f;
 }
 
-absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& part, Cluster& cluster,
-                                         int64_t epoch, int64_t samples, double train_seconds,
-                                         absl::Duration timeout) {
+absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& part, Cluster& cluster, int64_t epoch,
+                                         int64_t samples, double train_seconds, absl::Duration timeout) {
   const EvalFigures mine = Evaluate(net, part);
   EpochFigures report;
   report.epoch = epoch;
@@ -47,9 +46,8 @@ absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& 
   if (!all.ok() && all.status().code() == absl::StatusCode::kAborted) return all.status();
   Validation v;
   if (!all.ok()) {
-    DTRAIN_LOG(WARNING) << absl::StrFormat(
-        "Epoch[%d] validation over this worker's %d test images only: %s", epoch, mine.count,
-        all.status().message());
+    DTRAIN_LOG(WARNING) << absl::StrFormat("Epoch[%d] validation over this worker's %d test images only: %s", epoch,
+                                           mine.count, all.status().message());
     all = std::vector<EpochFigures>{report};
   } else {
     v.combined = true;
@@ -60,9 +58,9 @@ absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& 
   DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-accuracy=%f", epoch, v.accuracy);
   DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-cross-entropy=%f", epoch, v.cross_entropy);
   if (cluster.rank() == 0 && v.combined) {
-    DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Job: %d worker%s\tSpeed: %.2f samples/sec\t%d samples\t%d test images",
-                                        epoch, c.workers, c.workers == 1 ? "" : "s", c.samples_per_sec, c.samples,
-                                        c.eval_count);
+    DTRAIN_LOG(INFO) << absl::StrFormat(
+        "Epoch[%d] Job: %d worker%s\tSpeed: %.2f samples/sec\t%d samples\t%d test images", epoch, c.workers,
+        c.workers == 1 ? "" : "s", c.samples_per_sec, c.samples, c.eval_count);
   }
   return v;
 }

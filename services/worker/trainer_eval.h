@@ -40,8 +40,7 @@ struct Validation {
 //   Epoch[0] Job: 2 workers\tSpeed: 2468.12 samples/sec\t60000 samples\t10000 test images
 // A gather that runs out of time (a worker that never reports) is logged, naming who,
 // and this worker's part stands in; only the job's end (ABORTED) is an error.
-absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& part, Cluster& cluster,
-                                         int64_t epoch, int64_t samples, double train_seconds,
-                                         absl::Duration timeout);
+absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& part, Cluster& cluster, int64_t epoch,
+                                         int64_t samples, double train_seconds, absl::Duration timeout);
 
 }  // namespace dtrain::worker

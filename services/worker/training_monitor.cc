@@ -17,8 +17,7 @@ constexpr absl::Duration kReportEvery = absl::Seconds(1);
 }  // namespace
 
 TrainingMonitor::TrainingMonitor(Cluster& cluster, KVStore& kv, WorkerMetrics* metrics, std::string csv_path)
-    : cluster_(cluster),
-      kv_(kv), metrics_(metrics), csv_path_(std::move(csv_path)), report_start_(absl::Now()) {
+    : cluster_(cluster), kv_(kv), metrics_(metrics), csv_path_(std::move(csv_path)), report_start_(absl::Now()) {
   last_stats_ = kv_.stats();
 }
 
@@ -34,8 +33,7 @@ void TrainingMonitor::StartEpoch(int64_t epoch) {
   if (metrics_ != nullptr) metrics_->SetEpoch(epoch);
 }
 
-void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64_t correct,
-                               double compute_seconds) {
+void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64_t correct, double compute_seconds) {
   for (Totals* t : {&epoch_totals_, &window_}) {
     t->samples += samples;
     t->steps += 1;

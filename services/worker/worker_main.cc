@@ -119,8 +119,7 @@ void LogTrainingStart(const TrainOptions& options, int threads) {
                    << (options.network_spec.hidden.empty()
                            ? std::string()
                            : " (hidden " + models::HiddenText(options.network_spec.hidden) + ")")
-                   << " with kv-store " << options.kv_store << ", "
-                   << threads << " LibTorch thread(s)";
+                   << " with kv-store " << options.kv_store << ", " << threads << " LibTorch thread(s)";
   if (IsAsync(options.mode) && options.mom > 0.5) {
     // Stale gradients act as momentum of their own (Mitliagkas et al. 2016): MXNet's
     // default 0.9 on top of it diverges LeNet on Fashion-MNIST.

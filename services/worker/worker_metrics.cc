@@ -24,17 +24,16 @@ WorkerMetrics::WorkerMetrics(metrics::MetricsRegistry& registry) {
   step_pushed_wire_ = &AddGauge(r, kStepBytes, kStepBytesHelp, {{"encoding", "wire"}});
   step_pushed_uncompressed_ = &AddGauge(r, kStepBytes, kStepBytesHelp, {{"encoding", "float32"}});
   rejoin_wait_ = &AddCounter(r, "dtrain_worker_rejoin_wait_seconds_total",
-                            "Seconds this worker's steps waited past the sync timeout for a dead worker "
-                            "to be replaced (--rejoin-timeout).");
+                             "Seconds this worker's steps waited past the sync timeout for a dead worker "
+                             "to be replaced (--rejoin-timeout).");
   replica_lag_ = &AddHistogram(r, "dtrain_worker_replica_lag_seconds",
                                "Replication (--replication > 1): per step, the longest a key's backup replicas "
                                "answered after its weights were in.",
                                metrics::internal::SecondsBuckets());
   epoch_ = &AddGauge(r, "dtrain_worker_epoch", "The epoch being trained (0-based, as in the logs).");
-  train_loss_ = &AddGauge(r, "dtrain_worker_train_loss",
-                          "Mean training cross-entropy over the current epoch so far.");
-  train_accuracy_ = &AddGauge(r, "dtrain_worker_train_accuracy",
-                              "Training accuracy over the current epoch so far (0..1).");
+  train_loss_ = &AddGauge(r, "dtrain_worker_train_loss", "Mean training cross-entropy over the current epoch so far.");
+  train_accuracy_ =
+      &AddGauge(r, "dtrain_worker_train_accuracy", "Training accuracy over the current epoch so far (0..1).");
   validation_accuracy_ = &AddGauge(r, "dtrain_worker_validation_accuracy",
                                    "Accuracy on the test set after the last finished epoch (0..1).");
   const char* kStep = "dtrain_worker_step_seconds";

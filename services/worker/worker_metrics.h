@@ -17,11 +17,11 @@ namespace dtrain::worker {
 
 // Seconds one training step spent in each phase (dtrain_worker_step_seconds{phase}).
 struct StepPhases {
-  double compute = 0;  // forward + backward (and the batch's gather)
-  double push = 0;     // building and submitting the push requests
-  double wait = 0;     // until the first answer: in sync mode, waiting for the other workers
-  double pull = 0;     // from the first answer until every key's weights are in
-  double rejoin_wait = 0;  // part of wait + pull spent on a dead worker that could be replaced
+  double compute = 0;       // forward + backward (and the batch's gather)
+  double push = 0;          // building and submitting the push requests
+  double wait = 0;          // until the first answer: in sync mode, waiting for the other workers
+  double pull = 0;          // from the first answer until every key's weights are in
+  double rejoin_wait = 0;   // part of wait + pull spent on a dead worker that could be replaced
   double replica_lag = -1;  // --replication > 1: backups' answers after the weights (< 0: none)
 };
 

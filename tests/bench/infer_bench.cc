@@ -140,8 +140,8 @@ std::shared_ptr<dtrain::models::Network> LoadDirect(const std::string& prefix, i
   auto symbol = dtrain::checkpoint::ReadSymbol(prefix);
   auto params = dtrain::checkpoint::ReadParams(dtrain::checkpoint::ParamsPath(prefix, epoch));
   if (!symbol.ok() || !params.ok()) return nullptr;
-  auto net = dtrain::models::CreateNetwork(dtrain::models::NetworkSpec{symbol->network, symbol->hidden},
-                                           symbol->num_classes);
+  auto net =
+      dtrain::models::CreateNetwork(dtrain::models::NetworkSpec{symbol->network, symbol->hidden}, symbol->num_classes);
   if (!net.ok()) return nullptr;
   torch::NoGradGuard no_grad;
   size_t i = 0;
@@ -181,10 +181,11 @@ pid_t StartServer(const Options& o, const std::string& port_file) {
   if (pid == 0) {
     const std::string threads = std::to_string(o.threads), intra = std::to_string(o.intra_op_threads);
     const std::string max_size = std::to_string(o.max_batch_size), delay = std::to_string(o.max_batch_delay_us);
-    std::vector<std::string> args = {o.infer_bin, "--model-prefix", o.model_prefix, "--port", "0", "--port-file",
-                                      port_file, "--watch-interval", "0", "--threads", threads, "--intra-op-threads",
-                                      intra, "--max-batch-size", max_size, "--max-batch-delay-us", delay,
-                                      "--model-name", "bench"};
+    std::vector<std::string> args = {o.infer_bin, "--model-prefix",   o.model_prefix, "--port",
+                                     "0",         "--port-file",      port_file,      "--watch-interval",
+                                     "0",         "--threads",        threads,        "--intra-op-threads",
+                                     intra,       "--max-batch-size", max_size,       "--max-batch-delay-us",
+                                     delay,       "--model-name",     "bench"};
     for (absl::string_view a : absl::StrSplit(o.server_args, ' ', absl::SkipEmpty())) args.emplace_back(a);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());

@@ -37,8 +37,8 @@ struct Server {
 
 // A standalone dtrain-server with `extra` flags; empty address when it did not start.
 Server StartServer(const std::string& bin, const std::string& port_file, const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {bin, "--standalone", "--host", "127.0.0.1", "--bind-host", "127.0.0.1",
-                                   "--port", "0", "--port-file", port_file};
+  std::vector<std::string> args = {bin,         "--standalone", "--host", "127.0.0.1",   "--bind-host",
+                                   "127.0.0.1", "--port",       "0",      "--port-file", port_file};
   args.insert(args.end(), extra.begin(), extra.end());
   Server s;
   s.pid = ::fork();
@@ -84,8 +84,11 @@ struct Model {
     sgd.learning_rate = 0.01;
     std::vector<dtrain::kv::KeyState> keys;
     for (const auto& s : placement.slices) {
-      keys.push_back({s.key, {s.length}, 0,
-                      std::vector<float>(weights.begin() + s.offset, weights.begin() + s.offset + s.length), {}});
+      keys.push_back({s.key,
+                      {s.length},
+                      0,
+                      std::vector<float>(weights.begin() + s.offset, weights.begin() + s.offset + s.length),
+                      {}});
     }
     absl::Status ok = client->Configure(dtrain::KVStoreMode::kDistSync, 1, sgd, absl::Seconds(30));
     if (ok.ok()) ok = client->InitKeys(keys, absl::Seconds(60));
@@ -147,8 +150,9 @@ int main(int argc, char** argv) {
   if (!dtrain::tls::WriteKeyAndCert(dir, "ca", ca->ca()).ok()) return 1;
   const std::string d = dir;
   Server plain = StartServer(server_bin, d + "/plain.port", {"--insecure"});
-  Server tls = StartServer(server_bin, d + "/tls.port",
-                           {"--tls-cert", d + "/server.crt", "--tls-key", d + "/server.key", "--tls-ca", d + "/ca.crt"});
+  Server tls =
+      StartServer(server_bin, d + "/tls.port",
+                  {"--tls-cert", d + "/server.crt", "--tls-key", d + "/server.key", "--tls-ca", d + "/ca.crt"});
   if (plain.address.empty() || tls.address.empty()) return Fail("a dtrain-server did not start", plain, tls);
 
   // Channels take the process's transport when made: one client each way.
@@ -185,9 +189,10 @@ int main(int argc, char** argv) {
   Stop(plain);
   Stop(tls);
   const double plain_gbps = Median(plain_rates), tls_gbps = Median(tls_rates);
-  std::printf("{\"model_mb\": %lld, \"rounds\": %lld, \"trials\": %lld, \"plaintext_push_pull_GBps\": %.3f, "
-              "\"tls_push_pull_GBps\": %.3f, \"ratio\": %.3f, \"target\": 0.6}\n",
-              static_cast<long long>(mb), static_cast<long long>(rounds), static_cast<long long>(trials), plain_gbps,
-              tls_gbps, tls_gbps / plain_gbps);
+  std::printf(
+      "{\"model_mb\": %lld, \"rounds\": %lld, \"trials\": %lld, \"plaintext_push_pull_GBps\": %.3f, "
+      "\"tls_push_pull_GBps\": %.3f, \"ratio\": %.3f, \"target\": 0.6}\n",
+      static_cast<long long>(mb), static_cast<long long>(rounds), static_cast<long long>(trials), plain_gbps, tls_gbps,
+      tls_gbps / plain_gbps);
   return 0;
 }

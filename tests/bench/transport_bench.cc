@@ -110,8 +110,8 @@ int main(int argc, char** argv) {
   const std::string port_file = std::string(dir) + "/port";
   pid_t pid = ::fork();
   if (pid == 0) {
-    ::execl(server_bin.c_str(), server_bin.c_str(), "--standalone", "--port", "0", "--port-file",
-            port_file.c_str(), static_cast<char*>(nullptr));
+    ::execl(server_bin.c_str(), server_bin.c_str(), "--standalone", "--port", "0", "--port-file", port_file.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   int port = 0;
@@ -137,8 +137,11 @@ int main(int argc, char** argv) {
   sgd.learning_rate = 0.01;
   std::vector<dtrain::kv::KeyState> keys;
   for (const auto& s : placement.slices) {
-    keys.push_back({s.key, {s.length}, 0, std::vector<float>(weights.begin() + s.offset,
-                                                              weights.begin() + s.offset + s.length), {}});
+    keys.push_back({s.key,
+                    {s.length},
+                    0,
+                    std::vector<float>(weights.begin() + s.offset, weights.begin() + s.offset + s.length),
+                    {}});
   }
   auto ok = (*client)->Configure(dtrain::KVStoreMode::kDistSync, 1, sgd, absl::Seconds(30));
   if (ok.ok()) ok = (*client)->InitKeys(keys, absl::Seconds(60));
@@ -167,9 +170,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double dtrain_gbps = Median(dtrain_rates), tcp_gbps = Median(tcp_rates);
-  std::printf("{\"model_mb\": %lld, \"rounds\": %lld, \"trials\": %lld, \"dtrain_push_pull_GBps\": %.3f, "
-              "\"tcp_GBps\": %.3f, \"ratio\": %.3f}\n",
-              static_cast<long long>(mb), static_cast<long long>(rounds), static_cast<long long>(trials),
-              dtrain_gbps, tcp_gbps, dtrain_gbps / tcp_gbps);
+  std::printf(
+      "{\"model_mb\": %lld, \"rounds\": %lld, \"trials\": %lld, \"dtrain_push_pull_GBps\": %.3f, "
+      "\"tcp_GBps\": %.3f, \"ratio\": %.3f}\n",
+      static_cast<long long>(mb), static_cast<long long>(rounds), static_cast<long long>(trials), dtrain_gbps, tcp_gbps,
+      dtrain_gbps / tcp_gbps);
   return 0;
 }

@@ -24,7 +24,7 @@ constexpr absl::Duration kRunTimeout = absl::Minutes(6);
 
 // The recovery chaos tests' job (ChaosRecipe, 23 steps per epoch) in `kv_store`.
 std::vector<std::string> Argv(const std::string& prefix, const std::string& kv_store, int staleness,
-                               std::vector<std::string> worker_flags = {}) {
+                              std::vector<std::string> worker_flags = {}) {
   if (kv_store == "dist_ssp") {
     worker_flags.push_back("--staleness");
     worker_flags.push_back(std::to_string(staleness));
@@ -61,7 +61,8 @@ TEST(OverlapTest, GradientsLeaveFromBackwardLastLayerFirstAndTheWeightsAreTheSam
   // LeNet's parameters are conv1, conv2, fc1, fc2 (weight, bias each): backward
   // produces fc2's first, so the first early push is one of the last two.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(out, m, std::regex("\\[worker 0\\][^\\n]*overlap: [^\\n]*the first: parameter ([0-9]+) of 8")))
+  ASSERT_TRUE(
+      std::regex_search(out, m, std::regex("\\[worker 0\\][^\\n]*overlap: [^\\n]*the first: parameter ([0-9]+) of 8")))
       << out;
   EXPECT_GE(std::stoi(m[1].str()), 6) << m[0];
   // The pulls overlap the next forward too, which waits for each layer's weights.
@@ -79,10 +80,8 @@ TEST(OverlapTest, GradientsLeaveFromBackwardLastLayerFirstAndTheWeightsAreTheSam
 TEST(OverlapTest, AWorkerKilledMidStepRejoinsAndTheWeightsAreTheSame) {
   const std::string ref = ChaosReference(kRunTimeout);
   ASSERT_FALSE(ref.empty());
-  Subprocess job(ChaosRecipe(MakeTempDir() + "/m", {"--max-restarts", "3", "--restart-backoff", "0.1"},
-                             {"--overlap"}));
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [9]", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  Subprocess job(ChaosRecipe(MakeTempDir() + "/m", {"--max-restarts", "3", "--restart-backoff", "0.1"}, {"--overlap"}));
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [9]", absl::Minutes(3)), std::string::npos) << job.output();
   const pid_t victim = FindLaunchedChild(job.pid(), "worker", 1);
   ASSERT_GT(victim, 0) << job.output();
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
@@ -99,15 +98,12 @@ TEST(OverlapTest, AServerKilledRollsBackAndTheWeightsAreTheSame) {
   Subprocess job(ChaosRecipe(MakeTempDir() + "/m",
                              {"--max-restarts", "3", "--restart-backoff", "0.1", "--snapshot-every", "10"},
                              {"--overlap"}));
-  ASSERT_NE(WaitForLine(job, "[server 1]", "snapshot of step 20", absl::Minutes(3)), std::string::npos)
-      << job.output();
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[1] Batch [2]", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[server 1]", "snapshot of step 20", absl::Minutes(3)), std::string::npos) << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[1] Batch [2]", absl::Minutes(3)), std::string::npos) << job.output();
   const pid_t server = FindLaunchedChild(job.pid(), "server", 1);
   ASSERT_GT(server, 0) << job.output();
   ASSERT_EQ(::kill(server, SIGKILL), 0);
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "after the rollback", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "after the rollback", absl::Minutes(3)), std::string::npos) << job.output();
   ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
   EXPECT_EQ(FinalWeights(job.output()), (std::vector<std::string>{ref, ref})) << job.output();
 }
@@ -115,8 +111,7 @@ TEST(OverlapTest, AServerKilledRollsBackAndTheWeightsAreTheSame) {
 TEST(SspTest, AStoppedWorkerHoldsTheOtherWithinTheStalenessBound) {
   constexpr int kStaleness = 2;
   Subprocess job(Argv(MakeTempDir() + "/m", "dist_ssp", kStaleness));
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos) << job.output();
   const pid_t slow = FindLaunchedChild(job.pid(), "worker", 1);
   ASSERT_GT(slow, 0) << job.output();
   ASSERT_EQ(::kill(slow, SIGSTOP), 0);

@@ -106,8 +106,7 @@ TEST(CompressionTest, PackedPullsRecoverExactlyFromAKilledWorker) {
   ASSERT_NE(ref, ChaosReference(kRunTimeout)) << "int8 pulls changed nothing: the comparison tests nothing";
   Subprocess job(ChaosRecipe(MakeTempDir() + "/m",
                              {"--kv-store", "dist_sync", "--max-restarts", "1", "--restart-backoff", "0.2"}, pull));
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [8]", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [8]", absl::Minutes(3)), std::string::npos) << job.output();
   const pid_t pid = FindLaunchedChild(job.pid(), "worker", 1);
   ASSERT_GT(pid, 0) << job.output();
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
@@ -118,13 +117,13 @@ TEST(CompressionTest, PackedPullsRecoverExactlyFromAKilledWorker) {
 }
 
 TEST(CompressionTest, KilledWorkerRejoinsWithoutItsResidual) {
-  Subprocess job(Launch({"-n", "2", "-s", "1", "--kv-store", "dist_sync", "--max-restarts", "1", "--restart-backoff",
-                         "0.2"},
-                        // 1bit with momentum 0.9 wanders on this mlp (0.50 after 6000 examples, 0.17
-                        // after 20000, uninterrupted, with OpenBLAS); README advises a lower --mom
-                        // with lossy pushes. With 0.5 an uninterrupted run reaches 0.63.
-                        {"--network", "mlp", "--num-epochs", "1", "--num-examples", "12000", "--disp-batches", "5",
-                         "--gc-type", "1bit", "--mom", "0.5"}));
+  Subprocess job(
+      Launch({"-n", "2", "-s", "1", "--kv-store", "dist_sync", "--max-restarts", "1", "--restart-backoff", "0.2"},
+             // 1bit with momentum 0.9 wanders on this mlp (0.50 after 6000 examples, 0.17
+             // after 20000, uninterrupted, with OpenBLAS); README advises a lower --mom
+             // with lossy pushes. With 0.5 an uninterrupted run reaches 0.63.
+             {"--network", "mlp", "--num-epochs", "1", "--num-examples", "12000", "--disp-batches", "5", "--gc-type",
+              "1bit", "--mom", "0.5"}));
   const size_t at = WaitForLine(job, "[worker 1]", "Epoch[0] Batch [10]", absl::Seconds(60));
   ASSERT_NE(at, std::string::npos) << job.output();
   const pid_t pid = FindLaunchedChild(job.pid(), "worker", 1);

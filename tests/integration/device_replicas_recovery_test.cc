@@ -23,8 +23,7 @@ TEST(DeviceReplicasRecoveryTest, AWorkerKilledMidStepRejoinsAndTheWeightsAreTheR
   const std::string ref = ChaosReference(kRunTimeout);
   ASSERT_FALSE(ref.empty());
   Subprocess job(ChaosRecipe(MakeTempDir() + "/m", {"--max-restarts", "3", "--restart-backoff", "0.1"}, kOneReplica));
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [9]", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[0] Batch [9]", absl::Minutes(3)), std::string::npos) << job.output();
   const pid_t victim = FindLaunchedChild(job.pid(), "worker", 1);
   ASSERT_GT(victim, 0) << job.output();
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
@@ -40,15 +39,12 @@ TEST(DeviceReplicasRecoveryTest, AServerKilledRollsBackAndTheWeightsAreTheRefere
   Subprocess job(ChaosRecipe(MakeTempDir() + "/m",
                              {"--max-restarts", "3", "--restart-backoff", "0.1", "--snapshot-every", "10"},
                              kOneReplica));
-  ASSERT_NE(WaitForLine(job, "[server 1]", "snapshot of step 20", absl::Minutes(3)), std::string::npos)
-      << job.output();
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[1] Batch [2]", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[server 1]", "snapshot of step 20", absl::Minutes(3)), std::string::npos) << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[1] Batch [2]", absl::Minutes(3)), std::string::npos) << job.output();
   const pid_t server = FindLaunchedChild(job.pid(), "server", 1);
   ASSERT_GT(server, 0) << job.output();
   ASSERT_EQ(::kill(server, SIGKILL), 0);
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "after the rollback", absl::Minutes(3)), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "after the rollback", absl::Minutes(3)), std::string::npos) << job.output();
   ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
   EXPECT_EQ(FinalWeights(job.output()), (std::vector<std::string>{ref, ref})) << job.output();
 }

@@ -25,8 +25,8 @@ struct Job {
 // LeNet on 2 workers and 2 servers; `size` says how long (epochs, examples).
 Job RunLenet(const std::string& kv_store, const std::vector<std::string>& extra,
              const std::vector<std::string>& size = {"--num-epochs", "1", "--num-examples", "6000"}) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2", "--kv-store", kv_store, "--",
-                                   "--network", "lenet", "--seed", "7"};
+  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n",        "2",     "-s",     "2", "--kv-store",
+                                   kv_store,      "--",     "--network", "lenet", "--seed", "7"};
   argv.insert(argv.end(), size.begin(), size.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   Job j;
@@ -73,9 +73,21 @@ TEST(DeviceReplicasTrainTest, TwoCpuReplicasLearnAsOneModelAndDistDeviceSyncWork
 // MXNet's `device` kvstore: one process, no servers, its replicas summed locally.
 TEST(DeviceReplicasTrainTest, TheDeviceKvstoreTrainsTwoCpuReplicasInOneProcess) {
   auto run = [](const std::string& kv_store, const std::vector<std::string>& extra) {
-    std::vector<std::string> argv = {Bin("dtrain-worker"), "--kv-store", kv_store, "--network", "lenet",
-                                     "--num-epochs", "1", "--num-examples", "3000", "--seed", "7",
-                                     "--threads", "1", "--metrics-port", "-1"};
+    std::vector<std::string> argv = {Bin("dtrain-worker"),
+                                     "--kv-store",
+                                     kv_store,
+                                     "--network",
+                                     "lenet",
+                                     "--num-epochs",
+                                     "1",
+                                     "--num-examples",
+                                     "3000",
+                                     "--seed",
+                                     "7",
+                                     "--threads",
+                                     "1",
+                                     "--metrics-port",
+                                     "-1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     return RunToEnd(argv, kRunTimeout);
   };

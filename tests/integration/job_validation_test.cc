@@ -29,14 +29,14 @@ using grpc::health::v1::HealthCheckResponse;
 void ExpectJobValidationEqualsOneProcess(int workers) {
   const std::string dir = MakeTempDir();
   const std::string prefix = dir + "/lenet";
-  auto [code, out] = RunToEnd({Bin("dtrain"), "launch", "-n", std::to_string(workers), "-s", "2", "--kv-store",
-                               "dist_sync", "--", "--network", "lenet", "--num-epochs", "1", "--num-examples", "6000",
-                               "--model-prefix", prefix},
-                              absl::Minutes(5));
+  auto [code, out] =
+      RunToEnd({Bin("dtrain"), "launch", "-n", std::to_string(workers), "-s", "2", "--kv-store", "dist_sync", "--",
+                "--network", "lenet", "--num-epochs", "1", "--num-examples", "6000", "--model-prefix", prefix},
+               absl::Minutes(5));
   ASSERT_EQ(code, 0) << out;
   // Combined over the whole test set (rank 0's job line says so), and the same on every worker.
-  EXPECT_TRUE(std::regex_search(out, std::regex(absl::StrCat(R"(Epoch\[0\] Job: )", workers,
-                                                             R"( workers\t[^\n]*\t10000 test images)"))))
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex(absl::StrCat(R"(Epoch\[0\] Job: )", workers, R"( workers\t[^\n]*\t10000 test images)"))))
       << out;
   const std::vector<std::string> job = ValuesAfter(out, "Validation-accuracy", "Epoch[0] Validation-accuracy");
   ASSERT_EQ(job.size(), static_cast<size_t>(workers)) << out;
@@ -49,10 +49,10 @@ void ExpectJobValidationEqualsOneProcess(int workers) {
   ASSERT_TRUE(server.WaitForHealth(HealthCheckResponse::SERVING, absl::Seconds(30))) << server.process().output();
   const std::string data = kDataDir;
   // Calls of 1000 images, the chunk the trainer evaluates in (the answers do not depend on it).
-  auto [pcode, pout] = RunToEnd({Bin("dtrain"), "predict", "--server", server.address(), "--images",
-                                 data + "/t10k-images-idx3-ubyte.gz", "--labels", data + "/t10k-labels-idx1-ubyte.gz",
-                                 "--batch", "1000"},
-                                absl::Minutes(3));
+  auto [pcode, pout] =
+      RunToEnd({Bin("dtrain"), "predict", "--server", server.address(), "--images", data + "/t10k-images-idx3-ubyte.gz",
+                "--labels", data + "/t10k-labels-idx1-ubyte.gz", "--batch", "1000"},
+               absl::Minutes(3));
   ASSERT_EQ(pcode, 0) << pout;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(pout, m, std::regex(R"(accuracy=[0-9.]+ \(([0-9]+) of ([0-9]+) right\))"))) << pout;
@@ -64,9 +64,7 @@ void ExpectJobValidationEqualsOneProcess(int workers) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(JobValidationTest, TwoWorkersAgreeWithOneProcessOverTheWholeTestSet) {
-  ExpectJobValidationEqualsOneProcess(2);
-}
+TEST(JobValidationTest, TwoWorkersAgreeWithOneProcessOverTheWholeTestSet) { ExpectJobValidationEqualsOneProcess(2); }
 
 // 10000 / 3 does not divide: parts of 3333, 3333 and 3334 images.
 TEST(JobValidationTest, ThreeWorkersUnevenPartsAgreeWithOneProcess) { ExpectJobValidationEqualsOneProcess(3); }

@@ -19,14 +19,16 @@ struct Cluster {
   std::string address;
 
   std::map<std::string, std::string> Env(int rank) const {
-    return {{"DTRAIN_SCHEDULER_ADDR", address}, {"DTRAIN_NUM_WORKERS", "2"}, {"DTRAIN_NUM_SERVERS", "1"},
-            {"DTRAIN_RANK", std::to_string(rank)}, {"DTRAIN_NODE_HOST", "127.0.0.1"}};
+    return {{"DTRAIN_SCHEDULER_ADDR", address},
+            {"DTRAIN_NUM_WORKERS", "2"},
+            {"DTRAIN_NUM_SERVERS", "1"},
+            {"DTRAIN_RANK", std::to_string(rank)},
+            {"DTRAIN_NODE_HOST", "127.0.0.1"}};
   }
   void StartScheduler(const std::string& register_timeout) {
     scheduler = std::make_unique<Subprocess>(
-        std::vector<std::string>{Bin("dtrain-scheduler"), "--port", "0", "--port-file", dir + "/port",
-                                 "--num-workers", "2", "--num-servers", "1", "--register-timeout",
-                                 register_timeout});
+        std::vector<std::string>{Bin("dtrain-scheduler"), "--port", "0", "--port-file", dir + "/port", "--num-workers",
+                                 "2", "--num-servers", "1", "--register-timeout", register_timeout});
     for (int i = 0; i < 200 && address.empty(); ++i) {
       FILE* f = std::fopen((dir + "/port").c_str(), "r");
       int port = 0;
@@ -61,8 +63,9 @@ TEST(MissingNodeTest, WorkerDyingMidRunIsNamedAtOnce) {
   Cluster c;
   ASSERT_NO_FATAL_FAILURE(c.StartScheduler("30"));
   Subprocess server({Bin("dtrain-server")}, c.Env(0));
-  const std::vector<std::string> flags = {"--kv-store", "dist_sync", "--network", "mlp", "--num-examples", "60000",
-                                          "--disp-batches", "20", "--sync-timeout", "4", "--threads", "1"};
+  const std::vector<std::string> flags = {"--kv-store",     "dist_sync", "--network",      "mlp",
+                                          "--num-examples", "60000",     "--disp-batches", "20",
+                                          "--sync-timeout", "4",         "--threads",      "1"};
   auto argv = [&] {
     std::vector<std::string> a = {Bin("dtrain-worker")};
     a.insert(a.end(), flags.begin(), flags.end());

@@ -22,8 +22,8 @@ constexpr absl::Duration kRunTimeout = absl::Minutes(5);
 
 std::vector<std::string> Launch(int workers, int servers, const std::string& kv,
                                 const std::vector<std::string>& worker_flags) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", std::to_string(workers), "-s",
-                                   std::to_string(servers), "--kv-store", kv, "--"};
+  std::vector<std::string> argv = {
+      Bin("dtrain"), "launch", "-n", std::to_string(workers), "-s", std::to_string(servers), "--kv-store", kv, "--"};
   argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
   return argv;
 }
@@ -77,14 +77,14 @@ TEST(TrainTest, ResumeFromLoadEpochContinuesExactly) {
     f.insert(f.end(), extra.begin(), extra.end());
     return f;
   };
-  auto straight = RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "2", "--model-prefix", dir + "/a"})),
-                           kRunTimeout);
+  auto straight =
+      RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "2", "--model-prefix", dir + "/a"})), kRunTimeout);
   ASSERT_EQ(straight.first, 0) << straight.second;
   // `dtrain launch` runs on one machine: its servers listen on loopback, not on every interface.
   EXPECT_TRUE(std::regex_search(straight.second, std::regex(R"(\[server 0\][^\n]* listening on 127\.0\.0\.1:[0-9]+;)")))
       << straight.second;
-  auto first = RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "1", "--model-prefix", dir + "/b"})),
-                        kRunTimeout);
+  auto first =
+      RunToEnd(Launch(2, 2, "dist_sync", flags({"--num-epochs", "1", "--model-prefix", dir + "/b"})), kRunTimeout);
   ASSERT_EQ(first.first, 0) << first.second;
   auto resumed = RunToEnd(
       Launch(2, 2, "dist_sync", flags({"--num-epochs", "2", "--load-epoch", "1", "--model-prefix", dir + "/b"})),
@@ -116,8 +116,8 @@ TEST(TrainTest, ResumeFromLoadEpochContinuesExactly) {
 TEST(TrainTest, ResumeFindsTheBoundItsCheckpointWasCutWith) {
   const std::string dir = MakeTempDir();
   auto run = [&](int servers, const std::string& prefix, std::vector<std::string> extra) {
-    std::vector<std::string> f = {"--network", "lenet", "--num-examples", "2000", "--batch-size", "50",
-                                  "--model-prefix", dir + "/" + prefix};
+    std::vector<std::string> f = {"--network",    "lenet", "--num-examples", "2000",
+                                  "--batch-size", "50",    "--model-prefix", dir + "/" + prefix};
     f.insert(f.end(), extra.begin(), extra.end());
     return RunToEnd(Launch(2, servers, "dist_sync", f), kRunTimeout);
   };
@@ -162,8 +162,8 @@ TEST(TrainTest, ResumeFindsTheBoundItsCheckpointWasCutWith) {
 TEST(TrainTest, DistAsyncLenetLearns) {
   auto [code, out] = RunToEnd(
       // Staleness adds momentum of its own (Mitliagkas et al. 2016), so async uses less.
-      Launch(2, 1, "dist_async", {"--network", "lenet", "--num-epochs", "1", "--num-examples", "12000", "--lr",
-                                  "0.1", "--mom", "0.5"}),
+      Launch(2, 1, "dist_async",
+             {"--network", "lenet", "--num-epochs", "1", "--num-examples", "12000", "--lr", "0.1", "--mom", "0.5"}),
       kRunTimeout);
   ASSERT_EQ(code, 0) << out;
   EXPECT_GE(LastDouble(ValuesAfter(out, "Validation-accuracy", "[worker 0]")), 0.65) << out;
@@ -171,8 +171,8 @@ TEST(TrainTest, DistAsyncLenetLearns) {
 
 TEST(TrainTest, LocalMlpLearnsAndResumes) {
   const std::string dir = MakeTempDir();
-  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp",
-                                         "--num-examples", "6000", "--model-prefix", dir + "/mlp"};
+  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local",          "--network", "mlp",
+                                         "--num-examples",     "6000",       "--model-prefix", dir + "/mlp"};
   auto args = [&](std::vector<std::string> extra) {
     auto a = base;
     a.insert(a.end(), extra.begin(), extra.end());
@@ -191,9 +191,9 @@ TEST(TrainTest, LocalMlpLearnsAndResumes) {
 // A job whose loss turns NaN (a learning rate of 1e20 on the real data does so at step
 // 1) must fail, naming the step and the rank, and push nothing non-finite.
 TEST(TrainTest, DivergingTrainingFailsNamingStepAndRank) {
-  auto [code, out] = RunToEnd(Launch(2, 1, "dist_sync", {"--network", "mlp", "--num-epochs", "1", "--num-examples",
-                                                         "2000", "--lr", "1e20"}),
-                              kRunTimeout);
+  auto [code, out] = RunToEnd(
+      Launch(2, 1, "dist_sync", {"--network", "mlp", "--num-epochs", "1", "--num-examples", "2000", "--lr", "1e20"}),
+      kRunTimeout);
   EXPECT_NE(code, 0) << out;
   EXPECT_NE(out.find("step 1 on rank 0: training diverged"), std::string::npos) << out;
   EXPECT_NE(out.find("non-finite gradients in fc1.weight"), std::string::npos) << out;
@@ -204,8 +204,7 @@ TEST(TrainTest, DivergingTrainingFailsNamingStepAndRank) {
 // train on, to a worse model: refused, naming the saved and the requested values.
 TEST(TrainTest, ResumeWithOtherSettingsIsRefused) {
   const std::string dir = MakeTempDir();
-  const std::vector<std::string> common = {"--network", "mlp", "--num-examples", "2000", "--model-prefix",
-                                           dir + "/m"};
+  const std::vector<std::string> common = {"--network", "mlp", "--num-examples", "2000", "--model-prefix", dir + "/m"};
   auto flags = [&](std::vector<std::string> extra) {
     std::vector<std::string> f = common;
     f.insert(f.end(), extra.begin(), extra.end());
@@ -214,8 +213,7 @@ TEST(TrainTest, ResumeWithOtherSettingsIsRefused) {
   auto first = RunToEnd(Launch(2, 1, "dist_sync", flags({"--num-epochs", "1"})), kRunTimeout);
   ASSERT_EQ(first.first, 0) << first.second;
   auto other = RunToEnd(
-      Launch(2, 1, "dist_async", flags({"--num-epochs", "2", "--load-epoch", "1", "--batch-size", "32"})),
-      kRunTimeout);
+      Launch(2, 1, "dist_async", flags({"--num-epochs", "2", "--load-epoch", "1", "--batch-size", "32"})), kRunTimeout);
   EXPECT_NE(other.first, 0) << other.second;
   EXPECT_NE(other.second.find("--kv-store dist_sync (saved) vs dist_async (requested)"), std::string::npos)
       << other.second;
@@ -229,8 +227,8 @@ TEST(TrainTest, ResumeWithOtherSettingsIsRefused) {
 // start over; temp files of a writer that was killed are swept.
 TEST(TrainTest, PrefixHoldsOneRunsCheckpoints) {
   const std::string dir = MakeTempDir();
-  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp",
-                                         "--num-examples", "1000", "--model-prefix", dir + "/m"};
+  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local",          "--network", "mlp",
+                                         "--num-examples",     "1000",       "--model-prefix", dir + "/m"};
   auto args = [&](std::vector<std::string> extra) {
     auto a = base;
     a.insert(a.end(), extra.begin(), extra.end());
@@ -264,23 +262,33 @@ TEST(TrainTest, PrefixHoldsOneRunsCheckpoints) {
 
 TEST(TrainTest, CorruptCheckpointIsRefusedNamingTheFile) {
   const std::string dir = MakeTempDir();
-  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp",
-                                         "--num-examples", "1000", "--model-prefix", dir + "/m"};
-  auto first = RunToEnd([&] { auto a = base; a.insert(a.end(), {"--num-epochs", "1"}); return a; }(),
-                        kRunTimeout);
+  const std::vector<std::string> base = {Bin("dtrain-worker"), "--kv-store", "local",          "--network", "mlp",
+                                         "--num-examples",     "1000",       "--model-prefix", dir + "/m"};
+  auto first = RunToEnd(
+      [&] {
+        auto a = base;
+        a.insert(a.end(), {"--num-epochs", "1"});
+        return a;
+      }(),
+      kRunTimeout);
   ASSERT_EQ(first.first, 0) << first.second;
   {
     std::fstream f(dir + "/m-0001.params", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(100);
     f.put('\x5a');
   }
-  auto resumed = RunToEnd([&] { auto a = base; a.insert(a.end(), {"--num-epochs", "2", "--load-epoch", "1"}); return a; }(),
-                          kRunTimeout);
+  auto resumed = RunToEnd(
+      [&] {
+        auto a = base;
+        a.insert(a.end(), {"--num-epochs", "2", "--load-epoch", "1"});
+        return a;
+      }(),
+      kRunTimeout);
   EXPECT_NE(resumed.first, 0);
   EXPECT_NE(resumed.second.find("m-0001.params"), std::string::npos) << resumed.second;
   // A network that does not match the checkpoint is refused too.
-  auto other = RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-examples",
-                         "1000", "--model-prefix", dir + "/m", "--num-epochs", "2", "--load-epoch", "1"},
+  auto other = RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-examples", "1000",
+                         "--model-prefix", dir + "/m", "--num-epochs", "2", "--load-epoch", "1"},
                         kRunTimeout);
   EXPECT_NE(other.first, 0);
   std::filesystem::remove_all(dir);

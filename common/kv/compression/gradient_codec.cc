@@ -16,8 +16,8 @@ absl::StatusOr<CompressionType> ParseCompressionType(absl::string_view name) {
   if (name == "1bit") return CompressionType::kOneBit;
   if (name == "fp16") return CompressionType::kFp16;
   if (name == "int8") return CompressionType::kInt8;
-  return absl::InvalidArgumentError(absl::StrCat("unknown gradient compression \"", name,
-                                                 "\" (want none, 2bit, 1bit, fp16 or int8)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown gradient compression \"", name, "\" (want none, 2bit, 1bit, fp16 or int8)"));
 }
 
 const char* CompressionTypeName(CompressionType type) {
@@ -35,8 +35,7 @@ absl::Status ValidateSpec(const CompressionSpec& spec) {
     case CompressionType::kNone:
     case CompressionType::kOneBit:
     case CompressionType::kFp16:
-    case CompressionType::kInt8:
-      return absl::OkStatus();
+    case CompressionType::kInt8: return absl::OkStatus();
     case CompressionType::kTwoBit:
       if (!std::isfinite(spec.threshold) || spec.threshold <= 0) {
         return absl::InvalidArgumentError(

@@ -25,17 +25,18 @@ absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOpti
                    << " servers" << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "")
                    << (options.compression.type == kv::CompressionType::kNone
                            ? std::string()
-                           : absl::StrCat(", gradient compression ", kv::CompressionTypeName(options.compression.type),
-                                          options.compression.type == kv::CompressionType::kTwoBit
-                                              ? absl::StrCat(" (threshold ", options.compression.threshold,
-                                                             options.gradient_scale != 1
-                                                                 ? absl::StrCat(" for gradients summed over the batch, ",
-                                                                                options.compression.threshold /
-                                                                                    options.gradient_scale,
-                                                                                " on its mean")
-                                                                 : std::string(),
-                                                             ")")
-                                              : std::string()))
+                           : absl::StrCat(
+                                 ", gradient compression ", kv::CompressionTypeName(options.compression.type),
+                                 options.compression.type == kv::CompressionType::kTwoBit
+                                     ? absl::StrCat(
+                                           " (threshold ", options.compression.threshold,
+                                           options.gradient_scale != 1
+                                               ? absl::StrCat(" for gradients summed over the batch, ",
+                                                              options.compression.threshold / options.gradient_scale,
+                                                              " on its mean")
+                                               : std::string(),
+                                           ")")
+                                     : std::string()))
                    << (options.pull_compression == kv::CompressionType::kNone
                            ? std::string()
                            : absl::StrCat(", pull compression ", kv::CompressionTypeName(options.pull_compression)));
@@ -115,7 +116,7 @@ absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) 
 }
 
 absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, const std::string& address,
-                                                                      absl::Duration timeout) {
+                                                                     absl::Duration timeout) {
   DTRAIN_ASSIGN_OR_RETURN(auto client, PsClient::Connect(address, rank, cluster_.rank(), timeout));
   // The server answers a stalled sync pull at sync_timeout naming the missing
   // workers; our own wait lasts a little longer so that answer arrives first.
@@ -151,9 +152,8 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   }
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
-    DTRAIN_RETURN_IF_ERROR(
-        servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout, options_.staleness,
-                               options_.pull_compression));
+    DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout,
+                                                  options_.staleness, options_.pull_compression));
     DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();
@@ -165,9 +165,10 @@ absl::StatusOr<int64_t> DistKVStore::ChunkElems(const std::vector<int64_t>& size
     const int64_t bound = kv::AutoChunkElems(sizes, static_cast<int>(servers_.size()));
     if (bound != kv::kMaxChunkElems && cluster_.rank() == 0) {
       DTRAIN_LOG(INFO) << "placement: parameters above " << bound << " elements are cut into keys of that many, "
-                       << (kv::HasLargeTensor(sizes) ? "so that each key's answer follows its pushes closely (the model has tensors "
-                                   "above 1048576)"
-                                 : "so that no server holds over 1.25x its share of the model")
+                       << (kv::HasLargeTensor(sizes)
+                               ? "so that each key's answer follows its pushes closely (the model has tensors "
+                                 "above 1048576)"
+                               : "so that no server holds over 1.25x its share of the model")
                        << " (--bigarray-bound to choose)";
     }
     return bound;
@@ -182,10 +183,10 @@ absl::StatusOr<int64_t> DistKVStore::ChunkElems(const std::vector<int64_t>& size
   }
   const int64_t bound = kv::FindChunkElems(sizes, keys, state_sizes);
   if (bound == 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the checkpoint's optimizer state holds ", keys.size(),
-        " keys, which is not how dtrain cuts this model by itself: written for another model, or with a "
-        "--bigarray-bound of its own (pass the same)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the checkpoint's optimizer state holds ", keys.size(),
+                     " keys, which is not how dtrain cuts this model by itself: written for another model, or with a "
+                     "--bigarray-bound of its own (pass the same)"));
   }
   return bound;
 }
@@ -203,10 +204,11 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
     if (m == head) {
       // In dist_sync the weights a step's gradient was computed on are those of version
       // `step`, as every server of the chain holds them: the answer may be the change.
-      sent_[i].push_back({m,
-                          servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset,
-                                                options_.pull_compression != kv::CompressionType::kNone),
-                          true});
+      sent_[i].push_back(
+          {m,
+           servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset,
+                                 options_.pull_compression != kv::CompressionType::kNone),
+           true});
     } else {
       sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, data), false});
     }
@@ -216,8 +218,8 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
 
 absl::Status DistKVStore::PushEarly(int64_t step, size_t param_index, const float* grad) {
   if (param_index >= slices_of_param_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("PushEarly of parameter ", param_index, " of ",
-                                                   slices_of_param_.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("PushEarly of parameter ", param_index, " of ", slices_of_param_.size()));
   }
   if (early_step_ != step) {
     early_step_ = step;
@@ -247,8 +249,8 @@ absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>
 
 absl::Status DistKVStore::StartPushPull(int64_t step, const std::vector<const float*>& grads) {
   if (pending_step_ >= 0) {
-    return absl::FailedPreconditionError(absl::StrCat("push-pull of step ", step, " started while step ",
-                                                      pending_step_, "'s pulls are still outstanding"));
+    return absl::FailedPreconditionError(absl::StrCat("push-pull of step ", step, " started while step ", pending_step_,
+                                                      "'s pulls are still outstanding"));
   }
   // What PushEarly sent for this step; the next PushEarly starts afresh whatever step it
   // is for (a rollback may come back to a step number seen before).
@@ -309,15 +311,15 @@ absl::Status DistKVStore::AwaitPending(size_t i) {
 
 absl::Status DistKVStore::NothingPending(const char* what) const {
   if (pending_step_ < 0) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(what, " while step ", pending_step_,
-                                                    "'s pulls are outstanding (FinishPushPull first)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " while step ", pending_step_, "'s pulls are outstanding (FinishPushPull first)"));
 }
 
 absl::Status DistKVStore::AwaitParam(size_t param_index) {
   if (pending_step_ < 0) return absl::OkStatus();
   if (param_index >= slices_of_param_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("AwaitParam of parameter ", param_index, " of ",
-                                                   slices_of_param_.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AwaitParam of parameter ", param_index, " of ", slices_of_param_.size()));
   }
   for (size_t i : slices_of_param_[param_index]) DTRAIN_RETURN_IF_ERROR(AwaitPending(i));
   return absl::OkStatus();
@@ -404,9 +406,9 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
     if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     extended_since = absl::Now();
     const int64_t version = PullVersionAfterPush(options_.mode, step, options_.staleness);
-    sent.ticket = sent.weights ? server.Pull(slice.key, version, params_[slice.param_index].weights + slice.offset,
-                                             slice.length)
-                               : server.PullVersionOnly(slice.key, version);
+    sent.ticket = sent.weights
+                      ? server.Pull(slice.key, version, params_[slice.param_index].weights + slice.offset, slice.length)
+                      : server.PullVersionOnly(slice.key, version);
     deadline = absl::Now() + options_.sync_timeout + kClientGrace;
   }
 }
@@ -451,8 +453,7 @@ bool DistKVStore::FailOver(int server, const absl::Status& st) {
 }
 
 void DistKVStore::MarkDead(int server, const absl::Status& why) {
-  const std::string text =
-      why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
+  const std::string text = why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
   if (!routing_->MarkDead(server, text)) return;
   DTRAIN_LOG(WARNING) << "failover: server " << server << " at " << servers_[server]->address()
                       << " left the replica chains (" << text << "); " << routing_->live_servers() << " of "

@@ -120,8 +120,7 @@ class DistKVStore : public KVStore {
   // Opens new streams to every server of `servers` (rank order).
   absl::Status Reconnect(const std::vector<ServerEndpoint>& servers);
   // A client for server `rank` at `address`, with this worker's pull timeout and identity.
-  absl::StatusOr<std::unique_ptr<PsClient>> ConnectServer(int rank, const std::string& address,
-                                                          absl::Duration timeout);
+  absl::StatusOr<std::unique_ptr<PsClient>> ConnectServer(int rank, const std::string& address, absl::Duration timeout);
 
   // One answer awaited for a slice, from one member of its chain.
   struct Sent {
@@ -149,9 +148,9 @@ class DistKVStore : public KVStore {
   std::string optimizer_name_;
   PushPullTiming last_timing_;
   int64_t resume_step_ = -1;
-  std::unique_ptr<ReplicaRouting> routing_;  // from Init: each slice's chain and who takes part
+  std::unique_ptr<ReplicaRouting> routing_;         // from Init: each slice's chain and who takes part
   absl::flat_hash_map<uint64_t, size_t> slice_of_;  // key -> slice index
-  std::vector<std::vector<Sent>> sent_;   // this step's, per slice
+  std::vector<std::vector<Sent>> sent_;             // this step's, per slice
   // Overlap: the slices of each parameter, and which parameters PushEarly sent for
   // `early_step_` (-1: none yet).
   std::vector<std::vector<size_t>> slices_of_param_;
@@ -162,8 +161,8 @@ class DistKVStore : public KVStore {
   absl::Status SubmitSlice(int64_t step, size_t i, const float* grad);
   // The bound Init cuts the keys with (DistOptions::max_chunk_elems, resolved).
   absl::StatusOr<int64_t> ChunkElems(const std::vector<int64_t>& sizes, const KVStoreInit& init) const;
-  PushCompressor compressor_;  // the pushes' codec and residuals (none: uncompressed)
-  absl::Duration replica_lag_;            // this step's, PushPullTiming::replica_lag
+  PushCompressor compressor_;   // the pushes' codec and residuals (none: uncompressed)
+  absl::Duration replica_lag_;  // this step's, PushPullTiming::replica_lag
   // The push-pull StartPushPull sent and FinishPushPull has not ended (-1: none): which
   // slices were waited for, the first error, and where the caller's time went.
   int64_t pending_step_ = -1;

@@ -21,8 +21,8 @@ absl::StatusOr<int64_t> DistKVStore::Rollback() {
   const std::optional<RollbackOrder> order = cluster_.PendingRollback();
   if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
   if (!StepsAreExact(options_.mode)) {
-    return absl::FailedPreconditionError(absl::StrCat(order->reason, ": ", KVStoreModeName(options_.mode),
-                                                      " cannot roll back (no common step)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(order->reason, ": ", KVStoreModeName(options_.mode), " cannot roll back (no common step)"));
   }
   const int64_t t = order->step;
   compressor_.Reset(placement_);
@@ -153,8 +153,8 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   if (!missing.empty()) {
     DTRAIN_ASSIGN_OR_RETURN(versions, FetchVersions());
     if (const std::string still = MissingKeys(versions); !still.empty()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "rejoining: the servers still do not hold ", still, " after the init barrier (another model?)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("rejoining: the servers still do not hold ", still, " after the init barrier (another model?)"));
     }
   }
 
@@ -195,10 +195,10 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
     if (pulled[i] == t) continue;
     const auto& slice = placement_.slices[i];
     const int head = routing_->Head(i);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rejoining at step ", t, ": server ", head, " at ", servers_[head]->address(),
-        " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
-        " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("rejoining at step ", t, ": server ", head, " at ", servers_[head]->address(),
+                     " answered the exact pull of key ", slice.key, " version ", t, " with version ", pulled[i],
+                     " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
   }
   resume_step_ = t;
   DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()

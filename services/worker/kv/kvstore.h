@@ -128,9 +128,7 @@ class KVStore {
   // After PushPull returned a status IsRollback() recognises, goes back to
   // the servers' snapshot: the weights become exactly those of the order's step,
   // which is returned (the caller resumes its data order there).
-  virtual absl::StatusOr<int64_t> Rollback() {
-    return absl::UnimplementedError("this kvstore has no rollback");
-  }
+  virtual absl::StatusOr<int64_t> Rollback() { return absl::UnimplementedError("this kvstore has no rollback"); }
 };
 
 // The status a step returns when the scheduler ordered a rollback (ABORTED with the

@@ -18,9 +18,9 @@ absl::StatusOr<std::unique_ptr<LocalAggregator>> MakeLocalAggregator(const std::
   if (!nccl.ok()) return nccl.status();
   return std::unique_ptr<LocalAggregator>(*std::move(nccl));
 #else
-  return absl::FailedPreconditionError(absl::StrCat(
-      "GPUs ", absl::StrJoin(gpus, ","),
-      ": this dtrain was built without CUDA (-DDTRAIN_CUDA=OFF or no CUDA toolkit found)"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("GPUs ", absl::StrJoin(gpus, ","),
+                   ": this dtrain was built without CUDA (-DDTRAIN_CUDA=OFF or no CUDA toolkit found)"));
 #endif
 }
 

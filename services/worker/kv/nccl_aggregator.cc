@@ -16,9 +16,7 @@
 namespace dtrain::worker {
 namespace {
 
-std::string CudaText(cudaError_t e) {
-  return absl::StrCat(cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
-}
+std::string CudaText(cudaError_t e) { return absl::StrCat(cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"); }
 
 absl::Status CudaError(const std::string& call, cudaError_t e) {
   // A driver or device that is not there is the machine's state, not a bug here.
@@ -41,13 +39,13 @@ absl::Status NcclError(const std::string& call, ncclResult_t r, ncclComm_t comm 
   return absl::InternalError(text);
 }
 
-#define DTRAIN_CUDA_RETURN_IF_ERROR(call, where)                          \
-  do {                                                                    \
-    cudaError_t dtrain_cuda_error_ = (call);                              \
-    if (dtrain_cuda_error_ != cudaSuccess) {                              \
-      (void)cudaGetLastError(); /* clears it, so it is not seen again */  \
+#define DTRAIN_CUDA_RETURN_IF_ERROR(call, where)                             \
+  do {                                                                       \
+    cudaError_t dtrain_cuda_error_ = (call);                                 \
+    if (dtrain_cuda_error_ != cudaSuccess) {                                 \
+      (void)cudaGetLastError(); /* clears it, so it is not seen again */     \
       return CudaError(absl::StrCat(#call, " ", where), dtrain_cuda_error_); \
-    }                                                                     \
+    }                                                                        \
   } while (0)
 
 std::string Where(int replica, int gpu) { return absl::StrCat("(replica ", replica, ", GPU ", gpu, ")"); }
@@ -97,14 +95,12 @@ absl::Status CheckDevicesPresent(const std::vector<int>& gpus) {
   if (count == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no CUDA device for GPUs ", absl::StrJoin(gpus, ","), ": cudaGetDeviceCount found 0 devices",
-        e == cudaSuccess ? std::string() : absl::StrCat(" and returned ", CudaText(e)), "; ",
-        VisibleDevicesText()));
+        e == cudaSuccess ? std::string() : absl::StrCat(" and returned ", CudaText(e)), "; ", VisibleDevicesText()));
   }
   for (int g : gpus) {
     if (g >= count) {
-      return absl::FailedPreconditionError(absl::StrCat("GPU ", g, " does not exist: cudaGetDeviceCount found ",
-                                                        count, " device(s), 0..", count - 1, "; ",
-                                                        VisibleDevicesText()));
+      return absl::FailedPreconditionError(absl::StrCat("GPU ", g, " does not exist: cudaGetDeviceCount found ", count,
+                                                        " device(s), 0..", count - 1, "; ", VisibleDevicesText()));
     }
   }
   return absl::OkStatus();
@@ -173,9 +169,9 @@ absl::Status NcclAggregator::CheckDevicePointers(const std::vector<ReplicaBuffer
       if (!on_gpu) {
         return absl::InvalidArgumentError(absl::StrCat(
             "parameter ", i, " ", Where(r, gpus_[r]), ": the buffer is not memory of GPU ", gpus_[r],
-            e != cudaSuccess ? absl::StrCat(" (cudaPointerGetAttributes: ", CudaText(e), ")")
-                             : absl::StrCat(" (memory type ", static_cast<int>(attr.type), ", device ",
-                                            attr.device, ")")));
+            e != cudaSuccess
+                ? absl::StrCat(" (cudaPointerGetAttributes: ", CudaText(e), ")")
+                : absl::StrCat(" (memory type ", static_cast<int>(attr.type), ", device ", attr.device, ")")));
       }
     }
   }
@@ -208,14 +204,13 @@ absl::Status NcclAggregator::Enqueue(Op op, const std::vector<ReplicaBuffers>& p
     // The group is closed even after a failed call, so NCCL's group state is not left open.
     const ncclResult_t end = ncclGroupEnd();
     if (!first.ok()) return Abort(first);
-    if (end != ncclSuccess) return Abort(NcclError(absl::StrCat("ncclGroupEnd after ", name, " of parameter ", i), end));
+    if (end != ncclSuccess)
+      return Abort(NcclError(absl::StrCat("ncclGroupEnd after ", name, " of parameter ", i), end));
   }
   return absl::OkStatus();
 }
 
-absl::Status NcclAggregator::Reduce(const std::vector<ReplicaBuffers>& params) {
-  return Enqueue(Op::kReduce, params);
-}
+absl::Status NcclAggregator::Reduce(const std::vector<ReplicaBuffers>& params) { return Enqueue(Op::kReduce, params); }
 
 absl::Status NcclAggregator::Broadcast(const std::vector<ReplicaBuffers>& params) {
   return Enqueue(Op::kBroadcast, params);
@@ -251,9 +246,9 @@ absl::Status NcclAggregator::Wait(absl::Time deadline) {
     if (busy.empty()) return absl::OkStatus();
     const absl::Time now = absl::Now();
     if (now >= deadline) {
-      return Abort(absl::DeadlineExceededError(absl::StrCat(
-          "local aggregation over GPUs ", absl::StrJoin(gpus_, ","), " not done by the deadline: ",
-          absl::StrJoin(busy, ", "), busy.size() == 1 ? " is" : " are", " still running")));
+      return Abort(absl::DeadlineExceededError(absl::StrCat("local aggregation over GPUs ", absl::StrJoin(gpus_, ","),
+                                                            " not done by the deadline: ", absl::StrJoin(busy, ", "),
+                                                            busy.size() == 1 ? " is" : " are", " still running")));
     }
     absl::SleepFor(std::min(pause, deadline - now));
     pause = std::min(pause * 2, absl::Milliseconds(1));

@@ -65,8 +65,7 @@ PsClient::Ticket PsClient::Pull(uint64_t key, int64_t min_version, float* out, i
   return impl_->Submit(impl_->PullRequest(key, min_version), {v1::OP_PULL, key, out, numel, version});
 }
 
-PsClient::Ticket PsClient::PullExact(uint64_t key, int64_t version, float* out, int64_t numel,
-                                     int64_t* version_out) {
+PsClient::Ticket PsClient::PullExact(uint64_t key, int64_t version, float* out, int64_t numel, int64_t* version_out) {
   v1::PushPullRequest req = impl_->PullRequest(key, version);
   req.set_exact_version(true);
   return impl_->Submit(std::move(req), {v1::OP_PULL, key, out, numel, version_out});
@@ -94,9 +93,7 @@ PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const PushData& 
   return impl_->Submit(std::move(req), std::move(p), &data);
 }
 
-void PsClient::SetPullCompression(kv::CompressionType type) {
-  impl_->pull_codec = kv::MakeCodec({type, 1.0f});
-}
+void PsClient::SetPullCompression(kv::CompressionType type) { impl_->pull_codec = kv::MakeCodec({type, 1.0f}); }
 
 PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
                                                int64_t* version) {
@@ -145,7 +142,8 @@ absl::Status PsClient::Wait(Ticket ticket, absl::Time deadline) {
   } else {
     const double waited = absl::ToDoubleSeconds(absl::Now() - p->sent);
     result = absl::DeadlineExceededError(absl::StrFormat("%s: no answer to %s of key %d within %.*f s", impl_->Who(),
-                                                         ps_client_internal::OpName(p->op), p->key, waited < 10 ? 1 : 0, waited));
+                                                         ps_client_internal::OpName(p->op), p->key, waited < 10 ? 1 : 0,
+                                                         waited));
   }
   impl_->tickets.erase(it);
   impl_->mu.Unlock();

@@ -32,8 +32,8 @@ class PsClient {
   // the server cannot be reached within `connect_timeout`. A zero timeout does not
   // wait (a server known dead): if it cannot be reached, the stream and every call
   // fail UNAVAILABLE, as for a server that died later.
-  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(const std::string& address, int server_rank,
-                                                           int worker_rank, absl::Duration connect_timeout);
+  static absl::StatusOr<std::unique_ptr<PsClient>> Connect(const std::string& address, int server_rank, int worker_rank,
+                                                           absl::Duration connect_timeout);
   ~PsClient();  // closes the stream; pending tickets fail with CANCELLED
 
   // `mode`: one of the dist_* modes; `staleness` for dist_ssp (0 otherwise);
@@ -70,8 +70,7 @@ class PsClient {
   // server accepted (-1: none); every key held when `keys` is empty. A rejoining worker
   // asks this to find the step to redo; it also fences the incarnation it replaces.
   // FAILED_PRECONDITION when this process is itself fenced or of another job.
-  absl::StatusOr<std::vector<kv::KeyVersion>> GetVersions(const std::vector<uint64_t>& keys,
-                                                          absl::Duration timeout);
+  absl::StatusOr<std::vector<kv::KeyVersion>> GetVersions(const std::vector<uint64_t>& keys, absl::Duration timeout);
 
   // A push's data as it goes on the wire: the key's `numel` float32s, or those packed
   // by a GradientCodec (common/kv/compression) into `size` bytes, which the
@@ -112,8 +111,7 @@ class PsClient {
   // (PushPullRequest.version_only), written to *version when non-null. A worker asks
   // every replica of a key but takes the weights from one; these answers confirm that
   // the others reached the step too.
-  Ticket PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
-                             int64_t* version = nullptr);
+  Ticket PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel, int64_t* version = nullptr);
   Ticket PushPullVersionOnly(int64_t step, uint64_t key, const PushData& data, int64_t* version = nullptr);
   Ticket PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version = nullptr);
 

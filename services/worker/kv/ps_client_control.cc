@@ -65,7 +65,8 @@ absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Dur
       ki->set_dtype(v1::DTYPE_FLOAT32);
       ki->set_values(kv::FloatsToBytes(k.values.data(), static_cast<int64_t>(k.values.size())));
       ki->set_version(k.version);
-      ki->set_optimizer_state(kv::FloatsToBytes(k.optimizer_state.data(), static_cast<int64_t>(k.optimizer_state.size())));
+      ki->set_optimizer_state(
+          kv::FloatsToBytes(k.optimizer_state.data(), static_cast<int64_t>(k.optimizer_state.size())));
       if (i < chains.size()) {
         for (int r : chains[i]) ki->add_chain(r);
       }
@@ -80,7 +81,7 @@ absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Dur
 }
 
 absl::StatusOr<std::vector<kv::KeyState>> PsClient::GetState(const std::vector<uint64_t>& keys,
-                                                            absl::Duration timeout) {
+                                                             absl::Duration timeout) {
   v1::GetStateRequest req;
   for (uint64_t k : keys) req.add_keys(k);
   grpc::ClientContext ctx;
@@ -125,9 +126,9 @@ absl::StatusOr<std::vector<kv::KeyVersion>> PsClient::GetVersions(const std::vec
   absl::Status s = FromGrpc(impl_->stub->GetVersions(&ctx, req, &resp));
   if (!s.ok()) return impl_->Annotate(s, "GetVersions");
   if (!keys.empty() && resp.keys_size() != static_cast<int>(keys.size())) {
-    return impl_->Annotate(absl::InternalError(absl::StrCat("answered ", resp.keys_size(), " keys, asked for ",
-                                                            keys.size())),
-                           "GetVersions");
+    return impl_->Annotate(
+        absl::InternalError(absl::StrCat("answered ", resp.keys_size(), " keys, asked for ", keys.size())),
+        "GetVersions");
   }
   std::vector<kv::KeyVersion> out;
   out.reserve(static_cast<size_t>(resp.keys_size()));

@@ -200,7 +200,8 @@ struct PsClient::Impl {
         ++lent->lent[id];
       }
       const size_t bytes = static_cast<size_t>(payload->size);
-      grpc::Slice view(const_cast<char*>(payload->bytes), bytes, &ps_client_internal::LentSlice::Release, new ps_client_internal::LentSlice{lent, id});
+      grpc::Slice view(const_cast<char*>(payload->bytes), bytes, &ps_client_internal::LentSlice::Release,
+                       new ps_client_internal::LentSlice{lent, id});
       out.buffer = kv::EncodeWithPayload(req, ps_client_internal::kRequestDataField, std::move(view));
       out.payload_bytes = static_cast<int64_t>(bytes);
       out.uncompressed_bytes = payload->numel * static_cast<int64_t>(sizeof(float));
@@ -303,7 +304,8 @@ struct PsClient::Impl {
   std::string CheckPacked(const v1::PushPullResponse& r, const Pending& p) const {
     if (!p.delta_ok || pull_codec == nullptr) return "a packed answer that was not asked for";
     if (r.compression() != static_cast<v1::Compression>(pull_codec->type())) {
-      return absl::StrCat("an answer packed as ", r.compression(), ", not ", kv::CompressionTypeName(pull_codec->type()));
+      return absl::StrCat("an answer packed as ", r.compression(), ", not ",
+                          kv::CompressionTypeName(pull_codec->type()));
     }
     if (r.version() != p.step + 1) {
       return absl::StrCat("a packed change to version ", r.version(), " after pushing step ", p.step);
@@ -339,8 +341,8 @@ struct PsClient::Impl {
     int64_t payload_size = -1;
     // The codec refuses a payload length beyond the bytes received (or gRPC's receive
     // limit) before the sink is asked, and the sink takes only the ticket's own size.
-    const absl::Status decoded =
-        kv::DecodeWithPayload(buffer, &resp, ps_client_internal::kResponseDataField, sink, &payload_size, kMaxMessageBytes);
+    const absl::Status decoded = kv::DecodeWithPayload(buffer, &resp, ps_client_internal::kResponseDataField, sink,
+                                                       &payload_size, kMaxMessageBytes);
     absl::Status unpacked;
     if (claimed != nullptr && packed && decoded.ok()) {
       // The same arithmetic as the server's (ShardStore: weights + unpacked change), so
@@ -376,8 +378,8 @@ struct PsClient::Impl {
       if (!wrong.empty()) {
         st = absl::InternalError(absl::StrCat(what, ": the server sent ", wrong));
       } else if (claimed != &p || payload_size != want) {
-        st = absl::InternalError(absl::StrCat(what, " returned a packed change of ",
-                                              std::max<int64_t>(payload_size, 0), " bytes, want ", want));
+        st = absl::InternalError(absl::StrCat(what, " returned a packed change of ", std::max<int64_t>(payload_size, 0),
+                                              " bytes, want ", want));
       } else if (!unpacked.ok()) {
         st = absl::InternalError(absl::StrCat(what, ": ", unpacked.message()));
       } else {
@@ -388,8 +390,8 @@ struct PsClient::Impl {
     } else if (p.out != nullptr) {
       const int64_t want = p.numel * static_cast<int64_t>(sizeof(float));
       if (claimed != &p || payload_size != want) {
-        st = absl::InternalError(absl::StrCat(what, " returned ", std::max<int64_t>(payload_size, 0),
-                                              " bytes, want ", want));
+        st = absl::InternalError(
+            absl::StrCat(what, " returned ", std::max<int64_t>(payload_size, 0), " bytes, want ", want));
       } else {
         if (p.version != nullptr) *p.version = resp.version();
         bytes_pulled.fetch_add(want, std::memory_order_relaxed);

@@ -15,9 +15,8 @@ absl::StatusOr<ResumeIndex> IndexResumeStates(const checkpoint::OptimizerStates*
   ResumeIndex index;
   if (states == nullptr) return index;
   if (states->optimizer != optimizer) {
-    return absl::FailedPreconditionError(absl::StrCat("the checkpoint's optimizer state is for '",
-                                                      states->optimizer, "', this run uses --optimizer ",
-                                                      optimizer));
+    return absl::FailedPreconditionError(absl::StrCat("the checkpoint's optimizer state is for '", states->optimizer,
+                                                      "', this run uses --optimizer ", optimizer));
   }
   index.resuming_ = true;
   for (const auto& r : states->keys) {
@@ -44,8 +43,8 @@ absl::Status ResumeIndex::Take(uint64_t key, int64_t* version, std::vector<float
 absl::Status ResumeIndex::CheckAllUsed() const {
   if (records_.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat("the optimizer state holds ", records_.size(),
-                                                    " keys this model does not have (first: ",
-                                                    records_.begin()->first, ")"));
+                                                    " keys this model does not have (first: ", records_.begin()->first,
+                                                    ")"));
 }
 
 }  // namespace dtrain::worker

@@ -42,9 +42,9 @@ inline const std::string& ScratchDir() {
   }();
   // Removed on a normal exit; a crash leaves it (and the input that crashed) behind.
   static const bool cleanup = std::atexit([] {
-    std::error_code ec;
-    std::filesystem::remove_all(*dir, ec);
-  }) == 0;
+                                std::error_code ec;
+                                std::filesystem::remove_all(*dir, ec);
+                              }) == 0;
   (void)cleanup;
   return *dir;
 }

@@ -292,9 +292,10 @@ void FlagSeeds() {
   // Option bit 0: positional arguments accepted.
   Seed("flags", "train", 0,
        line({}, {"--kv-store=dist_sync", "--num-epochs", "3", "--lr", "0.05", "--lr_step_epochs=10,20", "--verbose"}));
-  Seed("flags", "env", 0, line({"DTRAIN_KV_STORE=dist_async", "DMLC_KV_STORE=local", "DTRAIN_LR=1e-3",
-                                "DTRAIN_VERBOSE=true", "DTRAIN_NUM_EPOCHS=2"},
-                               {"--no-verbose"}));
+  Seed("flags", "env", 0,
+       line({"DTRAIN_KV_STORE=dist_async", "DMLC_KV_STORE=local", "DTRAIN_LR=1e-3", "DTRAIN_VERBOSE=true",
+             "DTRAIN_NUM_EPOCHS=2"},
+            {"--no-verbose"}));
   Seed("flags", "positional", 1, line({}, {"--lr=0.1", "a.png", "b.png", "--", "--num-epochs", "x"}));
   Seed("flags", "bad", 0, line({"DTRAIN_NUM_EPOCHS=three"}, {"--num-epochs=1e3", "--unknown", "--help"}));
 }

@@ -101,9 +101,7 @@ void Unpack(const v1::PushPullRequest& req, const std::string& payload) {
       float max_abs = 0.0f;
       for (float v : out) max_abs = std::max(max_abs, std::fabs(v));
       // A scale below the smallest normal float sends zeros (its reciprocal would not be finite).
-      int8_bound = max_abs / 127.0f < std::numeric_limits<float>::min()
-                       ? max_abs
-                       : max_abs / 127.0f * 0.5f * 1.0001f;
+      int8_bound = max_abs / 127.0f < std::numeric_limits<float>::min() ? max_abs : max_abs / 127.0f * 0.5f * 1.0001f;
     }
     for (int64_t i = 0; i < n; ++i) {
       if (spec.type == kv::CompressionType::kInt8) {
@@ -115,8 +113,8 @@ void Unpack(const v1::PushPullRequest& req, const std::string& payload) {
         continue;
       }
       if (back[i] != out[i]) {
-        std::fprintf(stderr, "%s: value %lld unpacked as %g packs again as %g\n",
-                     kv::CompressionTypeName(spec.type), static_cast<long long>(i), out[i], back[i]);
+        std::fprintf(stderr, "%s: value %lld unpacked as %g packs again as %g\n", kv::CompressionTypeName(spec.type),
+                     static_cast<long long>(i), out[i], back[i]);
         abort();
       }
     }

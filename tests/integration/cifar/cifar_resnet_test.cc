@@ -76,8 +76,8 @@ std::string WriteCifar() {
 
 std::vector<std::string> Launch(int servers, const std::string& data, std::vector<std::string> extra,
                                 std::vector<std::string> launch_flags = {}) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", std::to_string(servers), "--kv-store",
-                                   "dist_sync"};
+  std::vector<std::string> argv = {Bin("dtrain"),           "launch",     "-n",       "2", "-s",
+                                   std::to_string(servers), "--kv-store", "dist_sync"};
   argv.insert(argv.end(), launch_flags.begin(), launch_flags.end());
   for (const char* f : {"--", "--network", "resnet", "--num-layers", "20", "--data-dir"}) argv.push_back(f);
   argv.push_back(data);

@@ -24,10 +24,10 @@ class ExportTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = MakeTempDir();
     prefix_ = dir_ + "/lenet";
-    auto [code, out] = RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-epochs",
-                                 "1", "--num-examples", "1000", "--num-test-examples", "200", "--threads", "1",
-                                 "--model-prefix", prefix_, "--save-safetensors"},
-                                kTimeout);
+    auto [code, out] = RunToEnd(
+        {Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-epochs", "1", "--num-examples",
+         "1000", "--num-test-examples", "200", "--threads", "1", "--model-prefix", prefix_, "--save-safetensors"},
+        kTimeout);
     code_ = code;
     out_ = out;
   }

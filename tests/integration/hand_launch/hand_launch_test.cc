@@ -62,7 +62,8 @@ TEST(HandLaunchTest, ReadmeBlockTrainsAndExitsZero) {
   const char* path = std::getenv("PATH");
   Subprocess job({"/bin/bash", "-c", absl::StrCat("cd '", dir, "' && exec bash hand_launch.sh")},
                  {{"PATH", absl::StrCat(bin_dir, ":", path != nullptr ? path : "/usr/bin:/bin")},
-                  {"DTRAIN_ROLE", ""}, {"DMLC_ROLE", ""}});
+                  {"DTRAIN_ROLE", ""},
+                  {"DMLC_ROLE", ""}});
   const int code = job.Wait(absl::Seconds(240));
   const std::string& out = job.output();
   ASSERT_NE(code, -1) << "the hand launch did not finish within 240 s:\n" << script << "\n" << out;

@@ -62,10 +62,10 @@ TrainedCheckpoint* TrainOnce() {
   const bool fresh = fs::exists(done) && fs::last_write_time(done, ec) >= fs::last_write_time(Bin("dtrain-worker"), ec);
   if (!fresh) {
     fs::remove(done, ec);
-    auto [code, out] = RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-epochs",
-                                 "2", "--num-examples", "2000", "--model-prefix", t->prefix, "--data-dir", kDataDir,
-                                 "--overwrite-checkpoints"},
-                                absl::Minutes(3));
+    auto [code, out] = RunToEnd(
+        {Bin("dtrain-worker"), "--kv-store", "local", "--network", "lenet", "--num-epochs", "2", "--num-examples",
+         "2000", "--model-prefix", t->prefix, "--data-dir", kDataDir, "--overwrite-checkpoints"},
+        absl::Minutes(3));
     std::ofstream(log_path) << out;
     if (code != 0) {
       ADD_FAILURE() << "training the test checkpoint failed:\n" << out;

@@ -57,7 +57,8 @@ TEST(InferenceAuthTest, TokensOrClientCertificatesAndOpenHealth) {
   auto [code, out] = RunToEnd({Bin("dtrain"), "certs", "--dir", certs, "--job", "serve", "--names", "infer,client"},
                               absl::Seconds(30));
   ASSERT_EQ(code, 0) << out;
-  auto [code2, out2] = RunToEnd({Bin("dtrain"), "certs", "--dir", dir + "/other", "--names", "client"}, absl::Seconds(30));
+  auto [code2, out2] =
+      RunToEnd({Bin("dtrain"), "certs", "--dir", dir + "/other", "--names", "client"}, absl::Seconds(30));
   ASSERT_EQ(code2, 0) << out2;
   ASSERT_TRUE(WriteFileAtomically(dir + "/tokens", std::string("# accepted\n") + kToken + "\n", 0600).ok());
 
@@ -83,9 +84,12 @@ TEST(InferenceAuthTest, TokensOrClientCertificatesAndOpenHealth) {
   EXPECT_EQ(Info(a, TransportSecurity{}, kToken).error_code(), grpc::StatusCode::UNAVAILABLE) << "plaintext";
 
   // dtrain predict: with a token, with a certificate, and with neither.
-  const std::vector<std::string> predict = {Bin("dtrain"), "predict", "--server", a, "--images",
-                                            std::string(kDataDir) + "/t10k-images-idx3-ubyte.gz", "--limit", "8",
-                                            "--tls-ca", certs + "/ca.crt", "--wait", "5"};
+  const std::vector<std::string> predict = {Bin("dtrain"), "predict",
+                                            "--server",    a,
+                                            "--images",    std::string(kDataDir) + "/t10k-images-idx3-ubyte.gz",
+                                            "--limit",     "8",
+                                            "--tls-ca",    certs + "/ca.crt",
+                                            "--wait",      "5"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> argv = predict;
     argv.insert(argv.end(), extra.begin(), extra.end());

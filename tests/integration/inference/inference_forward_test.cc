@@ -49,7 +49,8 @@ TEST(InferenceForwardTest, PredictionsMatchAnInProcessForwardOfTheSameCheckpoint
   constexpr int kCount = 64;
   const v1::PredictRequest as_bytes = T10kRequest(kCount, /*top_k=*/10);
 
-  torch::Tensor pixels = torch::from_blob(const_cast<char*>(as_bytes.data().data()), {kCount, 1, 28, 28}, torch::kUInt8);
+  torch::Tensor pixels =
+      torch::from_blob(const_cast<char*>(as_bytes.data().data()), {kCount, 1, 28, 28}, torch::kUInt8);
   torch::Tensor images = pixels.to(torch::kFloat32).div_(255.0f);
   torch::Tensor probs;
   {
@@ -121,7 +122,8 @@ TEST(InferenceForwardTest, WideMlpIsServedWithTheWidthsItsSymbolRecords) {
   std::vector<checkpoint::NamedTensor> tensors;
   for (const auto& p : net->named_parameters()) {
     const torch::Tensor t = p.value().contiguous();
-    tensors.push_back({p.key(), t.sizes().vec(), std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())});
+    tensors.push_back(
+        {p.key(), t.sizes().vec(), std::vector<float>(t.data_ptr<float>(), t.data_ptr<float>() + t.numel())});
   }
   ASSERT_TRUE(checkpoint::WriteParams(checkpoint::ParamsPath(prefix, 1), tensors).ok());
   ASSERT_TRUE(checkpoint::WriteSymbol(prefix, {"mlp", 10, {1, 28, 28}, {}, "", spec.hidden}).ok());

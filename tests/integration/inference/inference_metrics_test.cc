@@ -28,8 +28,7 @@ TEST(InferenceMetricsTest, RequestsByCodeLatencyAndLoadedEpoch) {
   const std::string prefix = dir + "/m";
   InstallFile(checkpoint::SymbolPath(Trained().prefix), checkpoint::SymbolPath(prefix));
   InstallFile(checkpoint::ParamsPath(Trained().prefix, 2), checkpoint::ParamsPath(prefix, 2));
-  InferProcess server({"--model-prefix", prefix, "--metrics-port", "0", "--metrics-port-file",
-                       dir + "/metrics.port"});
+  InferProcess server({"--model-prefix", prefix, "--metrics-port", "0", "--metrics-port-file", dir + "/metrics.port"});
   ASSERT_TRUE(server.started()) << server.process().output();
   ASSERT_TRUE(server.WaitForHealth(1 /* SERVING */, absl::Seconds(30))) << server.process().output();
   const int port = ReadPort(dir + "/metrics.port", absl::Seconds(10));

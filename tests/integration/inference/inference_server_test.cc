@@ -18,9 +18,9 @@
 namespace dtrain::testing {
 namespace {
 
-using grpc::health::v1::HealthCheckResponse;
 using checkpoint::ParamsPath;
 using checkpoint::SymbolPath;
+using grpc::health::v1::HealthCheckResponse;
 
 constexpr absl::Duration kSwitchTimeout = absl::Seconds(15);
 
@@ -273,13 +273,13 @@ TEST(InferenceServerTest, EveryBadRequestGetsItsCodeAndMessage) {
 
 TEST(InferenceServerTest, GivesUpWhenNoCheckpointAppearsInTime) {
   const std::string prefix = ScratchDir() + "/absent";
-  auto [code, out] = RunToEnd({Bin("dtrain-infer"), "--model-prefix", prefix, "--wait-for-model", "0.5"},
-                              absl::Seconds(20));
+  auto [code, out] =
+      RunToEnd({Bin("dtrain-infer"), "--model-prefix", prefix, "--wait-for-model", "0.5"}, absl::Seconds(20));
   EXPECT_EQ(code, 1) << out;
   EXPECT_TRUE(absl::StrContains(out, "no model to serve after waiting 0.5 s")) << out;
   EXPECT_TRUE(absl::StrContains(out, "no checkpoint absent-NNNN.params in")) << out;
-  auto [usage_code, usage] = RunToEnd({Bin("dtrain-infer"), "--max-batch", "0", "--model-prefix", prefix},
-                                      absl::Seconds(20));
+  auto [usage_code, usage] =
+      RunToEnd({Bin("dtrain-infer"), "--max-batch", "0", "--model-prefix", prefix}, absl::Seconds(20));
   EXPECT_EQ(usage_code, 2) << usage;
   EXPECT_TRUE(absl::StrContains(usage, "--max-batch must be in [1, 1048576], got 0")) << usage;
 }
@@ -302,15 +302,15 @@ TEST(InferenceServerTest, PredictCommandPrintsAccuracyAndDrawsTheGrid) {
   EXPECT_EQ(ReadWholeFile(dir + "/grid.png").substr(0, 8), "\x89PNG\r\n\x1a\n");
 
   // Any PNG is an input: the grid itself, shrunk to 28x28.
-  auto [png_code, png_out] = RunToEnd({Bin("dtrain"), "predict", "--server", server.address(), dir + "/grid.png"},
-                                      absl::Seconds(30));
+  auto [png_code, png_out] =
+      RunToEnd({Bin("dtrain"), "predict", "--server", server.address(), dir + "/grid.png"}, absl::Seconds(30));
   EXPECT_EQ(png_code, 0) << png_out;
   EXPECT_TRUE(absl::StrContains(png_out, dir + "/grid.png  ")) << png_out;
   auto [bad_code, bad_out] = RunToEnd({Bin("dtrain"), "predict", "--server", server.address()}, absl::Seconds(30));
   EXPECT_EQ(bad_code, 2) << bad_out;
   EXPECT_TRUE(absl::StrContains(bad_out, "give either --images")) << bad_out;
-  auto [gone_code, gone_out] = RunToEnd({Bin("dtrain"), "predict", "--server", server.address(), dir + "/none.png"},
-                                        absl::Seconds(30));
+  auto [gone_code, gone_out] =
+      RunToEnd({Bin("dtrain"), "predict", "--server", server.address(), dir + "/none.png"}, absl::Seconds(30));
   EXPECT_EQ(gone_code, 1) << gone_out;
   EXPECT_TRUE(absl::StrContains(gone_out, "no such image file: " + dir + "/none.png")) << gone_out;
   EXPECT_EQ(server.Stop(), 0);

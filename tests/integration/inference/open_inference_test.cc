@@ -150,8 +150,8 @@ TEST(OpenInferenceTest, ModelInferAnswersWhatDtrainPredictAnswersOnTheSameImages
 
 TEST(OpenInferenceTest, LivenessReadinessAndMetadataNameTheModelAndItsTensors) {
   const std::string prefix = ScratchDir() + "/m";  // nothing there yet
-  InferProcess server({"--model-prefix", prefix, "--wait-for-model", "60", "--watch-interval", "0.2",
-                       "--model-name", "fashion"});
+  InferProcess server(
+      {"--model-prefix", prefix, "--wait-for-model", "60", "--watch-interval", "0.2", "--model-name", "fashion"});
   ASSERT_TRUE(server.started());
   auto stub = OipStub(server);
   auto live = [&] {
@@ -270,10 +270,11 @@ TEST(OpenInferenceTest, BadRequestsGetTheirCodeAndAClearMessage) {
        absl::StatusCode::kInvalidArgument, "unknown input 'input__0': the model takes 'images' FP32 [-1,1,28,28]"},
       {"wrong shape", [](auto& r) { r.mutable_inputs(0)->set_shape(3, 32); }, absl::StatusCode::kInvalidArgument,
        "input 'images' has shape [2,1,28,32]; the model takes 'images' FP32 [-1,1,28,28]"},
-      {"wrong datatype", [](auto& r) { r.mutable_inputs(0)->set_datatype("FP16"); },
-       absl::StatusCode::kInvalidArgument, "datatype 'FP16'; the model takes FP32"},
+      {"wrong datatype", [](auto& r) { r.mutable_inputs(0)->set_datatype("FP16"); }, absl::StatusCode::kInvalidArgument,
+       "datatype 'FP16'; the model takes FP32"},
       {"wrong byte size", [](auto& r) { r.mutable_raw_input_contents(0)->resize(1000); },
-       absl::StatusCode::kInvalidArgument, "raw_input_contents[0] has 1000 bytes; input 'images' FP32 [2,1,28,28] needs 6272"},
+       absl::StatusCode::kInvalidArgument,
+       "raw_input_contents[0] has 1000 bytes; input 'images' FP32 [2,1,28,28] needs 6272"},
       {"batch claimed huge, bytes small", [](auto& r) { r.mutable_inputs(0)->set_shape(0, int64_t{1} << 40); },
        absl::StatusCode::kInvalidArgument, "over the limit of 32 (--max-batch)"},
       {"unknown output", [](auto& r) { r.add_outputs()->set_name("embedding"); }, absl::StatusCode::kInvalidArgument,
@@ -362,8 +363,7 @@ TEST(OpenInferenceTest, TokensGuardModelCallsAndProbesStayOpen) {
   auto none = Infer(*stub, T10kInfer(1));
   EXPECT_EQ(none.status().code(), absl::StatusCode::kUnauthenticated) << none.status();
   EXPECT_TRUE(absl::StrContains(none.status().message(), "bearer token")) << none.status();
-  EXPECT_EQ(Infer(*stub, T10kInfer(1), "wrong-token-wrong-token").status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(Infer(*stub, T10kInfer(1), "wrong-token-wrong-token").status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_TRUE(Infer(*stub, T10kInfer(1), kToken).ok());
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAfter(absl::Seconds(10)));
@@ -380,8 +380,8 @@ TEST(OpenInferenceTest, TokensGuardModelCallsAndProbesStayOpen) {
 
 TEST(OpenInferenceTest, ConcurrentCallersOfBothProtocolsShareBatchesAndGetTheirOwnAnswers) {
   // A long delay and 8 images per batch: the 8 callers below are batched together.
-  InferProcess server({"--model-prefix", ServedPrefix(), "--max-batch-size", "8", "--max-batch-delay-us", "20000",
-                       "--threads", "1"});
+  InferProcess server(
+      {"--model-prefix", ServedPrefix(), "--max-batch-size", "8", "--max-batch-delay-us", "20000", "--threads", "1"});
   ASSERT_TRUE(server.WaitForHealth(HealthCheckResponse::SERVING, absl::Seconds(30))) << server.process().output();
   constexpr int kCallers = 8, kRounds = 5;
   auto reference = Predict(server, T10kRequest(kCallers, /*top_k=*/10));

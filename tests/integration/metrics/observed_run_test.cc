@@ -262,9 +262,9 @@ TEST_F(ObservedRunTest, StatusListsEveryNodeWithItsStep) {
   }
   EXPECT_GE(sampled, 1) << "dtrain status never showed a sampled lag";
 
-  auto [code, watched] = RunToEnd(
-      {Bin("dtrain"), "status", "--scheduler", scheduler_, "--watch", "--interval", "0.2", "--count", "2"},
-      absl::Seconds(20));
+  auto [code, watched] =
+      RunToEnd({Bin("dtrain"), "status", "--scheduler", scheduler_, "--watch", "--interval", "0.2", "--count", "2"},
+               absl::Seconds(20));
   EXPECT_EQ(code, 0) << watched;
   size_t tables = 0;
   for (size_t at = watched.find("job at "); at != std::string::npos; at = watched.find("job at ", at + 1)) ++tables;
@@ -335,9 +335,9 @@ TEST_F(ObservedRunTest, DashboardQueriesRunOnPrometheus) {
     EXPECT_EQ(r->status, 200) << e << "\n" << r->body;
     EXPECT_TRUE(absl::StrContains(r->body, "\"status\":\"success\"")) << e << "\n" << r->body;
   }
-  for (const char* title : {"Throughput per rank", "Training loss", "Where a step's time goes",
-                            "Sync wait for the last worker", "Worker steps (slowest, fastest)",
-                            "Push / pull bytes per rank", "Nodes by state"}) {
+  for (const char* title :
+       {"Throughput per rank", "Training loss", "Where a step's time goes", "Sync wait for the last worker",
+        "Worker steps (slowest, fastest)", "Push / pull bytes per rank", "Nodes by state"}) {
     ASSERT_TRUE(exprs.count(title) > 0) << "no panel \"" << title << "\"";
     const absl::Time deadline = absl::Now() + kReady;
     bool data = false;

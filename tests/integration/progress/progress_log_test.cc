@@ -38,12 +38,23 @@ double Value(const std::vector<std::string>& values, size_t i) {
 // after epoch 1, i.e. from the update of step 20 on (MXNet's num_update 21).
 TEST(ProgressLogTest, TwoWorkerRunLogsProgressRateChangesAndCombinedValidation) {
   const std::string dir = MakeTempDir();
-  auto [code, out] = RunToEnd(
-      {Bin("dtrain"), "launch", "-n", "2", "-s", "1", "--kv-store", "dist_sync", "--", "--network", "mlp",
-       "--num-epochs", "2", "--num-examples", "2000", "--num-test-examples", "1001", "--batch-size", "50",
-       "--disp-batches", "5", "--lr", "0.05", "--lr-factor", "0.5", "--lr-step-epochs", "1", "--threads", "1",
-       "--model-prefix", dir + "/mlp"},
-      kRunTimeout);
+  auto [code, out] = RunToEnd({Bin("dtrain"), "launch",
+                               "-n",          "2",
+                               "-s",          "1",
+                               "--kv-store",  "dist_sync",
+                               "--",          "--network",
+                               "mlp",         "--num-epochs",
+                               "2",           "--num-examples",
+                               "2000",        "--num-test-examples",
+                               "1001",        "--batch-size",
+                               "50",          "--disp-batches",
+                               "5",           "--lr",
+                               "0.05",        "--lr-factor",
+                               "0.5",         "--lr-step-epochs",
+                               "1",           "--threads",
+                               "1",           "--model-prefix",
+                               dir + "/mlp"},
+                              kRunTimeout);
   ASSERT_EQ(code, 0) << out;
   for (const std::string who : {"[worker 0]", "[worker 1]"}) {
     const std::vector<std::string> progress = Lines(out, who, "Epoch[1] Batch [15]\tSpeed: ");
@@ -76,10 +87,10 @@ TEST(ProgressLogTest, TwoWorkerRunLogsProgressRateChangesAndCombinedValidation) 
 // A process started by hand (as on Kubernetes) prefixes its own lines as the launcher
 // does: "[worker 0] " first.
 TEST(ProgressLogTest, HandStartedWorkerPrefixesItsLinesLikeTheLauncher) {
-  auto [code, out] = RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp", "--num-epochs", "1",
-                               "--num-examples", "500", "--num-test-examples", "300", "--disp-batches", "2",
-                               "--threads", "1"},
-                              kRunTimeout);
+  auto [code, out] =
+      RunToEnd({Bin("dtrain-worker"), "--kv-store", "local", "--network", "mlp", "--num-epochs", "1", "--num-examples",
+                "500", "--num-test-examples", "300", "--disp-batches", "2", "--threads", "1"},
+               kRunTimeout);
   ASSERT_EQ(code, 0) << out;
   const std::vector<std::string> lines = Lines(out, "Epoch[0] Batch [2]\tSpeed: ");
   ASSERT_EQ(lines.size(), 1u) << out;

@@ -86,7 +86,9 @@ TEST(AsyncRejoinTest, KilledWorkerRejoinsAndAccuracyHolds) {
   std::mt19937_64 rng(ChaosSeed() * 1000003 + 8);
   Subprocess job(argv(MakeTempDir() + "/m", true));
   const int batch = std::uniform_int_distribution<int>(5, 150)(rng);  // 156 steps per epoch
-  ASSERT_NE(WaitForLine(job, "[worker 1]", absl::StrCat("Epoch[0] Batch [", batch, "]"), kLineTimeout), std::string::npos) << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", absl::StrCat("Epoch[0] Batch [", batch, "]"), kLineTimeout),
+            std::string::npos)
+      << job.output();
   const pid_t pid = FindLaunchedChild(job.pid(), "worker", 1);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);

@@ -201,9 +201,10 @@ class Pair {
     }
     const double s = absl::ToDoubleSeconds(committed - last_kill_);
     const double outage = absl::ToDoubleSeconds(committed - first_kill_);
-    std::cout << absl::StrFormat("recovery time: %.2f s (last kill to worker %d's next committed step; %.2f s from "
-                                 "the first kill)",
-                                 s, w, outage)
+    std::cout << absl::StrFormat(
+                     "recovery time: %.2f s (last kill to worker %d's next committed step; %.2f s from "
+                     "the first kill)",
+                     s, w, outage)
               << std::endl;
     ::testing::Test::RecordProperty("recovery_seconds", absl::StrFormat("%.2f", s));
   }
@@ -295,7 +296,8 @@ TEST(ChaosPairsTest, SchedulerAndAWorkerDuringStartUp) {
   WarmReference(Shape::kPlain);
   Pair p(Shape::kPlain, 6);
   const int worker = p.Uniform(0, 1);
-  ASSERT_NO_FATAL_FAILURE(p.Fire({{"scheduler", 0, "[worker 1]", "joined the job", p.Uniform(0, 400)}, Pair::Then("worker", worker)}));
+  ASSERT_NO_FATAL_FAILURE(
+      p.Fire({{"scheduler", 0, "[worker 1]", "joined the job", p.Uniform(0, 400)}, Pair::Then("worker", worker)}));
   ASSERT_NO_FATAL_FAILURE(p.MeasureRecovery());
   p.ExpectExactEnd();
 }
@@ -304,7 +306,8 @@ TEST(ChaosPairsTest, SchedulerAndAWorkerDuringStartUp) {
 TEST(ChaosPairsTest, WorkerZeroDuringItsCheckpointSaveThenScheduler) {
   WarmReference(Shape::kPlain);
   Pair p(Shape::kPlain, 7);
-  ASSERT_NO_FATAL_FAILURE(p.Fire({{"worker", 0, "[worker 0]", "Epoch[0] Time cost", p.Uniform(0, 40)}, Pair::Then("scheduler", 0)}));
+  ASSERT_NO_FATAL_FAILURE(
+      p.Fire({{"worker", 0, "[worker 0]", "Epoch[0] Time cost", p.Uniform(0, 40)}, Pair::Then("scheduler", 0)}));
   ASSERT_NO_FATAL_FAILURE(p.MeasureRecovery());
   p.ExpectExactEnd();
 }
@@ -316,8 +319,8 @@ TEST(ChaosPairsTest, ServerThenSchedulerDuringARollback) {
   Pair p(Shape::kSnapshots, 8);
   const bool scheduler = p.Uniform(0, 1) == 0;
   ASSERT_NO_FATAL_FAILURE(p.Fire({{"", 0, "[server 1]", "snapshot of step 50", 0},
-          {"server", 1, "[worker 1]", BatchLine(2, p.Uniform(5, 12)), p.Uniform(0, 30)},
-          Pair::Then(scheduler ? "scheduler" : "worker", 0, p.Uniform(100, kGapMs))}));
+                                  {"server", 1, "[worker 1]", BatchLine(2, p.Uniform(5, 12)), p.Uniform(0, 30)},
+                                  Pair::Then(scheduler ? "scheduler" : "worker", 0, p.Uniform(100, kGapMs))}));
   ASSERT_NO_FATAL_FAILURE(p.MeasureRecovery());
   p.ExpectExactEnd();
 }
@@ -329,8 +332,8 @@ TEST(ChaosPairsTest, SchedulerDiesWhileARestartedServerIsCopiedItsRange) {
   const int server = p.Uniform(0, 2);
   const int partner = (server + 1) % 3;
   ASSERT_NO_FATAL_FAILURE(p.Fire({p.MidEpoch("server", server),
-          {"scheduler", 0, absl::StrCat("[server ", partner, "]"), absl::StrCat("server ", server, " restarted at "),
-           p.Uniform(0, 40)}}));
+                                  {"scheduler", 0, absl::StrCat("[server ", partner, "]"),
+                                   absl::StrCat("server ", server, " restarted at "), p.Uniform(0, 40)}}));
   ASSERT_NO_FATAL_FAILURE(p.MeasureRecovery());
   p.ExpectExactEnd();
 }

@@ -54,8 +54,7 @@ std::string Reference() { return ChaosReference(kRunTimeout); }
 // moment it was sent.
 struct Chaos {
   explicit Chaos(int scenario, const std::map<std::string, std::string>& env = {})
-      : rng(Rng(scenario)),
-        job(Argv(MakeTempDir() + "/m", true), env) {}
+      : rng(Rng(scenario)), job(Argv(MakeTempDir() + "/m", true), env) {}
 
   absl::Time Strike(const std::string& who, const std::string& text, int max_delay_ms, const std::string& role,
                     int rank, int sig) {
@@ -182,8 +181,7 @@ TEST(ChaosTest, WorkerPausedPastItsHeartbeatTimeoutComesBack) {
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGCONT), 0);
   c.ExpectExactEnd(ref);
-  EXPECT_NE(c.job.output().find("worker 1 is back after being declared dead"), std::string::npos)
-      << c.job.output();
+  EXPECT_NE(c.job.output().find("worker 1 is back after being declared dead"), std::string::npos) << c.job.output();
   EXPECT_EQ(c.job.output().find("restarting worker"), std::string::npos) << c.job.output();
 }
 

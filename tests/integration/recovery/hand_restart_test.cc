@@ -31,12 +31,9 @@ using Env = std::map<std::string, std::string>;
 class HandJob {
  public:
   explicit HandJob(const Env& extra_env) {
-    env_ = {{"DMLC_PS_ROOT_URI", "127.0.0.1"},
-            {"DMLC_PS_ROOT_PORT", std::to_string(FreePort())},
-            {"DMLC_NUM_WORKER", "2"},
-            {"DMLC_NUM_SERVER", "2"},
-            {"DTRAIN_BIND_HOST", "127.0.0.1"},
-            {"DTRAIN_ROLE", ""}};
+    env_ = {{"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", std::to_string(FreePort())},
+            {"DMLC_NUM_WORKER", "2"},          {"DMLC_NUM_SERVER", "2"},
+            {"DTRAIN_BIND_HOST", "127.0.0.1"}, {"DTRAIN_ROLE", ""}};
     for (auto& [k, v] : extra_env) env_[k] = v;
     prefix_ = MakeTempDir() + "/m";
     scheduler_ = Start("scheduler", -1);

@@ -114,8 +114,16 @@ const char* const kRestartFlags[] = {"--max-restarts", "3", "--restart-backoff",
 }  // namespace
 
 std::vector<std::string> FailoverRecipe(const std::string& prefix, int servers, int replication, bool restarts) {
-  std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", std::to_string(servers), "--kv-store",
-                                   "dist_sync", "--replication", std::to_string(replication)};
+  std::vector<std::string> argv = {Bin("dtrain"),
+                                   "launch",
+                                   "-n",
+                                   "2",
+                                   "-s",
+                                   std::to_string(servers),
+                                   "--kv-store",
+                                   "dist_sync",
+                                   "--replication",
+                                   std::to_string(replication)};
   if (restarts) argv.insert(argv.end(), std::begin(kRestartFlags), std::end(kRestartFlags));
   for (const char* f : {"--", "--network", "lenet", "--num-epochs", "6", "--num-examples", "3000",
                         "--num-test-examples", "500", "--seed", "11", "--disp-batches", "1", "--model-prefix"}) {

@@ -73,8 +73,7 @@ TEST(ServerFailoverChaosTest, ServerKilledMidStepEndsBitIdentical) {
   const size_t stepped = WaitForLine(job, "[worker 0]", "] Batch [", kLineTimeout, noticed);
   ASSERT_NE(stepped, std::string::npos) << job.output();
   const double recovery = absl::ToDoubleSeconds(absl::Now() - killed);
-  std::cout << absl::StrFormat("recovery time: %.2f s (kill to worker 0's next completed step)", recovery)
-            << std::endl;
+  std::cout << absl::StrFormat("recovery time: %.2f s (kill to worker 0's next completed step)", recovery) << std::endl;
   ::testing::Test::RecordProperty("recovery_seconds", absl::StrFormat("%.2f", recovery));
 
   const int code = job.Wait(kRunTimeout);
@@ -130,7 +129,8 @@ TEST(ServerFailoverChaosTest, RestartedServerRejoinsThenItsPartnerIsKilled) {
   pid = FindLaunchedChild(job.pid(), "server", partner);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  std::cout << "seed " << ChaosSeed() << ": SIGKILL to server " << partner << " (the range's other replica)" << std::endl;
+  std::cout << "seed " << ChaosSeed() << ": SIGKILL to server " << partner << " (the range's other replica)"
+            << std::endl;
 
   const int code = job.Wait(kRunTimeout);
   const std::string& out = job.output();
@@ -173,10 +173,10 @@ TEST(ServerFailoverChaosTest, RestartedServerKilledAgainWhileBeingCopiedTo) {
   std::cout << "seed " << ChaosSeed() << ": SIGKILL to server " << victim << " after \"" << BatchLine(0, batch)
             << "\", and to its replacement " << delay_ms << " ms after its partner started copying" << std::endl;
   // The second replacement gets the range.
-  ASSERT_NE(WaitForLine(job, absl::StrCat("[server ", partner, "]"),
-                        absl::StrCat("server ", victim, " holds every key of ours in its chains again"), kLineTimeout,
-                        at),
-            std::string::npos)
+  ASSERT_NE(
+      WaitForLine(job, absl::StrCat("[server ", partner, "]"),
+                  absl::StrCat("server ", victim, " holds every key of ours in its chains again"), kLineTimeout, at),
+      std::string::npos)
       << job.output();
   const int code = job.Wait(kRunTimeout);
   const std::string& out = job.output();

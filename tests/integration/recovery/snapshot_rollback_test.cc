@@ -37,8 +37,7 @@ TEST(SnapshotRollbackTest, ServerKilledMidEpochRollsBackToItsSnapshotAndEndsBitI
   Subprocess job(Argv(prefix, true));
   ASSERT_NE(WaitForLine(job, "[server 1]", "snapshot of step 50", kLineTimeout), std::string::npos) << job.output();
   // Step 2 * 23 + 10 = 56: six steps past the snapshot, which the rollback recomputes.
-  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[2] Batch [10]", kLineTimeout), std::string::npos)
-      << job.output();
+  ASSERT_NE(WaitForLine(job, "[worker 1]", "Epoch[2] Batch [10]", kLineTimeout), std::string::npos) << job.output();
   const pid_t server = FindLaunchedChild(job.pid(), "server", 1);
   ASSERT_GT(server, 0);
   ASSERT_EQ(::kill(server, SIGKILL), 0);

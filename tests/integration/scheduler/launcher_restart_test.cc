@@ -94,10 +94,9 @@ TEST(LauncherRestartTest, PastMaxRestartsTheJobStopsNamingTheProcess) {
 TEST(LauncherRestartTest, RestartOnSignalLeavesAnExitStatusAlone) {
   auto env = kFastEnv;
   env["FAKE_NODE_EXIT"] = "worker:1:1";
-  const auto [code, out] = RunToEnd(
-      Launch(FakeBinDir(), {"-n", "2", "-s", "1", "--max-restarts", "3", "--restart-on", "signal", "--", "--steps",
-                            "2"}),
-      kRunTimeout, env);
+  const auto [code, out] = RunToEnd(Launch(FakeBinDir(), {"-n", "2", "-s", "1", "--max-restarts", "3", "--restart-on",
+                                                          "signal", "--", "--steps", "2"}),
+                                    kRunTimeout, env);
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("dtrain launch: worker 1 exited with status 1, not restarted (--restart-on signal: only a "
                      "death by a signal is); stopped the others"),
@@ -108,8 +107,8 @@ TEST(LauncherRestartTest, RestartOnSignalLeavesAnExitStatusAlone) {
 }
 
 TEST(LauncherRestartTest, AServerIsNotRestarted) {
-  Subprocess launcher(
-      Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--max-restarts", "3", "--", "--steps", "100000"}), kFastEnv);
+  Subprocess launcher(Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--max-restarts", "3", "--", "--steps", "100000"}),
+                      kFastEnv);
   ASSERT_TRUE(launcher.WaitForOutput("[worker 0] partial-line step=2", absl::Seconds(20))) << launcher.output();
   std::vector<std::string> pids = ValuesAfter(launcher.output(), "pid", "[server 0] fake server starting");
   ASSERT_EQ(pids.size(), 1u) << launcher.output();
@@ -127,10 +126,9 @@ TEST(LauncherRestartTest, AServerIsNotRestarted) {
 // The scheduler comes back on the port the nodes know it by. (The nodes cannot
 // rejoin a new scheduler yet: that is the scheduler side of recovery.)
 TEST(LauncherRestartTest, KilledSchedulerIsRestartedOnItsPort) {
-  Subprocess launcher(
-      Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--max-restarts", "1", "--restart-backoff", "0.2", "--", "--steps",
-                            "100000"}),
-      kFastEnv);
+  Subprocess launcher(Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--max-restarts", "1", "--restart-backoff", "0.2",
+                                            "--", "--steps", "100000"}),
+                      kFastEnv);
   ASSERT_TRUE(launcher.WaitForOutput("[worker 0] partial-line step=2", absl::Seconds(20))) << launcher.output();
   const std::vector<int> first = Pids(launcher.output());
   const std::string addr = Between(launcher.output(), "dtrain launch: scheduler at ", ";");
@@ -158,9 +156,8 @@ TEST(LauncherRestartTest, KilledSchedulerIsRestartedOnItsPort) {
 }
 
 TEST(LauncherRestartTest, BadRestartFlagsAreUsageErrors) {
-  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--max-restarts", "-1"},
-                                                {"--restart-on", "always"},
-                                                {"--restart-backoff", "-1"}}) {
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--max-restarts", "-1"}, {"--restart-on", "always"}, {"--restart-backoff", "-1"}}) {
     std::vector<std::string> tail = {"-n", "1"};
     tail.insert(tail.end(), flags.begin(), flags.end());
     const auto [code, out] = RunToEnd(Launch(FakeBinDir(), tail), kRunTimeout);

@@ -40,8 +40,7 @@ TEST(LauncherTest, FailingWorkerStopsTheOthersAndIsNamed) {
   const auto [code, out] =
       RunToEnd(Launch(FakeBinDir(), {"-n", "2", "-s", "1", "--", "--steps", "2"}), kRunTimeout, env);
   EXPECT_EQ(code, 1) << out;
-  EXPECT_NE(out.find("dtrain launch: worker 1 exited with status 3; stopped the others"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("dtrain launch: worker 1 exited with status 3; stopped the others"), std::string::npos) << out;
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
   ExpectPrefixed(out);
   ExpectNothingLeft(out, 4);
@@ -69,8 +68,7 @@ TEST(LauncherTest, ChildIgnoringSigtermIsKilledAfterTheGrace) {
   EXPECT_EQ(code, 1) << out;
   EXPECT_NE(out.find("dtrain launch: server 0 did not exit within 500ms of SIGTERM; killing it"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("dtrain launch: worker 1 exited with status 3; stopped the others"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("dtrain launch: worker 1 exited with status 3; stopped the others"), std::string::npos) << out;
   ExpectNothingLeft(out, 4);
 }
 

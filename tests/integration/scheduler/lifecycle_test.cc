@@ -30,9 +30,9 @@ TEST(LifecycleTest, SecondSchedulerOnThePortExitsNamingTheHolder) {
   SchedulerProcess first(1, 1);
   ASSERT_FALSE(first.address.empty()) << first.process->output();
   const std::string port = first.address.substr(first.address.rfind(':') + 1);
-  auto [code, output] = RunToEnd({Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", port,
-                                  "--num-workers", "1", "--num-servers", "1"},
-                                 absl::Seconds(15));
+  auto [code, output] = RunToEnd(
+      {Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", port, "--num-workers", "1", "--num-servers", "1"},
+      absl::Seconds(15));
   EXPECT_NE(code, -1) << "the second scheduler is running on a taken port: " << output;
   EXPECT_NE(code, 0) << output;
   EXPECT_NE(output.find("already in use by pid " + std::to_string(first.process->pid()) + " (dtrain-scheduler)"),
@@ -127,8 +127,8 @@ TEST(LifecycleTest, DmlcServerIdIsTheRankGiven) {
 TEST(LifecycleTest, ClusterOverIpv6Loopback) {
   if (::access("/proc/net/if_inet6", R_OK) != 0) GTEST_SKIP() << "no IPv6 on this machine";
   const std::string port_file = MakeTempDir() + "/port";
-  Subprocess sched({Bin("dtrain-scheduler"), "--host", "::1", "--port", "0", "--port-file", port_file,
-                    "--num-workers", "1", "--num-servers", "1"});
+  Subprocess sched({Bin("dtrain-scheduler"), "--host", "::1", "--port", "0", "--port-file", port_file, "--num-workers",
+                    "1", "--num-servers", "1"});
   int port = 0;
   ASSERT_TRUE(Eventually(
       [&] {
@@ -167,8 +167,9 @@ TEST(LifecycleTest, OverlongBarrierNameIsRefusedNamingTheLimit) {
 // `--version` everywhere, and help exits 0 everywhere (`dtrain run --help` exited 2).
 TEST(LifecycleTest, EveryBinaryAnswersVersionAndHelpWithZero) {
   const std::vector<std::vector<std::string>> commands = {
-      {"dtrain"}, {"dtrain", "launch"}, {"dtrain", "run"}, {"dtrain", "status"}, {"dtrain", "plot"},
-      {"dtrain", "predict"}, {"dtrain-scheduler"}, {"dtrain-server"}, {"dtrain-worker"}, {"dtrain-infer"}};
+      {"dtrain"},         {"dtrain", "launch"},  {"dtrain", "run"},    {"dtrain", "status"},
+      {"dtrain", "plot"}, {"dtrain", "predict"}, {"dtrain-scheduler"}, {"dtrain-server"},
+      {"dtrain-worker"},  {"dtrain-infer"}};
   std::map<std::string, std::string> no_role = {{"DTRAIN_ROLE", ""}, {"DMLC_ROLE", ""}};
   for (const auto& c : commands) {
     for (const char* flag : {"--version", "--help"}) {

@@ -31,9 +31,17 @@ inline bool Eventually(const std::function<bool()>& pred, absl::Duration timeout
 struct SchedulerProcess {
   SchedulerProcess(int workers, int servers, std::vector<std::string> extra = {}) {
     const std::string port_file = MakeTempDir() + "/port";
-    std::vector<std::string> argv = {Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", "0",
-                                     "--port-file", port_file, "--num-workers", std::to_string(workers),
-                                     "--num-servers", std::to_string(servers)};
+    std::vector<std::string> argv = {Bin("dtrain-scheduler"),
+                                     "--host",
+                                     "127.0.0.1",
+                                     "--port",
+                                     "0",
+                                     "--port-file",
+                                     port_file,
+                                     "--num-workers",
+                                     std::to_string(workers),
+                                     "--num-servers",
+                                     std::to_string(servers)};
     argv.insert(argv.end(), extra.begin(), extra.end());
     process = std::make_unique<Subprocess>(argv);
     int port = 0;

@@ -19,9 +19,9 @@ namespace {
 constexpr absl::Duration kTimeout = absl::Seconds(10);
 
 std::future<absl::StatusOr<v1::RegisterResponse>> RegisterAsync(SchedulerClient& c, v1::Role role, int rank,
-                                                                  int workers, int servers,
-                                                                  absl::Duration timeout = kTimeout,
-                                                                  std::string address = "127.0.0.1:1") {
+                                                                int workers, int servers,
+                                                                absl::Duration timeout = kTimeout,
+                                                                std::string address = "127.0.0.1:1") {
   return std::async(std::launch::async, [&c, role, rank, workers, servers, timeout, address] {
     return c.Register(role, address, rank, workers, servers, timeout);
   });
@@ -87,8 +87,7 @@ TEST(SchedulerProcessTest, RegistrationDeadlineNamesTheMissingWorker) {
   EXPECT_EQ(rw.status().code(), absl::StatusCode::kDeadlineExceeded) << rw.status();
   EXPECT_NE(rw.status().message().find("1 of 2 workers"), absl::string_view::npos) << rw.status();
   EXPECT_NE(rw.status().message().find("missing worker rank 1"), absl::string_view::npos) << rw.status();
-  EXPECT_TRUE(sched.process->WaitForOutput("worker 0 was not admitted: registration: 1 of 2 workers",
-                                           absl::Seconds(2)))
+  EXPECT_TRUE(sched.process->WaitForOutput("worker 0 was not admitted: registration: 1 of 2 workers", absl::Seconds(2)))
       << sched.process->output();
 }
 
@@ -102,9 +101,11 @@ TEST(SchedulerProcessTest, UnreachableSchedulerIsUnavailable) {
 TEST(SchedulerProcessTest, KilledClientIsDeadAndOthersAreTold) {
   SchedulerProcess sched(2, 0);
   ASSERT_FALSE(sched.address.empty()) << sched.process->output();
-  Subprocess fake({FAKE_NODE_PATH, "--role", "worker", "--steps", "100000"},
-                  {{"DTRAIN_SCHEDULER_ADDR", sched.address}, {"DTRAIN_NUM_WORKERS", "2"},
-                   {"DTRAIN_NUM_SERVERS", "0"}, {"DTRAIN_RANK", "1"}, {"DTRAIN_HEARTBEAT_INTERVAL", "0.1"}});
+  Subprocess fake({FAKE_NODE_PATH, "--role", "worker", "--steps", "100000"}, {{"DTRAIN_SCHEDULER_ADDR", sched.address},
+                                                                              {"DTRAIN_NUM_WORKERS", "2"},
+                                                                              {"DTRAIN_NUM_SERVERS", "0"},
+                                                                              {"DTRAIN_RANK", "1"},
+                                                                              {"DTRAIN_HEARTBEAT_INTERVAL", "0.1"}});
   SchedulerClient me(sched.address);
   auto reg = me.Register(v1::ROLE_WORKER, "", 0, 2, 0, kTimeout);
   ASSERT_TRUE(reg.ok()) << reg.status() << fake.output();

@@ -37,9 +37,17 @@ class RestartableScheduler {
   // Starts the scheduler on `port` (0: any); the address stays the first one's.
   void Start(int port) {
     const std::string port_file = MakeTempDir() + "/port";
-    std::vector<std::string> argv = {Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port",
-                                     std::to_string(port), "--port-file", port_file, "--num-workers",
-                                     std::to_string(workers_), "--num-servers", std::to_string(servers_)};
+    std::vector<std::string> argv = {Bin("dtrain-scheduler"),
+                                     "--host",
+                                     "127.0.0.1",
+                                     "--port",
+                                     std::to_string(port),
+                                     "--port-file",
+                                     port_file,
+                                     "--num-workers",
+                                     std::to_string(workers_),
+                                     "--num-servers",
+                                     std::to_string(servers_)};
     argv.insert(argv.end(), extra_.begin(), extra_.end());
     process_ = std::make_unique<Subprocess>(argv);
     int bound = 0;
@@ -79,7 +87,7 @@ class RestartableScheduler {
 };
 
 std::future<absl::StatusOr<v1::RegisterResponse>> RegisterAsync(SchedulerClient& c, v1::Role role, int rank,
-                                                                  int workers, int servers) {
+                                                                int workers, int servers) {
   return std::async(std::launch::async, [&c, role, rank, workers, servers] {
     return c.Register(role, "127.0.0.1:1", rank, workers, servers, kTimeout);
   });
@@ -111,9 +119,9 @@ TEST(SchedulerRestartTest, ClientsRegisterAgainAndABarrierCompletes) {
   hooks.on_shutdown = [&shut](const std::string&) { shut = true; };
   w0.StartHeartbeat(absl::Milliseconds(100), hooks);
   w1.StartHeartbeat(absl::Milliseconds(100), hooks);
-  ASSERT_TRUE(Eventually([&] { return FindNode(w0, v1::ROLE_WORKER, 1).value_or(v1::NodeInfo()).state() ==
-                                      v1::NODE_STATE_ALIVE; },
-                         absl::Seconds(10)));
+  ASSERT_TRUE(Eventually(
+      [&] { return FindNode(w0, v1::ROLE_WORKER, 1).value_or(v1::NodeInfo()).state() == v1::NODE_STATE_ALIVE; },
+      absl::Seconds(10)));
 
   // Worker 0 is inside a barrier when the scheduler dies.
   auto b0 = std::async(std::launch::async, [&] { return w0.Barrier("step", v1::BARRIER_GROUP_WORKERS, kTimeout); });
@@ -134,7 +142,8 @@ TEST(SchedulerRestartTest, ClientsRegisterAgainAndABarrierCompletes) {
                n0->incarnation() == w0.incarnation() && n1->incarnation() == w1.incarnation();
       },
       absl::Seconds(10)))
-      << "worker 0 or 1 is not ALIVE with its old incarnation at the restarted scheduler\n" << sched.output();
+      << "worker 0 or 1 is not ALIVE with its old incarnation at the restarted scheduler\n"
+      << sched.output();
   EXPECT_FALSE(shut.load()) << "a scheduler restart ended the job for a client";
   EXPECT_TRUE(w0.Leave(false, "").ok());
   EXPECT_TRUE(w1.Leave(false, "").ok());
@@ -168,9 +177,9 @@ TEST(SchedulerRestartTest, AWorkerThatLeftBeforeTheRestartIsTakenAsFinished) {
   s0.StartHeartbeat(absl::Milliseconds(100), server_hooks);
   ASSERT_TRUE(w0->Leave(false, "").ok());
   w0.reset();  // the process exits
-  ASSERT_TRUE(Eventually([&] { return FindNode(w1, v1::ROLE_WORKER, 0).value_or(v1::NodeInfo()).state() ==
-                                      v1::NODE_STATE_FINISHED; },
-                         absl::Seconds(10)));
+  ASSERT_TRUE(Eventually(
+      [&] { return FindNode(w1, v1::ROLE_WORKER, 0).value_or(v1::NodeInfo()).state() == v1::NODE_STATE_FINISHED; },
+      absl::Seconds(10)));
 
   sched.KillAndRestart(absl::Milliseconds(500));
   ASSERT_GT(sched.port(), 0) << sched.output();
@@ -181,7 +190,8 @@ TEST(SchedulerRestartTest, AWorkerThatLeftBeforeTheRestartIsTakenAsFinished) {
                n1->incarnation() == w1.incarnation();
       },
       kTimeout))
-      << "the restarted scheduler did not take worker 0 as finished\n" << sched.output();
+      << "the restarted scheduler did not take worker 0 as finished\n"
+      << sched.output();
   EXPECT_EQ(w1.reregistrations(), 1);
   EXPECT_EQ(s0.reregistrations(), 1);
   EXPECT_TRUE(absl::StrContains(sched.output(), "worker 0 did not register again with this restarted scheduler"))
@@ -249,10 +259,11 @@ TEST(SchedulerRestartTest, AReplacementWaitsOutTheStaleHolderOfItsRank) {
   ASSERT_TRUE(w0.Register(v1::ROLE_WORKER, "127.0.0.1:1", 0, 2, 0, kTimeout).ok()) << old1.output();
   w0.StartHeartbeat(absl::Milliseconds(100), {});
   ASSERT_TRUE(old1.WaitForOutput("step=3", kTimeout)) << old1.output();
-  ASSERT_TRUE(Eventually([&] { return FindNode(w0, v1::ROLE_WORKER, 1).value_or(v1::NodeInfo()).state() ==
-                                      v1::NODE_STATE_ALIVE; },
-                         kTimeout))
-      << "worker 1 never became ALIVE\n" << sched.output();
+  ASSERT_TRUE(Eventually(
+      [&] { return FindNode(w0, v1::ROLE_WORKER, 1).value_or(v1::NodeInfo()).state() == v1::NODE_STATE_ALIVE; },
+      kTimeout))
+      << "worker 1 never became ALIVE\n"
+      << sched.output();
   old1.Signal(SIGSTOP);
 
   // Its first attempt meets a live holder (ALREADY_EXISTS), which a duplicate before
@@ -283,7 +294,7 @@ TEST(SchedulerRestartTest, AJobOfFakeNodesFinishesAcrossASchedulerRestart) {
   }
   for (int i = 1; i <= 2; ++i) {
     ASSERT_TRUE(nodes[i]->WaitForOutput("step=5", kTimeout)) << "worker process " << i << " did not train\n"
-                                                              << nodes[i]->output() << sched.output();
+                                                             << nodes[i]->output() << sched.output();
   }
   sched.KillAndRestart(absl::Seconds(1));
   ASSERT_GT(sched.port(), 0) << sched.output();
@@ -292,7 +303,8 @@ TEST(SchedulerRestartTest, AJobOfFakeNodesFinishesAcrossASchedulerRestart) {
     EXPECT_EQ(nodes[i]->Wait(absl::Seconds(30)), 0) << names[i] << " did not finish with 0\n"
                                                     << nodes[i]->output() << sched.output();
     EXPECT_TRUE(absl::StrContains(nodes[i]->output(), "registered again with the scheduler at " + sched.address()))
-        << names[i] << "\n" << nodes[i]->output();
+        << names[i] << "\n"
+        << nodes[i]->output();
   }
   EXPECT_EQ(sched.process().Wait(kTimeout), 0) << sched.output();
 }

@@ -55,7 +55,8 @@ TEST(WorkerClusterRejoinTest, ADeadPeerIsWaitedForThenItsReplacementRejoins) {
   EXPECT_EQ(worker1->Wait(kTimeout), 128 + 9) << worker1->output();
 
   ASSERT_TRUE(Eventually([&] { return !c0.DeadPeers().empty(); }, kTimeout))
-      << "worker 0 never heard that worker 1 died\n" << sched.process->output();
+      << "worker 0 never heard that worker 1 died\n"
+      << sched.process->output();
   EXPECT_EQ(c0.DeadPeers()[0].rank, 1);
   EXPECT_EQ(c0.DeadPeers()[0].reason, "heartbeat stream broke");
   EXPECT_LT(absl::Now() - c0.DeadPeers()[0].since, absl::Seconds(10));
@@ -70,7 +71,8 @@ TEST(WorkerClusterRejoinTest, ADeadPeerIsWaitedForThenItsReplacementRejoins) {
   EXPECT_TRUE((*replacement)->rejoined());
   EXPECT_EQ((*replacement)->incarnation(), 2u);
   EXPECT_TRUE(Eventually([&] { return c0.DeadPeers().empty(); }, kTimeout))
-      << "worker 0 never heard that worker 1 rejoined\n" << sched.process->output();
+      << "worker 0 never heard that worker 1 rejoined\n"
+      << sched.process->output();
   extend = c0.ExtendWaitForRejoin();
   ASSERT_TRUE(extend.ok());
   EXPECT_FALSE(*extend);
@@ -110,7 +112,8 @@ TEST(WorkerClusterRejoinTest, ReplacementPassesItsPredecessorsBarriersAndShowsRe
         return n && n->last_heard_unix_ms() > joined_ms;
       },
       kTimeout))
-      << "worker 1's heartbeats never reached the scheduler\n" << sched.process->output();
+      << "worker 1's heartbeats never reached the scheduler\n"
+      << sched.process->output();
   first1->reset();
   ASSERT_TRUE(Eventually(
       [&] {
@@ -171,7 +174,8 @@ TEST(WorkerClusterRejoinTest, RejoinTimeoutZeroFailsAtOnceNamingTheDeadPeer) {
   ASSERT_TRUE(joined.ok()) << joined.status() << worker1->output();
   SchedulerCluster& c0 = **joined;
   ASSERT_TRUE(Eventually([&] { return !c0.JobStatus().ok(); }, kTimeout))
-      << "worker 0 kept going after worker 1 died\n" << worker1->output() << sched.process->output();
+      << "worker 0 kept going after worker 1 died\n"
+      << worker1->output() << sched.process->output();
   EXPECT_EQ(c0.JobStatus().code(), absl::StatusCode::kAborted);
   EXPECT_EQ(c0.JobStatus().message(), "worker 1 died (heartbeat stream broke) and --rejoin-timeout is 0");
   auto extend = c0.ExtendWaitForRejoin();

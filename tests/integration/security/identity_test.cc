@@ -78,8 +78,8 @@ TEST(IdentityTest, ValidCertificatesCannotActAsAnotherNodeAndTheJobEndsUnharmed)
              "the operator's certificate registering as a server");
   ExpectCode(LeaveAs(scheduler, as_worker1, "", v1::ROLE_WORKER, 0, 1), grpc::StatusCode::UNAUTHENTICATED,
              "Leave(worker 0, failed) without a token");
-  ExpectCode(LeaveAs(scheduler, as_worker1, worker1_token, v1::ROLE_WORKER, 0, 1),
-             grpc::StatusCode::PERMISSION_DENIED, "Leave(worker 0, failed) with worker 1's token");
+  ExpectCode(LeaveAs(scheduler, as_worker1, worker1_token, v1::ROLE_WORKER, 0, 1), grpc::StatusCode::PERMISSION_DENIED,
+             "Leave(worker 0, failed) with worker 1's token");
   ExpectCode(HeartbeatAs(scheduler, as_worker0, worker0_token, v1::ROLE_WORKER, 1, 1),
              grpc::StatusCode::PERMISSION_DENIED, "a heartbeat in worker 1's name (its stream's end would kill it)");
   std::string forged = worker1_token;
@@ -93,8 +93,7 @@ TEST(IdentityTest, ValidCertificatesCannotActAsAnotherNodeAndTheJobEndsUnharmed)
   // A parameter server.
   ExpectCode(PushNanAs(server0, as_worker1, worker1_token, 0, 1), grpc::StatusCode::PERMISSION_DENIED,
              "a NaN push in worker 0's name on worker 1's stream");
-  ExpectCode(PushNanAs(server0, as_worker1, "", 1, 1), grpc::StatusCode::UNAUTHENTICATED,
-             "a NaN push without a token");
+  ExpectCode(PushNanAs(server0, as_worker1, "", 1, 1), grpc::StatusCode::UNAUTHENTICATED, "a NaN push without a token");
   ExpectCode(ConfigureWith(server0, as_worker1, worker1_token), grpc::StatusCode::PERMISSION_DENIED,
              "Configure (lr 100) by worker 1");
   int keys = 0;
@@ -111,8 +110,8 @@ TEST(IdentityTest, ValidCertificatesCannotActAsAnotherNodeAndTheJobEndsUnharmed)
   ASSERT_NE(WaitForLine(job, "[worker 1]", "caught up: step", kLineTimeout), std::string::npos) << job.output();
   ExpectCode(LeaveAs(scheduler, as_worker1, worker1_token, v1::ROLE_WORKER, 1, 1),
              grpc::StatusCode::FAILED_PRECONDITION, "Leave with the replaced incarnation's token");
-  ExpectCode(LeaveAs(scheduler, as_worker1, worker1_token, v1::ROLE_WORKER, 1, 2),
-             grpc::StatusCode::PERMISSION_DENIED, "Leave as incarnation 2 with incarnation 1's token");
+  ExpectCode(LeaveAs(scheduler, as_worker1, worker1_token, v1::ROLE_WORKER, 1, 2), grpc::StatusCode::PERMISSION_DENIED,
+             "Leave as incarnation 2 with incarnation 1's token");
   ExpectCode(HeartbeatAs(scheduler, as_worker1, worker1_token, v1::ROLE_WORKER, 1, 2),
              grpc::StatusCode::PERMISSION_DENIED, "a heartbeat as incarnation 2 with incarnation 1's token");
   ExpectCode(PushNanAs(server0, as_worker1, worker1_token, 1, 1), grpc::StatusCode::FAILED_PRECONDITION,

@@ -59,10 +59,9 @@ TEST(TlsTest, SchedulerAdmitsOnlyCertificatesFromItsCa) {
   MakeCerts(dir + "/job", "tls-test", 1, 1);
   MakeCerts(dir + "/other", "tls-test", 1, 1);
   const std::string job = dir + "/job";
-  Subprocess scheduler({Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", "0", "--port-file",
-                        dir + "/port", "--num-workers", "1", "--num-servers", "1", "--register-timeout", "60",
-                        "--tls-cert", job + "/scheduler-0.crt", "--tls-key", job + "/scheduler-0.key", "--tls-ca",
-                        job + "/ca.crt"});
+  Subprocess scheduler({Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", "0", "--port-file", dir + "/port",
+                        "--num-workers", "1", "--num-servers", "1", "--register-timeout", "60", "--tls-cert",
+                        job + "/scheduler-0.crt", "--tls-key", job + "/scheduler-0.key", "--tls-ca", job + "/ca.crt"});
   const std::string address = WaitForPortFile(dir + "/port", scheduler);
   ASSERT_FALSE(address.empty()) << scheduler.output();
 
@@ -78,7 +77,8 @@ TEST(TlsTest, SchedulerAdmitsOnlyCertificatesFromItsCa) {
   }
   // A node must not trust an impostor scheduler either: with only another CA trusted,
   // the job's real scheduler is refused by the client.
-  const grpc::Status wrong_root = CallScheduler(address, ChannelCredentialsFor(TlsFrom(dir + "/other", dir + "/other", "client")));
+  const grpc::Status wrong_root =
+      CallScheduler(address, ChannelCredentialsFor(TlsFrom(dir + "/other", dir + "/other", "client")));
   ExpectRefused(wrong_root, "client trusting another CA", "the scheduler");
 
   // `dtrain status` speaks TLS with the operator's certificate, and fails without one.
@@ -126,8 +126,8 @@ TEST(TlsTest, BadTlsFlagsAreStartupErrorsNamingTheFile) {
     EXPECT_NE(out.find("does not verify against --tls-ca " + job + "/ca.crt"), std::string::npos) << out;
   }
   {
-    auto [code, out] = run({"--tls-cert", job + "/scheduler-0.crt", "--tls-key", job + "/server-0.key", "--tls-ca",
-                            job + "/ca.crt"});
+    auto [code, out] =
+        run({"--tls-cert", job + "/scheduler-0.crt", "--tls-key", job + "/server-0.key", "--tls-ca", job + "/ca.crt"});
     EXPECT_EQ(code, 2) << out;
     EXPECT_NE(out.find("is not the key of the certificate"), std::string::npos) << out;
   }
@@ -137,8 +137,8 @@ TEST(TlsTest, BadTlsFlagsAreStartupErrorsNamingTheFile) {
     EXPECT_NE(out.find("--insecure with"), std::string::npos) << out;
   }
   {
-    auto [code, out] = run({"--tls-cert", dir + "/missing.crt", "--tls-key", job + "/scheduler-0.key", "--tls-ca",
-                            job + "/ca.crt"});
+    auto [code, out] =
+        run({"--tls-cert", dir + "/missing.crt", "--tls-key", job + "/scheduler-0.key", "--tls-ca", job + "/ca.crt"});
     EXPECT_EQ(code, 2) << out;
     EXPECT_NE(out.find("--tls-cert: cannot open " + dir + "/missing.crt"), std::string::npos) << out;
   }
@@ -155,15 +155,14 @@ TEST(TlsTest, PlaintextBeyondLoopbackWarnsOnceAtStart) {
   // The scheduler gives up on registration after a second either way; only the listen address differs.
   for (const std::vector<std::string>& extra : {std::vector<std::string>{}, std::vector<std::string>{"--insecure"}}) {
     std::vector<std::string> argv = {Bin("dtrain-scheduler"), "--host", "0.0.0.0", "--port", "0",
-                                     "--register-timeout", "1"};
+                                     "--register-timeout",    "1"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto [code, out] = RunToEnd(argv, absl::Seconds(20));
     EXPECT_EQ(code, 1) << out;
     EXPECT_EQ(Count(out, warning), 1u) << out;
   }
-  auto [code, out] = RunToEnd({Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", "0", "--register-timeout",
-                               "1"},
-                              absl::Seconds(20));
+  auto [code, out] = RunToEnd(
+      {Bin("dtrain-scheduler"), "--host", "127.0.0.1", "--port", "0", "--register-timeout", "1"}, absl::Seconds(20));
   EXPECT_EQ(code, 1) << out;
   EXPECT_EQ(out.find("plaintext gRPC"), std::string::npos) << "loopback only: no warning\n" << out;
 }
@@ -174,8 +173,8 @@ TEST(TlsTest, CertsWritesPrivateKeysAndReusesItsCa) {
   for (const char* stem : {"ca", "scheduler-0", "server-0", "worker-0", "worker-1", "client"}) {
     const auto key = std::filesystem::status(absl::StrCat(dir, "/", stem, ".key"));
     ASSERT_TRUE(std::filesystem::exists(key)) << stem;
-    EXPECT_EQ(key.permissions() & std::filesystem::perms::all, std::filesystem::perms::owner_read |
-                                                                    std::filesystem::perms::owner_write)
+    EXPECT_EQ(key.permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
         << stem << ".key must be 0600";
   }
   const std::string ca = *ReadFileLimited(dir + "/ca.crt", 1 << 20);
@@ -194,8 +193,8 @@ TEST(TlsTest, CertsWritesPrivateKeysAndReusesItsCa) {
 TEST(TlsTest, LaunchTlsTrainsTheSameWeightsWhileAttackersAreRefused) {
   const std::string dir = MakeTempDir();
   MakeCerts(dir + "/other", "local", 2, 2);
-  const std::vector<std::string> recipe = {"--network", "lenet", "--num-epochs", "1", "--num-examples", "6000",
-                                           "--seed", "7"};
+  const std::vector<std::string> recipe = {"--network",      "lenet", "--num-epochs", "1",
+                                           "--num-examples", "6000",  "--seed",       "7"};
   auto launch = [&](bool tls) {
     std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2"};
     if (tls) argv.push_back("--tls");
@@ -237,7 +236,8 @@ TEST(TlsTest, LaunchTlsTrainsTheSameWeightsWhileAttackersAreRefused) {
     }
   }
   ASSERT_FALSE(server.empty()) << job.output();
-  for (const Attacker& a : Attackers(ca_dir, dir + "/other")) ExpectRefused(CallServer(server, a.creds), a.name, "server 0");
+  for (const Attacker& a : Attackers(ca_dir, dir + "/other"))
+    ExpectRefused(CallServer(server, a.creds), a.name, "server 0");
 
   ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
   EXPECT_FALSE(std::filesystem::exists(ca_dir)) << "dtrain launch --tls left its CA directory behind";

@@ -80,8 +80,9 @@ class HostileClientTest : public ::testing::Test {
   // Starts dtrain-server standalone with `extra` flags and a metrics endpoint.
   void Start(std::vector<std::string> extra = {}) {
     dir_ = MakeTempDir();
-    std::vector<std::string> argv = {ServerBin(), "--standalone", "--port", "0", "--port-file", dir_ + "/port",
-                                     "--metrics-port", "0", "--metrics-port-file", dir_ + "/metrics-port"};
+    std::vector<std::string> argv = {ServerBin(),           "--standalone",        "--port",         "0",
+                                     "--port-file",         dir_ + "/port",        "--metrics-port", "0",
+                                     "--metrics-port-file", dir_ + "/metrics-port"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     server_ = std::make_unique<Subprocess>(argv);
     const int port = ReadPort(dir_ + "/port", absl::Seconds(20));
@@ -164,7 +165,8 @@ class HostileClientTest : public ::testing::Test {
     if (!server_->running()) {
       const int code = server_->Wait(absl::Seconds(1));
       FAIL() << "dtrain-server died (exit " << code << (code > 128 ? ": signal " : "")
-             << (code > 128 ? std::to_string(code - 128) : "") << "), output:\n" << server_->output();
+             << (code > 128 ? std::to_string(code - 128) : "") << "), output:\n"
+             << server_->output();
     }
     v1::GetStateRequest req;
     grpc::ClientContext ctx;

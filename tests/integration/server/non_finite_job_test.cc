@@ -27,8 +27,14 @@ std::string LauncherBin() {
 // check; --no-overlap pushes nothing. Either way the job ends naming step and rank.
 void ExpectNaNEndsTheJob(const std::vector<std::string>& worker_flags, const std::string& pushed) {
   const std::string dir = MakeTempDir();
-  std::vector<std::string> argv = {LauncherBin(), "launch", "-n", "1", "-s", "1", "--", "--network", "lenet",
-                                   "--num-epochs", "1", "--num-examples", "600", "--lr", "1e30", "--model-prefix",
+  std::vector<std::string> argv = {LauncherBin(), "launch",
+                                   "-n",          "1",
+                                   "-s",          "1",
+                                   "--",          "--network",
+                                   "lenet",       "--num-epochs",
+                                   "1",           "--num-examples",
+                                   "600",         "--lr",
+                                   "1e30",        "--model-prefix",
                                    dir + "/m"};
   argv.insert(argv.end(), worker_flags.begin(), worker_flags.end());
   const auto [code, output] = RunToEnd(argv, absl::Seconds(120));
@@ -38,7 +44,8 @@ void ExpectNaNEndsTheJob(const std::vector<std::string>& worker_flags, const std
                                    "training diverged: loss [-+]?(nan|inf)(.|\n)*"));
   EXPECT_THAT(output, HasSubstr(pushed));
   // Which child the launcher reaps first (the worker, or a server told the job failed) varies.
-  EXPECT_THAT(output, MatchesRegex("(.|\n)*dtrain launch: (worker|server) 0 exited with status 1; stopped the others(.|\n)*"));
+  EXPECT_THAT(output,
+              MatchesRegex("(.|\n)*dtrain launch: (worker|server) 0 exited with status 1; stopped the others(.|\n)*"));
 }
 
 TEST(NonFiniteJobTest, ANaNGradientEndsTheDistributedJobNamingStepAndRank) {

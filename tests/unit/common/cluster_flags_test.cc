@@ -17,8 +17,8 @@ FlagSet::EnvLookup Env(std::map<std::string, std::string> vars) {
   };
 }
 
-absl::Status Parse(std::vector<std::string> args, const std::map<std::string, std::string>& env,
-                   ClusterFlags* out, bool need_scheduler = true, ClusterRole role = ClusterRole::kAny) {
+absl::Status Parse(std::vector<std::string> args, const std::map<std::string, std::string>& env, ClusterFlags* out,
+                   bool need_scheduler = true, ClusterRole role = ClusterRole::kAny) {
   FlagSet flags("test", "");
   AddClusterFlags(flags, out, role);
   flags.set_env_lookup(Env(env));
@@ -29,8 +29,12 @@ absl::Status Parse(std::vector<std::string> args, const std::map<std::string, st
 
 TEST(ClusterFlagsTest, DmlcVariablesCompose) {
   ClusterFlags f;
-  ASSERT_TRUE(Parse({}, {{"DMLC_PS_ROOT_URI", "10.0.0.1"}, {"DMLC_PS_ROOT_PORT", "9091"},
-                         {"DMLC_NUM_WORKER", "4"}, {"DMLC_NUM_SERVER", "2"}, {"DMLC_NODE_HOST", "10.0.0.7"}},
+  ASSERT_TRUE(Parse({},
+                    {{"DMLC_PS_ROOT_URI", "10.0.0.1"},
+                     {"DMLC_PS_ROOT_PORT", "9091"},
+                     {"DMLC_NUM_WORKER", "4"},
+                     {"DMLC_NUM_SERVER", "2"},
+                     {"DMLC_NODE_HOST", "10.0.0.7"}},
                     &f)
                   .ok());
   EXPECT_EQ(f.scheduler, "10.0.0.1:9091");
@@ -43,9 +47,15 @@ TEST(ClusterFlagsTest, DmlcVariablesCompose) {
 TEST(ClusterFlagsTest, DtrainNamesBeatDmlcAndFlagsBeatBoth) {
   ClusterFlags f;
   ASSERT_TRUE(Parse({"--num-workers", "3"},
-                    {{"DTRAIN_SCHEDULER_ADDR", "sched:1"}, {"DMLC_PS_ROOT_URI", "x"}, {"DMLC_PS_ROOT_PORT", "2"},
-                     {"DTRAIN_NUM_WORKERS", "5"}, {"DMLC_NUM_WORKER", "6"}, {"DTRAIN_RANK", "1"},
-                     {"DTRAIN_PORT", "7000"}, {"DTRAIN_REGISTER_TIMEOUT", "5"}, {"DTRAIN_HEARTBEAT_INTERVAL", "0.5"}},
+                    {{"DTRAIN_SCHEDULER_ADDR", "sched:1"},
+                     {"DMLC_PS_ROOT_URI", "x"},
+                     {"DMLC_PS_ROOT_PORT", "2"},
+                     {"DTRAIN_NUM_WORKERS", "5"},
+                     {"DMLC_NUM_WORKER", "6"},
+                     {"DTRAIN_RANK", "1"},
+                     {"DTRAIN_PORT", "7000"},
+                     {"DTRAIN_REGISTER_TIMEOUT", "5"},
+                     {"DTRAIN_HEARTBEAT_INTERVAL", "0.5"}},
                     &f)
                   .ok());
   EXPECT_EQ(f.scheduler, "sched:1");
@@ -80,8 +90,10 @@ TEST(ClusterFlagsTest, ErrorsNameTheProblem) {
 
 // ps-lite's DMLC_WORKER_ID / DMLC_SERVER_ID are the rank each role asks for.
 TEST(ClusterFlagsTest, DmlcIdsAreTheRequestedRankOfTheirRole) {
-  const std::map<std::string, std::string> env = {{"DMLC_PS_ROOT_URI", "127.0.0.1"}, {"DMLC_PS_ROOT_PORT", "9091"},
-                                                  {"DMLC_NUM_WORKER", "2"}, {"DMLC_WORKER_ID", "1"},
+  const std::map<std::string, std::string> env = {{"DMLC_PS_ROOT_URI", "127.0.0.1"},
+                                                  {"DMLC_PS_ROOT_PORT", "9091"},
+                                                  {"DMLC_NUM_WORKER", "2"},
+                                                  {"DMLC_WORKER_ID", "1"},
                                                   {"DMLC_SERVER_ID", "0"}};
   ClusterFlags worker, server, dtrain_rank;
   ASSERT_TRUE(Parse({}, env, &worker, true, ClusterRole::kWorker).ok());
@@ -116,8 +128,8 @@ TEST(ClusterFlagsTest, ReplicationIsBetweenOneAndTheServers) {
 TEST(ClusterFlagsTest, JobIdAndRejoinTimeoutForEveryRole) {
   for (ClusterRole role : {ClusterRole::kAny, ClusterRole::kServer, ClusterRole::kWorker}) {
     ClusterFlags from_env, from_flags, unset;
-    ASSERT_TRUE(Parse({"--scheduler", "h:1"}, {{"DTRAIN_JOB_ID", "job-a"}, {"DTRAIN_REJOIN_TIMEOUT", "30"}},
-                      &from_env, true, role)
+    ASSERT_TRUE(Parse({"--scheduler", "h:1"}, {{"DTRAIN_JOB_ID", "job-a"}, {"DTRAIN_REJOIN_TIMEOUT", "30"}}, &from_env,
+                      true, role)
                     .ok());
     EXPECT_EQ(from_env.job_id, "job-a");
     EXPECT_DOUBLE_EQ(from_env.rejoin_timeout_s, 30);
@@ -154,13 +166,13 @@ TEST(ClusterFlagsTest, HostIsTheAddressThatReachesTheScheduler) {
   EXPECT_EQ(v6.host, "::1");
 
   ClusterFlags lo;
-  ASSERT_TRUE(Parse({}, {{"DMLC_PS_ROOT_URI", "::1"}, {"DMLC_PS_ROOT_PORT", "9091"}, {"DMLC_INTERFACE", "lo"}}, &lo)
-                  .ok());
+  ASSERT_TRUE(
+      Parse({}, {{"DMLC_PS_ROOT_URI", "::1"}, {"DMLC_PS_ROOT_PORT", "9091"}, {"DMLC_INTERFACE", "lo"}}, &lo).ok());
   EXPECT_EQ(lo.host, "127.0.0.1");
 
   ClusterFlags none;
-  absl::Status s = Parse({}, {{"DMLC_PS_ROOT_URI", "::1"}, {"DMLC_PS_ROOT_PORT", "9091"},
-                              {"DMLC_INTERFACE", "no-such-if0"}}, &none);
+  absl::Status s =
+      Parse({}, {{"DMLC_PS_ROOT_URI", "::1"}, {"DMLC_PS_ROOT_PORT", "9091"}, {"DMLC_INTERFACE", "no-such-if0"}}, &none);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("no-such-if0"), std::string::npos) << s;
 

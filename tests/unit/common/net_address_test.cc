@@ -30,8 +30,8 @@ TEST(NetAddressTest, SplitIsTheInverseOfJoin) {
 }
 
 TEST(NetAddressTest, SplitRejectsWhatItCannotRead) {
-  for (const char* bad : {"::1:9091", "10.0.0.1", "[::1]", "[::1]9091", "[::1:9091", ":9091", "h:70000", "h:x",
-                          "h:-1", ""}) {
+  for (const char* bad :
+       {"::1:9091", "10.0.0.1", "[::1]", "[::1]9091", "[::1:9091", ":9091", "h:70000", "h:x", "h:-1", ""}) {
     absl::StatusOr<HostPort> hp = SplitHostPort(bad);
     EXPECT_EQ(hp.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(hp.status().message().find(std::string("'") + bad + "'"), std::string::npos) << hp.status();

@@ -101,7 +101,8 @@ TEST(TlsFlagsTest, LoopbackHosts) {
 
 TEST(TokenFileTest, ReadsTokensAndRefusesShortOnes) {
   testing::TempDir dir;
-  ASSERT_TRUE(WriteFileAtomically(dir.File("ok"), "# comment\n\n  0123456789abcdef0123  \nsecond-token-long-enough\n").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(dir.File("ok"), "# comment\n\n  0123456789abcdef0123  \nsecond-token-long-enough\n").ok());
   absl::StatusOr<std::vector<std::string>> tokens = ReadTokenFile(dir.File("ok"), "--auth-token-file");
   ASSERT_TRUE(tokens.ok()) << tokens.status();
   EXPECT_EQ(*tokens, (std::vector<std::string>{"0123456789abcdef0123", "second-token-long-enough"}));
@@ -122,8 +123,8 @@ grpc::Status Handshake(const TransportSecurity& server, const TransportSecurity&
   builder.RegisterService(&empty);
   std::unique_ptr<grpc::Server> s = builder.BuildAndStart();
   EXPECT_NE(port, 0);
-  auto stub = v1::Scheduler::NewStub(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), ChannelCredentialsFor(client)));
+  auto stub =
+      v1::Scheduler::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), ChannelCredentialsFor(client)));
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAfter(absl::Seconds(5)));
   v1::GetStatusResponse resp;

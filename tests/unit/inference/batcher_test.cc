@@ -166,7 +166,8 @@ TEST(DynamicBatcherTest, RequestsOnDifferentModelsNeverShareABatch) {
   for (int i = 0; i < 6; ++i) jobs.push_back(std::make_unique<TestJob>(i, 1, i % 2 == 0 ? &model_a : &model_b));
   std::vector<std::thread> threads;
   for (auto& j : jobs) {
-    threads.emplace_back([&batcher, job = j.get()] { EXPECT_TRUE(batcher.Submit(*job, absl::Now() + absl::Seconds(10)).ok()); });
+    threads.emplace_back(
+        [&batcher, job = j.get()] { EXPECT_TRUE(batcher.Submit(*job, absl::Now() + absl::Seconds(10)).ok()); });
   }
   for (auto& t : threads) t.join();
   for (const auto& b : rec.batches()) {

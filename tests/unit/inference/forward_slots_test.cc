@@ -65,8 +65,7 @@ TEST(InferenceForwardSlotsTest, WaitersAreServedInArrivalOrder) {
     absl::SleepFor(absl::Milliseconds(30));  // arrive in order 0, 1, 2, 3
   }
   // One who gives up leaves the queue without blocking those behind.
-  EXPECT_EQ(slots.Acquire(absl::Now() + absl::Milliseconds(20)).status().code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(slots.Acquire(absl::Now() + absl::Milliseconds(20)).status().code(), absl::StatusCode::kDeadlineExceeded);
   { auto release = std::move(*held); }
   for (auto& t : waiters) t.join();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3}));

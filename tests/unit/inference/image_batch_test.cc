@@ -45,7 +45,8 @@ TEST(InferenceInputTest, WrongShapeNamesTheExpectedOne) {
   auto v = ValidateImages(PixelType::kUint8, {1, 3, 32, 32}, std::string(3 * 32 * 32, '\0'), {3, 32, 32}, 8);
   ASSERT_TRUE(v.ok()) << v.status();
   v = ValidateImages(PixelType::kUint8, {1, 32, 32}, std::string(32 * 32, '\0'), {3, 32, 32}, 8);
-  EXPECT_THAT(std::string(v.status().message()), HasSubstr("images have shape [1,32,32], the model expects [N,3,32,32]"));
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("images have shape [1,32,32], the model expects [N,3,32,32]"));
 }
 
 TEST(InferenceInputTest, RefusesUnspecifiedPixelType) {
@@ -81,9 +82,9 @@ TEST(InferenceInputTest, NonFiniteFloatsAreNamedByImageAndPixel) {
     float value;
     const char* name;
   };
-  for (const Case& c : {Case{std::numeric_limits<float>::quiet_NaN(), "NaN"},
-                        Case{std::numeric_limits<float>::infinity(), "+Inf"},
-                        Case{-std::numeric_limits<float>::infinity(), "-Inf"}}) {
+  for (const Case& c :
+       {Case{std::numeric_limits<float>::quiet_NaN(), "NaN"}, Case{std::numeric_limits<float>::infinity(), "+Inf"},
+        Case{-std::numeric_limits<float>::infinity(), "-Inf"}}) {
     std::vector<float> pixels(2 * 784, 0.25f);
     pixels[784 + 17] = c.value;
     auto v = ValidateImages(PixelType::kFloat32, {2, 1, 28, 28}, Floats(pixels), kLenet, 8);

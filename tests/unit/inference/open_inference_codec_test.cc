@@ -123,25 +123,58 @@ TEST(OpenInferenceCodecTest, RefusesWrongInputsWithClearMessages) {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"no input", [](ModelInferRequest& r) { r.clear_inputs(); }, "has 0 input tensors; the model takes one: 'images' FP32 [-1,1,28,28]"},
+      {"no input", [](ModelInferRequest& r) { r.clear_inputs(); },
+       "has 0 input tensors; the model takes one: 'images' FP32 [-1,1,28,28]"},
       {"two inputs", [](ModelInferRequest& r) { *r.add_inputs() = r.inputs(0); }, "has 2 input tensors"},
-      {"wrong name", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_name("x"); }, "unknown input 'x': the model takes 'images'"},
-      {"wrong datatype", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_datatype("INT64"); }, "datatype 'INT64'; the model takes FP32"},
-      {"wrong image shape", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(2, 27); }, "has shape [2,1,27,28]; the model takes 'images' FP32 [-1,1,28,28]"},
-      {"wrong rank", [](ModelInferRequest& r) { r.mutable_inputs(0)->mutable_shape()->RemoveLast(); }, "has shape [2,1,28]"},
-      {"zero batch", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(0, 0); }, "the batch dimension must be at least 1"},
-      {"negative batch", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(0, -5); }, "the batch dimension must be at least 1"},
-      {"huge batch", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(0, int64_t{1} << 60); }, "over the limit of 64"},
-      {"huge image dim", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(2, int64_t{1} << 62); }, "the model takes"},
-      {"short raw", [](ModelInferRequest& r) { r.mutable_raw_input_contents(0)->resize(100); }, "raw_input_contents[0] has 100 bytes; input 'images' FP32 [2,1,28,28] needs 6272"},
+      {"wrong name", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_name("x"); },
+       "unknown input 'x': the model takes 'images'"},
+      {"wrong datatype", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_datatype("INT64"); },
+       "datatype 'INT64'; the model takes FP32"},
+      {"wrong image shape", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(2, 27); },
+       "has shape [2,1,27,28]; the model takes 'images' FP32 [-1,1,28,28]"},
+      {"wrong rank", [](ModelInferRequest& r) { r.mutable_inputs(0)->mutable_shape()->RemoveLast(); },
+       "has shape [2,1,28]"},
+      {"zero batch", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(0, 0); },
+       "the batch dimension must be at least 1"},
+      {"negative batch", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(0, -5); },
+       "the batch dimension must be at least 1"},
+      {"huge batch", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(0, int64_t{1} << 60); },
+       "over the limit of 64"},
+      {"huge image dim", [](ModelInferRequest& r) { r.mutable_inputs(0)->set_shape(2, int64_t{1} << 62); },
+       "the model takes"},
+      {"short raw", [](ModelInferRequest& r) { r.mutable_raw_input_contents(0)->resize(100); },
+       "raw_input_contents[0] has 100 bytes; input 'images' FP32 [2,1,28,28] needs 6272"},
       {"long raw", [](ModelInferRequest& r) { r.mutable_raw_input_contents(0)->append("x"); }, "has 6273 bytes"},
-      {"raw count", [](ModelInferRequest& r) { r.add_raw_input_contents("x"); }, "raw_input_contents has 2 entries for 1 input(s)"},
-      {"raw and typed", [](ModelInferRequest& r) { r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); }, "both contents and raw_input_contents"},
-      {"typed count", [](ModelInferRequest& r) { r.clear_raw_input_contents(); r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); }, "needs 1568 values in contents.fp32_contents (or raw_input_contents); it has 1"},
-      {"typed wrong field", [](ModelInferRequest& r) { r.clear_raw_input_contents(); for (int i = 0; i < 1568; ++i) r.mutable_inputs(0)->mutable_contents()->add_int64_contents(1); }, "it has 0 there and 1568 in other fields"},
-      {"NaN pixel", [](ModelInferRequest& r) { float nan = std::nanf(""); std::memcpy(r.mutable_raw_input_contents(0)->data() + 4 * 800, &nan, 4); }, "image 1 pixel 16 is NaN"},
-      {"unknown output", [](ModelInferRequest& r) { r.add_outputs()->set_name("classes"); }, "unknown output 'classes': the model has 'logits' and 'probabilities'"},
-      {"output twice", [](ModelInferRequest& r) { r.add_outputs()->set_name("logits"); r.add_outputs()->set_name("logits"); }, "output 'logits' is requested twice"},
+      {"raw count", [](ModelInferRequest& r) { r.add_raw_input_contents("x"); },
+       "raw_input_contents has 2 entries for 1 input(s)"},
+      {"raw and typed", [](ModelInferRequest& r) { r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1); },
+       "both contents and raw_input_contents"},
+      {"typed count",
+       [](ModelInferRequest& r) {
+         r.clear_raw_input_contents();
+         r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1);
+       },
+       "needs 1568 values in contents.fp32_contents (or raw_input_contents); it has 1"},
+      {"typed wrong field",
+       [](ModelInferRequest& r) {
+         r.clear_raw_input_contents();
+         for (int i = 0; i < 1568; ++i) r.mutable_inputs(0)->mutable_contents()->add_int64_contents(1);
+       },
+       "it has 0 there and 1568 in other fields"},
+      {"NaN pixel",
+       [](ModelInferRequest& r) {
+         float nan = std::nanf("");
+         std::memcpy(r.mutable_raw_input_contents(0)->data() + 4 * 800, &nan, 4);
+       },
+       "image 1 pixel 16 is NaN"},
+      {"unknown output", [](ModelInferRequest& r) { r.add_outputs()->set_name("classes"); },
+       "unknown output 'classes': the model has 'logits' and 'probabilities'"},
+      {"output twice",
+       [](ModelInferRequest& r) {
+         r.add_outputs()->set_name("logits");
+         r.add_outputs()->set_name("logits");
+       },
+       "output 'logits' is requested twice"},
   };
   for (const Case& c : cases) {
     ModelInferRequest req = RawRequest(2);

@@ -33,8 +33,7 @@ TEST(ClusterSpecTest, AMismatchNamesTheListAndBothCopies) {
   EXPECT_TRUE(CompareClusterSpecs("", scheduler, "worker 1").ok());
   EXPECT_TRUE(CompareClusterSpecs(scheduler, "", "worker 1").ok());
 
-  absl::Status s =
-      CompareClusterSpecs(scheduler, "ps=10.0.0.2:2223;worker=10.0.0.3:2222,10.0.0.4:2222", "worker 1");
+  absl::Status s = CompareClusterSpecs(scheduler, "ps=10.0.0.2:2223;worker=10.0.0.3:2222,10.0.0.4:2222", "worker 1");
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(s.message(),
             "cluster spec mismatch: worker 1's --ps_hosts is 10.0.0.2:2223 but the scheduler's (worker 0's) is "

@@ -9,9 +9,7 @@ namespace {
 
 GrayImage Make(int w, int h, std::vector<uint8_t> px) { return {w, h, std::move(px)}; }
 
-GrayImage Constant(int w, int h, uint8_t v) {
-  return Make(w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h, v));
-}
+GrayImage Constant(int w, int h, uint8_t v) { return Make(w, h, std::vector<uint8_t>(static_cast<size_t>(w) * h, v)); }
 
 TEST(PredictImageTest, GrayIsBt601LumaOfPremultipliedColour) {
   // Pixels as cairo's ARGB32: native-endian 0xAARRGGBB.

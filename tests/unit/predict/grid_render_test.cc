@@ -56,8 +56,8 @@ TEST(PredictImageTest, UnreadablePngsAreNamed) {
 TEST(PredictImageTest, HugeDimensionsAreRefusedFromTheHeader) {
   const std::string dir = TempDir();
   // Signature, then IHDR: length 13, "IHDR", width 20000, height 20000, 8-bit gray.
-  const unsigned char png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R',
-                               0, 0, 0x4e, 0x20, 0, 0, 0x4e, 0x20, 8, 0, 0, 0, 0};
+  const unsigned char png[] = {0x89, 'P', 'N', 'G',  '\r', '\n', 0x1a, '\n', 0,    0, 0, 13, 'I', 'H', 'D',
+                               'R',  0,   0,   0x4e, 0x20, 0,    0,    0x4e, 0x20, 8, 0, 0,  0,   0};
   FILE* f = fopen((dir + "/huge.png").c_str(), "wb");
   fwrite(png, 1, sizeof(png), f);
   fclose(f);

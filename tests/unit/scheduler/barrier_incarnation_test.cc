@@ -58,9 +58,8 @@ TEST(BarrierIncarnationTest, ReplacementOfOneThatDiedWaitingJoinsTheCurrentRound
   // Worker 1 incarnation 1 waits, then dies: its RPC is cancelled and it withdraws.
   std::atomic<bool> dead{false};
   absl::Status old;
-  std::thread predecessor([&] {
-    old = b.Wait("epoch-0", kWorkers, kW1, 1, In(absl::Seconds(10)), [&] { return dead.load(); });
-  });
+  std::thread predecessor(
+      [&] { old = b.Wait("epoch-0", kWorkers, kW1, 1, In(absl::Seconds(10)), [&] { return dead.load(); }); });
   while (b.open_count() == 0) absl::SleepFor(absl::Milliseconds(1));
   dead = true;
   predecessor.join();
@@ -104,16 +103,14 @@ TEST(BarrierIncarnationTest, PausedPredecessorAndReplacementCountOnce) {
   EXPECT_TRUE(old.ok()) << old;  // fenced by the scheduler on its next request, not here
   EXPECT_EQ(b.rounds_passed("sync", kWorkers, kW1), 1u);
   // The replacement's next call is for round 1: it waits.
-  EXPECT_EQ(b.Wait("sync", kWorkers, kW1, 2, In(absl::Milliseconds(50))).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(b.Wait("sync", kWorkers, kW1, 2, In(absl::Milliseconds(50))).code(), absl::StatusCode::kDeadlineExceeded);
 }
 
 TEST(BarrierIncarnationTest, ReplacementPassesEveryRoundItsPredecessorPassedThenWaits) {
   BarrierSet b(2, 0, nullptr);
   for (int i = 0; i < 3; ++i) PassRound(b, "epoch");
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(b.Wait("epoch", kWorkers, kW1, 2, absl::Now()).ok()) << i;
-  EXPECT_EQ(b.Wait("epoch", kWorkers, kW1, 2, In(absl::Milliseconds(50))).code(),
-            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(b.Wait("epoch", kWorkers, kW1, 2, In(absl::Milliseconds(50))).code(), absl::StatusCode::kDeadlineExceeded);
   // A third incarnation starts over from round 0.
   EXPECT_TRUE(b.Wait("epoch", kWorkers, kW1, 3, absl::Now()).ok());
 }

@@ -82,8 +82,7 @@ TEST(BarrierTest, CancelAndCloseWakeWaiters) {
     absl::SleepFor(absl::Milliseconds(30));
     b.Close();
   });
-  EXPECT_EQ(b.Wait("c", v1::BARRIER_GROUP_WORKERS, kW0, absl::InfiniteFuture()).code(),
-            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(b.Wait("c", v1::BARRIER_GROUP_WORKERS, kW0, absl::InfiniteFuture()).code(), absl::StatusCode::kUnavailable);
   closer.join();
 }
 

@@ -8,8 +8,7 @@ namespace {
 using Source = JobIdentity::Source;
 
 bool Names(const absl::Status& s, const std::string& text) {
-  return s.code() == absl::StatusCode::kFailedPrecondition &&
-         s.message().find(text) != absl::string_view::npos;
+  return s.code() == absl::StatusCode::kFailedPrecondition && s.message().find(text) != absl::string_view::npos;
 }
 
 TEST(JobIdentityTest, AConfiguredIdIsNeverDisplaced) {

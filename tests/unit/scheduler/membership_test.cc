@@ -490,8 +490,7 @@ TEST_F(RecoveryTest, NodesReRegisterWithTheirIncarnationsAfterASchedulerRestart)
   ASSERT_TRUE(m.Heartbeat({v1::ROLE_WORKER, 1}, &inc, 1, 1).ok());
   ASSERT_TRUE(m.StreamClosed({v1::ROLE_WORKER, 1}, inc, "heartbeat stream broke"));
   EXPECT_EQ(Admit(m, Rejoin(v1::ROLE_WORKER, 1, 0, "job-a")).node.incarnation(), 4u);
-  EXPECT_EQ(m.Register(Rejoin(v1::ROLE_WORKER, -1, 2, "job-a")).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(m.Register(Rejoin(v1::ROLE_WORKER, -1, 2, "job-a")).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // The known limit of a scheduler restart: a worker that left before it does not come
@@ -624,8 +623,7 @@ TEST_F(RecoveryTest, ASurvivorsJobIdOutranksANewProcesssOther) {
   EXPECT_TRUE(m.AllRegistered());
   EXPECT_EQ(m.JobId(), "job-a");
   // Once the job runs its id is fixed, even against a node that claims to have survived.
-  EXPECT_EQ(m.Register(Rejoin(v1::ROLE_WORKER, 1, 7, "job-y")).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(m.Register(Rejoin(v1::ROLE_WORKER, 1, 7, "job-y")).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 // A scheduler that did not restart (registrations without incarnations) never settles.

@@ -21,10 +21,9 @@ TEST(NodeMetricsTest, CountsByRoleAndStateAndSpreadsLiveWorkersSteps) {
   metrics::MetricsRegistry registry("scheduler");
   registry.SetRank(0);
   scheduler::SchedulerMetrics m(registry);
-  const std::vector<v1::NodeInfo> nodes = {Node(v1::ROLE_SERVER, 0, v1::NODE_STATE_ALIVE, 0),
-                                           Node(v1::ROLE_WORKER, 0, v1::NODE_STATE_ALIVE, 130),
-                                           Node(v1::ROLE_WORKER, 1, v1::NODE_STATE_ALIVE, 112),
-                                           Node(v1::ROLE_WORKER, 2, v1::NODE_STATE_DEAD, 3)};
+  const std::vector<v1::NodeInfo> nodes = {
+      Node(v1::ROLE_SERVER, 0, v1::NODE_STATE_ALIVE, 0), Node(v1::ROLE_WORKER, 0, v1::NODE_STATE_ALIVE, 130),
+      Node(v1::ROLE_WORKER, 1, v1::NODE_STATE_ALIVE, 112), Node(v1::ROLE_WORKER, 2, v1::NODE_STATE_DEAD, 3)};
   // The steps come from one tick (WorkerLagTracker), not from the latest reports,
   // which are up to a heartbeat apart (130 vs 112 would be a lag of 18).
   v1::WorkerLag lag;

@@ -101,9 +101,8 @@ TEST(PsServiceCompressionTest, WrongPackedLengthIsRefusedNamingKeyExpectedAndGot
     const absl::Status s =
         w->Wait(w->PushPull(0, 7, Packed(packed, 17, kv::CompressionType::kTwoBit, 0.5f), out), Soon());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
-    EXPECT_THAT(std::string(s.message()),
-                AllOf(HasSubstr("key 7"), HasSubstr(absl::StrCat("has ", bytes, " bytes")), HasSubstr("expected 8"),
-                      HasSubstr("17 elements")))
+    EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("key 7"), HasSubstr(absl::StrCat("has ", bytes, " bytes")),
+                                                HasSubstr("expected 8"), HasSubstr("17 elements")))
         << s;
   }
   // The same client's right-sized push still goes through, and the key was not touched.

@@ -176,8 +176,7 @@ TEST(PsServiceHardeningTest, APushWhoseOpFollowsItsDataIsRefusedNotReadOutOfBoun
   std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
       grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
           channel.get(),
-          grpc::internal::RpcMethod("/dtrain.v1.ParameterServer/PushPull",
-                                    grpc::internal::RpcMethod::BIDI_STREAMING),
+          grpc::internal::RpcMethod("/dtrain.v1.ParameterServer/PushPull", grpc::internal::RpcMethod::BIDI_STREAMING),
           &ctx));
   // request_id 1, key 5, dtype FLOAT32, data (8 bytes), and only then op = OP_PUSH.
   std::string bytes("\x08\x01\x28\x05\x30\x01\x3a\x08", 8);

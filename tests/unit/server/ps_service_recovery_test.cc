@@ -153,7 +153,7 @@ TEST(PsServiceRecoveryTest, ExactPullsGiveTheReplacementTheStepsWeightsEvenWhere
   const float g1[4] = {3, 2, 1, 0};
   ASSERT_TRUE(w0->Wait(w0->Push(0, 5, g0, 4), Soon()).ok());
   ASSERT_TRUE(w1->Wait(w1->Push(0, 5, g1, 4), Soon()).ok());  // key 5 merges: w - 0.5 * (g0 + g1) / 2
-  w1.reset();  // ... and dies before pushing key 6
+  w1.reset();                                                 // ... and dies before pushing key 6
   ASSERT_TRUE(w0->Wait(w0->Push(0, 6, g0, 4), Soon()).ok());
 
   auto w1b = ConnectAs(ps, 1, "job-a", 2);

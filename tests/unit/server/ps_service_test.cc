@@ -22,7 +22,6 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-
 TEST(PsServiceTest, TwoSyncWorkersGetIdenticalHandComputedWeights) {
   Loopback ps;
   ASSERT_TRUE(ps.ok());
@@ -30,7 +29,8 @@ TEST(PsServiceTest, TwoSyncWorkersGetIdenticalHandComputedWeights) {
   auto w1 = ps.Connect(1);
   ASSERT_TRUE(w0 && w1);
   ASSERT_TRUE(w0->Configure(KVStoreMode::kDistSync, 2, Sgd(0.5), kRpc).ok());
-  ASSERT_TRUE(w1->Configure(KVStoreMode::kDistSync, 2, Sgd(0.5), kRpc).ok()) << "an identical Configure must be accepted";
+  ASSERT_TRUE(w1->Configure(KVStoreMode::kDistSync, 2, Sgd(0.5), kRpc).ok())
+      << "an identical Configure must be accepted";
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2, 3, 4})}, kRpc).ok());
 
   const float g0[4] = {1, 2, 3, 4};
@@ -231,8 +231,8 @@ TEST(PsServiceTest, ClientWaitDeadlineNamesServerAndKey) {
   absl::Status s = w->Wait(w->Pull(5, /*min_version=*/7, out, 2), start + absl::Milliseconds(200));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("server 3 at ", ps.address(),
-                                                               ": no answer to pull of key 5 within")));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("server 3 at ", ps.address(), ": no answer to pull of key 5 within")));
 }
 
 TEST(PsServiceTest, ServerSyncTimeoutNamesMissingWorker) {

@@ -96,8 +96,9 @@ TEST(RequestChecksTest, ExactVersionIsForPullsOnly) {
   EXPECT_EQ(Error(r, 16),
             "push of key 3 by worker 1: exact_version is for pulls (a push-pull waits for the version after its step)");
   r.set_op(v1::OP_PUSH_PULL);
-  EXPECT_EQ(Error(r, 16), "push-pull of key 3 by worker 1: exact_version is for pulls (a push-pull waits for the "
-                          "version after its step)");
+  EXPECT_EQ(Error(r, 16),
+            "push-pull of key 3 by worker 1: exact_version is for pulls (a push-pull waits for the "
+            "version after its step)");
 }
 
 }  // namespace

@@ -74,8 +74,8 @@ TEST(SnapshotWriterTest, WritesEveryNStepsKeepsTheNewestTwoAndAreExact) {
     EXPECT_EQ(got->keys[i].key, want[i].key);
     EXPECT_EQ(got->keys[i].version, 6);
     EXPECT_EQ(0, std::memcmp(got->keys[i].values.data(), want[i].values.data(), kNumel * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(got->keys[i].optimizer_state.data(), want[i].optimizer_state.data(),
-                             kNumel * sizeof(float)));
+    EXPECT_EQ(0,
+              std::memcmp(got->keys[i].optimizer_state.data(), want[i].optimizer_state.data(), kNumel * sizeof(float)));
   }
 }
 

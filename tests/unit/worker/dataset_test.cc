@@ -61,8 +61,8 @@ TEST(DatasetTest, ColourTensors) {
 
 TEST(DatasetTest, ChannelStatsArePerChannel) {
   torch::Tensor x = torch::zeros({2, 2, 1, 2});
-  x.select(1, 0).fill_(0.5);          // constant: std 1 (no spread to divide by)
-  x.select(1, 1)[0].fill_(0.0);        // values 0, 0, 1, 1: mean 0.5, std 0.5
+  x.select(1, 0).fill_(0.5);     // constant: std 1 (no spread to divide by)
+  x.select(1, 1)[0].fill_(0.0);  // values 0, 0, 1, 1: mean 0.5, std 0.5
   x.select(1, 1)[1].fill_(1.0);
   auto [mean, std] = ChannelStats(x);
   EXPECT_FLOAT_EQ(mean[0].item<float>(), 0.5f);

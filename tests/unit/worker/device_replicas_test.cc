@@ -40,8 +40,8 @@ Fixture Make(int n) {
 }
 
 // The single-device step on the whole batch, on a copy of the master.
-std::vector<torch::Tensor> ReferenceGradients(models::Network& master, const torch::Tensor& x,
-                                              const torch::Tensor& y, double* loss) {
+std::vector<torch::Tensor> ReferenceGradients(models::Network& master, const torch::Tensor& x, const torch::Tensor& y,
+                                              double* loss) {
   std::shared_ptr<models::Network> ref = Mlp();
   {
     torch::NoGradGuard no_grad;
@@ -105,9 +105,9 @@ TEST(DeviceReplicasTest, ReplicasStartWithAndReloadTheMastersWeights) {
 
 TEST(DeviceReplicasTest, OneReplicaPerDeviceAndAggregatorSlot) {
   std::shared_ptr<models::Network> master = Mlp();
-  absl::StatusOr<std::unique_ptr<DeviceReplicas>> d = DeviceReplicas::Create(
-      *master, {Mlp(), Mlp()}, {torch::Device(torch::kCPU), torch::Device(torch::kCPU)},
-      std::make_unique<CpuAggregator>(3));
+  absl::StatusOr<std::unique_ptr<DeviceReplicas>> d =
+      DeviceReplicas::Create(*master, {Mlp(), Mlp()}, {torch::Device(torch::kCPU), torch::Device(torch::kCPU)},
+                             std::make_unique<CpuAggregator>(3));
   EXPECT_EQ(d.status().code(), absl::StatusCode::kInvalidArgument) << d.status();
 }
 

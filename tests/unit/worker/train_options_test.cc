@@ -127,10 +127,9 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
   ASSERT_TRUE(ParseWorkerFlags({"--bigarray-bound", "1048576"}, &old).ok());
   EXPECT_EQ(old.bigarray_bound, int64_t{1} << 20);
   TrainOptions o;
-  ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_ssp", "--staleness", "3", "--overlap", "--bigarray-bound",
-                                "200000"},
-                               &o)
-                  .ok());
+  ASSERT_TRUE(
+      ParseWorkerFlags({"--kv-store", "dist_ssp", "--staleness", "3", "--overlap", "--bigarray-bound", "200000"}, &o)
+          .ok());
   EXPECT_EQ(o.mode, KVStoreMode::kDistSsp);
   EXPECT_EQ(o.staleness, 3);
   EXPECT_TRUE(o.overlap);

@@ -33,8 +33,8 @@ TEST(NodeTokenTest, ChangedClaimsOrAnotherKeyAreRefused) {
   const std::string token = MintToken(kKey, {"worker", 1, 2});
   const std::string mac = token.substr(token.rfind('.') + 1);
   // Another rank, incarnation or role with the same MAC: the claims are what is signed.
-  for (const std::string& forged : {"worker.0.2." + mac, "worker.1.3." + mac, "server.1.2." + mac,
-                                    "worker.01.2." + mac, "worker.1.02." + mac}) {
+  for (const std::string& forged :
+       {"worker.0.2." + mac, "worker.1.3." + mac, "server.1.2." + mac, "worker.01.2." + mac, "worker.1.02." + mac}) {
     absl::StatusOr<TokenClaims> got = VerifyToken(kKey, forged);
     EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated) << forged;
   }
@@ -47,12 +47,11 @@ TEST(NodeTokenTest, ChangedClaimsOrAnotherKeyAreRefused) {
 }
 
 TEST(NodeTokenTest, MalformedTokensAreRefusedWithoutEchoingThem) {
-  for (const std::string& bad : {std::string(), std::string("worker"), std::string("worker.1.2"),
-                                 std::string("worker.-1.2.") + std::string(64, 'a'),
-                                 std::string("scheduler.0.1.") + std::string(64, 'a'),
-                                 std::string("worker.1.2.") + std::string(64, 'A'),
-                                 std::string("worker.1.2.") + std::string(63, 'a'),
-                                 std::string("worker.1.2.3.") + std::string(64, 'a'), std::string(100000, '.')}) {
+  for (const std::string& bad :
+       {std::string(), std::string("worker"), std::string("worker.1.2"),
+        std::string("worker.-1.2.") + std::string(64, 'a'), std::string("scheduler.0.1.") + std::string(64, 'a'),
+        std::string("worker.1.2.") + std::string(64, 'A'), std::string("worker.1.2.") + std::string(63, 'a'),
+        std::string("worker.1.2.3.") + std::string(64, 'a'), std::string(100000, '.')}) {
     absl::StatusOr<TokenClaims> got = VerifyToken(kKey, bad);
     ASSERT_FALSE(got.ok()) << bad;
     EXPECT_EQ(got.status().code(), absl::StatusCode::kUnauthenticated);

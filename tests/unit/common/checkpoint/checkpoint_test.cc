@@ -79,8 +79,7 @@ TEST(CheckpointTest, ParamsRoundTripBitExact) {
     ASSERT_EQ((*out)[i].data.size(), in[i].data.size());
     // Bit-exact, so -0.0 and denormals count (memcmp: operator== would equate 0 and -0).
     if (in[i].data.empty()) continue;  // memcmp must not see the null data() of an empty vector
-    EXPECT_EQ(std::memcmp((*out)[i].data.data(), in[i].data.data(), 4 * in[i].data.size()), 0)
-        << in[i].name;
+    EXPECT_EQ(std::memcmp((*out)[i].data.data(), in[i].data.data(), 4 * in[i].data.size()), 0) << in[i].name;
   }
   // Overwriting works and leaves nothing but the target behind.
   ASSERT_TRUE(checkpoint::WriteParams(path, {in[0]}).ok());
@@ -108,8 +107,7 @@ TEST(CheckpointTest, StatesRoundTrip) {
 TEST(CheckpointTest, WritesRefuseInconsistentInput) {
   TempDir dir;
   std::string path = dir.File("bad.params");
-  EXPECT_EQ(checkpoint::WriteParams(path, {{"w", {2, 2}, {1, 2, 3}}}).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(checkpoint::WriteParams(path, {{"w", {2, 2}, {1, 2, 3}}}).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(checkpoint::WriteParams(path, {{"w", {1}, {1}}, {"w", {1}, {2}}}).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(checkpoint::WriteParams(path, {{"", {1}, {1}}}).code(), absl::StatusCode::kInvalidArgument);
@@ -198,8 +196,7 @@ TEST(SymbolTest, RoundTripAndFormat) {
   checkpoint::SymbolInfo info{"lenet", 3, {1, 28, 28}, {"a", "b", "c"}};
   ASSERT_TRUE(checkpoint::WriteSymbol(prefix, info).ok());
   std::string text = ReadBytes(checkpoint::SymbolPath(prefix));
-  EXPECT_THAT(text, AllOf(HasSubstr("\"format\": \"dtrain-symbol-v1\""),
-                          HasSubstr("\"network\": \"lenet\"")));
+  EXPECT_THAT(text, AllOf(HasSubstr("\"format\": \"dtrain-symbol-v1\""), HasSubstr("\"network\": \"lenet\"")));
   absl::StatusOr<checkpoint::SymbolInfo> out = checkpoint::ReadSymbol(prefix);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->network, "lenet");
@@ -223,8 +220,7 @@ TEST(SymbolTest, BadFilesNameFileAndField) {
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), AllOf(HasSubstr(path), HasSubstr("malformed JSON")));
 
-  const std::string base =
-      R"("format":"dtrain-symbol-v1","input_shape":[1,28,28],"class_names":[])";
+  const std::string base = R"("format":"dtrain-symbol-v1","input_shape":[1,28,28],"class_names":[])";
   WriteBytes(path, "{\"network\":\"mlp\"," + base + "}");
   s = checkpoint::ReadSymbol(prefix).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -252,8 +248,7 @@ TEST(CheckParamsMatchTest, ReportsFirstDifference) {
   loaded[0].shape = {20, 1, 3, 3};
   absl::Status s = checkpoint::CheckParamsMatch("m-0003.params", loaded, model);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(s.message(),
-            "m-0003.params: conv1.weight has shape [20,1,3,3], the model expects [20,1,5,5]");
+  EXPECT_EQ(s.message(), "m-0003.params: conv1.weight has shape [20,1,3,3], the model expects [20,1,5,5]");
 
   loaded = model;
   loaded[1].name = "fc1.bias";
@@ -290,8 +285,7 @@ TEST(NewestCompleteEpochTest, SkipsCorruptNewestAndUnrelatedFiles) {
 
 TEST(NewestCompleteEpochTest, MissingDirectoryIsNotFound) {
   TempDir dir;
-  EXPECT_EQ(checkpoint::NewestCompleteEpoch(dir.File("no/such/model")).status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(checkpoint::NewestCompleteEpoch(dir.File("no/such/model")).status().code(), absl::StatusCode::kNotFound);
 }
 
 checkpoint::RunRecord SampleRun() {
@@ -465,8 +459,8 @@ TEST(CheckpointSetTest, SweepsTempFilesOfGoneWritersOnly) {
   absl::StatusOr<std::vector<std::string>> swept = checkpoint::SweepStaleTempFiles(prefix);
   ASSERT_TRUE(swept.ok()) << swept.status();
   EXPECT_EQ(swept->size(), 4u);
-  EXPECT_THAT(dir.List(), ElementsAre("model-0001.params", "model-0004.params.tmp." + live,
-                                      "other-0001.params.tmp." + dead));
+  EXPECT_THAT(dir.List(),
+              ElementsAre("model-0001.params", "model-0004.params.tmp." + live, "other-0001.params.tmp." + dead));
 }
 
 }  // namespace

@@ -72,8 +72,8 @@ TEST(DatasetTest, ClassesFileNamesTheClassesAndBoundsTheLabels) {
   WriteBytes(dir.File("classes.txt"), "cat\ndog\n");
   absl::Status s = LoadDataset(dir.path()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(), AllOf(HasSubstr("training image 1 has label 2"), HasSubstr("classes.txt"),
-                                 HasSubstr("gives 2 classes")));
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("training image 1 has label 2"), HasSubstr("classes.txt"), HasSubstr("gives 2 classes")));
 
   WriteBytes(dir.File("classes.txt"), "cat\n\ndog\nbird\n");
   EXPECT_THAT(LoadDataset(dir.path()).status().message(), HasSubstr("line 2 is empty"));

@@ -95,9 +95,8 @@ TEST(IdxReaderTest, TruncatedDataNamesExpectedAndActualSizes) {
   for (const char* name : {"t.idx", "t.idx.gz"}) {
     absl::Status s = data::ReadIdx(dir.File(name)).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << name;
-    EXPECT_THAT(s.message(),
-                AllOf(HasSubstr(dir.File(name)), HasSubstr("truncated"), HasSubstr("3x2x4"),
-                      HasSubstr("24 data bytes"), HasSubstr("has 23")));
+    EXPECT_THAT(s.message(), AllOf(HasSubstr(dir.File(name)), HasSubstr("truncated"), HasSubstr("3x2x4"),
+                                   HasSubstr("24 data bytes"), HasSubstr("has 23")));
   }
 }
 
@@ -200,11 +199,9 @@ TEST(LoadImageSetTest, CountMismatchNamesBothFiles) {
 TEST(LoadImageSetTest, RefusesWrongRanks) {
   TempDir dir;
   WriteSet(dir, MakeIdx({3, 20}), MakeIdx({3}));
-  EXPECT_THAT(data::LoadImageSet(dir.path(), "train").status().message(),
-              HasSubstr("expected 3 dimensions"));
+  EXPECT_THAT(data::LoadImageSet(dir.path(), "train").status().message(), HasSubstr("expected 3 dimensions"));
   WriteSet(dir, MakeIdx({3, 4, 5}), MakeIdx({3, 1}));
-  EXPECT_THAT(data::LoadImageSet(dir.path(), "train").status().message(),
-              HasSubstr("expected 1 dimension"));
+  EXPECT_THAT(data::LoadImageSet(dir.path(), "train").status().message(), HasSubstr("expected 1 dimension"));
 }
 
 // The class count is the data set's (common/data/dataset.h checks labels against it):

@@ -31,9 +31,15 @@ TEST(FiniteCheckTest, FindsEveryKindOfNonFiniteAtEveryPosition) {
 }
 
 TEST(FiniteCheckTest, ExtremeFiniteValuesAreFinite) {
-  const std::vector<float> x = {std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
-                                std::numeric_limits<float>::denorm_min(), -0.0f, 0.0f,
-                                std::numeric_limits<float>::min(), 1e-30f, -1e30f, 3.0f};
+  const std::vector<float> x = {std::numeric_limits<float>::max(),
+                                -std::numeric_limits<float>::max(),
+                                std::numeric_limits<float>::denorm_min(),
+                                -0.0f,
+                                0.0f,
+                                std::numeric_limits<float>::min(),
+                                1e-30f,
+                                -1e30f,
+                                3.0f};
   EXPECT_TRUE(AllFinite(x.data(), static_cast<int64_t>(x.size())));
   EXPECT_TRUE(AllFinite(nullptr, 0));
 }

@@ -152,11 +152,11 @@ TEST(Fp16CodecTest, ConversionMatchesIeeeHalf) {
   EXPECT_EQ(FloatToHalf(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);
   // Subnormals: units of 2^-24.
   EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);                       // a tie: to even, 0
-  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -25)), 0x0001);                       // above the tie
-  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);                       // 1.5 units: tie to even
-  EXPECT_EQ(FloatToHalf(std::ldexp(1023.0f, -24)), 0x03ff);                    // largest subnormal
-  EXPECT_EQ(FloatToHalf(std::ldexp(1023.5f, -24)), 0x0400);                    // rounds up to the smallest normal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -25)), 0x0000);     // a tie: to even, 0
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.5f, -25)), 0x0001);     // above the tie
+  EXPECT_EQ(FloatToHalf(std::ldexp(3.0f, -25)), 0x0002);     // 1.5 units: tie to even
+  EXPECT_EQ(FloatToHalf(std::ldexp(1023.0f, -24)), 0x03ff);  // largest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1023.5f, -24)), 0x0400);  // rounds up to the smallest normal
   EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -14)), 0x0400);
   EXPECT_EQ(FloatToHalf(-std::ldexp(5.0f, -24)), 0x8005);
   EXPECT_EQ(FloatToHalf(std::numeric_limits<float>::denorm_min()), 0x0000);

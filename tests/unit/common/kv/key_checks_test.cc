@@ -15,8 +15,7 @@ using ::testing::HasSubstr;
 TEST(KeyChecksTest, RefusesShapesThatDoNotHoldTheValues) {
   const float v[6] = {};
   EXPECT_TRUE(CheckNewKey(3, {2, 3}, v, 6, 0).ok());
-  EXPECT_EQ(CheckNewKey(3, {2, 3}, v, 5, 0),
-            absl::InvalidArgumentError("key 3: shape [2,3] does not hold 5 elements"));
+  EXPECT_EQ(CheckNewKey(3, {2, 3}, v, 5, 0), absl::InvalidArgumentError("key 3: shape [2,3] does not hold 5 elements"));
   EXPECT_EQ(CheckNewKey(3, {-1, -6}, v, 6, 0).code(), absl::StatusCode::kInvalidArgument);
   const int64_t big = std::numeric_limits<int64_t>::max() / 2;
   EXPECT_EQ(CheckNewKey(3, {big, 4}, v, 0, 0).code(), absl::StatusCode::kInvalidArgument);  // overflows

@@ -179,12 +179,31 @@ TEST(OptimizerTest, RejectsOutOfRangeSettingsNamingThem) {
       {"wd < 0", [](OptimizerOptions& o) { o.weight_decay = -1; }, "weight_decay"},
       {"factor 0", [](OptimizerOptions& o) { o.lr_factor = 0; }, "lr_factor"},
       {"factor > 1", [](OptimizerOptions& o) { o.lr_factor = 2; }, "lr_factor"},
-      {"unsorted steps", [](OptimizerOptions& o) { o.lr_steps = {10, 5}; }, "lr_steps"},
+      {"unsorted steps",
+       [](OptimizerOptions& o) {
+         o.lr_steps = {10, 5};
+       },
+       "lr_steps"},
       {"step 0", [](OptimizerOptions& o) { o.lr_steps = {0}; }, "lr_steps"},
       {"rescale 0", [](OptimizerOptions& o) { o.rescale_grad = 0; }, "rescale_grad"},
-      {"beta1 1", [](OptimizerOptions& o) { o.name = "adam"; o.beta1 = 1; }, "beta1"},
-      {"beta2 < 0", [](OptimizerOptions& o) { o.name = "adam"; o.beta2 = -0.5; }, "beta2"},
-      {"epsilon 0", [](OptimizerOptions& o) { o.name = "adam"; o.epsilon = 0; }, "epsilon"},
+      {"beta1 1",
+       [](OptimizerOptions& o) {
+         o.name = "adam";
+         o.beta1 = 1;
+       },
+       "beta1"},
+      {"beta2 < 0",
+       [](OptimizerOptions& o) {
+         o.name = "adam";
+         o.beta2 = -0.5;
+       },
+       "beta2"},
+      {"epsilon 0",
+       [](OptimizerOptions& o) {
+         o.name = "adam";
+         o.epsilon = 0;
+       },
+       "epsilon"},
   };
   for (const BadCase& c : cases) {
     OptimizerOptions o;

@@ -26,8 +26,13 @@ class ParkedPullsTest : public ::testing::Test {
  protected:
   // Parks pull `id` of worker `rank` for `min_version`, expiring `wait` after kStart.
   void Park(int id, int rank, int64_t min_version, absl::Duration wait = absl::Seconds(30), uint64_t owner = 0) {
-    ParkedPull p{rank, min_version, kStart, kStart + wait,
-                 [this, id](const absl::Status& s, const PullAnswer& a) { answers_.push_back({id, s, a.version}); },
+    ParkedPull p{rank,
+                 min_version,
+                 kStart,
+                 kStart + wait,
+                 [this, id](const absl::Status& s, const PullAnswer& a) {
+                   answers_.push_back({id, s, a.version});
+                 },
                  owner};
     pulls_.Park(std::move(p));
   }

@@ -126,7 +126,6 @@ TEST(PlacementTest, SuggestsABoundThatSpreadsLeNetsFc1) {
   EXPECT_EQ(SuggestChunkElems(tiny, ComputePlacement(tiny, 2, 1024), 1024).bound, 0);
 }
 
-
 // No bound given: MXNet's 2^20 where that spreads the model, the advice's bound where it
 // does not; the same on every call (every worker and replacement computes it).
 TEST(PlacementTest, AutoBoundIsTheAdviceOnlyWhereOneServerWouldCarryTheModel) {
@@ -157,7 +156,7 @@ TEST(PlacementTest, FindsTheBoundACheckpointWasCutWith) {
   };
   std::vector<uint64_t> keys;
   std::vector<int64_t> sizes;
-  for (int slots : {0, 1, 2}) {  // sgd, sgd with momentum, adam
+  for (int slots : {0, 1, 2}) {                     // sgd, sgd with momentum, adam
     keys_of(kMaxChunkElems, slots, &keys, &sizes);  // written before the bound was chosen
     EXPECT_EQ(FindChunkElems(lenet, keys, sizes), kMaxChunkElems) << slots;
     keys_of(AutoChunkElems(lenet, 2), slots, &keys, &sizes);  // written by 2 servers, resumed by any

@@ -66,8 +66,8 @@ TEST(ShardSnapshotTest, RoundTripIsBitExactWithTheConfiguration) {
     EXPECT_EQ(got->keys[i].shape, want.keys[i].shape);
     EXPECT_EQ(got->keys[i].version, 800);
     EXPECT_EQ(0, std::memcmp(got->keys[i].values.data(), want.keys[i].values.data(), 6 * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(got->keys[i].optimizer_state.data(), want.keys[i].optimizer_state.data(),
-                             6 * sizeof(float)));
+    EXPECT_EQ(0,
+              std::memcmp(got->keys[i].optimizer_state.data(), want.keys[i].optimizer_state.data(), 6 * sizeof(float)));
   }
 }
 

@@ -113,8 +113,9 @@ TEST_F(ExactPullTest, AVersionOlderThanThePreviousIsRefusedNamingWhatIsHeld) {
   auto old = Pull(1, 0);
   ASSERT_TRUE(old->has_value()) << "refused at once, not parked";
   EXPECT_EQ((*old)->status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*old)->status.message(), "exact pull of key 7 version 0 by worker 1: the key holds version 2 and its "
-                                      "previous, 1");
+  EXPECT_EQ((*old)->status.message(),
+            "exact pull of key 7 version 0 by worker 1: the key holds version 2 and its "
+            "previous, 1");
   EXPECT_TRUE((*old)->data.empty());
   EXPECT_EQ(store_.parked_pulls(), 0);
 }
@@ -124,8 +125,9 @@ TEST_F(ExactPullTest, BeforeAnyMergeOnlyTheCurrentVersionIsHeld) {
   auto at4 = Pull(0, 4);
   ASSERT_TRUE(at4->has_value());
   EXPECT_EQ((*at4)->status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ((*at4)->status.message(), "exact pull of key 7 version 4 by worker 0: the key holds version 5 only (no "
-                                      "step has merged on this server yet)");
+  EXPECT_EQ((*at4)->status.message(),
+            "exact pull of key 7 version 4 by worker 0: the key holds version 5 only (no "
+            "step has merged on this server yet)");
   auto at5 = Pull(0, 5);
   ASSERT_TRUE(at5->has_value());
   EXPECT_TRUE((*at5)->status.ok()) << (*at5)->status;

@@ -61,13 +61,14 @@ struct Got {
 
 Got PullDeltaNow(ShardStore& s, int worker, int64_t min_version, int64_t held) {
   Got got;
-  s.PullDelta(worker, kKey, min_version, held, absl::InfiniteFuture(), [&](const absl::Status& st, const PullAnswer& a) {
-    got.status = st;
-    got.version = a.version;
-    if (a.data != nullptr) got.weights.assign(a.data, a.data + a.numel);
-    if (a.delta != nullptr) got.delta.assign(a.delta, static_cast<size_t>(a.delta_bytes));
-    got.type = a.delta_type;
-  });
+  s.PullDelta(worker, kKey, min_version, held, absl::InfiniteFuture(),
+              [&](const absl::Status& st, const PullAnswer& a) {
+                got.status = st;
+                got.version = a.version;
+                if (a.data != nullptr) got.weights.assign(a.data, a.data + a.numel);
+                if (a.delta != nullptr) got.delta.assign(a.delta, static_cast<size_t>(a.delta_bytes));
+                got.type = a.delta_type;
+              });
   return got;
 }
 
@@ -113,9 +114,11 @@ TEST_P(PullDeltaTest, WorkerAddingTheUnpackedChangeHoldsTheStoresWeightsBitForBi
 
 INSTANTIATE_TEST_SUITE_P(Codecs, PullDeltaTest,
                          ::testing::Values(CompressionType::kInt8, CompressionType::kFp16, CompressionType::kOneBit),
-                         [](const auto& info) { return std::string(CompressionTypeName(info.param)) == "1bit"
-                                                           ? std::string("OneBit")
-                                                           : std::string(CompressionTypeName(info.param)); });
+                         [](const auto& info) {
+                           return std::string(CompressionTypeName(info.param)) == "1bit"
+                                      ? std::string("OneBit")
+                                      : std::string(CompressionTypeName(info.param));
+                         });
 
 TEST(PullDeltaStoreTest, WeightsPlusResidualFollowTheUncompressedOptimizer) {
   // Plain SGD's change does not depend on the weights, so the uncompressed run's weights

@@ -37,8 +37,7 @@ class ShardStoreTest : public ::testing::Test {
  protected:
   ShardStoreTest() : store_([this] { return now_; }) {}
 
-  void Setup(MergeMode mode, int num_workers, OptimizerOptions opt = Sgd(1.0),
-             std::vector<float> init = {1, 2, 3, 4}) {
+  void Setup(MergeMode mode, int num_workers, OptimizerOptions opt = Sgd(1.0), std::vector<float> init = {1, 2, 3, 4}) {
     StoreConfig c;
     c.mode = mode;
     c.num_workers = num_workers;

@@ -72,14 +72,14 @@ class SspStoreTest : public ::testing::Test {
     return s.Push(worker, step, kKey, grad.data(), 4);
   }
   // The weights and version a pull of `min_version` gets now; nullopt if it would wait.
-  static std::optional<std::pair<int64_t, std::vector<float>>> PullNow(ShardStore& s, int worker,
-                                                                       int64_t min_version) {
+  static std::optional<std::pair<int64_t, std::vector<float>>> PullNow(ShardStore& s, int worker, int64_t min_version) {
     std::optional<std::pair<int64_t, std::vector<float>>> got;
-    s.Pull(worker, kKey, min_version, absl::Now() + absl::Seconds(30),
-           [&got](const absl::Status& st, int64_t v, const float* d, int64_t n) {
-             if (st.ok()) got.emplace(v, std::vector<float>(d, d + n));
-           },
-           /*owner=*/99);
+    s.Pull(
+        worker, kKey, min_version, absl::Now() + absl::Seconds(30),
+        [&got](const absl::Status& st, int64_t v, const float* d, int64_t n) {
+          if (st.ok()) got.emplace(v, std::vector<float>(d, d + n));
+        },
+        /*owner=*/99);
     if (!got) s.DropPulls(99);
     return got;
   }
@@ -143,8 +143,10 @@ TEST_F(SspStoreTest, StalenessZeroIsSync) {
 }
 
 TEST_F(SspStoreTest, StalenessIsOnlyForSspAndCapped) {
-  for (auto [mode, staleness] : std::vector<std::pair<MergeMode, int>>{
-           {MergeMode::kSync, 1}, {MergeMode::kAsync, 2}, {MergeMode::kSsp, -1}, {MergeMode::kSsp, kMaxStaleness + 1}}) {
+  for (auto [mode, staleness] : std::vector<std::pair<MergeMode, int>>{{MergeMode::kSync, 1},
+                                                                       {MergeMode::kAsync, 2},
+                                                                       {MergeMode::kSsp, -1},
+                                                                       {MergeMode::kSsp, kMaxStaleness + 1}}) {
     ShardStore store;
     StoreConfig c;
     c.mode = mode;

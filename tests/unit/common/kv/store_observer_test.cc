@@ -31,9 +31,8 @@ class StoreObserverTest : public ::testing::Test {
     ASSERT_TRUE(store_.InitKey(7, {2}, init, 2).ok());
   }
   void PullNow(int worker) {
-    store_.Pull(worker, 7, 0, absl::InfiniteFuture(), [](const absl::Status& s, int64_t, const float*, int64_t) {
-      EXPECT_TRUE(s.ok()) << s;
-    });
+    store_.Pull(worker, 7, 0, absl::InfiniteFuture(),
+                [](const absl::Status& s, int64_t, const float*, int64_t) { EXPECT_TRUE(s.ok()) << s; });
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
@@ -58,11 +57,11 @@ TEST_F(StoreObserverTest, SyncReportsHowLongTheStepWaitedForItsLastWorker) {
 
 TEST_F(StoreObserverTest, AsyncReportsStalenessSinceTheWorkersLastPull) {
   Configure(MergeMode::kAsync, 2);
-  PullNow(0);                                       // worker 0 reads version 0
-  PullNow(1);                                       // worker 1 reads version 0
+  PullNow(0);                                        // worker 0 reads version 0
+  PullNow(1);                                        // worker 1 reads version 0
   ASSERT_TRUE(store_.Push(1, 0, 7, grad_, 2).ok());  // computed on 0, applied at 0: fresh
   ASSERT_TRUE(store_.Push(0, 0, 7, grad_, 2).ok());  // computed on 0, applied at 1: stale by 1
-  PullNow(0);                                       // version 2
+  PullNow(0);                                        // version 2
   ASSERT_TRUE(store_.Push(0, 1, 7, grad_, 2).ok());  // fresh again
   EXPECT_EQ(recorder_.staleness, (std::vector<int64_t>{0, 1, 0}));
   EXPECT_EQ(recorder_.updates, 3);

@@ -53,13 +53,14 @@ TEST(TensorCodecTest, DecodeWritesThePayloadWhereTheSinkSays) {
   uint64_t id_seen = 0;
   v1::PushPullRequest header;
   int64_t size = 0;
-  ASSERT_TRUE(DecodeWithPayload(&buf, &header, kField,
-                                [&](const google::protobuf::MessageLite& h, size_t n) {
-                                  id_seen = static_cast<const v1::PushPullRequest&>(h).request_id();
-                                  EXPECT_EQ(n, 8u);
-                                  return reinterpret_cast<char*>(out.data());
-                                },
-                                &size)
+  ASSERT_TRUE(DecodeWithPayload(
+                  &buf, &header, kField,
+                  [&](const google::protobuf::MessageLite& h, size_t n) {
+                    id_seen = static_cast<const v1::PushPullRequest&>(h).request_id();
+                    EXPECT_EQ(n, 8u);
+                    return reinterpret_cast<char*>(out.data());
+                  },
+                  &size)
                   .ok());
   EXPECT_EQ(id_seen, 9u);
   EXPECT_EQ(size, 8);
@@ -81,7 +82,9 @@ TEST(TensorCodecTest, NoPayloadAndDroppedPayload) {
 
   const float x = 1.0f;
   grpc::ByteBuffer with = EncodeWithPayload(msg, kField, CopyToSlice(&x, 1));
-  ASSERT_TRUE(DecodeWithPayload(&with, &header, kField, [](auto&, size_t) { return nullptr; }, &size).ok());
+  ASSERT_TRUE(DecodeWithPayload(
+                  &with, &header, kField, [](auto&, size_t) { return nullptr; }, &size)
+                  .ok());
   EXPECT_EQ(size, 4);
 }
 
@@ -111,7 +114,12 @@ TEST(TensorCodecTest, AnnouncedLengthBeyondTheBytesPresentIsRefusedBeforeTheSink
   int64_t size = 0;
   bool sink_called = false;
   const absl::Status s = DecodeWithPayload(
-      &buf, &header, kField, [&](auto&, size_t) { sink_called = true; return nullptr; }, &size);
+      &buf, &header, kField,
+      [&](auto&, size_t) {
+        sink_called = true;
+        return nullptr;
+      },
+      &size);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "payload of 2147483648 bytes announced but only 0 bytes follow");
   EXPECT_FALSE(sink_called) << "nothing may be allocated for bytes that are not there";
@@ -127,8 +135,10 @@ TEST(TensorCodecTest, OneByteShortIsRefusedBeforeTheSink) {
   grpc::ByteBuffer cut = FromString(bytes.substr(0, bytes.size() - 1));
   v1::PushPullRequest header;
   bool sink_called = false;
-  const absl::Status s =
-      DecodeWithPayload(&cut, &header, kField, [&](auto&, size_t) { sink_called = true; return nullptr; });
+  const absl::Status s = DecodeWithPayload(&cut, &header, kField, [&](auto&, size_t) {
+    sink_called = true;
+    return nullptr;
+  });
   EXPECT_EQ(s.message(), "payload of 1000 bytes announced but only 999 bytes follow");
   EXPECT_FALSE(sink_called);
 }
@@ -140,7 +150,10 @@ TEST(TensorCodecTest, PayloadOverTheCallersLimitIsRefusedBeforeTheSink) {
   grpc::ByteBuffer buf = FromString(msg.SerializeAsString());
   v1::PushPullRequest header;
   bool sink_called = false;
-  auto sink = [&](auto&, size_t) { sink_called = true; return nullptr; };
+  auto sink = [&](auto&, size_t) {
+    sink_called = true;
+    return nullptr;
+  };
   const absl::Status s = DecodeWithPayload(&buf, &header, kField, sink, nullptr, /*max_payload_bytes=*/63);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "payload of 64 bytes exceeds the limit of 63 bytes");

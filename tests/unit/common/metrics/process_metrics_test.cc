@@ -18,8 +18,9 @@ using ::dtrain::testing::ParseExposition;
 TEST(ProcessMetricsTest, ParsesProcSelfStatWithSpacesInTheName) {
   // proc(5): pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt
   // cmajflt utime stime cutime cstime priority nice threads itrealvalue starttime vsize rss
-  const std::string stat = "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 1000 123456789 300 "
-                           "18446744073709551615";
+  const std::string stat =
+      "42 (a (b) c) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0 1000 123456789 300 "
+      "18446744073709551615";
   internal::ProcessStat st;
   ASSERT_TRUE(internal::ParseProcStat(stat, 1700000000, 100, 4096, &st));
   EXPECT_DOUBLE_EQ(st.cpu_seconds, 3.0);

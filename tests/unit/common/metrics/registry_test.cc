@@ -118,9 +118,8 @@ TEST(MetricsFlagsTest, ReadFromTheEnvironment) {
   FlagSet flags("t", "t");
   MetricsFlags f;
   AddMetricsFlags(flags, &f);
-  flags.set_env_lookup([](const char* name) -> const char* {
-    return std::string(name) == "DTRAIN_METRICS_PORT" ? "9400" : nullptr;
-  });
+  flags.set_env_lookup(
+      [](const char* name) -> const char* { return std::string(name) == "DTRAIN_METRICS_PORT" ? "9400" : nullptr; });
   ASSERT_TRUE(flags.Parse(std::vector<std::string>{}).ok());
   EXPECT_EQ(f.port, 9400);
 }

@@ -33,8 +33,8 @@ double Value(const Exposition& e, const std::string& name, const std::map<std::s
 void ExpectBoundedLabels(const Exposition& e) {
   // "encoding": wire or float32 (gradient compression), two values; "version" and
   // "commit": dtrain_build_info's, one value per process.
-  static const std::set<std::string> kAllowed = {"role", "rank", "phase", "node_role", "state", "group", "code", "le",
-                                                "encoding", "version", "commit"};
+  static const std::set<std::string> kAllowed = {"role", "rank", "phase",    "node_role", "state", "group",
+                                                 "code", "le",   "encoding", "version",   "commit"};
   for (const auto& s : e.samples) {
     for (const auto& [k, v] : s.labels) EXPECT_TRUE(kAllowed.count(k) > 0) << s.name << " has label " << k;
   }

@@ -55,9 +55,8 @@ TEST(ModelsTest, LeNetParameters) {
   std::shared_ptr<models::Network> net = *models::CreateNetwork("lenet", 10);
   using P = std::pair<std::string, std::vector<int64_t>>;
   EXPECT_THAT(ParamShapes(*net),
-              ElementsAre(P{"conv1.weight", {20, 1, 5, 5}}, P{"conv1.bias", {20}},
-                          P{"conv2.weight", {50, 20, 5, 5}}, P{"conv2.bias", {50}},
-                          P{"fc1.weight", {500, 800}}, P{"fc1.bias", {500}},
+              ElementsAre(P{"conv1.weight", {20, 1, 5, 5}}, P{"conv1.bias", {20}}, P{"conv2.weight", {50, 20, 5, 5}},
+                          P{"conv2.bias", {50}}, P{"fc1.weight", {500, 800}}, P{"fc1.bias", {500}},
                           P{"fc2.weight", {10, 500}}, P{"fc2.bias", {10}}));
   // 520 + 25,050 + 400,500 + 5,010: the size of MXNet's lenet on 28x28 inputs.
   EXPECT_EQ(ParamCount(*net), 431080);
@@ -100,9 +99,9 @@ TEST(ModelsTest, LeNetMatchesConvTanhPoolWrittenOut) {
 TEST(ModelsTest, MlpParameters) {
   std::shared_ptr<models::Network> net = *models::CreateNetwork("mlp", 10);
   using P = std::pair<std::string, std::vector<int64_t>>;
-  EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {128, 784}}, P{"fc1.bias", {128}},
-                                             P{"fc2.weight", {64, 128}}, P{"fc2.bias", {64}},
-                                             P{"fc3.weight", {10, 64}}, P{"fc3.bias", {10}}));
+  EXPECT_THAT(ParamShapes(*net),
+              ElementsAre(P{"fc1.weight", {128, 784}}, P{"fc1.bias", {128}}, P{"fc2.weight", {64, 128}},
+                          P{"fc2.bias", {64}}, P{"fc3.weight", {10, 64}}, P{"fc3.bias", {10}}));
   EXPECT_EQ(ParamCount(*net), 100480 + 8256 + 650);
 }
 
@@ -111,9 +110,9 @@ TEST(ModelsTest, MlpParameters) {
 TEST(ModelsTest, WideMlpHasTheReferenceShape) {
   std::shared_ptr<models::Network> net = *models::CreateNetwork(NetworkSpec{"mlp", {2048, 2048}}, 10);
   using P = std::pair<std::string, std::vector<int64_t>>;
-  EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {2048, 784}}, P{"fc1.bias", {2048}},
-                                             P{"fc2.weight", {2048, 2048}}, P{"fc2.bias", {2048}},
-                                             P{"fc3.weight", {10, 2048}}, P{"fc3.bias", {10}}));
+  EXPECT_THAT(ParamShapes(*net),
+              ElementsAre(P{"fc1.weight", {2048, 784}}, P{"fc1.bias", {2048}}, P{"fc2.weight", {2048, 2048}},
+                          P{"fc2.bias", {2048}}, P{"fc3.weight", {10, 2048}}, P{"fc3.bias", {10}}));
   // torch_reference.py --network mlp --hidden 2048,2048 reports "model_bytes": 23298088.
   EXPECT_EQ(ParamCount(*net), 784 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 10 + 10);
   EXPECT_EQ(ParamCount(*net) * 4, 23298088);
@@ -122,9 +121,8 @@ TEST(ModelsTest, WideMlpHasTheReferenceShape) {
 
   // Any depth: one fc per hidden width, then the output layer.
   net = *models::CreateNetwork(NetworkSpec{"mlp", {32, 16, 8}}, 4);
-  EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {32, 784}}, P{"fc1.bias", {32}},
-                                             P{"fc2.weight", {16, 32}}, P{"fc2.bias", {16}},
-                                             P{"fc3.weight", {8, 16}}, P{"fc3.bias", {8}},
+  EXPECT_THAT(ParamShapes(*net), ElementsAre(P{"fc1.weight", {32, 784}}, P{"fc1.bias", {32}}, P{"fc2.weight", {16, 32}},
+                                             P{"fc2.bias", {16}}, P{"fc3.weight", {8, 16}}, P{"fc3.bias", {8}},
                                              P{"fc4.weight", {4, 8}}, P{"fc4.bias", {4}}));
 }
 
@@ -190,7 +188,6 @@ TEST(ModelsTest, SgdStepsReduceLoss) {
   }
 }
 
-
 std::string NamesAndShapes(models::Network& net) {
   std::vector<std::string> parts;
   for (const auto& [name, shape] : ParamShapes(net)) {
@@ -204,7 +201,8 @@ std::string NamesAndShapes(models::Network& net) {
 // the .params order follow this, and the benchmark compares against that model.
 TEST(ResNetTest, ResNet20MatchesTheReference) {
   std::shared_ptr<models::Network> net = *models::CreateNetwork(NetworkSpec{"resnet", {}, 20}, 10);
-  EXPECT_EQ(NamesAndShapes(*net),
+  EXPECT_EQ(
+      NamesAndShapes(*net),
       "stem.0.weight:16x1x3x3,stem.1.weight:16,stem.1.bias:16,blocks.0.c1.weight:16x16x3x3,"
       "blocks.0.b1.weight:16,blocks.0.b1.bias:16,blocks.0.c2.weight:16x16x3x3,blocks.0.b2.weight:16,"
       "blocks.0.b2.bias:16,blocks.1.c1.weight:16x16x3x3,blocks.1.b1.weight:16,blocks.1.b1.bias:16,"
@@ -273,8 +271,8 @@ TEST(ModelStateTest, CheckpointTensorsAreParametersThenFloatBuffers) {
   for (size_t i = 0; i < params; ++i) EXPECT_EQ(all[i].first, net->named_parameters()[i].key());
   std::vector<std::string> buffers;
   for (size_t i = params; i < all.size(); ++i) buffers.push_back(all[i].first);
-  EXPECT_THAT(buffers, ::testing::IsSupersetOf({"input_mean", "input_std", "stem.1.running_mean",
-                                                "stem.1.running_var", "blocks.8.b2.running_var"}));
+  EXPECT_THAT(buffers, ::testing::IsSupersetOf({"input_mean", "input_std", "stem.1.running_mean", "stem.1.running_var",
+                                                "blocks.8.b2.running_var"}));
   for (const std::string& b : buffers) EXPECT_THAT(b, ::testing::Not(HasSubstr("num_batches_tracked")));
   // 21 batch norms in ResNet-20 (stem, 2 in each of 9 blocks, 2 projections): mean and var each.
   EXPECT_EQ(buffers.size(), 2u + 2 * 21);

@@ -66,7 +66,8 @@ TEST(NetworkSpecTest, ResolveFillsTheMlpDefaultAndChecksTheRest) {
 // --num-layers: the resnet's depth is 6n+2 (20 unless given); other networks refuse one.
 TEST(NetworkSpecTest, ResNetDepth) {
   EXPECT_EQ(ResolveNetworkSpec("resnet", {})->num_layers, 20);
-  for (int layers : {8, 20, 56, 110, 1202}) EXPECT_EQ(ResolveNetworkSpec("resnet", {}, 784, 10, layers)->num_layers, layers);
+  for (int layers : {8, 20, 56, 110, 1202})
+    EXPECT_EQ(ResolveNetworkSpec("resnet", {}, 784, 10, layers)->num_layers, layers);
   for (int layers : {7, 21, 1208}) {
     absl::Status s = ResolveNetworkSpec("resnet", {}, 784, 10, layers).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << layers;
