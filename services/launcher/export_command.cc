@@ -26,7 +26,13 @@ absl::Status ParseExportFlags(const std::vector<std::string>& args, ExportFlags*
   FlagSet flags("dtrain export",
                 "Writes the weights of checkpoint PREFIX-NNNN.params (as written by the workers'\n"
                 "--model-prefix PREFIX) in a format other tools read, with the model's parameter names.\n"
-                "Usage: dtrain export PREFIX --epoch N [--format safetensors] [--output FILE]");
+                "Usage: dtrain export PREFIX --epoch N [--format safetensors] [--output FILE]\n"
+                "   or: dtrain export --model-prefix PREFIX --epoch N [...]");
+  // Every other command names the prefix --model-prefix: both spellings work here.
+  std::string model_prefix;
+  flags.AddString("model-prefix", &model_prefix,
+                  "the checkpoints' prefix, as the workers' --model-prefix (or as "
+                  "the one positional argument)");
   flags.AddInt("epoch", &f->epoch, "the checkpoint's epoch (NNNN in PREFIX-NNNN.params); required");
   flags.AddString("format", &f->format, "output format: safetensors (the only one so far)");
   flags.AddString("output", &f->output, "the file to write (default PREFIX-NNNN.safetensors)");
@@ -35,6 +41,13 @@ absl::Status ParseExportFlags(const std::vector<std::string>& args, ExportFlags*
   *help = flags.help_requested();
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
   if (!s.ok() || *help) return s;
+  if (!model_prefix.empty()) {
+    if (!positional.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("the prefix is given twice: --model-prefix ", model_prefix,
+                                                     " and '", positional[0], "'; give one"));
+    }
+    positional.push_back(model_prefix);
+  }
   if (positional.size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected one PREFIX (as given to the workers' --model-prefix), got ", positional.size()));

@@ -60,6 +60,20 @@ TEST_F(ExportTest, ExportCommandWritesWhatPythonLoads) {
   EXPECT_TRUE(absl::StrContains(check_out, "\"source\": \"lenet-0001.params\"")) << check_out;
 }
 
+// The flag vocabulary of every other command: --model-prefix names the prefix too.
+TEST_F(ExportTest, ModelPrefixFlagNamesThePrefixAsThePositionalDoes) {
+  const std::string output = dir_ + "/by-flag.safetensors";
+  auto [code, out] =
+      RunToEnd({Bin("dtrain"), "export", "--model-prefix", prefix_, "--epoch", "1", "--output", output}, kTimeout);
+  ASSERT_EQ(code, 0) << out;
+  auto [check_code, check_out] = Check(output, prefix_ + "-0001.params");
+  EXPECT_EQ(check_code, 0) << check_out;
+  auto [twice, twice_out] =
+      RunToEnd({Bin("dtrain"), "export", prefix_, "--model-prefix", prefix_ + "x", "--epoch", "1"}, kTimeout);
+  EXPECT_EQ(twice, 2) << twice_out;
+  EXPECT_TRUE(absl::StrContains(twice_out, "the prefix is given twice")) << twice_out;
+}
+
 TEST_F(ExportTest, MissingEpochFailsNamingTheFileAndWritesNothing) {
   const std::string output = dir_ + "/missing.safetensors";
   auto [code, out] = RunToEnd({Bin("dtrain"), "export", prefix_, "--epoch", "7", "--output", output}, kTimeout);
