@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/flags.h"
 #include "common/tls/tls_flags.h"
+#include "common/defaults.h"
 
 namespace dtrain {
 
@@ -30,8 +31,8 @@ struct ClusterFlags {
   std::string bind_host = "0.0.0.0";  // where to listen (0.0.0.0: every interface, IPv6 too); DTRAIN_BIND_HOST
   int64_t port = 0;                   // my listening port (0: any free one); DTRAIN_PORT
   std::string host_origin;            // set by FinishClusterFlags: how `host` was chosen, for the log
-  double register_timeout_s = 120;    // DTRAIN_REGISTER_TIMEOUT
-  double heartbeat_interval_s = 1;    // DTRAIN_HEARTBEAT_INTERVAL
+  double register_timeout_s = kDefaultRegisterTimeoutSeconds;  // DTRAIN_REGISTER_TIMEOUT
+  double heartbeat_interval_s = 1;                             // DTRAIN_HEARTBEAT_INTERVAL
   // Recovery (docs/recovery.md), every role. The scheduler has its own flags of the
   // same names (it does not use ClusterFlags).
   std::string job_id;  // DTRAIN_JOB_ID; empty: the scheduler's. At most kMaxJobIdFlagBytes.

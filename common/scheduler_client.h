@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "common/step_history.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
+#include "common/defaults.h"
 
 namespace dtrain {
 
@@ -58,7 +59,7 @@ class SchedulerClient {
     absl::Duration reconnect_for = absl::Seconds(10);
     // How long a registration again at a restarted scheduler may wait (it answers
     // once every node of the job is back); then on_shutdown, failed.
-    absl::Duration reregister_timeout = absl::Seconds(120);
+    absl::Duration reregister_timeout = absl::Seconds(kDefaultRegisterTimeoutSeconds);
   };
   // Starts the heartbeat stream (after Register). A request every `interval` carries
   // the step and speed set with SetProgress. If the stream breaks it reconnects for

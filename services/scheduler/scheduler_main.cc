@@ -34,6 +34,7 @@
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
 #include "services/scheduler/scheduler_service.h"
+#include "common/defaults.h"
 
 namespace dtrain::scheduler {
 namespace {
@@ -48,7 +49,7 @@ struct Flags {
   int64_t num_servers = 1;
   int64_t replication = 1;
   std::string kv_store = "dist_sync";
-  double register_timeout_s = 120;
+  double register_timeout_s = kDefaultRegisterTimeoutSeconds;
   double heartbeat_timeout_s = 10;
   double exit_grace_s = 15;
   std::string job_id;

@@ -16,12 +16,13 @@
 #include "services/scheduler/membership.h"
 #include "services/scheduler/rollback_coordinator.h"
 #include "services/scheduler/worker_lag.h"
+#include "common/defaults.h"
 
 namespace dtrain::scheduler {
 
 struct SchedulerServiceOptions {
   // Register waits at most this long for the others (less if the call's own deadline is sooner).
-  absl::Duration register_timeout = absl::Seconds(120);
+  absl::Duration register_timeout = absl::Seconds(kDefaultRegisterTimeoutSeconds);
   // How often Tick logs "still waiting for ..." while registration is incomplete.
   absl::Duration waiting_log_interval = absl::Seconds(10);
   // Nodes, deaths, barrier waits and worker lag (null: none); must outlive the service.

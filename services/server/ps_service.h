@@ -18,13 +18,14 @@
 #include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
+#include "common/defaults.h"
 
 namespace dtrain::server {
 
 struct PsServiceOptions {
   // How long a sync pull waits for the other workers' pushes before it fails with
   // DEADLINE_EXCEEDED naming them.
-  absl::Duration sync_timeout = absl::Seconds(120);
+  absl::Duration sync_timeout = absl::Seconds(kDefaultSyncTimeoutSeconds);
   // How often parked pulls are checked against their deadlines.
   absl::Duration check_interval = absl::Seconds(1);
   // How often a stalled step is reported in the log.

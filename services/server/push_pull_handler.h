@@ -26,6 +26,7 @@
 #include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.pb.h"
+#include "common/defaults.h"
 
 namespace dtrain::server {
 
@@ -57,7 +58,7 @@ inline constexpr int kMaxChainLength = 64;
 // What one PushPull stream may hold and accept (dtrain-server's flags set them).
 struct StreamOptions {
   // How long a sync pull waits when the request does not say (timeout_ms 0).
-  absl::Duration sync_timeout = absl::Seconds(120);
+  absl::Duration sync_timeout = absl::Seconds(kDefaultSyncTimeoutSeconds);
   // Caps on each request's payload and timeout (request_checks.h).
   RequestLimits request_limits;
   // Apply pushes holding NaN or Inf instead of refusing them (--allow-non-finite).

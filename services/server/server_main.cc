@@ -35,6 +35,7 @@
 #include "common/scheduler_client.h"
 #include "services/server/ps_service.h"
 #include "services/server/store_metrics.h"
+#include "common/defaults.h"
 
 namespace dtrain::server {
 namespace {
@@ -42,7 +43,7 @@ namespace {
 struct ServerFlags {
   ClusterFlags cluster;
   metrics::MetricsFlags metrics;
-  double sync_timeout_s = 120;
+  double sync_timeout_s = kDefaultSyncTimeoutSeconds;
   std::string port_file;
   bool standalone = false;
   // Caps on what clients may make this server hold (kv::StoreLimits, StreamOptions).

@@ -13,6 +13,7 @@
 #include "common/scheduler_client.h"
 #include "services/worker/cluster.h"
 #include "services/worker/peer_tracker.h"
+#include "common/defaults.h"
 
 namespace dtrain::worker {
 
@@ -23,7 +24,7 @@ struct JoinOptions {
   int replication = 1;             // --replication, checked by the scheduler
   int requested_rank = -1;         // -1: any
   std::string host = "127.0.0.1";  // advertised to the scheduler
-  absl::Duration register_timeout = absl::Seconds(120);
+  absl::Duration register_timeout = absl::Seconds(kDefaultRegisterTimeoutSeconds);
   absl::Duration heartbeat_interval = absl::Seconds(1);
   // How long a dead worker may take to rejoin before this one fails (0: at once,
   // naming it). The scheduler's own --rejoin-timeout fails the whole job likewise.

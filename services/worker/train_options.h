@@ -10,6 +10,7 @@
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kvstore_mode.h"
 #include "common/models/network_spec.h"
+#include "common/defaults.h"
 
 namespace dtrain::worker {
 
@@ -57,7 +58,7 @@ struct TrainOptions {
   // (DeviceReplicas, local aggregation, copies to and from the host model) on a machine
   // without a GPU, for tests. 0: the one host model.
   int64_t cpu_replicas = 0;
-  double sync_timeout_s = 120;
+  double sync_timeout_s = kDefaultSyncTimeoutSeconds;
   // Gradient compression of the pushes (MXNet's fit.py --gc-type / --gc-threshold):
   // none, 2bit, 1bit or fp16; the threshold is 2bit's quantum.
   std::string gc_type = "none";

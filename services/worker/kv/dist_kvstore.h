@@ -28,15 +28,16 @@
 #include "services/worker/kv/ps_client.h"
 #include "services/worker/kv/push_compressor.h"
 #include "services/worker/kv/replica_routing.h"
+#include "common/defaults.h"
 
 namespace dtrain::worker {
 
 struct DistOptions {
   KVStoreMode mode = KVStoreMode::kDistSync;  // one of the dist_* modes
   // How long connecting to a server may take.
-  absl::Duration connect_timeout = absl::Seconds(120);
+  absl::Duration connect_timeout = absl::Seconds(kDefaultConnectTimeoutSeconds);
   // How long one PushPull (and the init barrier) may wait for the other workers.
-  absl::Duration sync_timeout = absl::Seconds(120);
+  absl::Duration sync_timeout = absl::Seconds(kDefaultSyncTimeoutSeconds);
   // Copies of each key range (common/kv/replica_chain.h), 1..servers. 1: none, a dead
   // server ends the job as before.
   int replication = 1;

@@ -1,0 +1,19 @@
+// The job's default deadlines, in one place. Every role, the launcher and the option
+// structs behind their flags take them from here, so that a flag's default and the
+// struct a test or another caller fills cannot drift apart.
+#pragma once
+
+#include <cstdint>
+
+namespace dtrain {
+
+// --sync-timeout: how long a step (a worker's pull, a server's parked pull) waits for the
+// other workers' pushes before it fails naming who is missing.
+inline constexpr int64_t kDefaultSyncTimeoutSeconds = 120;
+// --register-timeout: how long the scheduler, and each node, wait for the whole job to
+// register (and a node to register again with a restarted scheduler).
+inline constexpr int64_t kDefaultRegisterTimeoutSeconds = 120;
+// --connect-timeout: how long a worker waits to reach each server at start.
+inline constexpr int64_t kDefaultConnectTimeoutSeconds = 120;
+
+}  // namespace dtrain
