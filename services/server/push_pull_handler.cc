@@ -10,16 +10,13 @@
 #include "common/log.h"
 
 namespace dtrain::server {
-namespace {
 
 void SetStatus(const absl::Status& s, v1::PushPullResponse* resp) {
   resp->set_code(static_cast<int32_t>(s.code()));
   resp->set_message(std::string(s.message()));
 }
 
-// A key is at most a 4 MB chunk (common/kv/placement.h): a stream keeps a buffer that
-// size between requests, and lets a larger one go once its request is handled.
-constexpr size_t kKeepPayloadBytes = 8 << 20;
+namespace {
 
 uint64_t NextOwner() {
   static std::atomic<uint64_t> next{1};

@@ -55,6 +55,14 @@ class AnswerGate {
 // The longest replica chain a request may name (KeyInit.chain, joined servers).
 inline constexpr int kMaxChainLength = 64;
 
+// A key is at most a 4 MB chunk (common/kv/placement.h): a stream keeps a buffer
+// (the reactor's payload, the handler's unpacked push) that size between requests,
+// and lets a larger one go once its request is handled.
+inline constexpr size_t kKeepPayloadBytes = 8 << 20;
+
+// An answer's status fields (code, message) from `s`.
+void SetStatus(const absl::Status& s, v1::PushPullResponse* resp);
+
 // What one PushPull stream may hold and accept (dtrain-server's flags set them).
 struct StreamOptions {
   // How long a sync pull waits when the request does not say (timeout_ms 0).
