@@ -1,7 +1,9 @@
 #include "services/worker/gpu_devices.h"
 
+#include <ATen/Context.h>
 #include <torch/cuda.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,21 @@ absl::Status CheckGpusForTorch(const std::vector<int>& gpus) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Recovery is exact only if a redone step computes the same gradient bits as the first try,
+// and workers of dist_device_sync agree only if the same batch gives the same bits on each.
+// cuDNN's autotuner may pick another convolution algorithm each run, and some of its
+// algorithms (and cuBLAS with a varying workspace) accumulate in a varying order: pin both.
+// Set before the first CUDA kernel: cuBLAS reads its variable when its handle is made.
+void MakeGpuKernelsDeterministic() {
+  setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0);
+  at::globalContext().setBenchmarkCuDNN(false);
+  at::globalContext().setDeterministicCuDNN(true);
+}
+
+}  // namespace
+
 absl::StatusOr<WorkerDevices> PrepareDevices(const std::vector<int>& gpus, int cpu_replicas) {
   WorkerDevices out;
   if (!gpus.empty() && cpu_replicas > 0) {
@@ -40,6 +57,7 @@ absl::StatusOr<WorkerDevices> PrepareDevices(const std::vector<int>& gpus, int c
   }
   if (gpus.empty()) return out;
   if (absl::Status s = CheckGpusForTorch(gpus); !s.ok()) return s;
+  MakeGpuKernelsDeterministic();
   const std::string flag = absl::StrCat("--gpus ", absl::StrJoin(gpus, ","));
   absl::StatusOr<std::unique_ptr<LocalAggregator>> agg = MakeLocalAggregator(gpus);
   if (!agg.ok()) return absl::Status(agg.status().code(), absl::StrCat(flag, ": ", agg.status().message()));

@@ -31,7 +31,9 @@ struct WorkerDevices {
 // --gpus (ordinals) or --cpu-replicas (a count; the same path on CPU devices, for tests),
 // at most one of them non-empty. GPUs are checked (CheckGpusForTorch) and the NCCL
 // communicator over them made (MakeLocalAggregator), so the devices and NCCL are proven
-// before the worker joins; its errors are prefixed with the flag. Neither: empty.
+// before the worker joins; its errors are prefixed with the flag. With GPUs, cuDNN's
+// autotuner is turned off and its deterministic algorithms chosen (and cuBLAS's workspace
+// fixed), so that a step redone after a failure gives the same bits. Neither: empty.
 absl::StatusOr<WorkerDevices> PrepareDevices(const std::vector<int>& gpus, int cpu_replicas);
 
 }  // namespace dtrain::worker

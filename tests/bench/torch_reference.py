@@ -23,8 +23,13 @@ Usage:
   One rank per process (e.g. each in its own network namespace):
   torch_reference.py --world N --rank R --master HOST:PORT [...]
 
+--device cuda trains on the GPU (one process; --world 1), as dtrain's `--gpus 0` does: each
+batch is taken from the data set in host memory and copied to the GPU, and cuDNN is made
+deterministic with its autotuner off, as dtrain's GPU workers are.
+
 Prints one JSON line (rank 0): training samples/s of all ranks together, training seconds,
-test accuracy and the model's size in bytes.
+each epoch's samples/s (the first includes warm-up, e.g. CUDA's start), test accuracy and the
+model's size in bytes.
 """
 import argparse
 import gzip
@@ -135,6 +140,10 @@ def build_model(a):
 def run(rank, a):
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
+    dev = torch.device(a.device)
+    if dev.type == "cuda":
+        torch.backends.cudnn.benchmark = False
+        torch.backends.cudnn.deterministic = True
     if a.world > 1:
         host, port = (a.master or "127.0.0.1:29511").rsplit(":", 1)
         os.environ["MASTER_ADDR"] = host
@@ -147,30 +156,39 @@ def run(rank, a):
     if a.num_examples:
         X, Y = X[:a.num_examples], Y[:a.num_examples]
     X, Y = X[rank::a.world], Y[rank::a.world]
-    model = build_model(a)
+    model = build_model(a).to(dev)
     model_bytes = sum(p.numel() * 4 for p in model.parameters())
     if a.world > 1:
         model = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.mom, weight_decay=1e-4)
     n = (len(X) // a.batch) * a.batch
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     t0 = time.time()
     seen = 0
+    epoch_speeds = []
     for _ in range(a.epochs):
+        e0, e_seen = time.time(), 0
         perm = torch.randperm(len(X))
         for i in range(0, n, a.batch):
             idx = perm[i:i + a.batch]
             opt.zero_grad()
-            F.cross_entropy(model(X[idx]), Y[idx]).backward()
+            F.cross_entropy(model(X[idx].to(dev)), Y[idx].to(dev)).backward()
             opt.step()
-            seen += len(idx)
+            e_seen += len(idx)
+        sync()
+        seen += e_seen
+        epoch_speeds.append(round(e_seen * a.world / max(1e-9, time.time() - e0), 1))
     train_s = time.time() - t0
     model.eval()
     with torch.no_grad():
-        acc = (model(Xt).argmax(1) == Yt).float().mean().item()
+        correct = sum((model(Xt[i:i + 1000].to(dev)).argmax(1).cpu() == Yt[i:i + 1000]).sum().item()
+                      for i in range(0, len(Xt), 1000))
+        acc = correct / len(Xt)
     if rank == 0:
         print(json.dumps({"world": a.world, "network": a.network, "epochs": a.epochs, "batch_per_worker": a.batch,
                           "threads": a.threads, "model_bytes": model_bytes,
                           "samples_per_s_total": round(seen * a.world / train_s, 1), "train_s": round(train_s, 2),
+                          "epoch_samples_per_s": epoch_speeds, "device": a.device,
                           "test_acc": round(acc, 4)}), flush=True)
     if a.world > 1:
         dist.destroy_process_group()
@@ -193,7 +211,10 @@ def main():
     p.add_argument("--rank", type=int, default=-1, help="run only this rank (with --master); else spawn all")
     p.add_argument("--master", default="", help="HOST:PORT of rank 0's rendezvous")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (one process: --world 1)")
     a = p.parse_args()
+    if a.device != "cpu" and a.world != 1:
+        p.error("--device cuda runs one process: --world 1")
     if a.world < 1 or a.batch < 1 or a.threads < 1 or a.epochs < 0:
         p.error("--world, --batch and --threads must be at least 1, --epochs at least 0")
     if a.network == "resnet" and (a.num_layers - 2) % 6 != 0:
