@@ -184,7 +184,7 @@ print("cmake_prefix_path", torch.utils.cmake_prefix_path)' > "$LOGS/torch.log" 2
   fi
   # GPU_VERIFY_TARGETS (a space-separated list) builds less, to try the script without a GPU.
   local targets=(${GPU_VERIFY_TARGETS:-dtrain dtrain-scheduler dtrain-server dtrain-worker nccl_aggregator_test
-                 gpu_devices_test local_aggregator_test device_replicas_test device_copies_test})
+                 gpu_devices_test local_aggregator_test device_replicas_test device_copies_test flat_parameters_test})
   if ! cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" > "$LOGS/build.log" 2>&1; then
     report "build" FAIL "$LOGS/build.log" "$(grep -m4 -A5 'error' "$LOGS/build.log" | cut -c1-300 | head -24 | tr '\n' ' ')"
     return
@@ -223,7 +223,7 @@ stage_unit() {
       "$(gtest_counts "$LOGS/nccl_aggregator_test.log") (a second GPU is needed for the skipped)"
   fi
   local t
-  for t in gpu_devices_test local_aggregator_test device_replicas_test; do
+  for t in gpu_devices_test local_aggregator_test device_replicas_test flat_parameters_test; do
     if "$BUILD/bin/$t" > "$LOGS/$t.log" 2>&1; then
       report "$t" PASS "$LOGS/$t.log" "$(gtest_counts "$LOGS/$t.log")"
     else
@@ -363,7 +363,7 @@ bench_one() {
     [ "$mode" = device ] && servers=() && goal=$goal_device
     # shellcheck disable=SC2086
     timeout 300 "$BUILD/bin/dtrain" launch -n 1 "${servers[@]}" --kv-store $mode -- --gpus 0 --num-epochs 2 \
-      --threads 4 --seed 7 --disp-batches 1000 "${data[@]}" $flags > "$log" 2>&1
+      --threads 4 --seed 7 --disp-batches 1000 --num-test-examples 1000 "${data[@]}" $flags > "$log" 2>&1
     speed=$(grep -o 'Epoch\[1\] Job: .*Speed: [0-9.]*' "$log" | grep -o '[0-9.]*$' | tail -1)
     if [ -z "$speed" ]; then
       report "bench $name $mode" FAIL "$log" "no Epoch[1] speed: $(why "$log")"

@@ -14,8 +14,8 @@ class SyncCopies final : public DeviceCopies {
  public:
   explicit SyncCopies(std::vector<torch::Device> devices) : devices_(std::move(devices)) {}
 
-  void PrepareHost(const std::vector<torch::Tensor>& master_params) override {
-    for (const torch::Tensor& p : master_params) p.mutable_grad() = torch::zeros_like(p);
+  absl::StatusOr<FlatParameters> PrepareHost(const std::vector<torch::Tensor>& master_params) override {
+    return Flatten(master_params, torch::TensorOptions().device(torch::kCPU));
   }
 
   absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> ToReplica(int r, const torch::Tensor& x,

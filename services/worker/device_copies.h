@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "services/worker/flat_parameters.h"
 
 namespace dtrain::worker {
 
@@ -27,11 +28,11 @@ class DeviceCopies {
  public:
   virtual ~DeviceCopies() = default;
 
-  // Gives every master parameter a zeroed `.grad()` in host memory the devices copy into at
-  // full speed (pinned for GPUs), and, for GPUs, moves the parameters' own values into
-  // pinned memory too. Their storage changes: call it before anything keeps pointers to
-  // them (KVStore::Init's ParamRefs).
-  virtual void PrepareHost(const std::vector<torch::Tensor>& master_params) = 0;
+  // Moves the master parameters' values, and zeroed gradients, into flat host tensors
+  // (flat_parameters.h) the devices copy from and into at full speed (pinned for GPUs).
+  // Their storage changes: call it before anything keeps pointers to them (KVStore::Init's
+  // ParamRefs).
+  virtual absl::StatusOr<FlatParameters> PrepareHost(const std::vector<torch::Tensor>& master_params) = 0;
 
   // Replica r's slice (x, y) of a host batch on its device. May return before the copy is
   // done: everything LibTorch queues afterwards for replica r's device sees the values.

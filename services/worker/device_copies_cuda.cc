@@ -91,13 +91,8 @@ class CudaCopies final : public DeviceCopies {
     }
   }
 
-  void PrepareHost(const std::vector<torch::Tensor>& master_params) override {
-    torch::NoGradGuard no_grad;
-    for (const torch::Tensor& p : master_params) {
-      torch::Tensor param = p;  // a handle on the same parameter: set_data changes it in place
-      param.set_data(p.detach().pin_memory());
-      param.mutable_grad() = torch::zeros(p.sizes(), p.options().pinned_memory(true));
-    }
+  absl::StatusOr<FlatParameters> PrepareHost(const std::vector<torch::Tensor>& master_params) override {
+    return Flatten(master_params, torch::TensorOptions().device(torch::kCPU).pinned_memory(true));
   }
 
   absl::StatusOr<std::pair<torch::Tensor, torch::Tensor>> ToReplica(int r, const torch::Tensor& x,

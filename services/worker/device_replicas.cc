@@ -27,18 +27,6 @@ absl::Status CopyAll(const std::vector<torch::Tensor>& from, const std::vector<t
   return absl::OkStatus();
 }
 
-// A gradient for every parameter, zero where backward left none (an idle replica, or a
-// parameter the batch did not reach), so that every buffer the aggregator sums exists.
-void ZeroGradients(const std::vector<torch::Tensor>& params) {
-  for (const torch::Tensor& p : params) {
-    if (p.grad().defined()) {
-      p.grad().zero_();
-    } else {
-      p.mutable_grad() = torch::zeros_like(p);
-    }
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DeviceReplicas>> DeviceReplicas::Create(
@@ -53,29 +41,29 @@ absl::StatusOr<std::unique_ptr<DeviceReplicas>> DeviceReplicas::Create(
   std::unique_ptr<DeviceReplicas> d(
       new DeviceReplicas(master, std::move(replicas), std::move(devices), std::move(aggregator)));
   torch::NoGradGuard no_grad;
-  d->master_params_ = master.parameters();
+  const std::vector<torch::Tensor> master_params = master.parameters();
   d->copies_ = MakeDeviceCopies(d->devices_);
-  // Before the parameters are read below: pinning (GPUs) gives them new storage.
-  d->copies_->PrepareHost(d->master_params_);
+  // Before the parameters are read below: they move into the flat (on GPUs, pinned) tensors.
+  DTRAIN_ASSIGN_OR_RETURN(d->master_flat_, d->copies_->PrepareHost(master_params));
   for (int r = 0; r < d->num_replicas(); ++r) {
     d->replicas_[r]->to(d->devices_[r]);
-    d->replica_params_.push_back(d->replicas_[r]->parameters());
-    DTRAIN_RETURN_IF_ERROR(CopyAll(d->master_params_, d->replica_params_[r], r, "parameters"));
+    const std::vector<torch::Tensor> params = d->replicas_[r]->parameters();
+    DTRAIN_RETURN_IF_ERROR(CopyAll(master_params, params, r, "parameters"));
     DTRAIN_RETURN_IF_ERROR(CopyAll(master.buffers(), d->replicas_[r]->buffers(), r, "buffers"));
+    // The same layout as the master's: one copy moves all gradients, or all weights.
+    DTRAIN_ASSIGN_OR_RETURN(FlatParameters flat, Flatten(params, torch::TensorOptions().device(d->devices_[r])));
+    d->replica_flat_.push_back(std::move(flat));
   }
   return d;
 }
 
 std::vector<ReplicaBuffers> DeviceReplicas::Buffers(bool gradients) const {
-  std::vector<ReplicaBuffers> out(master_params_.size());
-  for (size_t i = 0; i < master_params_.size(); ++i) {
-    out[i].numel = master_params_[i].numel();
-    for (int r = 0; r < num_replicas(); ++r) {
-      const torch::Tensor& t = gradients ? replica_params_[r][i].grad() : replica_params_[r][i];
-      out[i].per_replica.push_back(t.data_ptr<float>());
-    }
+  ReplicaBuffers all;
+  all.numel = master_flat_.values.numel();
+  for (const FlatParameters& flat : replica_flat_) {
+    all.per_replica.push_back((gradients ? flat.grads : flat.values).data_ptr<float>());
   }
-  return out;
+  return {all};
 }
 
 absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Tensor& x, const torch::Tensor& y,
@@ -86,7 +74,8 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
   // GPU's work is not waited for before the next GPU's is queued.
   std::vector<torch::Tensor> losses, hits;
   for (int r = 0; r < num_replicas(); ++r) {
-    ZeroGradients(replica_params_[r]);
+    // Every replica's, an idle one's too: the aggregator sums them all.
+    replica_flat_[r].grads.zero_();
     const int64_t start = r * per;
     const int64_t len = std::min(per, n - start);
     if (len <= 0) continue;
@@ -99,15 +88,13 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
     losses.push_back(loss.detach());
     hits.push_back(logits.argmax(1).eq(yr).sum());
   }
-  DTRAIN_RETURN_IF_ERROR(copies_->AwaitReplicas());
-  DTRAIN_RETURN_IF_ERROR(aggregator_->Reduce(Buffers(/*gradients=*/true)));
-  DTRAIN_RETURN_IF_ERROR(aggregator_->Wait(deadline));
-  std::vector<torch::Tensor> device_grads, host_grads;
-  for (size_t i = 0; i < master_params_.size(); ++i) {
-    device_grads.push_back(replica_params_[0][i].grad());
-    host_grads.push_back(master_params_[i].grad());
+  // One replica's sum is itself: its gradients go to the host as they are.
+  if (num_replicas() > 1) {
+    DTRAIN_RETURN_IF_ERROR(copies_->AwaitReplicas());
+    DTRAIN_RETURN_IF_ERROR(aggregator_->Reduce(Buffers(/*gradients=*/true)));
+    DTRAIN_RETURN_IF_ERROR(aggregator_->Wait(deadline));
   }
-  DTRAIN_RETURN_IF_ERROR(copies_->ToHost(device_grads, host_grads));
+  DTRAIN_RETURN_IF_ERROR(copies_->ToHost({replica_flat_[0].grads}, {master_flat_.grads}));
   StepResult result;
   for (const torch::Tensor& l : losses) result.loss += l.item<double>();
   for (const torch::Tensor& h : hits) result.correct += h.item<int64_t>();
@@ -115,7 +102,8 @@ absl::StatusOr<DeviceReplicas::StepResult> DeviceReplicas::Step(const torch::Ten
 }
 
 absl::Status DeviceReplicas::LoadWeights(absl::Time deadline) {
-  DTRAIN_RETURN_IF_ERROR(copies_->FromHost(master_params_, replica_params_[0]));
+  DTRAIN_RETURN_IF_ERROR(copies_->FromHost({master_flat_.values}, {replica_flat_[0].values}));
+  if (num_replicas() == 1) return absl::OkStatus();
   DTRAIN_RETURN_IF_ERROR(aggregator_->Broadcast(Buffers(/*gradients=*/false)));
   return aggregator_->Wait(deadline);
 }

@@ -5,12 +5,13 @@
 // weights are copied into replica 0 and broadcast to the others.
 //
 // The host model ("master") stays the one the trainer checkpoints, validates and checks
-// for finite values; the replicas only compute. Create gives the master's parameters
-// gradients of their own, and when a device is a GPU moves the master's weights and those
-// gradients into pinned host memory, so that the copies each step are asynchronous and at
-// full speed (DeviceCopies, device_copies.h): call it before anything keeps pointers to the
-// master's weights (KVStore::Init), and do not reset the gradients to none
-// (zero_grad(set_to_none)) afterwards.
+// for finite values; the replicas only compute. Create moves the master's weights, and
+// gradients of their own, into one flat host tensor each (flat_parameters.h; pinned when a
+// device is a GPU), and gives every replica the same layout on its device, so that a step
+// moves all gradients to the host, and all weights back, with one asynchronous copy each:
+// call it before anything keeps pointers to the master's weights (KVStore::Init), and do
+// not reset the gradients to none (zero_grad(set_to_none)) afterwards. With one replica
+// there is nothing to sum or broadcast, and the aggregator is not called.
 // On CPU devices (tests, --cpu-replicas) the same code runs with a CpuAggregator, which is
 // how it is tested without a GPU.
 //
@@ -69,7 +70,7 @@ class DeviceReplicas {
         devices_(std::move(devices)),
         aggregator_(std::move(aggregator)) {}
 
-  // One ReplicaBuffers per parameter: every replica's gradient (or weight) buffer.
+  // One ReplicaBuffers for all parameters: every replica's flat gradients (or weights).
   std::vector<ReplicaBuffers> Buffers(bool gradients) const;
 
   models::Network& master_;
@@ -77,8 +78,8 @@ class DeviceReplicas {
   std::vector<torch::Device> devices_;
   std::unique_ptr<LocalAggregator> aggregator_;
   std::unique_ptr<DeviceCopies> copies_;  // host<->device, and waits for the replicas' kernels
-  std::vector<torch::Tensor> master_params_;
-  std::vector<std::vector<torch::Tensor>> replica_params_;  // [replica][parameter]
+  FlatParameters master_flat_;               // the master's parameters and gradients (host)
+  std::vector<FlatParameters> replica_flat_;  // [replica], the same layout on its device
 };
 
 }  // namespace dtrain::worker
