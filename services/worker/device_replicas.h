@@ -77,8 +77,8 @@ class DeviceReplicas {
   std::vector<std::shared_ptr<models::Network>> replicas_;
   std::vector<torch::Device> devices_;
   std::unique_ptr<LocalAggregator> aggregator_;
-  std::unique_ptr<DeviceCopies> copies_;  // host<->device, and waits for the replicas' kernels
-  FlatParameters master_flat_;               // the master's parameters and gradients (host)
+  std::unique_ptr<DeviceCopies> copies_;      // host<->device, and waits for the replicas' kernels
+  FlatParameters master_flat_;                // the master's parameters and gradients (host)
   std::vector<FlatParameters> replica_flat_;  // [replica], the same layout on its device
 };
 
