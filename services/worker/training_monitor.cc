@@ -56,6 +56,7 @@ void TrainingMonitor::StepDone(int64_t step, int64_t samples, double loss, int64
   push_sum_ += t.push;
   wait_sum_ += t.wait;
   pull_sum_ += t.pull;
+  stalls_.StepDone(compute_seconds, t.push + t.wait + t.pull);
   if (metrics_ == nullptr) return;
   metrics_->StepDone(samples, {compute_seconds, t.push, t.wait, t.pull, t.rejoin_wait, t.replica_lag});
   const KVStoreStats stats = kv_.stats();

@@ -6,11 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "services/worker/cluster.h"
+#include "services/worker/stall_advice.h"
 #include "services/worker/kv/kvstore.h"
 #include "services/worker/worker_metrics.h"
 
@@ -47,6 +49,12 @@ class TrainingMonitor {
   // --overlap what the next forward hid is not in them.
   std::string StepTimeLine() const;
 
+  // For the run's last lines: whether waits for paused workers cost a noticeable part of
+  // the run, and the --kv-store/--staleness that would have hidden them (stall_advice.h).
+  std::optional<std::string> StallAdvice(const std::string& kv_store, int64_t staleness) const {
+    return stalls_.Advice(kv_store, staleness);
+  }
+
   // After validation: sets the validation gauge and appends the epoch's CSV row.
   // `train_seconds` is the epoch's training time (validation and checkpoint excluded).
   absl::Status EpochDone(double train_seconds, double validation_accuracy);
@@ -76,6 +84,7 @@ class TrainingMonitor {
   // Sums over the run, for StepTimeLine.
   int64_t timed_steps_ = 0;
   double compute_sum_ = 0, push_sum_ = 0, wait_sum_ = 0, pull_sum_ = 0;
+  StallAdvisor stalls_;
 };
 
 }  // namespace dtrain::worker

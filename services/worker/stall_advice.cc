@@ -1,0 +1,64 @@
+#include "services/worker/stall_advice.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace dtrain::worker {
+namespace {
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+void StallAdvisor::StepDone(double compute, double blocked) {
+  compute_.push_back(compute);
+  blocked_.push_back(blocked);
+}
+
+std::optional<std::string> StallAdvisor::Advice(const std::string& kv_store, int64_t staleness) const {
+  const bool sync = kv_store == "dist_sync" || kv_store == "dist_device_sync";
+  const bool ssp = kv_store == "dist_ssp";
+  if ((!sync && !ssp) || compute_.empty()) return std::nullopt;
+  const double median_blocked = Quantile(blocked_, 0.5);
+  std::vector<double> steps(compute_.size());
+  double total = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps[i] = compute_[i] + std::min(blocked_[i], median_blocked);  // a step without the stall
+    total += compute_[i] + blocked_[i];
+  }
+  const double step = std::max(1e-6, Quantile(steps, 0.5));
+  const double threshold = std::max(kStallFactor * step, kMinStallSeconds);
+  std::vector<double> stalls;  // each stall's excess over a usual step's blocked time
+  double stalled = 0;
+  for (double b : blocked_) {
+    if (b - median_blocked > threshold) {
+      stalls.push_back(b - median_blocked);
+      stalled += b - median_blocked;
+    }
+  }
+  if (static_cast<int>(stalls.size()) < kMinStalls || stalled < kMinStallShare * total) return std::nullopt;
+  const double p90 = Quantile(stalls, 0.9);
+  // Steps the others must be allowed to run ahead to go on through a p90 pause.
+  const int64_t need = static_cast<int64_t>(std::ceil(p90 / step)) + 1;
+  const std::string what = absl::StrFormat(
+      "waited %.1f s of %.1f s (%.0f%%) in %d stalls for other workers (90%% of them under %.2f s, %d steps of "
+      "%.1f ms): they paused rather than ran slow",
+      stalled, total, 100.0 * stalled / total, stalls.size(), p90, need - 1, 1000.0 * step);
+  if (sync) {
+    return absl::StrCat(what, "; --kv-store dist_ssp --staleness ", need,
+                        " lets the others go on through such a pause, with --mom 0.5 or lower (stale gradients act "
+                        "as momentum of their own; the weights then differ from dist_sync's)");
+  }
+  // Under dist_ssp a stall is what a pause lasted beyond the slack: add it.
+  return absl::StrCat(what, " beyond --staleness ", staleness, "; --staleness ", staleness + need, " would cover them");
+}
+
+}  // namespace dtrain::worker

@@ -1,0 +1,46 @@
+// Whether a run's waits for the other workers came from pauses that bounded staleness would
+// have hidden, and what to type about it. A worker that stops for a while (a noisy
+// neighbour, a garbage-collecting data loader, a preempted core) holds every other worker
+// of a dist_sync job for the whole pause; with dist_ssp and a staleness of S steps the
+// others go on for S steps meanwhile, so a pause shorter than S steps costs nothing. The
+// slack must cover the pause, and nothing else tells the user how long the pauses were.
+//
+// Each step's blocked time (push + wait + pull) is compared with the run's median: a step
+// blocked for more than kStallFactor typical steps longer than usual waited for a pause
+// (a stall). At the end, when stalls cost a noticeable part of the run, Advice() names
+// their share, their typical length in steps and the staleness that would have covered
+// 90% of them. No LibTorch: the trainer hands in plain numbers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dtrain::worker {
+
+class StallAdvisor {
+ public:
+  // A step is a stall when its blocked time exceeds the median by this many median steps
+  // (and by kMinStallSeconds).
+  static constexpr double kStallFactor = 3.0;
+  static constexpr double kMinStallSeconds = 0.05;
+  // Advice only when stalls cost at least this share of the training time, over at least
+  // kMinStalls of them (one slow checkpoint is not a pattern).
+  static constexpr double kMinStallShare = 0.10;
+  static constexpr int kMinStalls = 3;
+
+  // One step: `compute` seconds of forward and backward, `blocked` seconds in the kvstore.
+  void StepDone(double compute, double blocked);
+
+  // `kv_store` and `staleness` as the run was given them. Empty when there is nothing to
+  // say: no stalls worth it, or a mode that never waits for others (local, device,
+  // dist_async). Under dist_ssp a stall is the part of a pause beyond the slack, so the
+  // staleness advised is the given one plus the stalls' length in steps.
+  std::optional<std::string> Advice(const std::string& kv_store, int64_t staleness) const;
+
+ private:
+  std::vector<double> compute_, blocked_;
+};
+
+}  // namespace dtrain::worker
