@@ -21,6 +21,15 @@
 #           tests/bench/torch_reference.py --device cuda: ResNet-20, LeNet, the wide mlp
 # Every line of the verdict also goes to $BUILD/verify-logs/summary.txt.
 #
+#   bash deploy/gpu-verify.sh stages        # the stages alone, on an existing build ($GPU_BUILD_DIR)
+#
+# GPU_VERIFY_ON_CPU=1 runs the resnet and bench stages with one CPU replica (--cpu-replicas 1,
+# the same trainer path without CUDA) and a CPU reference: how CI keeps this script working
+# between the rare sessions that have a GPU (tests/integration/gpu_verify_script_test.sh).
+# GPU_VERIFY_RESNET (the resnet stage's model and examples), GPU_VERIFY_KILL_AT (the batch
+# after which a worker is killed) and GPU_VERIFY_BENCH (which bench models) make it small;
+# GPU_VERIFY_LOGS puts the logs elsewhere.
+#
 # DIR defaults to build-gpu-debs (ignored by git, like every build* folder). The GPU machine
 # needs what the .deb files do not bring: g++ (12 or newer: Debian's libraries use its C++
 # runtime), cmake >= 3.20, ninja or make, python3 with torch (CUDA build: PyTorch 2.11 with
@@ -36,8 +45,19 @@ BUILD="${GPU_BUILD_DIR:-build-gpu}"
 # Absolute: the prefix's paths end up in CMake's imported targets, which refuse relative ones.
 case "$BUILD" in /*) ;; *) BUILD="$PWD/$BUILD" ;; esac
 PREFIX="$BUILD/debs-root"
-LOGS="$BUILD/verify-logs"
+LOGS="${GPU_VERIFY_LOGS:-$BUILD/verify-logs}"
 JOBS="${JOBS:-$(nproc)}"
+PYTHON="${PYTHON:-python3}"
+# What the stages train on.
+if [ -n "${GPU_VERIFY_ON_CPU:-}" ]; then
+  DEVICE=(--cpu-replicas 1) WHERE="on the CPU (--cpu-replicas 1)" REF_DEVICE=cpu
+else
+  DEVICE=(--gpus 0) WHERE="on GPU 0," REF_DEVICE=cuda
+fi
+RESNET=(${GPU_VERIFY_RESNET:---network resnet --num-layers 20 --num-examples 10000})
+KILL_AT="${GPU_VERIFY_KILL_AT:-30}"
+PYTHON_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+data=()
 
 # What the build links or runs from Debian (direct packages; their dependencies are added by
 # fetch): gRPC, protobuf, abseil, prometheus-cpp, OpenSSL, zlib, JSON, GoogleTest, cairo for
@@ -150,8 +170,7 @@ print("cmake_prefix_path", torch.utils.cmake_prefix_path)' > "$LOGS/torch.log" 2
     unpack "$f" || { report "unpack $f" FAIL "-"; return; }
   done
   local libdir="$PREFIX/usr/lib/x86_64-linux-gnu"
-  # python3 (the PyTorch reference) keeps the machine's own libraries.
-  PYTHON_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
+  # python3 (the PyTorch reference) keeps the machine's own libraries: PYTHON_LD_LIBRARY_PATH.
   export LD_LIBRARY_PATH="$libdir:$PREFIX/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PKG_CONFIG_SYSROOT_DIR="$PREFIX"
   export PKG_CONFIG_LIBDIR="$libdir/pkgconfig:$PREFIX/usr/share/pkgconfig"
@@ -191,12 +210,16 @@ print("cmake_prefix_path", torch.utils.cmake_prefix_path)' > "$LOGS/torch.log" 2
   fi
   report "build" PASS "$LOGS/build.log" "$((SECONDS - t0)) s since the start"
 
-  data=()
   [ -d "$PREFIX/usr/share/datasets/fashion-mnist" ] && data=(--data-dir "$PREFIX/usr/share/datasets/fashion-mnist")
+  run_stages "$t0"
+}
+
+# run_stages T0: the stages of GPU_VERIFY_STAGES on the build in $BUILD.
+run_stages() {
   local stage
   for stage in ${GPU_VERIFY_STAGES-unit lenet resnet bench}; do
     "stage_$stage"
-    say "gpu-verify: stage $stage done, $((SECONDS - t0)) s since the start"
+    say "gpu-verify: stage $stage done, $((SECONDS - $1)) s since the start"
   done
 }
 
@@ -290,10 +313,10 @@ launched_worker() {
 stage_resnet() {
   # ResNet-20 (batch norm and 21 convolutions: where cuDNN's choices matter), both workers on
   # GPU 0, one server; 10000 examples keep the CPU run short.
-  local job=(--network resnet --num-layers 20 --num-epochs 1 --num-examples 10000 --seed 7 --disp-batches 10 "${data[@]}")
+  local job=("${RESNET[@]}" --num-epochs 1 --seed 7 --disp-batches 10 "${data[@]}")
   local gpu_log="$LOGS/resnet-gpu.log" cpu_log="$LOGS/resnet-cpu.log" kill_log="$LOGS/resnet-gpu-killed.log"
-  local name="ResNet-20: dtrain launch -n 2 -s 1 --kv-store dist_device_sync -- --gpus 0"
-  timeout 300 "$BUILD/bin/dtrain" launch -n 2 -s 1 --kv-store dist_device_sync -- --gpus 0 "${job[@]}" > "$gpu_log" 2>&1
+  local name="${RESNET[*]}: dtrain launch -n 2 -s 1 --kv-store dist_device_sync -- ${DEVICE[*]}"
+  timeout 300 "$BUILD/bin/dtrain" launch -n 2 -s 1 --kv-store dist_device_sync -- "${DEVICE[@]}" "${job[@]}" > "$gpu_log" 2>&1
   local rc=$? gpu_acc gpu_hash cpu_acc
   gpu_acc=$(last_value "$gpu_log" Validation-accuracy)
   gpu_hash=$(last_value "$gpu_log" weights-fnv64)
@@ -306,8 +329,8 @@ stage_resnet() {
   fi
   if [ $rc -ne 0 ]; then
     report "$name" FAIL "$gpu_log" "exit $rc: $(why "$gpu_log")"
-  elif [ "$(distinct_hashes "$gpu_log")" -ne 1 ] || ! grep -q "on GPU 0," "$gpu_log"; then
-    report "$name" FAIL "$gpu_log" "not on GPU 0, or the workers' weights differ ($(distinct_hashes "$gpu_log") distinct weights-fnv64)"
+  elif [ "$(distinct_hashes "$gpu_log")" -ne 1 ] || ! grep -qF "$WHERE" "$gpu_log"; then
+    report "$name" FAIL "$gpu_log" "not $WHERE or the workers' weights differ ($(distinct_hashes "$gpu_log") distinct weights-fnv64)"
   elif ! within "$gpu_acc" "$cpu_acc" 0.03; then
     report "$name" FAIL "$gpu_log" "Validation-accuracy $gpu_acc, the CPU's ${cpu_acc:-unknown} ($cpu_log)"
   else
@@ -316,21 +339,23 @@ stage_resnet() {
   # The same job, worker 1 SIGKILLed mid-epoch: its replacement redoes its step on the GPU
   # and the job must end on the uninterrupted run's weights, bit for bit.
   timeout 300 "$BUILD/bin/dtrain" launch -n 2 -s 1 --max-restarts 1 --restart-backoff 0.1 \
-    --kv-store dist_device_sync -- --gpus 0 "${job[@]}" > "$kill_log" 2>&1 &
+    --kv-store dist_device_sync -- "${DEVICE[@]}" "${job[@]}" > "$kill_log" 2>&1 &
   local launcher=$! victim="" waited=0
   while [ $waited -lt 1200 ] && kill -0 $launcher 2>/dev/null; do
-    if grep -q '^\[worker 1\].*Epoch\[0\] Batch \[30\]' "$kill_log"; then victim=$(launched_worker $launcher 1) && break; fi
+    if grep -q "^\[worker 1\].*Epoch\[0\] Batch \[$KILL_AT\]" "$kill_log"; then
+      victim=$(launched_worker $launcher 1) && break
+    fi
     sleep 0.1
     waited=$((waited + 1))
   done
   [ -n "$victim" ] && kill -KILL "$victim"
   wait $launcher
   rc=$?
-  name="ResNet-20 on GPU 0, worker 1 SIGKILLed after batch 30 (--max-restarts 1)"
+  name="${RESNET[*]} ${DEVICE[*]}, worker 1 SIGKILLed after batch $KILL_AT (--max-restarts 1)"
   local hashes
   hashes=$(grep -o 'weights-fnv64=[0-9a-f]*' "$kill_log" | cut -d= -f2 | sort | uniq -c | tr '\n' ' ')
   if [ -z "$victim" ]; then
-    report "$name" FAIL "$kill_log" "worker 1 never reached batch 30, or was not found"
+    report "$name" FAIL "$kill_log" "worker 1 never reached batch $KILL_AT, or was not found"
   elif [ $rc -ne 0 ]; then
     report "$name" FAIL "$kill_log" "exit $rc: $(why "$kill_log")"
   elif [ "$(distinct_hashes "$kill_log")" -ne 1 ] || [ "$(last_value "$kill_log" weights-fnv64)" != "$gpu_hash" ]; then
@@ -349,10 +374,11 @@ bench_one() {
   local dir=/usr/share/datasets/fashion-mnist
   [ ${#data[@]} -eq 2 ] && dir=${data[1]}
   # shellcheck disable=SC2086
-  LD_LIBRARY_PATH=$PYTHON_LD_LIBRARY_PATH timeout 300 python3 tests/bench/torch_reference.py --device cuda --epochs 2 --threads 4 --data "$dir" $ref_flags \
+  LD_LIBRARY_PATH=$PYTHON_LD_LIBRARY_PATH timeout 300 "$PYTHON" tests/bench/torch_reference.py --device "$REF_DEVICE" \
+    --epochs 2 --threads 4 --data "$dir" $ref_flags \
     > "$ref_log" 2>&1
   local ref
-  ref=$(python3 -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["epoch_samples_per_s"][-1])' \
+  ref=$("$PYTHON" -c 'import json, sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])["epoch_samples_per_s"][-1])' \
           "$ref_log" 2>/dev/null)
   if [ -z "$ref" ]; then report "bench $name: PyTorch reference" FAIL "$ref_log" "$(tail -3 "$ref_log" | tr '\n' ' ')"; return; fi
   local mode log speed goal ratio verdict servers
@@ -362,7 +388,7 @@ bench_one() {
     goal=$goal_sync
     [ "$mode" = device ] && servers=() && goal=$goal_device
     # shellcheck disable=SC2086
-    timeout 300 "$BUILD/bin/dtrain" launch -n 1 "${servers[@]}" --kv-store $mode -- --gpus 0 --num-epochs 2 \
+    timeout 300 "$BUILD/bin/dtrain" launch -n 1 "${servers[@]}" --kv-store $mode -- "${DEVICE[@]}" --num-epochs 2 \
       --threads 4 --seed 7 --disp-batches 1000 --num-test-examples 1000 "${data[@]}" $flags > "$log" 2>&1
     speed=$(grep -o 'Epoch\[1\] Job: .*Speed: [0-9.]*' "$log" | grep -o '[0-9.]*$' | tail -1)
     if [ -z "$speed" ]; then
@@ -378,15 +404,30 @@ bench_one() {
 }
 
 stage_bench() {
+  local b
+  for b in ${GPU_VERIFY_BENCH:-resnet lenet mlp}; do "bench_$b"; done
+}
+bench_resnet() {
   bench_one resnet20-b128 0.9 0.95 "--network resnet --num-layers 20 --batch 128" \
     "--network resnet --num-layers 20 --batch-size 128"
-  bench_one lenet-b256 - - "--network lenet --lenet-layout dtrain --batch 256" "--network lenet --batch-size 256"
+}
+bench_lenet() {
+  bench_one lenet-b256 - - "--network lenet --lenet-layout dtrain --batch 256 ${GPU_VERIFY_BENCH_EXAMPLES:+--num-examples $GPU_VERIFY_BENCH_EXAMPLES}" \
+    "--network lenet --batch-size 256 ${GPU_VERIFY_BENCH_EXAMPLES:+--num-examples $GPU_VERIFY_BENCH_EXAMPLES}"
+}
+bench_mlp() {
   bench_one mlp2048-b128 - - "--network mlp --hidden 2048,2048 --batch 128 --num-examples 20000" \
     "--network mlp --hidden 2048,2048 --batch-size 128 --num-examples 20000"
 }
 
 case "$STEP" in
   fetch) fetch ;;
+  stages)
+    rm -rf "$LOGS" && mkdir -p "$LOGS"
+    [ -x "$BUILD/bin/dtrain" ] || { say "gpu-verify: no $BUILD/bin/dtrain: build first, or set GPU_BUILD_DIR"; exit 1; }
+    run_stages "$SECONDS"
+    exit "$FIRST_FAIL"
+    ;;
   run) run; exit "$FIRST_FAIL" ;;
-  *) say "usage: bash deploy/gpu-verify.sh fetch|run [DIR]"; exit 2 ;;
+  *) say "usage: bash deploy/gpu-verify.sh fetch|run|stages [DIR]"; exit 2 ;;
 esac
