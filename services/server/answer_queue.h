@@ -31,6 +31,8 @@ class AnswerQueue {
     bytes_ -= static_cast<int64_t>(answer.Length());
     return answer;
   }
+  // The size of what Pop would return next. Not empty() required.
+  size_t FrontLength() { return queue_.begin()->second.Length(); }
   bool empty() const { return queue_.empty(); }
   size_t size() const { return queue_.size(); }
   int64_t bytes() const { return bytes_; }

@@ -85,7 +85,8 @@ class PsService final : public PsServiceBase {
   std::thread timer_;
 };
 
-// "dist_sync" / "dist_device_sync" -> kSync, "dist_async" -> kAsync; else INVALID_ARGUMENT.
+// "dist_sync" / "dist_device_sync" -> kSync, "dist_ssp" -> kSsp, "dist_async" -> kAsync (through
+// ParseKVStoreMode); else INVALID_ARGUMENT.
 absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store);
 
 // Proto3 zeros that mean "unset" become defaults: name "" -> "sgd", rescale_grad 0 -> 1,

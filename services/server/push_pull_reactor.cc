@@ -3,9 +3,11 @@
 #include <atomic>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
+#include "common/kv/message_batch.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 
@@ -33,13 +35,37 @@ void PushPullReactor::OnReadDone(bool ok) {
     MaybeFinish();
     return;
   }
+  // Several requests queued together at the worker come as one batch (message_batch.h).
+  constexpr size_t kMaxBatchParts = 4096;
+  if (kv::IsBatch(&request_, v1::PushPullRequest::kBatchFieldNumber)) {
+    std::vector<grpc::ByteBuffer> parts;
+    const absl::Status split =
+        kv::SplitBatch(&request_, v1::PushPullRequest::kBatchFieldNumber, kMaxBatchParts, &parts);
+    request_.Clear();
+    for (grpc::ByteBuffer& part : parts) {
+      if (!HandleRequest(part)) return;  // refused: the stream is finishing
+    }
+    if (!split.ok()) {
+      // The rest of the batch is lost with its request ids: nobody can be answered.
+      DTRAIN_LOG(WARNING) << "malformed batch of PushPull requests: " << split.message();
+      if (metrics_ != nullptr) metrics_->RequestFailed();
+    }
+  } else {
+    const bool go_on = HandleRequest(request_);
+    request_.Clear();
+    if (!go_on) return;
+  }
+  ReadNext();
+}
+
+bool PushPullReactor::HandleRequest(grpc::ByteBuffer& message) {
   v1::PushPullRequest req;
   int64_t payload_bytes = -1;
   // The codec has checked `size` against the bytes received and the cap before
   // this allocates; a request that is not (yet) a push has its payload skipped.
   payload_taken_ = -1;
   const absl::Status decoded = kv::DecodeWithPayload(
-      &request_, &req, v1::PushPullRequest::kDataFieldNumber,
+      &message, &req, v1::PushPullRequest::kDataFieldNumber,
       [this](const google::protobuf::MessageLite& header, size_t size) -> char* {
         const auto op = static_cast<const v1::PushPullRequest&>(header).op();
         if (op != v1::OP_PUSH && op != v1::OP_PUSH_PULL) return nullptr;
@@ -48,11 +74,11 @@ void PushPullReactor::OnReadDone(bool ok) {
         return reinterpret_cast<char*>(payload_.data());
       },
       &payload_bytes, options_.request_limits.max_payload_bytes);
-  request_.Clear();
   if (decoded.ok()) {
     {
       absl::MutexLock lock(&box_->mu);
       ++box_->unanswered;
+      if (req.batch_answers()) box_->batches = true;
     }
     const absl::Status refusal =
         handler_.Handle(req, payload_.data(), payload_bytes, payload_bytes > 0 && payload_taken_ == payload_bytes);
@@ -67,7 +93,7 @@ void PushPullReactor::OnReadDone(bool ok) {
     if (refused) {
       DropParkedPulls();
       MaybeFinish();
-      return;
+      return false;
     }
   } else {
     // Without a request id there is nobody to answer: say so and go on reading.
@@ -84,7 +110,7 @@ void PushPullReactor::OnReadDone(bool ok) {
       Send(box_, resp);
     }
   }
-  ReadNext();
+  return true;
 }
 
 bool PushPullReactor::Full() const {
@@ -113,6 +139,27 @@ void PushPullReactor::DropParkedPulls() {
   if (dropped > 0) DTRAIN_LOG(INFO) << "PushPull stream gone: dropped its " << dropped << " parked pulls";
 }
 
+grpc::ByteBuffer PushPullReactor::Outbox::TakeWrite() {
+  // A batch stays well under the worker's receive limit (kMaxMessageBytes, 64 MiB); an
+  // answer larger than this goes alone.
+  constexpr size_t kMaxBatchBytes = 4 << 20;
+  constexpr size_t kMaxBatchParts = 1024;
+  grpc::ByteBuffer first = queue.Pop();
+  size_t bytes = first.Length();
+  if (!batches || queue.empty() || bytes + queue.FrontLength() > kMaxBatchBytes) {
+    queued_bytes -= static_cast<int64_t>(bytes);
+    return first;
+  }
+  std::vector<grpc::ByteBuffer> parts;
+  parts.push_back(std::move(first));
+  while (!queue.empty() && parts.size() < kMaxBatchParts && bytes + queue.FrontLength() <= kMaxBatchBytes) {
+    bytes += queue.FrontLength();
+    parts.push_back(queue.Pop());
+  }
+  queued_bytes -= static_cast<int64_t>(bytes);
+  return kv::EncodeBatch(parts, v1::PushPullResponse::kBatchFieldNumber);
+}
+
 void PushPullReactor::Outbox::Send(const v1::PushPullResponse& resp) {
   PushPullReactor::Send(shared_from_this(), resp);
 }
@@ -122,12 +169,17 @@ AnswerSink::DataAnswer PushPullReactor::Outbox::Prepare(const char* data, size_t
   if (bytes > 0) std::memcpy(GRPC_SLICE_START_PTR(copy), data, bytes);
   return
       [box = shared_from_this(), payload = grpc::Slice(copy, grpc::Slice::STEAL_REF)](const v1::PushPullResponse& r) {
-        PushPullReactor::Send(box, r.key(), kv::EncodeWithPayload(r, v1::PushPullResponse::kDataFieldNumber, payload));
+        v1::PushPullResponse said = r;  // the header only: the weights are `payload`
+        said.set_reads_batches(true);
+        PushPullReactor::Send(box, said.key(),
+                              kv::EncodeWithPayload(said, v1::PushPullResponse::kDataFieldNumber, payload));
       };
 }
 
 void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp) {
-  Send(box, resp.key(), kv::EncodeMessage(resp));
+  v1::PushPullResponse said = resp;
+  said.set_reads_batches(true);
+  Send(box, said.key(), kv::EncodeMessage(said));
 }
 
 void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, uint64_t key, grpc::ByteBuffer resp) {
@@ -142,8 +194,7 @@ void PushPullReactor::Send(const std::shared_ptr<Outbox>& box, uint64_t key, grp
     if (box->writing) return;  // OnWriteDone picks it up
     box->writing = true;
     reactor = box->reactor;
-    reactor->writing_ = box->queue.Pop();
-    box->queued_bytes -= static_cast<int64_t>(reactor->writing_.Length());
+    reactor->writing_ = box->TakeWrite();
   }
   // Not under box->mu: gRPC may run the reaction inline. While `writing` is set the
   // stream cannot finish, so `reactor` stays valid.
@@ -162,8 +213,7 @@ void PushPullReactor::OnWriteDone(bool ok) {
       box_->queued_bytes = 0;
       if (box_->read_paused) box_->reads_done = true;  // no read in flight to say so
     } else if (!box_->queue.empty()) {
-      writing_ = box_->queue.Pop();
-      box_->queued_bytes -= static_cast<int64_t>(writing_.Length());
+      writing_ = box_->TakeWrite();
       box_->writing = next = true;
     }
     if (ok && box_->read_paused && !Full()) {

@@ -53,6 +53,10 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
     bool broken ABSL_GUARDED_BY(mu) = false;       // cancelled, or a write failed
     int64_t queued_bytes ABSL_GUARDED_BY(mu) = 0;  // in `queue`
     bool read_paused ABSL_GUARDED_BY(mu) = false;  // no read in flight: too much pending
+    bool batches ABSL_GUARDED_BY(mu) = false;      // the worker reads batches (batch_answers)
+    // The next write: the first queued answer, with those queued behind it as one batch
+    // (common/kv/message_batch.h) when the worker reads batches. Not empty `queue` required.
+    grpc::ByteBuffer TakeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
     // Set when the stream is refused for good (a fenced incarnation, another job): it
     // reads no more and finishes with this status once its answers are out.
     absl::Status refused ABSL_GUARDED_BY(mu);
@@ -61,6 +65,9 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   // Queues an answer about `key`, from any thread; starts a write if none is in flight.
   static void Send(const std::shared_ptr<Outbox>& box, uint64_t key, grpc::ByteBuffer resp);
   static void Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp);
+  // Decodes and handles one request (answering a malformed one if it has an id). False
+  // when the stream was refused for good: it is finishing, and nothing more may be read.
+  bool HandleRequest(grpc::ByteBuffer& message);
   // Finishes the RPC once nothing more can or need be written.
   void MaybeFinish();
   // Whether the stream holds as much as StreamOptions allows.

@@ -23,9 +23,9 @@ void StallAdvisor::StepDone(double compute, double blocked) {
   blocked_.push_back(blocked);
 }
 
-std::optional<std::string> StallAdvisor::Advice(const std::string& kv_store, int64_t staleness) const {
-  const bool sync = kv_store == "dist_sync" || kv_store == "dist_device_sync";
-  const bool ssp = kv_store == "dist_ssp";
+std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t staleness) const {
+  const bool sync = mode == KVStoreMode::kDistSync || mode == KVStoreMode::kDistDeviceSync;
+  const bool ssp = mode == KVStoreMode::kDistSsp;
   if ((!sync && !ssp) || compute_.empty()) return std::nullopt;
   const double median_blocked = Quantile(blocked_, 0.5);
   std::vector<double> steps(compute_.size());

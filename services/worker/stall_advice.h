@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "common/kvstore_mode.h"
+
 namespace dtrain::worker {
 
 class StallAdvisor {
@@ -33,11 +35,11 @@ class StallAdvisor {
   // One step: `compute` seconds of forward and backward, `blocked` seconds in the kvstore.
   void StepDone(double compute, double blocked);
 
-  // `kv_store` and `staleness` as the run was given them. Empty when there is nothing to
+  // `mode` and `staleness` as the run was given them. Empty when there is nothing to
   // say: no stalls worth it, or a mode that never waits for others (local, device,
   // dist_async). Under dist_ssp a stall is the part of a pause beyond the slack, so the
   // staleness advised is the given one plus the stalls' length in steps.
-  std::optional<std::string> Advice(const std::string& kv_store, int64_t staleness) const;
+  std::optional<std::string> Advice(KVStoreMode mode, int64_t staleness) const;
 
  private:
   std::vector<double> compute_, blocked_;

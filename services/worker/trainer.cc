@@ -459,7 +459,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
         EndEpoch(o, epoch, epoch_start, start, data, net, kv, cluster, monitor, gather_timeout, &result));
   }
   DTRAIN_LOG(INFO) << monitor.StepTimeLine();
-  if (const std::optional<std::string> advice = monitor.StallAdvice(o.kv_store, o.staleness)) {
+  if (const std::optional<std::string> advice = monitor.StallAdvice(o.mode, o.staleness)) {
     DTRAIN_LOG(WARNING) << *advice;
   }
   result.weights_fnv = Fnv1a(net);

@@ -10,11 +10,13 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
+#include "common/kv/message_batch.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
@@ -118,6 +120,8 @@ struct PsClient::Impl {
   bool broken ABSL_GUARDED_BY(mu) = false;   // the stream ended: new tickets fail at once
   absl::Status broken_status ABSL_GUARDED_BY(mu);
   bool writer_exited ABSL_GUARDED_BY(mu) = false;
+  // The server's answers said it reads batches of requests (PushPullResponse.reads_batches).
+  std::atomic<bool> server_reads_batches{false};
   std::vector<JoinNotice> joins ABSL_GUARDED_BY(mu);  // TakeJoinNotices
 
   std::shared_ptr<ps_client_internal::LentBuffers> lent = std::make_shared<ps_client_internal::LentBuffers>();
@@ -179,6 +183,7 @@ struct PsClient::Impl {
     }
     if (!job_id.empty()) req.set_job_id(job_id);
     if (incarnation != 0) req.set_incarnation(incarnation);
+    req.set_batch_answers(true);  // ReaderLoop splits batches
     uint64_t id;
     {
       absl::MutexLock lock(&mu);
@@ -223,28 +228,77 @@ struct PsClient::Impl {
 
   // Writes run here, not in Push, so a server that stops reading (flow control) can
   // only make Wait time out, never block the caller without a deadline.
+  //
+  // A stream has one write in flight: what queued meanwhile goes as one batch
+  // (common/kv/message_batch.h) once the server's answers said it reads batches, up to
+  // kMaxBatchBytes (a request larger than that goes alone), lowest key first as ever.
   void WriterLoop() {
+    constexpr size_t kMaxBatchBytes = 4 << 20;
+    constexpr size_t kMaxBatchParts = 1024;
+    std::vector<Outgoing> msgs;
+    std::vector<grpc::ByteBuffer> parts;
     while (true) {
-      Outgoing msg;
       {
         absl::MutexLock lock(&mu);
         mu.Await(absl::Condition(
             +[](Impl* impl) { return !impl->outbox.empty() || impl->closing || impl->broken; }, this));
         if (closing || broken) break;
-        msg = std::move(outbox.begin()->second);
-        outbox.erase(outbox.begin());
+        size_t bytes = 0;
+        do {
+          Outgoing& next = outbox.begin()->second;
+          const size_t length = next.buffer.Length();
+          if (!msgs.empty() && (bytes + length > kMaxBatchBytes || msgs.size() == kMaxBatchParts)) break;
+          bytes += length;
+          msgs.push_back(std::move(next));
+          outbox.erase(outbox.begin());
+        } while (!outbox.empty() && server_reads_batches.load(std::memory_order_relaxed));
       }
-      if (!stream->Write(msg.buffer)) break;  // the stream ended; the reader fails the tickets
-      bytes_pushed.fetch_add(msg.payload_bytes, std::memory_order_relaxed);
-      bytes_pushed_uncompressed.fetch_add(msg.uncompressed_bytes, std::memory_order_relaxed);
+      bool written;
+      if (msgs.size() == 1) {
+        written = stream->Write(msgs[0].buffer);
+      } else {
+        parts.clear();
+        for (Outgoing& m : msgs) parts.push_back(std::move(m.buffer));
+        written = stream->Write(kv::EncodeBatch(parts, v1::PushPullRequest::kBatchFieldNumber));
+      }
+      for (const Outgoing& m : msgs) {
+        bytes_pushed.fetch_add(m.payload_bytes, std::memory_order_relaxed);
+        bytes_pushed_uncompressed.fetch_add(m.uncompressed_bytes, std::memory_order_relaxed);
+      }
+      // Let go of the written buffers now: their slices lend the caller's gradients, which
+      // the next push of a key waits to have back (AwaitReturned).
+      msgs.clear();
+      parts.clear();
+      if (!written) break;  // the stream ended; the reader fails the tickets
     }
     absl::MutexLock lock(&mu);
     writer_exited = true;
   }
 
   void ReaderLoop() {
+    // A batch holds at most what the server puts in one (1024 answers); more is refused.
+    constexpr size_t kMaxBatchParts = 4096;
     grpc::ByteBuffer buffer;
-    while (stream->Read(&buffer)) Deliver(&buffer);
+    std::vector<grpc::ByteBuffer> parts;
+    while (stream->Read(&buffer)) {
+      if (!kv::IsBatch(&buffer, v1::PushPullResponse::kBatchFieldNumber)) {
+        Deliver(&buffer);
+        continue;
+      }
+      const absl::Status split =
+          kv::SplitBatch(&buffer, v1::PushPullResponse::kBatchFieldNumber, kMaxBatchParts, &parts);
+      for (grpc::ByteBuffer& part : parts) {
+        // A batch inside a batch is not sent by any server: undecodable like any other
+        // malformed answer (Deliver says so).
+        Deliver(&part);
+      }
+      if (!split.ok()) {
+        // Which answers the rest was meant to carry is lost: end the stream, so that every
+        // waiting ticket fails now (with the stream's status) instead of at its deadline.
+        DTRAIN_LOG(ERROR) << Who() << ": malformed batch of PushPull answers: " << split.message();
+        stream_ctx.TryCancel();
+      }
+    }
     {
       absl::MutexLock lock(&mu);
       broken = true;  // wakes the writer
@@ -400,6 +454,7 @@ struct PsClient::Impl {
     } else if (p.version != nullptr) {
       *p.version = resp.version();  // a version-only answer
     }
+    if (resp.reads_batches()) server_reads_batches.store(true, std::memory_order_relaxed);
     if (st.ok() && resp.joined_servers_size() > 0) NoteJoined(resp);
     p.done = true;
     p.status = st;

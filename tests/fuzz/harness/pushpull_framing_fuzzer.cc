@@ -9,6 +9,10 @@
 // (BytesToFloats), and the message is encoded again with EncodeWithPayload and
 // decoded: the header and payload must come back unchanged. A compressed push's payload
 // is unpacked by its codec (common/kv/compression), as the server does.
+//
+// The same bytes are also read as a batch of answers (common/kv/message_batch): where
+// they split, every part is decoded as a response, and the parts batched again must
+// split into the same parts.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +26,11 @@
 
 #include "common/kv/tensor_codec.h"
 #include "google/protobuf/stubs/logging.h"
+
+#if __has_include("common/kv/message_batch.h")
+#include "common/kv/message_batch.h"
+#define DTRAIN_FUZZ_BATCH 1
+#endif
 #include "dtrain/v1/parameter_server.pb.h"
 #include "tests/fuzz/harness/fuzz_util.h"
 
@@ -210,6 +219,37 @@ void DecodeOne(uint8_t options, std::string_view bytes, int field) {
   }
 }
 
+#ifdef DTRAIN_FUZZ_BATCH
+std::string Flatten(const grpc::ByteBuffer& b) {
+  std::vector<grpc::Slice> slices;
+  std::string out;
+  if (b.Length() == 0 || !b.Dump(&slices).ok()) return out;
+  for (const auto& sl : slices) out.append(reinterpret_cast<const char*>(sl.begin()), sl.size());
+  return out;
+}
+
+// The worker's reading of a batch: split, then each part as an answer of its own.
+void SplitOne(uint8_t options, std::string_view bytes) {
+  constexpr int kField = v1::PushPullResponse::kBatchFieldNumber;
+  grpc::ByteBuffer buffer = Slices(options, bytes);
+  if (!kv::IsBatch(&buffer, kField)) return;
+  std::vector<grpc::ByteBuffer> parts;
+  const absl::Status st = kv::SplitBatch(&buffer, kField, 64, &parts);
+  if (parts.size() > 64) abort();
+  std::vector<std::string> flat;
+  for (const grpc::ByteBuffer& part : parts) flat.push_back(Flatten(part));
+  for (const std::string& part : flat)
+    DecodeOne<v1::PushPullResponse>(options, part, v1::PushPullResponse::kDataFieldNumber);
+  if (!st.ok()) return;
+  grpc::ByteBuffer again = kv::EncodeBatch(parts, kField);
+  std::vector<grpc::ByteBuffer> parts2;
+  if (!kv::SplitBatch(&again, kField, 64, &parts2).ok() || parts2.size() != flat.size()) abort();
+  for (size_t i = 0; i < flat.size(); ++i) {
+    if (Flatten(parts2[i]) != flat[i]) abort();
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace dtrain::fuzz
 
@@ -225,5 +265,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const fuzz::Input in = fuzz::SplitOptions(data, size);
   fuzz::DecodeOne<v1::PushPullRequest>(in.options, in.body, v1::PushPullRequest::kDataFieldNumber);
   fuzz::DecodeOne<v1::PushPullResponse>(in.options, in.body, v1::PushPullResponse::kDataFieldNumber);
+#ifdef DTRAIN_FUZZ_BATCH
+  fuzz::SplitOne(in.options, in.body);
+#endif
   return 0;
 }

@@ -17,32 +17,32 @@ StallAdvisor Steps(int steps, int every, double pause) {
 
 TEST(StallAdviceTest, PausesInDistSyncAdviseTheStalenessThatCoversThem) {
   // 0.6 s pauses every 50 steps: 30 steps of 22 ms; 60 s of training, 12 s of stalls.
-  const std::optional<std::string> advice = Steps(1000, 50, 0.6).Advice("dist_sync", 0);
+  const std::optional<std::string> advice = Steps(1000, 50, 0.6).Advice(KVStoreMode::kDistSync, 0);
   ASSERT_TRUE(advice.has_value());
   EXPECT_NE(advice->find("in 20 stalls"), std::string::npos) << *advice;
   EXPECT_NE(advice->find("--kv-store dist_ssp --staleness 29"), std::string::npos) << *advice;
 }
 
 TEST(StallAdviceTest, UnderDistSspTheRestOfThePauseIsAddedToTheStaleness) {
-  const std::optional<std::string> advice = Steps(1000, 50, 0.2).Advice("dist_ssp", 3);
+  const std::optional<std::string> advice = Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 3);
   ASSERT_TRUE(advice.has_value());
   EXPECT_NE(advice->find("beyond --staleness 3; --staleness 14 would cover them"), std::string::npos) << *advice;
 }
 
 TEST(StallAdviceTest, NothingToSayWithoutPausesOrForFewOrInModesThatDoNotWait) {
-  EXPECT_FALSE(Steps(1000, 0, 0).Advice("dist_sync", 0).has_value());      // steady
-  EXPECT_FALSE(Steps(1000, 400, 0.6).Advice("dist_sync", 0).has_value());  // two hiccups
-  EXPECT_FALSE(Steps(1000, 50, 0.03).Advice("dist_sync", 0).has_value());  // short: under 3 steps
-  EXPECT_FALSE(Steps(1000, 50, 0.6).Advice("dist_async", 0).has_value());  // never waits for others
-  EXPECT_FALSE(Steps(1000, 50, 0.6).Advice("local", 0).has_value());
-  EXPECT_FALSE(StallAdvisor().Advice("dist_sync", 0).has_value());  // no steps
+  EXPECT_FALSE(Steps(1000, 0, 0).Advice(KVStoreMode::kDistSync, 0).has_value());      // steady
+  EXPECT_FALSE(Steps(1000, 400, 0.6).Advice(KVStoreMode::kDistSync, 0).has_value());  // two hiccups
+  EXPECT_FALSE(Steps(1000, 50, 0.03).Advice(KVStoreMode::kDistSync, 0).has_value());  // short: under 3 steps
+  EXPECT_FALSE(Steps(1000, 50, 0.6).Advice(KVStoreMode::kDistAsync, 0).has_value());  // never waits for others
+  EXPECT_FALSE(Steps(1000, 50, 0.6).Advice(KVStoreMode::kLocal, 0).has_value());
+  EXPECT_FALSE(StallAdvisor().Advice(KVStoreMode::kDistSync, 0).has_value());  // no steps
 }
 
 TEST(StallAdviceTest, UniformlySlowStepsAreNotStalls) {
   // Every step blocked 0.5 s (a slow network): the median absorbs it, nothing stands out.
   StallAdvisor a;
   for (int i = 0; i < 200; ++i) a.StepDone(0.02, 0.5);
-  EXPECT_FALSE(a.Advice("dist_sync", 0).has_value());
+  EXPECT_FALSE(a.Advice(KVStoreMode::kDistSync, 0).has_value());
 }
 
 }  // namespace
