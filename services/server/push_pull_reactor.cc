@@ -36,24 +36,44 @@ void PushPullReactor::OnReadDone(bool ok) {
     return;
   }
   // Several requests queued together at the worker come as one batch (message_batch.h).
+  // Its parts are handled one by one as single requests are, stopping where the stream
+  // is full: what is left waits (unread, in effect) until answers have gone out.
   constexpr size_t kMaxBatchParts = 4096;
   if (kv::IsBatch(&request_, v1::PushPullRequest::kBatchFieldNumber)) {
     std::vector<grpc::ByteBuffer> parts;
     const absl::Status split =
         kv::SplitBatch(&request_, v1::PushPullRequest::kBatchFieldNumber, kMaxBatchParts, &parts);
     request_.Clear();
-    for (grpc::ByteBuffer& part : parts) {
-      if (!HandleRequest(part)) return;  // refused: the stream is finishing
-    }
     if (!split.ok()) {
-      // The rest of the batch is lost with its request ids: nobody can be answered.
+      // The batch's request ids are unknown past the fault: none of it is handled.
       DTRAIN_LOG(WARNING) << "malformed batch of PushPull requests: " << split.message();
       if (metrics_ != nullptr) metrics_->RequestFailed();
+      parts.clear();
     }
+    for (grpc::ByteBuffer& part : parts) unread_.push_back(std::move(part));
   } else {
-    const bool go_on = HandleRequest(request_);
+    unread_.push_back(std::move(request_));
     request_.Clear();
-    if (!go_on) return;
+  }
+  HandleUnread();
+}
+
+void PushPullReactor::HandleUnread() {
+  while (!unread_.empty()) {
+    {
+      absl::MutexLock lock(&box_->mu);
+      if (Full()) {
+        // OnWriteDone comes back here once answers have gone out (OnCancel ends the stream).
+        box_->read_paused = true;
+        return;
+      }
+    }
+    grpc::ByteBuffer next = std::move(unread_.front());
+    unread_.pop_front();
+    if (!HandleRequest(next)) {  // refused: the stream is finishing
+      unread_.clear();
+      return;
+    }
   }
   ReadNext();
 }
@@ -222,7 +242,7 @@ void PushPullReactor::OnWriteDone(bool ok) {
     }
   }
   if (!ok) DropParkedPulls();
-  if (resume_reading) StartRead(&request_);
+  if (resume_reading) HandleUnread();
   if (next) {
     StartWrite(&writing_);
   } else {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -65,6 +66,9 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   // Queues an answer about `key`, from any thread; starts a write if none is in flight.
   static void Send(const std::shared_ptr<Outbox>& box, uint64_t key, grpc::ByteBuffer resp);
   static void Send(const std::shared_ptr<Outbox>& box, const v1::PushPullResponse& resp);
+  // Handles the requests read but not yet handled (a batch's parts) while the stream is
+  // not Full, then reads on; pauses reading when Full (OnWriteDone resumes here).
+  void HandleUnread();
   // Decodes and handles one request (answering a malformed one if it has an id). False
   // when the stream was refused for good: it is finishing, and nothing more may be read.
   bool HandleRequest(grpc::ByteBuffer& message);
@@ -83,6 +87,10 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   std::shared_ptr<Outbox> box_;
   PushPullHandler handler_;   // after box_, its sink
   grpc::ByteBuffer request_;  // the read in flight
+  // Read, not yet handled: a batch's parts beyond what the stream could take. Touched only
+  // by OnReadDone and a resuming OnWriteDone, never both at once (reading is paused while
+  // it holds anything).
+  std::deque<grpc::ByteBuffer> unread_;
   grpc::ByteBuffer writing_;  // the write in flight
   // The pushed gradient of the request being handled; reused, since the handler
   // finishes with it (the store copies what it keeps) before the next read, but not
