@@ -75,6 +75,8 @@ DATA_PACKAGES=(dataset-fashion-mnist)
 EXCLUDE_RE='^(libc6|libc6-dev|libc-dev-bin|linux-libc-dev|libcrypt1|libcrypt-dev|libnsl-dev|libnsl2|libtirpc.*|rpcsvc-proto|libstdc\+\+6|libgcc-s1|gcc-12-base|perl.*|libperl.*|python3.*|libpython3.*|fonts-.*|ttf-.*|x11-common|xfonts-.*|mailcap|media-types|mime-support|install-info|lsb-base|cdebconf|libdebian-installer4|libnewt0.52|libslang2|libtextwrap1|libglib2.0-bin|libglib2.0-data|libglib2.0-dev-bin|debconf|dpkg|tar|coreutils|bash|libselinux1|libacl1|libgdbm.*|libdb5.3|libreadline8|libncursesw6|libtinfo6|libsqlite3-0|libmd0|libbsd0|libuuid1|libblkid1|libmount1|libzstd1|liblzma5|libbz2-1.0|libgmp10|libpcre2-8-0|libsepol2)$'
 
 say() { printf '%s\n' "$*"; }
+# launched_worker P RANK: the pid of `dtrain launch`'s worker of that rank under process P.
+source tests/bench/launched_worker.sh
 FIRST_FAIL=0
 report() {  # report NAME PASS|FAIL|INFO LOG [why]
   say "gpu-verify: $2: $1 (log: $3)${4:+: $4}"
@@ -293,21 +295,6 @@ launch_on_gpus() {
   else
     report "$name" PASS "$log" "Validation-accuracy $acc (the CPU's $cpu_acc); weights-fnv64=$(last_value "$log" weights-fnv64)"
   fi
-}
-
-# The pid of the worker of rank R among the descendants of P (`timeout`, then `dtrain
-# launch`, then its children); its environment names the rank.
-launched_worker() {
-  local p=$1 rank=$2 c
-  for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null || pgrep -P "$p"); do
-    if grep -q dtrain-worker "/proc/$c/cmdline" 2>/dev/null \
-       && tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "DTRAIN_RANK=$rank"; then
-      echo "$c"
-      return 0
-    fi
-    launched_worker "$c" "$rank" && return 0
-  done
-  return 1
 }
 
 stage_resnet() {

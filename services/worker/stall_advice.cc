@@ -19,8 +19,14 @@ double Quantile(std::vector<double> v, double q) {
 }  // namespace
 
 void StallAdvisor::StepDone(double compute, double blocked) {
-  compute_.push_back(compute);
-  blocked_.push_back(blocked);
+  if (compute_.size() < kWindowSteps) {
+    compute_.push_back(compute);
+    blocked_.push_back(blocked);
+    return;
+  }
+  compute_[next_] = compute;
+  blocked_[next_] = blocked;
+  next_ = (next_ + 1) % kWindowSteps;
 }
 
 std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t staleness) const {

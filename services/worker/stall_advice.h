@@ -12,6 +12,7 @@
 // 90% of them. No LibTorch: the trainer hands in plain numbers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,6 +32,9 @@ class StallAdvisor {
   // kMinStalls of them (one slow checkpoint is not a pattern).
   static constexpr double kMinStallShare = 0.10;
   static constexpr int kMinStalls = 3;
+  // The advice covers the last this many steps (1 MiB of figures), so that a long run's
+  // memory stays bounded.
+  static constexpr size_t kWindowSteps = 65536;
 
   // One step: `compute` seconds of forward and backward, `blocked` seconds in the kvstore.
   void StepDone(double compute, double blocked);
@@ -42,7 +46,8 @@ class StallAdvisor {
   std::optional<std::string> Advice(KVStoreMode mode, int64_t staleness) const;
 
  private:
-  std::vector<double> compute_, blocked_;
+  std::vector<double> compute_, blocked_;  // a ring of at most kWindowSteps
+  size_t next_ = 0;                        // where the next step goes once the ring is full
 };
 
 }  // namespace dtrain::worker

@@ -33,25 +33,14 @@ JOB=(--network lenet --num-examples 20000 --num-epochs 2 --threads 1 --seed 7 --
 WORK=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$WORK"' EXIT
 
-# The pid of the worker of rank R among the descendants of P (its environment names the rank).
-worker_pid() {
-  local p=$1 rank=$2 c
-  for c in $(cat "/proc/$p/task/$p/children" 2>/dev/null); do
-    if grep -q dtrain-worker "/proc/$c/cmdline" 2>/dev/null \
-       && tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx "DTRAIN_RANK=$rank"; then
-      echo "$c"
-      return 0
-    fi
-    worker_pid "$c" "$rank" && return 0
-  done
-  return 1
-}
+# launched_worker P RANK: the pid of `dtrain launch`'s worker of that rank under process P.
+source tests/bench/launched_worker.sh
 
 # pause_worker LAUNCHER RANK: until the job ends, one pause of PAUSE s at a moment drawn
 # (seeded by SEED and RANK) from each PERIOD s. A stopped process is always continued.
 pause_worker() {
   local launcher=$1 rank=$2 pid="" i
-  for i in $(seq 1 600); do pid=$(worker_pid "$launcher" "$rank") && break; sleep 0.1; done
+  for i in $(seq 1 600); do pid=$(launched_worker "$launcher" "$rank") && break; sleep 0.1; done
   [ -n "$pid" ] || return 0
   awk -v seed="$SEED" -v rank="$rank" -v pause="$PAUSE" -v period="$PERIOD" 'BEGIN {
     srand(seed * 1000 + rank)

@@ -27,31 +27,39 @@ inline bool Eventually(const std::function<bool()>& pred, absl::Duration timeout
   return true;
 }
 
-// Starts `dtrain-scheduler --port 0 --port-file ...` and waits (10 s at most) for its port.
+// Starts `dtrain-scheduler --port PORT --port-file ...` (0: any port) into *process and
+// waits (10 s at most) for the port it bound; 0 if it did not come up.
+inline int StartScheduler(int port, int workers, int servers, const std::vector<std::string>& extra,
+                          std::unique_ptr<Subprocess>* process) {
+  const std::string port_file = MakeTempDir() + "/port";
+  std::vector<std::string> argv = {Bin("dtrain-scheduler"),
+                                   "--host",
+                                   "127.0.0.1",
+                                   "--port",
+                                   std::to_string(port),
+                                   "--port-file",
+                                   port_file,
+                                   "--num-workers",
+                                   std::to_string(workers),
+                                   "--num-servers",
+                                   std::to_string(servers)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  *process = std::make_unique<Subprocess>(argv);
+  int bound = 0;
+  Eventually(
+      [&] {
+        std::ifstream in(port_file);
+        std::string text;
+        return (in >> text) && absl::SimpleAtoi(text, &bound) && bound > 0;
+      },
+      absl::Seconds(10));
+  return bound;
+}
+
+// A scheduler on any free port, for the test's duration.
 struct SchedulerProcess {
   SchedulerProcess(int workers, int servers, std::vector<std::string> extra = {}) {
-    const std::string port_file = MakeTempDir() + "/port";
-    std::vector<std::string> argv = {Bin("dtrain-scheduler"),
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     "0",
-                                     "--port-file",
-                                     port_file,
-                                     "--num-workers",
-                                     std::to_string(workers),
-                                     "--num-servers",
-                                     std::to_string(servers)};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    process = std::make_unique<Subprocess>(argv);
-    int port = 0;
-    Eventually(
-        [&] {
-          std::ifstream in(port_file);
-          std::string text;
-          return (in >> text) && absl::SimpleAtoi(text, &port) && port > 0;
-        },
-        absl::Seconds(10));
+    const int port = StartScheduler(0, workers, servers, extra, &process);
     if (port > 0) address = "127.0.0.1:" + std::to_string(port);
   }
   std::unique_ptr<Subprocess> process;

@@ -6,7 +6,6 @@
 #include <signal.h>
 
 #include <atomic>
-#include <fstream>
 #include <future>
 #include <map>
 #include <memory>
@@ -16,7 +15,6 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/synchronization/mutex.h"
 #include "common/scheduler_client.h"
 #include "tests/integration/scheduler/scheduler_process.h"
@@ -36,28 +34,7 @@ class RestartableScheduler {
 
   // Starts the scheduler on `port` (0: any); the address stays the first one's.
   void Start(int port) {
-    const std::string port_file = MakeTempDir() + "/port";
-    std::vector<std::string> argv = {Bin("dtrain-scheduler"),
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     std::to_string(port),
-                                     "--port-file",
-                                     port_file,
-                                     "--num-workers",
-                                     std::to_string(workers_),
-                                     "--num-servers",
-                                     std::to_string(servers_)};
-    argv.insert(argv.end(), extra_.begin(), extra_.end());
-    process_ = std::make_unique<Subprocess>(argv);
-    int bound = 0;
-    Eventually(
-        [&] {
-          std::ifstream in(port_file);
-          std::string text;
-          return (in >> text) && absl::SimpleAtoi(text, &bound) && bound > 0;
-        },
-        absl::Seconds(10));
+    const int bound = StartScheduler(port, workers_, servers_, extra_, &process_);
     port_ = bound;
     if (bound > 0 && address_.empty()) address_ = "127.0.0.1:" + std::to_string(bound);
   }

@@ -38,6 +38,14 @@ TEST(StallAdviceTest, NothingToSayWithoutPausesOrForFewOrInModesThatDoNotWait) {
   EXPECT_FALSE(StallAdvisor().Advice(KVStoreMode::kDistSync, 0).has_value());  // no steps
 }
 
+TEST(StallAdviceTest, OnlyTheLastWindowOfStepsCounts) {
+  // Pauses early in a long run, then a window's worth of steady steps: they have rolled out.
+  StallAdvisor a = Steps(1000, 50, 0.6);
+  ASSERT_TRUE(a.Advice(KVStoreMode::kDistSync, 0).has_value());
+  for (size_t i = 0; i < StallAdvisor::kWindowSteps; ++i) a.StepDone(0.020, 0.002);
+  EXPECT_FALSE(a.Advice(KVStoreMode::kDistSync, 0).has_value());
+}
+
 TEST(StallAdviceTest, UniformlySlowStepsAreNotStalls) {
   // Every step blocked 0.5 s (a slow network): the median absorbs it, nothing stands out.
   StallAdvisor a;

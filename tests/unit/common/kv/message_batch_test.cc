@@ -8,24 +8,15 @@
 #include "common/kv/tensor_codec.h"
 #include "dtrain/v1/parameter_server.pb.h"
 #include "gtest/gtest.h"
+#include "tests/unit/common/kv/byte_buffers.h"
 
 namespace dtrain::kv {
 namespace {
 
 constexpr int kField = v1::PushPullResponse::kBatchFieldNumber;
 
-std::string Flatten(const grpc::ByteBuffer& b) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(b.Dump(&slices).ok());
-  std::string out;
-  for (const auto& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  return out;
-}
-
-grpc::ByteBuffer FromString(const std::string& s) {
-  grpc::Slice slice(s);
-  return grpc::ByteBuffer(&slice, 1);
-}
+using testing::Flatten;
+using testing::FromString;
 
 // An answer as the server sends it: a header and the weights as a slice of their own.
 grpc::ByteBuffer Answer(uint64_t id, int floats) {
