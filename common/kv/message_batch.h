@@ -8,8 +8,9 @@
 // holding one whole message exactly as it would have been sent alone: the receiver
 // splits it and handles the parts in order. Its first byte is the first byte of the
 // field's tag, which no ordinary message of the stream starts with (the field is reserved
-// for batches), so a batch is told apart by that byte; SplitBatch then checks every tag. Nothing is copied: the parts are the original slices,
-// and the split parts are sub-slices of the received ones.
+// for batches), so a batch is told apart by that byte; SplitBatch then checks every tag.
+// Nothing is copied: the parts are the original slices, and the split parts are
+// sub-slices of the received ones.
 #pragma once
 
 #include <cstddef>
