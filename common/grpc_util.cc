@@ -21,6 +21,10 @@ std::chrono::system_clock::time_point DeadlineAfter(absl::Duration d) { return a
 
 namespace {
 
+// Long against a loaded machine's scheduling delays, short against the heartbeat's
+// reconnect window (10 s) that an attempt hanging on a vanished peer would eat into.
+constexpr int kConnectAttemptMs = 5000;
+
 // Tensor streams move megabytes per message: large HTTP/2 frames and a large
 // flow-control window keep a 4 MB chunk from being cut into 16 KB frames and stalled
 // on window updates.
@@ -46,8 +50,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // Nodes often start before their peer listens; gRPC's default backoff grows to
   // 120 s, which would make a launch wait long after the peer is up.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Despite its name, gRPC takes this as the least time one connection attempt (TCP
+  // connect and the peer's HTTP/2 SETTINGS) is given: MIN_CONNECT_TIMEOUT in gRPC's
+  // doc/connection-backoff.md. At 100 ms a busy peer or a loaded machine failed attempts
+  // ("connection attempt timed out before receiving SETTINGS frame"), and with them the
+  // calls that do not wait for ready. An attempt that is refused still fails at once.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kConnectAttemptMs);
   // A peer restarted elsewhere under the same name (a Kubernetes pod behind its headless
   // Service) has a new address: look the name up again within a second, not 30 s.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);

@@ -113,9 +113,7 @@ class SchedulerClient::Heartbeat {
                      /*failed=*/true);
         return;
       }
-      absl::MutexLock lock(&mu_);
-      const absl::Time retry = now + std::min(interval_, absl::Seconds(1));
-      while (!stop_ && absl::Now() < retry) cv_.WaitWithDeadline(&mu_, retry);
+      client_->PauseBeforeRetry(now + std::min(interval_, absl::Seconds(1)));
     }
   }
 
@@ -319,6 +317,27 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
   }
 }
 
+void SchedulerClient::PauseBeforeRetry(absl::Time until) {
+  // A call that failed on a connected channel failed for another reason: a plain pause,
+  // so that the retries do not spin.
+  const bool was_ready = channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY;
+  while (true) {
+    const absl::Time now = absl::Now();
+    if (now >= until) return;
+    {
+      absl::MutexLock lock(&cancel_mu_);
+      if (closing_) return;
+    }
+    // In slices, so that the destructor need not wait for the whole pause.
+    const absl::Time slice = std::min(until, now + kRetryPause);
+    if (was_ready) {
+      absl::SleepFor(slice - now);
+    } else if (channel_->WaitForConnected(absl::ToChronoTime(slice))) {
+      return;  // (re)connected: the caller tries again at once
+    }
+  }
+}
+
 absl::Status SchedulerClient::Retrying(const std::string& what, absl::Time deadline,
                                        const std::function<grpc::Status(absl::Duration left)>& call) {
   absl::Time lost_since = absl::InfiniteFuture();
@@ -346,7 +365,7 @@ absl::Status SchedulerClient::Retrying(const std::string& what, absl::Time deadl
     if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
       DTRAIN_RETURN_IF_ERROR(RegisterAgain(seen, deadline, s.error_message()));
     } else {
-      absl::SleepFor(std::min(kRetryPause, deadline - absl::Now()));
+      PauseBeforeRetry(std::min(absl::Now() + kRetryPause, deadline));
     }
     absl::MutexLock lock(&cancel_mu_);
     if (closing_) return absl::CancelledError("the client is closing");
