@@ -150,6 +150,14 @@ InferProcess::InferProcess(std::vector<std::string> flags) {
 
 InferProcess::~InferProcess() = default;
 
+std::shared_ptr<grpc::Channel> InferProcess::Connect(absl::Duration timeout) {
+  auto channel = MakeChannel(address());
+  EXPECT_TRUE(channel->WaitForConnected(DeadlineAfter(timeout)))
+      << "no connection to dtrain-infer at " << address() << " within " << timeout << "\n"
+      << process_->output();
+  return channel;
+}
+
 int InferProcess::Health(const std::string& service) {
   if (health_ == nullptr) return -1;
   grpc::ClientContext ctx;

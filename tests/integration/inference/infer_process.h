@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <grpcpp/channel.h>
+
 #include "absl/time/time.h"
 #include "dtrain/v1/inference.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -44,6 +46,12 @@ class InferProcess {
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   Subprocess& process() { return *process_; }
   v1::Inference::Stub& inference() { return *inference_; }
+  // A channel of its own (a connection of its own) to the server, connected before it
+  // is returned (a failure is reported, naming the address). A first call that does not
+  // wait for ready fails with its channel's first connection attempt, and gRPC 1.51 can
+  // fail an attempt that was still in progress: it reads connect()'s errno after other
+  // calls (grpc/grpc#35064), e.g. "No such file or directory".
+  std::shared_ptr<grpc::Channel> Connect(absl::Duration timeout = absl::Seconds(30));
 
   // The health service's answer for `service` ("" = the whole server), or -1 if the
   // call failed.

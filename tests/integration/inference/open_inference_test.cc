@@ -31,8 +31,9 @@ std::string ServedPrefix() {
   return prefix;
 }
 
+// On a connection of its own, as a separate client would have.
 std::unique_ptr<oip::GRPCInferenceService::Stub> OipStub(InferProcess& server) {
-  return oip::GRPCInferenceService::NewStub(MakeChannel(server.address()));
+  return oip::GRPCInferenceService::NewStub(server.Connect());
 }
 
 // The first `count` t10k images as an FP32 [count,1,28,28] raw request (pixels / 255,
@@ -295,7 +296,7 @@ TEST(OpenInferenceTest, BadRequestsGetTheirCodeAndAClearMessage) {
 TEST(OpenInferenceTest, ReflectionV1AndV1alphaListBothProtocols) {
   InferProcess server({"--model-prefix", ServedPrefix()});
   ASSERT_TRUE(server.started());
-  auto channel = MakeChannel(server.address());
+  auto channel = server.Connect();
   const std::vector<std::string> want = {"dtrain.v1.Inference", "inference.GRPCInferenceService",
                                          "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection",
                                          "grpc.reflection.v1alpha.ServerReflection"};
