@@ -113,6 +113,7 @@ class SchedulerClient::Heartbeat {
                      /*failed=*/true);
         return;
       }
+      // Ends at once when the client closes: its destructor says so before it stops us.
       client_->PauseBeforeRetry(now + std::min(interval_, absl::Seconds(1)));
     }
   }
