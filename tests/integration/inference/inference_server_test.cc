@@ -105,7 +105,7 @@ TEST(InferenceServerTest, HealthGoesServingOnlyAfterTheFirstModelLoads) {
 TEST(InferenceServerTest, ReflectionListsAndDescribesTheServices) {
   InferProcess server({"--model-prefix", ServedPrefix({1})});
   ASSERT_TRUE(server.started());
-  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(MakeChannel(server.address()));
+  auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(server.Connect());
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAfter(absl::Seconds(10)));
   auto stream = stub->ServerReflectionInfo(&ctx);
