@@ -16,8 +16,6 @@ constexpr absl::Duration kPollSlice = absl::Milliseconds(200);
 
 bool Gone(v1::NodeState s) { return s == v1::NODE_STATE_DEAD || s == v1::NODE_STATE_FINISHED; }
 
-std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d)); }
-
 }  // namespace
 
 std::string RoleName(v1::Role role) {
@@ -32,11 +30,11 @@ std::string RoleName(v1::Role role) {
 std::string NodeName(const NodeKey& key) { return absl::StrCat(RoleName(key.role), " ", key.rank); }
 
 Membership::Membership(MembershipOptions options)
-    : options_([&] {
-        if (!options.clock) options.clock = [] { return absl::Now(); };
-        return std::move(options);
-      }()),
-      start_(options_.clock()),
+    : options_(std::move(options)),
+      liveness_(LivenessOptions{options_.heartbeat_timeout, options_.rejoin_timeout, options_.clock}),
+      start_(liveness_.Now()),
+      workers_(RoleName(v1::ROLE_WORKER), options_.num_workers),
+      servers_(RoleName(v1::ROLE_SERVER), options_.num_servers),
       job_(options_.job_id) {}
 
 int Membership::Expected(v1::Role role) const {
@@ -99,15 +97,7 @@ void Membership::MarkAllRegisteredLocked() {
   // own count was lost with it.
   for (auto& [key, node] : nodes_) {
     if (node.rejoined || node.assumed_finished) continue;
-    uint64_t floor = 1;
-    if (key.role == v1::ROLE_WORKER) {
-      if (auto it = admitted_elsewhere_.find(key.rank); it != admitted_elsewhere_.end()) {
-        floor = std::max(floor, it->second);
-      }
-    }
-    uint64_t& last = last_incarnation_[key];
-    const uint64_t incarnation = std::max(last, floor) + 1;
-    last = incarnation;
+    const uint64_t incarnation = RanksLocked(key.role).Replace(key.rank);
     node.info.set_incarnation(incarnation);
     node.info.set_state(v1::NODE_STATE_REJOINING);
     node.info.set_restarts(node.info.restarts() + 1);
@@ -155,57 +145,41 @@ bool Membership::HeldByLiveLocked(const NodeKey& key) const {
   return it != nodes_.end() && it->second.info.state() != v1::NODE_STATE_DEAD && !it->second.assumed_finished;
 }
 
+RankOccupant Membership::OccupantOf(const Node& node) {
+  RankOccupant o;
+  o.present = true;
+  o.live = node.info.state() != v1::NODE_STATE_DEAD && !node.assumed_finished;
+  o.provisional = node.provisional;
+  o.incarnation = node.info.incarnation();
+  o.pid = node.info.pid();
+  o.hostname = node.info.hostname();
+  o.state = v1::NodeState_Name(node.info.state());
+  return o;
+}
+
+std::vector<RankOccupant> Membership::OccupantsLocked(v1::Role role) const {
+  std::vector<RankOccupant> out(Expected(role));
+  for (const auto& [key, node] : nodes_) {
+    if (key.role == role && key.rank >= 0 && key.rank < static_cast<int>(out.size())) out[key.rank] = OccupantOf(node);
+  }
+  return out;
+}
+
 absl::StatusOr<int> Membership::PickRankLocked(const v1::RegisterRequest& request) {
   const v1::Role role = request.role();
-  const std::string what = RoleName(role);
-  const int expected = Expected(role);
-  const uint64_t held = request.incarnation();
-  int rank = request.requested_rank();
-  if (rank < 0) {
-    // The lowest free rank; failing that, the lowest rank of a dead node (a restart).
-    for (int r = 0; r < expected && rank < 0; ++r) {
-      if (nodes_.count({role, r}) == 0) rank = r;
-    }
-    for (int r = 0; r < expected && rank < 0; ++r) {
-      if (!HeldByLiveLocked({role, r})) rank = r;
-    }
-    if (rank < 0) {
-      return absl::ResourceExhaustedError(absl::StrCat("all ", expected, " ", what, " ranks are held by live nodes"));
-    }
-    return rank;
-  }
-  if (rank >= expected) {
-    return absl::InvalidArgumentError(absl::StrCat("requested ", what, " rank ", rank, " but the job has ", expected,
-                                                   " ", what, "s (ranks 0..", expected - 1, ")"));
-  }
-  auto holder = nodes_.find({role, rank});
-  if (holder != nodes_.end() && holder->second.provisional && !all_registered_) {
-    // Its holder did not ask for it: move that node to another free rank.
-    int free_rank = -1;
-    for (int r = 0; r < expected && free_rank < 0; ++r) {
-      if (nodes_.count({role, r}) == 0) free_rank = r;
-    }
-    if (free_rank >= 0) {
-      Node moved = std::move(holder->second);
-      nodes_.erase(holder);
-      moved.info.set_rank(free_rank);
-      // Before the job starts nobody is fenced: every first process is incarnation 1.
-      uint64_t& last = last_incarnation_[{role, free_rank}];
-      last = std::max<uint64_t>(last, 1);
-      moved.info.set_incarnation(1);
-      nodes_[{role, free_rank}] = std::move(moved);
-    }
-  }
-  auto current = nodes_.find({role, rank});
-  if (held > 0 && current != nodes_.end()) {
-    // A process that knows its incarnation: the newer one holds the rank.
-    if (held < current->second.info.incarnation()) {
-      return absl::FailedPreconditionError(FencedText({role, rank}, held, current->second));
-    }
-  } else if (HeldByLiveLocked({role, rank})) {
-    const auto& other = nodes_.at({role, rank}).info;
-    return absl::AlreadyExistsError(absl::StrCat(what, " rank ", rank, " is already held by pid ", other.pid(), " on ",
-                                                 other.hostname(), " (", v1::NodeState_Name(other.state()), ")"));
+  RankTable& ranks = RanksLocked(role);
+  int moved_to = -1;
+  absl::StatusOr<int> rank =
+      ranks.Pick(request.requested_rank(), request.incarnation(), all_registered_, OccupantsLocked(role), &moved_to);
+  if (rank.ok() && moved_to >= 0) {
+    // The requested rank's provisional holder moves; before the job starts nobody is
+    // fenced, so it is the new rank's first incarnation.
+    auto holder = nodes_.find({role, *rank});
+    Node moved = std::move(holder->second);
+    nodes_.erase(holder);
+    moved.info.set_rank(moved_to);
+    moved.info.set_incarnation(ranks.Admit(moved_to, 0, /*started=*/false));
+    nodes_[{role, moved_to}] = std::move(moved);
   }
   return rank;
 }
@@ -223,10 +197,7 @@ uint64_t Membership::AdmitLocked(const NodeKey& key, const v1::RegisterRequest& 
     restarts = prev->second.info.restarts();
     recent_epochs.Swap(prev->second.info.mutable_recent_epochs());
   }
-  uint64_t& last = last_incarnation_[key];
-  // Before the job starts nobody is fenced: every first process is incarnation 1.
-  const uint64_t incarnation = held > 0 ? held : all_registered_ ? last + 1 : 1;
-  last = std::max(last, incarnation);
+  const uint64_t incarnation = RanksLocked(key.role).Admit(key.rank, held, all_registered_);
   // A new process for a rank after the job started: a restart of that rank.
   const bool restart = all_registered_ && held == 0;
   Node& node = nodes_[key];
@@ -240,16 +211,15 @@ uint64_t Membership::AdmitLocked(const NodeKey& key, const v1::RegisterRequest& 
   node.info.set_incarnation(incarnation);
   node.info.set_restarts(restarts + (restart ? 1 : 0));
   node.info.mutable_recent_epochs()->Swap(&recent_epochs);
-  node.last_heard = Now();
-  node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
+  liveness_.Heard(&node.live);
+  node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.live.last_heard));
   node.ticket = next_ticket_++;
   node.provisional = request.requested_rank() < 0 && !all_registered_;
   node.rejoined = all_registered_ || held > 0;
   node.replaced = replaced;
   node.job_id = request.job_id();
   for (int r = 0; r < request.worker_incarnations_size(); ++r) {
-    uint64_t& floor = admitted_elsewhere_[r];
-    floor = std::max(floor, request.worker_incarnations(r));
+    workers_.NoteAdmittedElsewhere(r, request.worker_incarnations(r));
   }
   if (restart) comebacks_.push_back({key, incarnation});
   return node.ticket;
@@ -349,12 +319,13 @@ absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, in
   if (node.info.state() == v1::NODE_STATE_DEAD) {
     if (!failure_.empty() || !MayRejoinLocked(key, node)) {
       return absl::FailedPreconditionError(
-          absl::StrCat("the scheduler declared ", NodeName(key), " dead (", node.death_reason, ")"));
+          absl::StrCat("the scheduler declared ", NodeName(key), " dead (", node.live.death_reason, ")"));
     }
     // Paused, not gone (SIGSTOP, a long GC, a network partition): nobody took the
     // rank, so the process resumes.
     if (revived != nullptr) *revived = true;
     comebacks_.push_back({key, current});
+    liveness_.Revived(&node.live);
     node.info.clear_dead_since_unix_ms();
     node.info.clear_death_reason();
     changed_.SignalAll();
@@ -363,8 +334,8 @@ absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, in
   node.info.set_state(resuming ? v1::NODE_STATE_REJOINING : v1::NODE_STATE_ALIVE);
   node.info.set_last_step(step);
   node.info.set_samples_per_sec(samples_per_sec);
-  node.last_heard = Now();
-  node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
+  liveness_.Heard(&node.live);
+  node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.live.last_heard));
   return absl::OkStatus();
 }
 
@@ -401,8 +372,7 @@ absl::Status Membership::CheckCaller(const NodeKey& key, const std::string& job_
 }
 
 bool Membership::MayRejoinLocked(const NodeKey& key, const Node& node) const {
-  return key.role == v1::ROLE_WORKER && options_.rejoin_timeout > absl::ZeroDuration() &&
-         node.info.state() == v1::NODE_STATE_DEAD && Now() - node.dead_at <= options_.rejoin_timeout;
+  return key.role == v1::ROLE_WORKER && node.info.state() == v1::NODE_STATE_DEAD && liveness_.MayRejoin(node.live);
 }
 
 bool Membership::MayRejoin(const NodeKey& key) const {
@@ -414,13 +384,13 @@ bool Membership::MayRejoin(const NodeKey& key) const {
 std::vector<v1::NodeInfo> Membership::ExpireRejoinWaits() {
   absl::MutexLock lock(&mu_);
   std::vector<v1::NodeInfo> expired;
-  if (options_.rejoin_timeout <= absl::ZeroDuration() || !failure_.empty()) return expired;
+  if (!liveness_.RejoinAllowed() || !failure_.empty()) return expired;
   for (const auto& [key, node] : nodes_) {
     if (key.role != v1::ROLE_WORKER || node.info.state() != v1::NODE_STATE_DEAD || MayRejoinLocked(key, node)) {
       continue;
     }
-    failure_ = absl::StrCat(NodeName(key), " died (", node.death_reason, ") and did not rejoin within ",
-                            Seconds(options_.rejoin_timeout), " (--rejoin-timeout)");
+    failure_ = absl::StrCat(NodeName(key), " died (", node.live.death_reason, ") and did not rejoin within ",
+                            SecondsText(liveness_.rejoin_timeout()), " (--rejoin-timeout)");
     expired.push_back(node.info);
     changed_.SignalAll();
     break;  // the job failed: one reason is enough
@@ -443,7 +413,7 @@ std::vector<NodeKey> Membership::SettleRestart() {
     node.info.set_role(key.role);
     node.info.set_rank(r);
     node.info.set_state(v1::NODE_STATE_FINISHED);
-    node.last_heard = Now();
+    liveness_.Heard(&node.live);
     node.ticket = next_ticket_++;
     node.assumed_finished = true;
     assumed.push_back(key);
@@ -455,9 +425,8 @@ std::vector<NodeKey> Membership::SettleRestart() {
 
 void Membership::MarkDead(Node& node, const std::string& why) {
   node.info.set_state(v1::NODE_STATE_DEAD);
-  node.dead_at = Now();
-  node.death_reason = why;
-  node.info.set_dead_since_unix_ms(absl::ToUnixMillis(node.dead_at));
+  liveness_.Died(&node.live, why);
+  node.info.set_dead_since_unix_ms(absl::ToUnixMillis(node.live.dead_at));
   node.info.set_death_reason(why);
   deaths_.push_back({node.info.role(), node.info.rank()});
   changed_.SignalAll();
@@ -480,6 +449,7 @@ absl::Status Membership::Leave(const NodeKey& key, bool failed, const std::strin
     return absl::NotFoundError(absl::StrCat(NodeName(key), " is not registered with this scheduler"));
   }
   it->second.info.set_state(v1::NODE_STATE_FINISHED);
+  liveness_.Left(&it->second.live);
   if (failed && failure_.empty()) {
     failure_ = absl::StrCat(NodeName(key), " failed: ", reason.empty() ? "no reason given" : reason);
   }
@@ -490,19 +460,18 @@ absl::Status Membership::Leave(const NodeKey& key, bool failed, const std::strin
 std::vector<v1::NodeInfo> Membership::SweepSilent() {
   absl::MutexLock lock(&mu_);
   std::vector<v1::NodeInfo> dead;
-  const absl::Time now = Now();
   for (auto& [key, node] : nodes_) {
     const v1::NodeState state = node.info.state();
     if (Gone(state)) continue;
     // A registered node is blocked in Register until everyone arrived; its silence
     // counts only from then.
-    absl::Time since = node.last_heard;
+    absl::Time counted_from = absl::InfinitePast();
     if (state == v1::NODE_STATE_REGISTERED) {
       if (!all_registered_) continue;
-      since = std::max(since, all_registered_at_);
+      counted_from = all_registered_at_;
     }
-    if (now - since > options_.heartbeat_timeout) {
-      MarkDead(node, absl::StrCat("no heartbeat for ", Seconds(now - since)));
+    if (std::optional<absl::Duration> silence = liveness_.Overdue(node.live, counted_from)) {
+      MarkDead(node, absl::StrCat("no heartbeat for ", SecondsText(*silence)));
       dead.push_back(node.info);
     }
   }

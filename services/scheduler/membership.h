@@ -1,5 +1,8 @@
-// Who is in the job: rank assignment, node states, liveness, and the texts that
-// say who is missing. Knows nothing of gRPC.
+// Who is in the job: a facade over its parts, each knowing nothing of gRPC and
+// testable alone: RankTable (which rank a registration gets, incarnations), Liveness
+// (last heard, deaths, the rejoin window, on the injected clock), JobIdentity (which
+// job this is), and the outcome and its texts (membership_outcome.cc). Membership
+// keeps the nodes and one lock over them all.
 //
 // Recovery (docs/recovery.md): each (role, rank) has an incarnation, 1 for its first
 // process and one more each time a new process takes the rank. The job has an id.
@@ -25,10 +28,10 @@
 #include "absl/time/time.h"
 #include "dtrain/v1/scheduler.pb.h"
 #include "services/scheduler/job_identity.h"
+#include "services/scheduler/liveness.h"
+#include "services/scheduler/rank_table.h"
 
 namespace dtrain::scheduler {
-
-using Clock = std::function<absl::Time()>;
 
 struct NodeKey {
   v1::Role role = v1::ROLE_UNSPECIFIED;
@@ -190,9 +193,7 @@ class Membership {
  private:
   struct Node {
     v1::NodeInfo info;  // info.incarnation(): the process holding the rank now
-    absl::Time last_heard;
-    absl::Time dead_at;
-    std::string death_reason;
+    LivenessRecord live;
     uint64_t ticket = 0;            // this registration, unique across nodes (AwaitAllRegistered)
     bool provisional = false;       // rank picked by us before registration completed; may move
     bool rejoined = false;          // registered after the job started (or kept its incarnation)
@@ -205,6 +206,13 @@ class Membership {
     uint64_t incarnation = 0;
   };
   int Expected(v1::Role role) const;
+  // The role's rank table (workers or servers; CheckRegisterRequest refused the rest).
+  RankTable& RanksLocked(v1::Role role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return role == v1::ROLE_WORKER ? workers_ : servers_;
+  }
+  // How each of the role's ranks stands, for RankTable::Pick.
+  std::vector<RankOccupant> OccupantsLocked(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static RankOccupant OccupantOf(const Node& node);
   // Register's steps. The request's own consistency and its agreement with the job's
   // shape (no lock needed): INVALID_ARGUMENT saying what differs.
   absl::Status CheckRegisterRequest(const v1::RegisterRequest& request) const;
@@ -227,14 +235,15 @@ class Membership {
   // scheduler, the new processes among them become rejoining replacements.
   void MarkAllRegisteredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "fenced: worker 1 incarnation 1 replaced by 2 (pid 77 on host-b)".
-  static std::string FencedText(const NodeKey& key, uint64_t stale, const Node& holder);
+  std::string FencedText(const NodeKey& key, uint64_t stale, const Node& holder) const;
   bool MayRejoinLocked(const NodeKey& key, const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDead(Node& node, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string RegistrationTextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string FailureLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Time Now() const { return options_.clock(); }
+  absl::Time Now() const { return liveness_.Now(); }
 
   const MembershipOptions options_;
+  const Liveness liveness_;
   const absl::Time start_;
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
@@ -242,16 +251,12 @@ class Membership {
   bool all_registered_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time all_registered_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
-  // The last incarnation handed out per rank (survives the node's entry).
-  std::map<NodeKey, uint64_t> last_incarnation_ ABSL_GUARDED_BY(mu_);
+  RankTable workers_ ABSL_GUARDED_BY(mu_);
+  RankTable servers_ ABSL_GUARDED_BY(mu_);
   // When the first registration that carried an incarnation arrived before the job
   // started here (this scheduler restarted; see SettleRestart); InfiniteFuture: none.
   absl::Time restart_seen_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   JobIdentity job_ ABSL_GUARDED_BY(mu_);
-  // Per worker rank, the newest incarnation the servers admitted (what servers
-  // registering again at a restarted scheduler report): a new process for the rank
-  // gets a higher one.
-  std::map<int, uint64_t> admitted_elsewhere_ ABSL_GUARDED_BY(mu_);
   // Registrations withdrawn because their job id lost to a survivor's, by ticket.
   std::map<uint64_t, absl::Status> withdrawn_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);

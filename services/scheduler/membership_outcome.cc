@@ -13,26 +13,24 @@ namespace {
 
 bool Gone(v1::NodeState s) { return s == v1::NODE_STATE_DEAD || s == v1::NODE_STATE_FINISHED; }
 
-std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d)); }
-
 }  // namespace
 
-std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) {
-  return absl::StrCat("fenced: ", NodeName(key), " incarnation ", stale, " replaced by ", holder.info.incarnation(),
-                      " (pid ", holder.info.pid(), " on ", holder.info.hostname(), ")");
+std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) const {
+  const RankTable& ranks = key.role == v1::ROLE_WORKER ? workers_ : servers_;
+  return ranks.FencedText(key.rank, stale, OccupantOf(holder));
 }
 
 std::string Membership::FailureLocked() const {
   if (!failure_.empty() || !all_registered_) return failure_;
   // With a rejoin timeout a dead worker may come back; ExpireRejoinWaits fails the job.
-  if (options_.rejoin_timeout > absl::ZeroDuration()) return "";
+  if (liveness_.RejoinAllowed()) return "";
   // Every worker is gone and one of them died: nobody is left to finish the job.
   std::string died;
   for (int r = 0; r < options_.num_workers; ++r) {
     auto it = nodes_.find({v1::ROLE_WORKER, r});
     if (it == nodes_.end() || !Gone(it->second.info.state())) return "";
     if (died.empty() && it->second.info.state() == v1::NODE_STATE_DEAD) {
-      died = absl::StrCat(NodeName(it->first), " died (", it->second.death_reason, ") and no worker is left");
+      died = absl::StrCat(NodeName(it->first), " died (", it->second.live.death_reason, ") and no worker is left");
     }
   }
   return died;
@@ -103,20 +101,20 @@ std::string Membership::Describe(const NodeKey& key) const {
   auto it = nodes_.find(key);
   if (it == nodes_.end()) return "not registered";
   const Node& node = it->second;
-  const absl::Time now = Now();
   switch (node.info.state()) {
     case v1::NODE_STATE_DEAD:
-      return absl::StrCat("DEAD for ", Seconds(now - node.dead_at), " (", node.death_reason, ")");
+      return absl::StrCat("DEAD for ", SecondsText(liveness_.SinceDeath(node.live)), " (", node.live.death_reason, ")");
     case v1::NODE_STATE_FINISHED:
       return node.assumed_finished ? "did not register again after the scheduler restarted: assumed to have left"
                                    : "already left the job";
     case v1::NODE_STATE_REGISTERED:
-      return absl::StrCat("registered ", Seconds(now - node.last_heard), " ago, no heartbeat yet");
+      return absl::StrCat("registered ", SecondsText(liveness_.SinceHeard(node.live)), " ago, no heartbeat yet");
     case v1::NODE_STATE_REJOINING:
       return absl::StrCat("rejoining (incarnation ", node.info.incarnation(), "), last heard ",
-                          Seconds(now - node.last_heard), " ago");
+                          SecondsText(liveness_.SinceHeard(node.live)), " ago");
     default:
-      return absl::StrCat("last heard ", Seconds(now - node.last_heard), " ago, at step ", node.info.last_step());
+      return absl::StrCat("last heard ", SecondsText(liveness_.SinceHeard(node.live)), " ago, at step ",
+                          node.info.last_step());
   }
 }
 
