@@ -114,8 +114,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
   return grpc::Status::OK;
 }
 
-absl::Status SchedulerService::CheckToken(const grpc::ServerContext& context, const NodeKey& self, uint64_t incarnation,
-                                          const std::string& what) const {
+absl::Status SchedulerService::CheckToken(const grpc::ServerContextBase& context, const NodeKey& self,
+                                          uint64_t incarnation, const std::string& what) const {
   if (options_.token_key.empty()) return absl::OkStatus();
   const auth::Caller caller = auth::IdentifyCaller(context, options_.token_key);
   absl::Status s = auth::RequireNode(caller, RoleName(self.role), self.rank, incarnation, what);
@@ -126,8 +126,8 @@ bool SchedulerService::HeartbeatStream::Fenced() const {
   return !fenced.ok() && absl::StrContains(fenced.message(), "fenced");
 }
 
-absl::Status SchedulerService::OpenHeartbeat(const grpc::ServerContext& context, const v1::HeartbeatRequest& request,
-                                             HeartbeatStream* st) {
+absl::Status SchedulerService::OpenHeartbeat(const grpc::ServerContextBase& context,
+                                             const v1::HeartbeatRequest& request, HeartbeatStream* st) {
   st->self = KeyOf(request.role(), request.rank());
   st->incarnation = request.incarnation();
   // A heartbeat in another node's name would keep a dead node "alive" or, broken
@@ -216,24 +216,6 @@ grpc::Status SchedulerService::FinishHeartbeat(const HeartbeatStream& st) {
     OnDeath(node, "heartbeat stream broke");
   }
   return grpc::Status::OK;
-}
-
-grpc::Status SchedulerService::Heartbeat(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
-  HeartbeatStream st;
-  v1::HeartbeatRequest request;
-  while (stream->Read(&request)) {
-    if (!st.opened) {
-      if (absl::Status denied = OpenHeartbeat(*context, request, &st); !denied.ok()) return ToGrpc(denied);
-    }
-    v1::HeartbeatResponse response;
-    const bool send = AnswerHeartbeat(request, &st, &response);
-    if (!st.unknown.ok()) break;
-    if (send && !stream->Write(response)) break;
-    // A fenced process hears why (above), then the stream ends with the status.
-    if (st.Fenced()) break;
-  }
-  return FinishHeartbeat(st);
 }
 
 grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,
