@@ -16,6 +16,7 @@
 #include "dtrain/v1/scheduler.grpc.pb.h"
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
+#include "services/scheduler/membership_proto.h"
 #include "services/scheduler/rollback_coordinator.h"
 #include "services/scheduler/worker_lag.h"
 #include "common/defaults.h"
@@ -64,7 +65,7 @@ class SchedulerService final : public v1::Scheduler::WithCallbackMethod_Heartbea
   void Close(const absl::Status& why = absl::UnavailableError("the scheduler is shutting down"));
 
  private:
-  void OnDeath(const v1::NodeInfo& node, const std::string& why);
+  void OnDeath(const NodeRecord& node, const std::string& why);
   // With a token key: that the call carries the token of this node's current
   // incarnation (logged and returned when not). OK without one.
   absl::Status CheckToken(const grpc::ServerContextBase& context, const NodeKey& self, uint64_t incarnation,
