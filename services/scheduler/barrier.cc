@@ -91,8 +91,8 @@ void BarrierSet::RecordPassed(const Id& id, const std::map<NodeKey, std::map<uin
 }
 
 bool BarrierSet::IsMember(v1::BarrierGroup group, const NodeKey& key) const {
-  const bool worker = key.role == v1::ROLE_WORKER && key.rank >= 0 && key.rank < num_workers_;
-  const bool server = key.role == v1::ROLE_SERVER && key.rank >= 0 && key.rank < num_servers_;
+  const bool worker = key.role == Role::kWorker && key.rank >= 0 && key.rank < num_workers_;
+  const bool server = key.role == Role::kServer && key.rank >= 0 && key.rank < num_servers_;
   switch (group) {
     case v1::BARRIER_GROUP_WORKERS: return worker;
     case v1::BARRIER_GROUP_SERVERS: return server;
@@ -117,8 +117,8 @@ std::string BarrierSet::Label(const Id& id) const {
 std::string BarrierSet::MissingText(const Id& id, const Round& round) const {
   const auto group = static_cast<v1::BarrierGroup>(id.second);
   std::vector<std::string> missing;
-  for (v1::Role role : {v1::ROLE_WORKER, v1::ROLE_SERVER}) {
-    for (int r = 0; r < (role == v1::ROLE_WORKER ? num_workers_ : num_servers_); ++r) {
+  for (Role role : {Role::kWorker, Role::kServer}) {
+    for (int r = 0; r < (role == Role::kWorker ? num_workers_ : num_servers_); ++r) {
       const NodeKey key{role, r};
       if (!IsMember(group, key) || round.arrived.count(key) > 0) continue;
       std::string text = absl::StrCat(RoleName(role), " rank ", r);

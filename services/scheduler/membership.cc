@@ -14,38 +14,25 @@ namespace {
 // Waits are sliced so a cancelled RPC is noticed promptly.
 constexpr absl::Duration kPollSlice = absl::Milliseconds(200);
 
-bool Gone(v1::NodeState s) { return s == v1::NODE_STATE_DEAD || s == v1::NODE_STATE_FINISHED; }
-
-std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d)); }
+bool Gone(NodeState s) { return s == NodeState::kDead || s == NodeState::kFinished; }
 
 }  // namespace
 
-std::string RoleName(v1::Role role) {
-  switch (role) {
-    case v1::ROLE_WORKER: return "worker";
-    case v1::ROLE_SERVER: return "server";
-    case v1::ROLE_SCHEDULER: return "scheduler";
-    default: return "unknown-role";
-  }
-}
-
-std::string NodeName(const NodeKey& key) { return absl::StrCat(RoleName(key.role), " ", key.rank); }
-
 Membership::Membership(MembershipOptions options)
-    : options_([&] {
-        if (!options.clock) options.clock = [] { return absl::Now(); };
-        return std::move(options);
-      }()),
-      start_(options_.clock()),
+    : options_(std::move(options)),
+      liveness_(LivenessOptions{options_.heartbeat_timeout, options_.rejoin_timeout, options_.clock}),
+      start_(liveness_.Now()),
+      workers_(RoleName(Role::kWorker), options_.num_workers),
+      servers_(RoleName(Role::kServer), options_.num_servers),
       job_(options_.job_id) {}
 
-int Membership::Expected(v1::Role role) const {
-  if (role == v1::ROLE_WORKER) return options_.num_workers;
-  if (role == v1::ROLE_SERVER) return options_.num_servers;
+int Membership::Expected(Role role) const {
+  if (role == Role::kWorker) return options_.num_workers;
+  if (role == Role::kServer) return options_.num_servers;
   return 0;
 }
 
-int Membership::CountRegistered(v1::Role role) const {
+int Membership::CountRegistered(Role role) const {
   int n = 0;
   for (const auto& [key, node] : nodes_) n += key.role == role ? 1 : 0;
   return n;
@@ -77,7 +64,7 @@ absl::Status Membership::AdoptJobLocked(const std::string& job_id, bool survivor
       continue;
     }
     withdrawn_[it->second.ticket] = absl::FailedPreconditionError(
-        absl::StrCat(NodeName(it->first), " (pid ", it->second.info.pid(), ") belongs to job '", displaced,
+        absl::StrCat(NodeName(it->first), " (pid ", it->second.info.pid, ") belongs to job '", displaced,
                      "', but this scheduler runs job '", job_.id(), "': ", who,
                      ", which belonged to the job before this "
                      "scheduler started, says so"));
@@ -99,18 +86,10 @@ void Membership::MarkAllRegisteredLocked() {
   // own count was lost with it.
   for (auto& [key, node] : nodes_) {
     if (node.rejoined || node.assumed_finished) continue;
-    uint64_t floor = 1;
-    if (key.role == v1::ROLE_WORKER) {
-      if (auto it = admitted_elsewhere_.find(key.rank); it != admitted_elsewhere_.end()) {
-        floor = std::max(floor, it->second);
-      }
-    }
-    uint64_t& last = last_incarnation_[key];
-    const uint64_t incarnation = std::max(last, floor) + 1;
-    last = incarnation;
-    node.info.set_incarnation(incarnation);
-    node.info.set_state(v1::NODE_STATE_REJOINING);
-    node.info.set_restarts(node.info.restarts() + 1);
+    const uint64_t incarnation = RanksLocked(key.role).Replace(key.rank);
+    node.info.incarnation = incarnation;
+    node.info.state = NodeState::kRejoining;
+    node.info.restarts = node.info.restarts + 1;
     node.rejoined = true;
     comebacks_.push_back({key, incarnation});
   }
@@ -121,30 +100,30 @@ std::string Membership::JobId() const {
   return job_.id();
 }
 
-absl::Status Membership::CheckRegisterRequest(const v1::RegisterRequest& request) const {
-  const v1::Role role = request.role();
-  if (role != v1::ROLE_WORKER && role != v1::ROLE_SERVER) {
+absl::Status Membership::CheckRegisterRequest(const Registration& request) const {
+  const Role role = request.role;
+  if (role != Role::kWorker && role != Role::kServer) {
     return absl::InvalidArgumentError(absl::StrCat("only servers and workers register, not ", RoleName(role)));
   }
   const std::string what = RoleName(role);
-  if ((request.num_workers() > 0 && request.num_workers() != options_.num_workers) ||
-      (request.num_servers() > 0 && request.num_servers() != options_.num_servers)) {
+  if ((request.num_workers > 0 && request.num_workers != options_.num_workers) ||
+      (request.num_servers > 0 && request.num_servers != options_.num_servers)) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s was started for %d workers and %d servers, but the job has %d workers and %d servers", what,
-                        request.num_workers(), request.num_servers(), options_.num_workers, options_.num_servers));
+                        request.num_workers, request.num_servers, options_.num_workers, options_.num_servers));
   }
-  if (request.replication() > 0 && request.replication() != options_.replication) {
+  if (request.replication > 0 && request.replication != options_.replication) {
     return absl::InvalidArgumentError(
         absl::StrFormat("%s was started with --replication %d, but the job has --replication %d", what,
-                        request.replication(), options_.replication));
+                        request.replication, options_.replication));
   }
-  if (request.worker_incarnations_size() > options_.num_workers) {
+  if (static_cast<int>(request.worker_incarnations.size()) > options_.num_workers) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " reported incarnations of ", request.worker_incarnations_size(),
+        absl::StrCat(what, " reported incarnations of ", request.worker_incarnations.size(),
                      " worker ranks, but the job has ", options_.num_workers, " workers"));
   }
-  if (request.incarnation() > 0 && request.requested_rank() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("a ", what, " that holds incarnation ", request.incarnation(),
+  if (request.incarnation > 0 && request.requested_rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("a ", what, " that holds incarnation ", request.incarnation,
                                                    " must register again with its rank"));
   }
   return absl::OkStatus();
@@ -152,124 +131,104 @@ absl::Status Membership::CheckRegisterRequest(const v1::RegisterRequest& request
 
 bool Membership::HeldByLiveLocked(const NodeKey& key) const {
   auto it = nodes_.find(key);
-  return it != nodes_.end() && it->second.info.state() != v1::NODE_STATE_DEAD && !it->second.assumed_finished;
+  return it != nodes_.end() && it->second.info.state != NodeState::kDead && !it->second.assumed_finished;
 }
 
-absl::StatusOr<int> Membership::PickRankLocked(const v1::RegisterRequest& request) {
-  const v1::Role role = request.role();
-  const std::string what = RoleName(role);
-  const int expected = Expected(role);
-  const uint64_t held = request.incarnation();
-  int rank = request.requested_rank();
-  if (rank < 0) {
-    // The lowest free rank; failing that, the lowest rank of a dead node (a restart).
-    for (int r = 0; r < expected && rank < 0; ++r) {
-      if (nodes_.count({role, r}) == 0) rank = r;
-    }
-    for (int r = 0; r < expected && rank < 0; ++r) {
-      if (!HeldByLiveLocked({role, r})) rank = r;
-    }
-    if (rank < 0) {
-      return absl::ResourceExhaustedError(absl::StrCat("all ", expected, " ", what, " ranks are held by live nodes"));
-    }
-    return rank;
+RankOccupant Membership::OccupantOf(const Node& node) {
+  RankOccupant o;
+  o.present = true;
+  o.live = node.info.state != NodeState::kDead && !node.assumed_finished;
+  o.provisional = node.provisional;
+  o.incarnation = node.info.incarnation;
+  o.pid = node.info.pid;
+  o.hostname = node.info.hostname;
+  o.state = StateName(node.info.state);
+  return o;
+}
+
+std::vector<RankOccupant> Membership::OccupantsLocked(Role role) const {
+  std::vector<RankOccupant> out(Expected(role));
+  for (const auto& [key, node] : nodes_) {
+    if (key.role == role && key.rank >= 0 && key.rank < static_cast<int>(out.size())) out[key.rank] = OccupantOf(node);
   }
-  if (rank >= expected) {
-    return absl::InvalidArgumentError(absl::StrCat("requested ", what, " rank ", rank, " but the job has ", expected,
-                                                   " ", what, "s (ranks 0..", expected - 1, ")"));
-  }
-  auto holder = nodes_.find({role, rank});
-  if (holder != nodes_.end() && holder->second.provisional && !all_registered_) {
-    // Its holder did not ask for it: move that node to another free rank.
-    int free_rank = -1;
-    for (int r = 0; r < expected && free_rank < 0; ++r) {
-      if (nodes_.count({role, r}) == 0) free_rank = r;
-    }
-    if (free_rank >= 0) {
-      Node moved = std::move(holder->second);
-      nodes_.erase(holder);
-      moved.info.set_rank(free_rank);
-      // Before the job starts nobody is fenced: every first process is incarnation 1.
-      uint64_t& last = last_incarnation_[{role, free_rank}];
-      last = std::max<uint64_t>(last, 1);
-      moved.info.set_incarnation(1);
-      nodes_[{role, free_rank}] = std::move(moved);
-    }
-  }
-  auto current = nodes_.find({role, rank});
-  if (held > 0 && current != nodes_.end()) {
-    // A process that knows its incarnation: the newer one holds the rank.
-    if (held < current->second.info.incarnation()) {
-      return absl::FailedPreconditionError(FencedText({role, rank}, held, current->second));
-    }
-  } else if (HeldByLiveLocked({role, rank})) {
-    const auto& other = nodes_.at({role, rank}).info;
-    return absl::AlreadyExistsError(absl::StrCat(what, " rank ", rank, " is already held by pid ", other.pid(), " on ",
-                                                 other.hostname(), " (", v1::NodeState_Name(other.state()), ")"));
+  return out;
+}
+
+absl::StatusOr<int> Membership::PickRankLocked(const Registration& request) {
+  const Role role = request.role;
+  RankTable& ranks = RanksLocked(role);
+  int moved_to = -1;
+  absl::StatusOr<int> rank =
+      ranks.Pick(request.requested_rank, request.incarnation, all_registered_, OccupantsLocked(role), &moved_to);
+  if (rank.ok() && moved_to >= 0) {
+    // The requested rank's provisional holder moves; before the job starts nobody is
+    // fenced, so it is the new rank's first incarnation.
+    auto holder = nodes_.find({role, *rank});
+    Node moved = std::move(holder->second);
+    nodes_.erase(holder);
+    moved.info.rank = moved_to;
+    moved.info.incarnation = ranks.Admit(moved_to, 0, /*started=*/false);
+    nodes_[{role, moved_to}] = std::move(moved);
   }
   return rank;
 }
 
-uint64_t Membership::AdmitLocked(const NodeKey& key, const v1::RegisterRequest& request) {
-  const uint64_t held = request.incarnation();
+uint64_t Membership::AdmitLocked(const NodeKey& key, const Registration& request) {
+  const uint64_t held = request.incarnation;
   // A node that held an incarnation before the job started here: this scheduler restarted.
   if (held > 0 && !all_registered_ && restart_seen_at_ == absl::InfiniteFuture()) restart_seen_at_ = Now();
   uint64_t replaced = 0;
   int restarts = 0;
   // The rank's epoch reports stay: a replacement continues its predecessor's epochs.
-  google::protobuf::RepeatedPtrField<v1::EpochReport> recent_epochs;
+  std::vector<EpochFigures> recent_epochs;
   if (auto prev = nodes_.find(key); prev != nodes_.end()) {
-    if (prev->second.info.incarnation() != held) replaced = prev->second.info.incarnation();
-    restarts = prev->second.info.restarts();
-    recent_epochs.Swap(prev->second.info.mutable_recent_epochs());
+    if (prev->second.info.incarnation != held) replaced = prev->second.info.incarnation;
+    restarts = prev->second.info.restarts;
+    recent_epochs = std::move(prev->second.info.recent_epochs);
   }
-  uint64_t& last = last_incarnation_[key];
-  // Before the job starts nobody is fenced: every first process is incarnation 1.
-  const uint64_t incarnation = held > 0 ? held : all_registered_ ? last + 1 : 1;
-  last = std::max(last, incarnation);
+  const uint64_t incarnation = RanksLocked(key.role).Admit(key.rank, held, all_registered_);
   // A new process for a rank after the job started: a restart of that rank.
   const bool restart = all_registered_ && held == 0;
   Node& node = nodes_[key];
   node = Node();
-  node.info.set_role(key.role);
-  node.info.set_rank(key.rank);
-  node.info.set_address(request.address());
-  node.info.set_hostname(request.hostname());
-  node.info.set_pid(request.pid());
-  node.info.set_state(restart ? v1::NODE_STATE_REJOINING : v1::NODE_STATE_REGISTERED);
-  node.info.set_incarnation(incarnation);
-  node.info.set_restarts(restarts + (restart ? 1 : 0));
-  node.info.mutable_recent_epochs()->Swap(&recent_epochs);
-  node.last_heard = Now();
-  node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
+  node.info.role = key.role;
+  node.info.rank = key.rank;
+  node.info.address = request.address;
+  node.info.hostname = request.hostname;
+  node.info.pid = request.pid;
+  node.info.state = restart ? NodeState::kRejoining : NodeState::kRegistered;
+  node.info.incarnation = incarnation;
+  node.info.restarts = restarts + (restart ? 1 : 0);
+  node.info.recent_epochs = std::move(recent_epochs);
+  liveness_.Heard(&node.live);
+  node.info.last_heard_unix_ms = absl::ToUnixMillis(node.live.last_heard);
   node.ticket = next_ticket_++;
-  node.provisional = request.requested_rank() < 0 && !all_registered_;
+  node.provisional = request.requested_rank < 0 && !all_registered_;
   node.rejoined = all_registered_ || held > 0;
   node.replaced = replaced;
-  node.job_id = request.job_id();
-  for (int r = 0; r < request.worker_incarnations_size(); ++r) {
-    uint64_t& floor = admitted_elsewhere_[r];
-    floor = std::max(floor, request.worker_incarnations(r));
+  node.job_id = request.job_id;
+  for (size_t r = 0; r < request.worker_incarnations.size(); ++r) {
+    workers_.NoteAdmittedElsewhere(static_cast<int>(r), request.worker_incarnations[r]);
   }
   if (restart) comebacks_.push_back({key, incarnation});
   return node.ticket;
 }
 
-absl::StatusOr<int> Membership::Register(const v1::RegisterRequest& request, uint64_t* ticket) {
+absl::StatusOr<int> Membership::Register(const Registration& request, uint64_t* ticket) {
   if (absl::Status s = CheckRegisterRequest(request); !s.ok()) return s;
-  const std::string what = RoleName(request.role());
+  const std::string what = RoleName(request.role);
   absl::MutexLock lock(&mu_);
   if (absl::Status s =
-          AdoptJobLocked(request.job_id(), request.incarnation() > 0, absl::StrCat(what, " pid ", request.pid()));
+          AdoptJobLocked(request.job_id, request.incarnation > 0, absl::StrCat(what, " pid ", request.pid));
       !s.ok()) {
     return s;
   }
   absl::StatusOr<int> rank = PickRankLocked(request);
   if (!rank.ok()) return rank.status();
-  const uint64_t admitted = AdmitLocked({request.role(), *rank}, request);
+  const uint64_t admitted = AdmitLocked({request.role, *rank}, request);
   if (ticket != nullptr) *ticket = admitted;
-  if (!all_registered_ && CountRegistered(v1::ROLE_WORKER) == options_.num_workers &&
-      CountRegistered(v1::ROLE_SERVER) == options_.num_servers) {
+  if (!all_registered_ && CountRegistered(Role::kWorker) == options_.num_workers &&
+      CountRegistered(Role::kServer) == options_.num_servers) {
     MarkAllRegisteredLocked();
   }
   changed_.SignalAll();
@@ -338,7 +297,7 @@ absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, in
     return absl::NotFoundError(absl::StrCat(NodeName(key), " is not registered with this scheduler"));
   }
   Node& node = it->second;
-  const uint64_t current = node.info.incarnation();
+  const uint64_t current = node.info.incarnation;
   if (*incarnation == 0) *incarnation = current;
   if (*incarnation < current) return absl::FailedPreconditionError(FencedText(key, *incarnation, node));
   if (*incarnation > current) {
@@ -346,40 +305,41 @@ absl::Status Membership::Heartbeat(const NodeKey& key, uint64_t* incarnation, in
                                             " is not registered with this scheduler (it knows incarnation ", current,
                                             "); register again"));
   }
-  if (node.info.state() == v1::NODE_STATE_DEAD) {
+  if (node.info.state == NodeState::kDead) {
     if (!failure_.empty() || !MayRejoinLocked(key, node)) {
       return absl::FailedPreconditionError(
-          absl::StrCat("the scheduler declared ", NodeName(key), " dead (", node.death_reason, ")"));
+          absl::StrCat("the scheduler declared ", NodeName(key), " dead (", node.live.death_reason, ")"));
     }
     // Paused, not gone (SIGSTOP, a long GC, a network partition): nobody took the
     // rank, so the process resumes.
     if (revived != nullptr) *revived = true;
     comebacks_.push_back({key, current});
-    node.info.clear_dead_since_unix_ms();
-    node.info.clear_death_reason();
+    liveness_.Revived(&node.live);
+    node.info.dead_since_unix_ms = {};
+    node.info.death_reason = {};
     changed_.SignalAll();
   }
-  if (node.info.state() == v1::NODE_STATE_FINISHED) return absl::OkStatus();
-  node.info.set_state(resuming ? v1::NODE_STATE_REJOINING : v1::NODE_STATE_ALIVE);
-  node.info.set_last_step(step);
-  node.info.set_samples_per_sec(samples_per_sec);
-  node.last_heard = Now();
-  node.info.set_last_heard_unix_ms(absl::ToUnixMillis(node.last_heard));
+  if (node.info.state == NodeState::kFinished) return absl::OkStatus();
+  node.info.state = resuming ? NodeState::kRejoining : NodeState::kAlive;
+  node.info.last_step = step;
+  node.info.samples_per_sec = samples_per_sec;
+  liveness_.Heard(&node.live);
+  node.info.last_heard_unix_ms = absl::ToUnixMillis(node.live.last_heard);
   return absl::OkStatus();
 }
 
-void Membership::RecordEpoch(const NodeKey& key, const v1::EpochReport& report) {
+void Membership::RecordEpoch(const NodeKey& key, const EpochFigures& report) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(key);
-  if (it == nodes_.end() || key.role != v1::ROLE_WORKER) return;
-  auto* recent = it->second.info.mutable_recent_epochs();
+  if (it == nodes_.end() || key.role != Role::kWorker) return;
+  std::vector<EpochFigures>& recent = it->second.info.recent_epochs;
   // Every heartbeat repeats the newest report: one entry per epoch.
-  if (!recent->empty() && recent->rbegin()->epoch() == report.epoch()) {
-    *recent->rbegin() = report;
+  if (!recent.empty() && recent.back().epoch == report.epoch) {
+    recent.back() = report;
     return;
   }
-  *recent->Add() = report;
-  if (recent->size() > kRecentEpochs) recent->DeleteSubrange(0, recent->size() - kRecentEpochs);
+  recent.push_back(report);
+  if (recent.size() > kRecentEpochs) recent.erase(recent.begin(), recent.end() - kRecentEpochs);
 }
 
 absl::Status Membership::CheckCaller(const NodeKey& key, const std::string& job_id, uint64_t incarnation) const {
@@ -389,7 +349,7 @@ absl::Status Membership::CheckCaller(const NodeKey& key, const std::string& job_
   if (it == nodes_.end()) {
     return absl::NotFoundError(absl::StrCat(NodeName(key), " is not registered with this scheduler"));
   }
-  const uint64_t current = it->second.info.incarnation();
+  const uint64_t current = it->second.info.incarnation;
   if (incarnation != 0 && incarnation < current) {
     return absl::FailedPreconditionError(FencedText(key, incarnation, it->second));
   }
@@ -401,8 +361,7 @@ absl::Status Membership::CheckCaller(const NodeKey& key, const std::string& job_
 }
 
 bool Membership::MayRejoinLocked(const NodeKey& key, const Node& node) const {
-  return key.role == v1::ROLE_WORKER && options_.rejoin_timeout > absl::ZeroDuration() &&
-         node.info.state() == v1::NODE_STATE_DEAD && Now() - node.dead_at <= options_.rejoin_timeout;
+  return key.role == Role::kWorker && node.info.state == NodeState::kDead && liveness_.MayRejoin(node.live);
 }
 
 bool Membership::MayRejoin(const NodeKey& key) const {
@@ -411,16 +370,16 @@ bool Membership::MayRejoin(const NodeKey& key) const {
   return it != nodes_.end() && failure_.empty() && MayRejoinLocked(key, it->second);
 }
 
-std::vector<v1::NodeInfo> Membership::ExpireRejoinWaits() {
+std::vector<NodeRecord> Membership::ExpireRejoinWaits() {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::NodeInfo> expired;
-  if (options_.rejoin_timeout <= absl::ZeroDuration() || !failure_.empty()) return expired;
+  std::vector<NodeRecord> expired;
+  if (!liveness_.RejoinAllowed() || !failure_.empty()) return expired;
   for (const auto& [key, node] : nodes_) {
-    if (key.role != v1::ROLE_WORKER || node.info.state() != v1::NODE_STATE_DEAD || MayRejoinLocked(key, node)) {
+    if (key.role != Role::kWorker || node.info.state != NodeState::kDead || MayRejoinLocked(key, node)) {
       continue;
     }
-    failure_ = absl::StrCat(NodeName(key), " died (", node.death_reason, ") and did not rejoin within ",
-                            Seconds(options_.rejoin_timeout), " (--rejoin-timeout)");
+    failure_ = absl::StrCat(NodeName(key), " died (", node.live.death_reason, ") and did not rejoin within ",
+                            SecondsText(liveness_.rejoin_timeout()), " (--rejoin-timeout)");
     expired.push_back(node.info);
     changed_.SignalAll();
     break;  // the job failed: one reason is enough
@@ -432,18 +391,17 @@ std::vector<NodeKey> Membership::SettleRestart() {
   absl::MutexLock lock(&mu_);
   std::vector<NodeKey> assumed;
   if (all_registered_ || restart_seen_at_ == absl::InfiniteFuture() ||
-      Now() - restart_seen_at_ < options_.heartbeat_timeout ||
-      CountRegistered(v1::ROLE_SERVER) < options_.num_servers) {
+      Now() - restart_seen_at_ < options_.heartbeat_timeout || CountRegistered(Role::kServer) < options_.num_servers) {
     return assumed;
   }
   for (int r = 0; r < options_.num_workers; ++r) {
-    const NodeKey key{v1::ROLE_WORKER, r};
+    const NodeKey key{Role::kWorker, r};
     if (nodes_.count(key) > 0) continue;
     Node& node = nodes_[key];
-    node.info.set_role(key.role);
-    node.info.set_rank(r);
-    node.info.set_state(v1::NODE_STATE_FINISHED);
-    node.last_heard = Now();
+    node.info.role = key.role;
+    node.info.rank = r;
+    node.info.state = NodeState::kFinished;
+    liveness_.Heard(&node.live);
     node.ticket = next_ticket_++;
     node.assumed_finished = true;
     assumed.push_back(key);
@@ -454,19 +412,18 @@ std::vector<NodeKey> Membership::SettleRestart() {
 }
 
 void Membership::MarkDead(Node& node, const std::string& why) {
-  node.info.set_state(v1::NODE_STATE_DEAD);
-  node.dead_at = Now();
-  node.death_reason = why;
-  node.info.set_dead_since_unix_ms(absl::ToUnixMillis(node.dead_at));
-  node.info.set_death_reason(why);
-  deaths_.push_back({node.info.role(), node.info.rank()});
+  node.info.state = NodeState::kDead;
+  liveness_.Died(&node.live, why);
+  node.info.dead_since_unix_ms = absl::ToUnixMillis(node.live.dead_at);
+  node.info.death_reason = why;
+  deaths_.push_back({node.info.role, node.info.rank});
   changed_.SignalAll();
 }
 
 bool Membership::StreamClosed(const NodeKey& key, uint64_t incarnation, const std::string& why) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(key);
-  if (it == nodes_.end() || it->second.info.incarnation() != incarnation || Gone(it->second.info.state())) {
+  if (it == nodes_.end() || it->second.info.incarnation != incarnation || Gone(it->second.info.state)) {
     return false;
   }
   MarkDead(it->second, why);
@@ -479,7 +436,8 @@ absl::Status Membership::Leave(const NodeKey& key, bool failed, const std::strin
   if (it == nodes_.end()) {
     return absl::NotFoundError(absl::StrCat(NodeName(key), " is not registered with this scheduler"));
   }
-  it->second.info.set_state(v1::NODE_STATE_FINISHED);
+  it->second.info.state = NodeState::kFinished;
+  liveness_.Left(&it->second.live);
   if (failed && failure_.empty()) {
     failure_ = absl::StrCat(NodeName(key), " failed: ", reason.empty() ? "no reason given" : reason);
   }
@@ -487,75 +445,74 @@ absl::Status Membership::Leave(const NodeKey& key, bool failed, const std::strin
   return absl::OkStatus();
 }
 
-std::vector<v1::NodeInfo> Membership::SweepSilent() {
+std::vector<NodeRecord> Membership::SweepSilent() {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::NodeInfo> dead;
-  const absl::Time now = Now();
+  std::vector<NodeRecord> dead;
   for (auto& [key, node] : nodes_) {
-    const v1::NodeState state = node.info.state();
+    const NodeState state = node.info.state;
     if (Gone(state)) continue;
     // A registered node is blocked in Register until everyone arrived; its silence
     // counts only from then.
-    absl::Time since = node.last_heard;
-    if (state == v1::NODE_STATE_REGISTERED) {
+    absl::Time counted_from = absl::InfinitePast();
+    if (state == NodeState::kRegistered) {
       if (!all_registered_) continue;
-      since = std::max(since, all_registered_at_);
+      counted_from = all_registered_at_;
     }
-    if (now - since > options_.heartbeat_timeout) {
-      MarkDead(node, absl::StrCat("no heartbeat for ", Seconds(now - since)));
+    if (std::optional<absl::Duration> silence = liveness_.Overdue(node.live, counted_from)) {
+      MarkDead(node, absl::StrCat("no heartbeat for ", SecondsText(*silence)));
       dead.push_back(node.info);
     }
   }
   return dead;
 }
 
-std::vector<v1::NodeInfo> Membership::DeathsSince(size_t* cursor) const {
+std::vector<NodeRecord> Membership::DeathsSince(size_t* cursor) const {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::NodeInfo> out;
+  std::vector<NodeRecord> out;
   for (; *cursor < deaths_.size(); ++*cursor) {
     auto it = nodes_.find(deaths_[*cursor]);
-    if (it != nodes_.end() && it->second.info.state() == v1::NODE_STATE_DEAD) out.push_back(it->second.info);
+    if (it != nodes_.end() && it->second.info.state == NodeState::kDead) out.push_back(it->second.info);
   }
   return out;
 }
 
-std::vector<v1::NodeInfo> Membership::RejoinsSince(size_t* cursor) const {
+std::vector<NodeRecord> Membership::RejoinsSince(size_t* cursor) const {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::NodeInfo> out;
+  std::vector<NodeRecord> out;
   for (; *cursor < comebacks_.size(); ++*cursor) {
     const Comeback& c = comebacks_[*cursor];
     auto it = nodes_.find(c.key);
-    if (it != nodes_.end() && it->second.info.incarnation() == c.incarnation &&
-        it->second.info.state() != v1::NODE_STATE_DEAD) {
+    if (it != nodes_.end() && it->second.info.incarnation == c.incarnation &&
+        it->second.info.state != NodeState::kDead) {
       out.push_back(it->second.info);
     }
   }
   return out;
 }
 
-v1::ClusterView Membership::View() const {
+ClusterShape Membership::View() const {
   absl::MutexLock lock(&mu_);
-  v1::ClusterView view;
-  view.set_num_workers(options_.num_workers);
-  view.set_num_servers(options_.num_servers);
-  view.set_kv_store(options_.kv_store);
-  view.set_job_id(job_.id());
-  view.set_replication(options_.replication);
+  ClusterShape view;
+  view.num_workers = options_.num_workers;
+  view.num_servers = options_.num_servers;
+  view.kv_store = options_.kv_store;
+  view.job_id = job_.id();
+  view.replication = options_.replication;
   // std::map orders by (role, rank): servers come out sorted.
   for (const auto& [key, node] : nodes_) {
-    if (key.role == v1::ROLE_SERVER) *view.add_servers() = node.info;
+    if (key.role == Role::kServer) view.servers.push_back(node.info);
   }
   return view;
 }
 
-std::vector<v1::NodeInfo> Membership::Nodes() const {
+std::vector<NodeRecord> Membership::Nodes() const {
   absl::MutexLock lock(&mu_);
-  std::vector<v1::NodeInfo> out;
+  std::vector<NodeRecord> out;
   for (const auto& [key, node] : nodes_) out.push_back(node.info);
   return out;
 }
 
-std::optional<v1::NodeInfo> Membership::Find(const NodeKey& key) const {
+std::optional<NodeRecord> Membership::Find(const NodeKey& key) const {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(key);
   if (it == nodes_.end()) return std::nullopt;

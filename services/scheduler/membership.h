@@ -1,5 +1,10 @@
-// Who is in the job: rank assignment, node states, liveness, and the texts that
-// say who is missing. Knows nothing of gRPC.
+// Who is in the job: a facade over its parts, each knowing nothing of gRPC and
+// testable alone: RankTable (which rank a registration gets, incarnations), Liveness
+// (last heard, deaths, the rejoin window, on the injected clock), JobIdentity (which
+// job this is), and the outcome and its texts (membership_outcome.cc). Membership
+// keeps the nodes and one lock over them all. It takes and gives plain values
+// (membership_types.h); the service converts them to and from the wire
+// (membership_proto.h).
 //
 // Recovery (docs/recovery.md): each (role, rank) has an incarnation, 1 for its first
 // process and one more each time a new process takes the rank. The job has an id.
@@ -23,24 +28,12 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "dtrain/v1/scheduler.pb.h"
 #include "services/scheduler/job_identity.h"
+#include "services/scheduler/liveness.h"
+#include "services/scheduler/membership_types.h"
+#include "services/scheduler/rank_table.h"
 
 namespace dtrain::scheduler {
-
-using Clock = std::function<absl::Time()>;
-
-struct NodeKey {
-  v1::Role role = v1::ROLE_UNSPECIFIED;
-  int rank = -1;
-  bool operator<(const NodeKey& o) const { return role != o.role ? role < o.role : rank < o.rank; }
-  bool operator==(const NodeKey& o) const { return role == o.role && rank == o.rank; }
-};
-
-// "worker", "server", "scheduler".
-std::string RoleName(v1::Role role);
-// "worker 1".
-std::string NodeName(const NodeKey& key);
 
 struct MembershipOptions {
   int num_workers = 1;
@@ -75,14 +68,14 @@ class Membership {
   // or rank, or job sizes that differ from the scheduler's. `*ticket` (if given)
   // identifies this registration for AwaitAllRegistered.
   //
-  // A new process (request.incarnation() == 0) gets the rank's next incarnation;
+  // A new process (request.incarnation == 0) gets the rank's next incarnation;
   // once the job has started it is REJOINING and counts as a restart of the rank.
   // A process that already holds an incarnation (its scheduler was restarted, or
   // it lost its stream) names it and its rank: it keeps the incarnation and takes
   // the rank from any older one (fencing it); FAILED_PRECONDITION "fenced: ..." when
   // the rank's holder is newer. FAILED_PRECONDITION naming both ids when the request
   // belongs to another job.
-  absl::StatusOr<int> Register(const v1::RegisterRequest& request, uint64_t* ticket = nullptr);
+  absl::StatusOr<int> Register(const Registration& request, uint64_t* ticket = nullptr);
 
   // Blocks until every expected node has registered once and returns the node's
   // final rank, or `deadline` passes (DEADLINE_EXCEEDED with RegistrationText),
@@ -93,7 +86,7 @@ class Membership {
   // it stands (incarnation, restarts) and whether the job had already started
   // (the node rejoins). NOT_FOUND when the ticket's registration is gone.
   struct Admission {
-    v1::NodeInfo node;
+    NodeRecord node;
     bool rejoined = false;
     uint64_t replaced_incarnation = 0;  // the incarnation fenced by this one (0: none)
   };
@@ -110,11 +103,11 @@ class Membership {
   // unless the job already failed. A FINISHED node's heartbeats are ignored.
   absl::Status Heartbeat(const NodeKey& key, uint64_t* incarnation, int64_t step, double samples_per_sec,
                          bool resuming = false, bool* revived = nullptr);
-  // A worker's epoch figures, kept in its NodeInfo.recent_epochs: one per
+  // A worker's epoch figures, kept in its NodeRecord.recent_epochs: one per
   // epoch (a repeat replaces), the newest kRecentEpochs, kept across the rank's
   // incarnations. Ignored for servers and unknown nodes.
   static constexpr int kRecentEpochs = 8;
-  void RecordEpoch(const NodeKey& key, const v1::EpochReport& report);
+  void RecordEpoch(const NodeKey& key, const EpochFigures& report);
 
   // OK when a request from `key` with `job_id` and `incarnation` (empty / 0: not
   // said, accepted) comes from the job and the rank's current process; else
@@ -135,21 +128,21 @@ class Membership {
 
   // Marks DEAD every node silent for longer than the heartbeat timeout (nodes still
   // waiting for registration to complete are exempt) and returns them.
-  std::vector<v1::NodeInfo> SweepSilent();
+  std::vector<NodeRecord> SweepSilent();
 
   // Deaths in order; `*cursor` (start at 0) moves past those returned. Nodes that
   // registered again since are skipped.
-  std::vector<v1::NodeInfo> DeathsSince(size_t* cursor) const;
+  std::vector<NodeRecord> DeathsSince(size_t* cursor) const;
   // Comebacks in order (a new incarnation took a dead or stale rank, or a dead node
   // spoke again); `*cursor` as above. Skips those that died again or were replaced.
-  std::vector<v1::NodeInfo> RejoinsSince(size_t* cursor) const;
+  std::vector<NodeRecord> RejoinsSince(size_t* cursor) const;
 
   // True when `key` is DEAD and may still come back (a worker, within the rejoin
   // timeout): barriers and waits should not fail on its death yet.
   bool MayRejoin(const NodeKey& key) const;
   // Fails the job (see Failure) for each worker dead longer than the rejoin timeout
   // and returns them (once each), so that barriers waiting for them fail.
-  std::vector<v1::NodeInfo> ExpireRejoinWaits();
+  std::vector<NodeRecord> ExpireRejoinWaits();
 
   // A restarted scheduler (recognised by a registration that carried an incarnation
   // before the job started here) still missing workers one heartbeat timeout after
@@ -161,9 +154,9 @@ class Membership {
   // servers are waited for (they never leave before the job ends).
   std::vector<NodeKey> SettleRestart();
 
-  v1::ClusterView View() const;             // registered servers, sorted by rank
-  std::vector<v1::NodeInfo> Nodes() const;  // servers then workers, by rank
-  std::optional<v1::NodeInfo> Find(const NodeKey& key) const;
+  ClusterShape View() const;              // registered servers, sorted by rank
+  std::vector<NodeRecord> Nodes() const;  // servers then workers, by rank
+  std::optional<NodeRecord> Find(const NodeKey& key) const;
   bool AllRegistered() const;  // latched once every rank registered
 
   // The job is over: every worker left, or a node left with failed=true. `reason`
@@ -189,10 +182,8 @@ class Membership {
 
  private:
   struct Node {
-    v1::NodeInfo info;  // info.incarnation(): the process holding the rank now
-    absl::Time last_heard;
-    absl::Time dead_at;
-    std::string death_reason;
+    NodeRecord info;  // info.incarnation: the process holding the rank now
+    LivenessRecord live;
     uint64_t ticket = 0;            // this registration, unique across nodes (AwaitAllRegistered)
     bool provisional = false;       // rank picked by us before registration completed; may move
     bool rejoined = false;          // registered after the job started (or kept its incarnation)
@@ -204,17 +195,24 @@ class Membership {
     NodeKey key;
     uint64_t incarnation = 0;
   };
-  int Expected(v1::Role role) const;
+  int Expected(Role role) const;
+  // The role's rank table (workers or servers; CheckRegisterRequest refused the rest).
+  RankTable& RanksLocked(Role role) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return role == Role::kWorker ? workers_ : servers_;
+  }
+  // How each of the role's ranks stands, for RankTable::Pick.
+  std::vector<RankOccupant> OccupantsLocked(Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static RankOccupant OccupantOf(const Node& node);
   // Register's steps. The request's own consistency and its agreement with the job's
   // shape (no lock needed): INVALID_ARGUMENT saying what differs.
-  absl::Status CheckRegisterRequest(const v1::RegisterRequest& request) const;
+  absl::Status CheckRegisterRequest(const Registration& request) const;
   // The rank the request gets (Register's rules; moves a provisional holder away).
-  absl::StatusOr<int> PickRankLocked(const v1::RegisterRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> PickRankLocked(const Registration& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records the node at `key` with its incarnation; returns its ticket.
-  uint64_t AdmitLocked(const NodeKey& key, const v1::RegisterRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t AdmitLocked(const NodeKey& key, const Registration& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A node of `key` that is neither DEAD nor SettleRestart's stand-in.
   bool HeldByLiveLocked(const NodeKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int CountRegistered(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int CountRegistered(Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node registered with `incarnation`, or end().
   std::map<NodeKey, Node>::iterator FindTicket(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::map<NodeKey, Node>::const_iterator FindTicket(uint64_t ticket) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -227,14 +225,15 @@ class Membership {
   // scheduler, the new processes among them become rejoining replacements.
   void MarkAllRegisteredLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "fenced: worker 1 incarnation 1 replaced by 2 (pid 77 on host-b)".
-  static std::string FencedText(const NodeKey& key, uint64_t stale, const Node& holder);
+  std::string FencedText(const NodeKey& key, uint64_t stale, const Node& holder) const;
   bool MayRejoinLocked(const NodeKey& key, const Node& node) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MarkDead(Node& node, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string RegistrationTextLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string FailureLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Time Now() const { return options_.clock(); }
+  absl::Time Now() const { return liveness_.Now(); }
 
   const MembershipOptions options_;
+  const Liveness liveness_;
   const absl::Time start_;
   mutable absl::Mutex mu_;
   absl::CondVar changed_;
@@ -242,16 +241,12 @@ class Membership {
   bool all_registered_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time all_registered_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
-  // The last incarnation handed out per rank (survives the node's entry).
-  std::map<NodeKey, uint64_t> last_incarnation_ ABSL_GUARDED_BY(mu_);
+  RankTable workers_ ABSL_GUARDED_BY(mu_);
+  RankTable servers_ ABSL_GUARDED_BY(mu_);
   // When the first registration that carried an incarnation arrived before the job
   // started here (this scheduler restarted; see SettleRestart); InfiniteFuture: none.
   absl::Time restart_seen_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   JobIdentity job_ ABSL_GUARDED_BY(mu_);
-  // Per worker rank, the newest incarnation the servers admitted (what servers
-  // registering again at a restarted scheduler report): a new process for the rank
-  // gets a higher one.
-  std::map<int, uint64_t> admitted_elsewhere_ ABSL_GUARDED_BY(mu_);
   // Registrations withdrawn because their job id lost to a survivor's, by ticket.
   std::map<uint64_t, absl::Status> withdrawn_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);

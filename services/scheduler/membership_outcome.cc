@@ -11,28 +11,26 @@
 namespace dtrain::scheduler {
 namespace {
 
-bool Gone(v1::NodeState s) { return s == v1::NODE_STATE_DEAD || s == v1::NODE_STATE_FINISHED; }
-
-std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1f s", absl::ToDoubleSeconds(d)); }
+bool Gone(NodeState s) { return s == NodeState::kDead || s == NodeState::kFinished; }
 
 }  // namespace
 
-std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) {
-  return absl::StrCat("fenced: ", NodeName(key), " incarnation ", stale, " replaced by ", holder.info.incarnation(),
-                      " (pid ", holder.info.pid(), " on ", holder.info.hostname(), ")");
+std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Node& holder) const {
+  const RankTable& ranks = key.role == Role::kWorker ? workers_ : servers_;
+  return ranks.FencedText(key.rank, stale, OccupantOf(holder));
 }
 
 std::string Membership::FailureLocked() const {
   if (!failure_.empty() || !all_registered_) return failure_;
   // With a rejoin timeout a dead worker may come back; ExpireRejoinWaits fails the job.
-  if (options_.rejoin_timeout > absl::ZeroDuration()) return "";
+  if (liveness_.RejoinAllowed()) return "";
   // Every worker is gone and one of them died: nobody is left to finish the job.
   std::string died;
   for (int r = 0; r < options_.num_workers; ++r) {
-    auto it = nodes_.find({v1::ROLE_WORKER, r});
-    if (it == nodes_.end() || !Gone(it->second.info.state())) return "";
-    if (died.empty() && it->second.info.state() == v1::NODE_STATE_DEAD) {
-      died = absl::StrCat(NodeName(it->first), " died (", it->second.death_reason, ") and no worker is left");
+    auto it = nodes_.find({Role::kWorker, r});
+    if (it == nodes_.end() || !Gone(it->second.info.state)) return "";
+    if (died.empty() && it->second.info.state == NodeState::kDead) {
+      died = absl::StrCat(NodeName(it->first), " died (", it->second.live.death_reason, ") and no worker is left");
     }
   }
   return died;
@@ -46,8 +44,8 @@ bool Membership::JobOver(std::string* reason) const {
   }
   if (!all_registered_) return false;
   for (int r = 0; r < options_.num_workers; ++r) {
-    auto it = nodes_.find({v1::ROLE_WORKER, r});
-    if (it == nodes_.end() || it->second.info.state() != v1::NODE_STATE_FINISHED) return false;
+    auto it = nodes_.find({Role::kWorker, r});
+    if (it == nodes_.end() || it->second.info.state != NodeState::kFinished) return false;
   }
   if (reason != nullptr) *reason = absl::StrCat("all ", options_.num_workers, " workers finished");
   return true;
@@ -68,19 +66,19 @@ std::string Membership::Failure() const {
 bool Membership::AllGone() const {
   absl::MutexLock lock(&mu_);
   for (const auto& [key, node] : nodes_) {
-    if (!Gone(node.info.state())) return false;
+    if (!Gone(node.info.state)) return false;
   }
   return true;
 }
 
 std::string Membership::RegistrationTextLocked() const {
-  const int workers = CountRegistered(v1::ROLE_WORKER);
-  const int servers = CountRegistered(v1::ROLE_SERVER);
+  const int workers = CountRegistered(Role::kWorker);
+  const int servers = CountRegistered(Role::kServer);
   std::string text =
       absl::StrFormat("registration: %d of %d workers, %d of %d servers after %.0f s", workers, options_.num_workers,
                       servers, options_.num_servers, absl::ToDoubleSeconds(Now() - start_));
   std::vector<std::string> missing;
-  for (v1::Role role : {v1::ROLE_WORKER, v1::ROLE_SERVER}) {
+  for (Role role : {Role::kWorker, Role::kServer}) {
     std::vector<int> ranks;
     for (int r = 0; r < Expected(role); ++r) {
       if (nodes_.count({role, r}) == 0) ranks.push_back(r);
@@ -103,20 +101,20 @@ std::string Membership::Describe(const NodeKey& key) const {
   auto it = nodes_.find(key);
   if (it == nodes_.end()) return "not registered";
   const Node& node = it->second;
-  const absl::Time now = Now();
-  switch (node.info.state()) {
-    case v1::NODE_STATE_DEAD:
-      return absl::StrCat("DEAD for ", Seconds(now - node.dead_at), " (", node.death_reason, ")");
-    case v1::NODE_STATE_FINISHED:
+  switch (node.info.state) {
+    case NodeState::kDead:
+      return absl::StrCat("DEAD for ", SecondsText(liveness_.SinceDeath(node.live)), " (", node.live.death_reason, ")");
+    case NodeState::kFinished:
       return node.assumed_finished ? "did not register again after the scheduler restarted: assumed to have left"
                                    : "already left the job";
-    case v1::NODE_STATE_REGISTERED:
-      return absl::StrCat("registered ", Seconds(now - node.last_heard), " ago, no heartbeat yet");
-    case v1::NODE_STATE_REJOINING:
-      return absl::StrCat("rejoining (incarnation ", node.info.incarnation(), "), last heard ",
-                          Seconds(now - node.last_heard), " ago");
+    case NodeState::kRegistered:
+      return absl::StrCat("registered ", SecondsText(liveness_.SinceHeard(node.live)), " ago, no heartbeat yet");
+    case NodeState::kRejoining:
+      return absl::StrCat("rejoining (incarnation ", node.info.incarnation, "), last heard ",
+                          SecondsText(liveness_.SinceHeard(node.live)), " ago");
     default:
-      return absl::StrCat("last heard ", Seconds(now - node.last_heard), " ago, at step ", node.info.last_step());
+      return absl::StrCat("last heard ", SecondsText(liveness_.SinceHeard(node.live)), " ago, at step ",
+                          node.info.last_step);
   }
 }
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "services/scheduler/membership.h"
+#include "services/scheduler/membership_proto.h"
 
 namespace dtrain::scheduler {
 

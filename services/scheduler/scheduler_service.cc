@@ -27,8 +27,6 @@ absl::Time ReplyBy(const grpc::ServerContext& context) {
   return deadline - std::min(absl::Seconds(1), (deadline - now) / 2);
 }
 
-NodeKey KeyOf(v1::Role role, int rank) { return NodeKey{role, rank}; }
-
 }  // namespace
 
 SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers, SchedulerServiceOptions options)
@@ -59,7 +57,7 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
     return ToGrpc(s);
   }
   uint64_t ticket = 0;
-  absl::StatusOr<int> rank = membership_->Register(admitted_request, &ticket);
+  absl::StatusOr<int> rank = membership_->Register(RegistrationFromProto(admitted_request), &ticket);
   if (!rank.ok()) {
     DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << rank.status().message();
     return ToGrpc(rank.status());
@@ -91,31 +89,31 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
   absl::StatusOr<Membership::Admission> admitted = membership_->Admitted(ticket);
   if (!admitted.ok()) return ToGrpc(admitted.status());
   if (admitted->rejoined) {
-    DTRAIN_LOG(WARNING) << NodeName(self) << " rejoined (incarnation " << admitted->node.incarnation() << ", restart "
-                        << admitted->node.restarts() << ")"
+    DTRAIN_LOG(WARNING) << NodeName(self) << " rejoined (incarnation " << admitted->node.incarnation << ", restart "
+                        << admitted->node.restarts << ")"
                         << (admitted->replaced_incarnation > 0
                                 ? absl::StrCat("; incarnation ", admitted->replaced_incarnation, " is fenced")
                                 : std::string());
-    if (options_.metrics != nullptr && admitted->node.restarts() > 0) {
+    if (options_.metrics != nullptr && admitted->node.restarts > 0) {
       options_.metrics->NodeRejoined(RoleName(self.role));
     }
   }
   response->set_rank(*final_rank);
-  response->set_incarnation(admitted->node.incarnation());
+  response->set_incarnation(admitted->node.incarnation);
   response->set_rejoined(admitted->rejoined);
   if (!options_.token_key.empty()) {
     response->set_token(
-        auth::MintToken(options_.token_key, {RoleName(request->role()), *final_rank, admitted->node.incarnation()}));
+        auth::MintToken(options_.token_key, {RoleName(request->role()), *final_rank, admitted->node.incarnation}));
     // Servers check workers' tokens themselves (no call to the scheduler per stream).
     if (request->role() == v1::ROLE_SERVER) response->set_token_key(options_.token_key);
   }
-  *response->mutable_cluster() = membership_->View();
+  *response->mutable_cluster() = ViewToProto(membership_->View());
   response->set_job_id(response->cluster().job_id());
   return grpc::Status::OK;
 }
 
-absl::Status SchedulerService::CheckToken(const grpc::ServerContext& context, const NodeKey& self, uint64_t incarnation,
-                                          const std::string& what) const {
+absl::Status SchedulerService::CheckToken(const grpc::ServerContextBase& context, const NodeKey& self,
+                                          uint64_t incarnation, const std::string& what) const {
   if (options_.token_key.empty()) return absl::OkStatus();
   const auth::Caller caller = auth::IdentifyCaller(context, options_.token_key);
   absl::Status s = auth::RequireNode(caller, RoleName(self.role), self.rank, incarnation, what);
@@ -126,8 +124,8 @@ bool SchedulerService::HeartbeatStream::Fenced() const {
   return !fenced.ok() && absl::StrContains(fenced.message(), "fenced");
 }
 
-absl::Status SchedulerService::OpenHeartbeat(const grpc::ServerContext& context, const v1::HeartbeatRequest& request,
-                                             HeartbeatStream* st) {
+absl::Status SchedulerService::OpenHeartbeat(const grpc::ServerContextBase& context,
+                                             const v1::HeartbeatRequest& request, HeartbeatStream* st) {
   st->self = KeyOf(request.role(), request.rank());
   st->incarnation = request.incarnation();
   // A heartbeat in another node's name would keep a dead node "alive" or, broken
@@ -156,9 +154,9 @@ bool SchedulerService::AnswerHeartbeat(const v1::HeartbeatRequest& request, Hear
     s = membership_->Heartbeat(self, &st->incarnation, request.step(), request.samples_per_sec(), request.resuming(),
                                &revived);
   }
-  if (s.ok() && self.role == v1::ROLE_WORKER) {
+  if (s.ok() && self.role == Role::kWorker) {
     lag_.Record(self.rank, request.step_at_unix_ms(), request.step());
-    if (request.has_epoch_report()) membership_->RecordEpoch(self, request.epoch_report());
+    if (request.has_epoch_report()) membership_->RecordEpoch(self, EpochFromProto(request.epoch_report()));
   }
   if (revived) DTRAIN_LOG(WARNING) << NodeName(self) << " is back after being declared dead; it resumes";
   if (s.code() == absl::StatusCode::kNotFound) {
@@ -183,14 +181,14 @@ bool SchedulerService::AnswerHeartbeat(const v1::HeartbeatRequest& request, Hear
     response->set_failed(failed);
     st->told_shutdown = send = true;
   }
-  for (const v1::NodeInfo& dead : membership_->DeathsSince(&st->death_cursor)) {
-    if (KeyOf(dead.role(), dead.rank()) == self) continue;
-    *response->add_dead() = dead;
+  for (const NodeRecord& dead : membership_->DeathsSince(&st->death_cursor)) {
+    if (NodeKey{dead.role, dead.rank} == self) continue;
+    *response->add_dead() = NodeToProto(dead);
     send = true;
   }
-  for (const v1::NodeInfo& back : membership_->RejoinsSince(&st->rejoin_cursor)) {
-    if (KeyOf(back.role(), back.rank()) == self) continue;
-    *response->add_rejoined() = back;
+  for (const NodeRecord& back : membership_->RejoinsSince(&st->rejoin_cursor)) {
+    if (NodeKey{back.role, back.rank} == self) continue;
+    *response->add_rejoined() = NodeToProto(back);
     send = true;
   }
   if (s.ok()) AddRollback(self, st->incarnation, request, &st->rollback, response, &send);
@@ -210,30 +208,12 @@ grpc::Status SchedulerService::FinishHeartbeat(const HeartbeatStream& st) {
   }
   if (st.opened && st.incarnation != 0 &&
       membership_->StreamClosed(st.self, st.incarnation, "heartbeat stream broke")) {
-    v1::NodeInfo node;
-    node.set_role(st.self.role);
-    node.set_rank(st.self.rank);
+    NodeRecord node;
+    node.role = st.self.role;
+    node.rank = st.self.rank;
     OnDeath(node, "heartbeat stream broke");
   }
   return grpc::Status::OK;
-}
-
-grpc::Status SchedulerService::Heartbeat(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) {
-  HeartbeatStream st;
-  v1::HeartbeatRequest request;
-  while (stream->Read(&request)) {
-    if (!st.opened) {
-      if (absl::Status denied = OpenHeartbeat(*context, request, &st); !denied.ok()) return ToGrpc(denied);
-    }
-    v1::HeartbeatResponse response;
-    const bool send = AnswerHeartbeat(request, &st, &response);
-    if (!st.unknown.ok()) break;
-    if (send && !stream->Write(response)) break;
-    // A fenced process hears why (above), then the stream ends with the status.
-    if (st.Fenced()) break;
-  }
-  return FinishHeartbeat(st);
 }
 
 grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,
@@ -287,23 +267,23 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context, const v1:
     absl::Status s = auth::RequireReader(caller, "GetStatus");
     if (s.ok() && caller.token) {
       // A token of a process that has been replaced opens nothing.
-      std::optional<v1::NodeInfo> holder = membership_->Find(
+      std::optional<NodeRecord> holder = membership_->Find(
           KeyOf(caller.token->role == "server" ? v1::ROLE_SERVER : v1::ROLE_WORKER, caller.token->rank));
-      if (!holder || holder->incarnation() != caller.token->incarnation) {
+      if (!holder || holder->incarnation != caller.token->incarnation) {
         s = absl::PermissionDeniedError(absl::StrCat("GetStatus refused: the token of ", auth::Describe(*caller.token),
                                                      " is not of the rank's current process"));
       }
     }
     if (!s.ok()) return ToGrpc(auth::Refused(caller, s));
   }
-  for (const v1::NodeInfo& node : membership_->Nodes()) {
+  for (const NodeRecord& node : membership_->Nodes()) {
     v1::NodeInfo* out = response->add_nodes();
-    *out = node;
-    if (options_.rollback != nullptr && node.role() == v1::ROLE_SERVER) {
-      for (int64_t step : options_.rollback->SnapshotSteps(node.rank())) out->add_snapshot_steps(step);
+    *out = NodeToProto(node);
+    if (options_.rollback != nullptr && node.role == Role::kServer) {
+      for (int64_t step : options_.rollback->SnapshotSteps(node.rank)) out->add_snapshot_steps(step);
     }
   }
-  *response->mutable_cluster() = membership_->View();
+  *response->mutable_cluster() = ViewToProto(membership_->View());
   response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
   std::vector<v1::NodeInfo> nodes(response->nodes().begin(), response->nodes().end());
   if (auto lag = lag_.Lag(WorkersInJob(nodes))) *response->mutable_worker_lag() = *lag;
@@ -318,12 +298,12 @@ void SchedulerService::AddRollback(const NodeKey& self, uint64_t incarnation, co
                                    RollbackStream* stream, v1::HeartbeatResponse* response, bool* send) {
   RollbackCoordinator* rollback = options_.rollback;
   if (rollback == nullptr) return;
-  if (self.role == v1::ROLE_SERVER) {
+  if (self.role == Role::kServer) {
     if (!request.has_snapshots()) return;  // a server without --snapshot-every takes no part
     // Where the job got to: servers report their shard's step on every heartbeat,
     // workers theirs every few seconds.
     int64_t job_step = 0;
-    for (const v1::NodeInfo& n : membership_->Nodes()) job_step = std::max(job_step, n.last_step());
+    for (const NodeRecord& n : membership_->Nodes()) job_step = std::max(job_step, n.last_step);
     const int64_t before = rollback->rollbacks();
     std::optional<v1::RollbackOrder> order =
         rollback->OnServerHeartbeat(self.rank, incarnation, request.snapshots(), job_step, absl::Now());
@@ -353,8 +333,9 @@ void SchedulerService::AddRollback(const NodeKey& self, uint64_t incarnation, co
   stream->told_enabled = true;
   stream->rollback_sent = ready->generation();
   *response->mutable_rollback() = *ready;
-  const v1::ClusterView view = membership_->View();
-  for (const v1::NodeInfo& server : view.servers()) *response->mutable_rollback()->add_servers() = server;
+  for (const NodeRecord& server : membership_->View().servers) {
+    *response->mutable_rollback()->add_servers() = NodeToProto(server);
+  }
   *send = true;
 }
 
@@ -365,7 +346,7 @@ void SchedulerService::Tick() {
                            "assuming it left the job before the restart (FINISHED); a new process may still take "
                            "its rank";
   }
-  for (const v1::NodeInfo& node : membership_->SweepSilent()) OnDeath(node, "heartbeats stopped");
+  for (const NodeRecord& node : membership_->SweepSilent()) OnDeath(node, "heartbeats stopped");
   if (options_.rollback != nullptr) {
     options_.rollback->Check(absl::Now());
     // No snapshot in common, or servers that did not reload: the job cannot go on.
@@ -373,13 +354,13 @@ void SchedulerService::Tick() {
   }
   // A dead worker that did not come back in time: the job failed, and barriers
   // that still wait for it fail now.
-  for (const v1::NodeInfo& node : membership_->ExpireRejoinWaits()) {
+  for (const NodeRecord& node : membership_->ExpireRejoinWaits()) {
     const std::string why = membership_->Failure();
     DTRAIN_LOG(ERROR) << why;
-    barriers_->NodeDied(KeyOf(node.role(), node.rank()), why);
+    barriers_->NodeDied(NodeKey{node.role, node.rank}, why);
   }
   if (options_.metrics != nullptr) {
-    const std::vector<v1::NodeInfo> nodes = membership_->Nodes();
+    const std::vector<v1::NodeInfo> nodes = NodesToProto(membership_->Nodes());
     RecordNodeMetrics(nodes, lag_.Lag(WorkersInJob(nodes)), *options_.metrics);
   }
   if (membership_->AllRegistered()) return;
@@ -389,12 +370,12 @@ void SchedulerService::Tick() {
   DTRAIN_LOG(INFO) << "still waiting for " << membership_->RegistrationText();
 }
 
-void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why) {
-  const NodeKey key = KeyOf(node.role(), node.rank());
-  std::optional<v1::NodeInfo> info = membership_->Find(key);
+void SchedulerService::OnDeath(const NodeRecord& node, const std::string& why) {
+  const NodeKey key{node.role, node.rank};
+  std::optional<NodeRecord> info = membership_->Find(key);
   if (!info) info = node;
-  DTRAIN_LOG(WARNING) << NodeName(key) << " is DEAD: " << why << " (pid " << info->pid() << " on " << info->hostname()
-                      << ", last step " << info->last_step() << ")";
+  DTRAIN_LOG(WARNING) << NodeName(key) << " is DEAD: " << why << " (pid " << info->pid << " on " << info->hostname
+                      << ", last step " << info->last_step << ")";
   // Within the rejoin timeout a dead worker may come back (or be replaced): barriers
   // keep waiting for it, and fail if it does not (Tick).
   if (membership_->MayRejoin(key)) {
@@ -403,8 +384,8 @@ void SchedulerService::OnDeath(const v1::NodeInfo& node, const std::string& why)
     barriers_->NodeDied(key, why);
   }
   if (options_.metrics != nullptr) options_.metrics->NodeDied(RoleName(key.role));
-  const int replication = membership_->View().replication();
-  if (key.role == v1::ROLE_SERVER && replication > 1) {
+  const int replication = membership_->View().replication;
+  if (key.role == Role::kServer && replication > 1) {
     // The workers route around it themselves (services/worker/kv/dist_kvstore.h); the
     // scheduler only counts it and says so.
     DTRAIN_LOG(WARNING) << "failover: " << NodeName(key) << "'s key ranges go on at their next replica (--replication "

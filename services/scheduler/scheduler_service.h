@@ -1,8 +1,10 @@
 // The Scheduler gRPC service: translates RPCs into calls on Membership and
 // BarrierSet, and logs what an operator needs (joins, deaths, who is missing).
 //
-// Sync API: handlers block (Register until everyone is in, Barrier until the
-// round completes); a scheduler serves tens of nodes, one thread each is fine.
+// Register, Barrier, Leave and GetStatus use the sync API: handlers block (Register
+// until everyone is in, Barrier until the round completes); a scheduler serves tens of
+// nodes, one thread each is fine. The Heartbeat stream, open for a node's whole life,
+// is a callback reactor (heartbeat_reactor.cc) and holds no thread between heartbeats.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -14,6 +16,7 @@
 #include "dtrain/v1/scheduler.grpc.pb.h"
 #include "services/scheduler/barrier.h"
 #include "services/scheduler/membership.h"
+#include "services/scheduler/membership_proto.h"
 #include "services/scheduler/rollback_coordinator.h"
 #include "services/scheduler/worker_lag.h"
 #include "common/defaults.h"
@@ -38,14 +41,14 @@ struct SchedulerServiceOptions {
   std::string cluster_spec;
 };
 
-class SchedulerService final : public v1::Scheduler::Service {
+class SchedulerService final : public v1::Scheduler::WithCallbackMethod_Heartbeat<v1::Scheduler::Service> {
  public:
   SchedulerService(Membership* membership, BarrierSet* barriers, SchedulerServiceOptions options);
 
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                         v1::RegisterResponse* response) override;
-  grpc::Status Heartbeat(grpc::ServerContext* context,
-                         grpc::ServerReaderWriter<v1::HeartbeatResponse, v1::HeartbeatRequest>* stream) override;
+  grpc::ServerBidiReactor<v1::HeartbeatRequest, v1::HeartbeatResponse>* Heartbeat(
+      grpc::CallbackServerContext* context) override;
   grpc::Status Barrier(grpc::ServerContext* context, const v1::BarrierRequest* request,
                        v1::BarrierResponse* response) override;
   grpc::Status Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
@@ -62,10 +65,10 @@ class SchedulerService final : public v1::Scheduler::Service {
   void Close(const absl::Status& why = absl::UnavailableError("the scheduler is shutting down"));
 
  private:
-  void OnDeath(const v1::NodeInfo& node, const std::string& why);
+  void OnDeath(const NodeRecord& node, const std::string& why);
   // With a token key: that the call carries the token of this node's current
   // incarnation (logged and returned when not). OK without one.
-  absl::Status CheckToken(const grpc::ServerContext& context, const NodeKey& self, uint64_t incarnation,
+  absl::Status CheckToken(const grpc::ServerContextBase& context, const NodeKey& self, uint64_t incarnation,
                           const std::string& what) const;
   // A server's snapshot report in, a rollback order out (servers at once,
   // workers once every server reloaded; a worker's stream gets each order once and
@@ -76,6 +79,9 @@ class SchedulerService final : public v1::Scheduler::Service {
   };
   void AddRollback(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
                    RollbackStream* stream, v1::HeartbeatResponse* response, bool* send);
+  // One heartbeat stream: reads a heartbeat, answers it through the three below, and
+  // reads the next once the answer is written (heartbeat_reactor.cc).
+  class HeartbeatReactor;
   // One heartbeat stream's state, from its first request to its end.
   struct HeartbeatStream {
     NodeKey self;
@@ -90,7 +96,7 @@ class SchedulerService final : public v1::Scheduler::Service {
     bool Fenced() const;
   };
   // The stream's first request: who speaks (checked against its token).
-  absl::Status OpenHeartbeat(const grpc::ServerContext& context, const v1::HeartbeatRequest& request,
+  absl::Status OpenHeartbeat(const grpc::ServerContextBase& context, const v1::HeartbeatRequest& request,
                              HeartbeatStream* st);
   // One heartbeat in, the answer out; true when `*response` must be sent.
   bool AnswerHeartbeat(const v1::HeartbeatRequest& request, HeartbeatStream* st, v1::HeartbeatResponse* response);

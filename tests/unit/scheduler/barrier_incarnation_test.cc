@@ -11,7 +11,7 @@
 namespace dtrain::scheduler {
 namespace {
 
-const NodeKey kW0{v1::ROLE_WORKER, 0}, kW1{v1::ROLE_WORKER, 1};
+const NodeKey kW0{Role::kWorker, 0}, kW1{Role::kWorker, 1};
 constexpr auto kWorkers = v1::BARRIER_GROUP_WORKERS;
 
 absl::Time In(absl::Duration d) { return absl::Now() + d; }

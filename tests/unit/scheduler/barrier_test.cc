@@ -10,7 +10,7 @@
 namespace dtrain::scheduler {
 namespace {
 
-const NodeKey kW0{v1::ROLE_WORKER, 0}, kW1{v1::ROLE_WORKER, 1}, kS0{v1::ROLE_SERVER, 0};
+const NodeKey kW0{Role::kWorker, 0}, kW1{Role::kWorker, 1}, kS0{Role::kServer, 0};
 
 BarrierSet::Describe Describer() {
   return [](const NodeKey& k) { return "last heard 3.2 s ago (" + NodeName(k) + ")"; };
