@@ -22,11 +22,11 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/auth/node_token.h"
-#include "common/kv/compression/gradient_codec.h"
-#include "common/kv/shard_store.h"
 #include "common/defaults.h"
+#include "common/kv/compression/gradient_codec.h"
 #include "common/kv/request_checks.h"
 #include "common/kv/request_observer.h"
+#include "common/kv/shard_store.h"
 #include "dtrain/v1/parameter_server.pb.h"
 
 namespace dtrain::kv {
@@ -61,7 +61,8 @@ inline constexpr size_t kKeepPayloadBytes = 8 << 20;
 // An answer's status fields (code, message) from `s`.
 void SetStatus(const absl::Status& s, v1::PushPullResponse* resp);
 
-// What one PushPull stream may hold and accept (dtrain-server's flags set them).
+// What one PushPull stream may hold and accept (dtrain-server's flags set them; the
+// `local` kvstore lifts the wire's caps).
 struct StreamOptions {
   // How long a sync pull waits when the request does not say (timeout_ms 0).
   absl::Duration sync_timeout = absl::Seconds(kDefaultSyncTimeoutSeconds);

@@ -1,10 +1,10 @@
 // The server side of one worker's PushPull stream (gRPC callback API): the bytes.
 //
 // Requests are read continuously, decoded and handed to the stream's PushPullHandler
-// (common/kv/push_pull_handler.h: what is done with them); answers are encoded, queued and
-// written one at a time. A sync pull may be answered much later, from whichever
-// thread runs the push that completes its step, possibly after the client has gone:
-// such callbacks hold the shared Outbox, never the reactor itself.
+// (common/kv/push_pull_handler.h: what is done with them); answers are encoded,
+// queued and written one at a time. A sync pull may be answered much later, from
+// whichever thread runs the push that completes its step, possibly after the client
+// has gone: such callbacks hold the shared Outbox, never the reactor itself.
 #pragma once
 
 #include <cstdint>

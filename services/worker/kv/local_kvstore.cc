@@ -18,7 +18,7 @@ namespace dtrain::worker {
 // contract all the same.
 class LocalKVStore::Answers final : public kv::AnswerSink {
  public:
-  // The next answer is about a parameter of `numel` floats: its weights go to `weights`.
+  // The next answer is about a parameter of `numel` floats, written to `weights`.
   void Expect(float* weights, int64_t numel) {
     absl::MutexLock lock(&mu_);
     weights_ = weights;
@@ -134,7 +134,7 @@ absl::Status LocalKVStore::PushPull(int64_t step, const std::vector<const float*
     request_.set_request_id(i + 1);
     request_.set_key(key);
     answers_->Expect(p.weights, p.numel);
-    // The gradient is the request's payload where it lies: the handler reads it in place.
+    // The gradient is the request's payload where it lies: read in place.
     const absl::Time start = absl::Now();
     const absl::Status refusal =
         handler_.Handle(request_, grads[i], p.numel * static_cast<int64_t>(sizeof(float)), /*payload_taken=*/true);

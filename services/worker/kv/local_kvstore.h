@@ -1,5 +1,5 @@
 // kvstore `local` / `device`: one worker process, no servers. Each step's gradients go
-// through the same PushPullHandler a parameter server runs (common/kv/push_pull_handler.h)
+// through the PushPullHandler a parameter server runs (common/kv/push_pull_handler.h)
 // over the same ShardStore, in-process and without copies: the request's checks, the
 // NaN check, the store's push and pull are the server's own, so the update rule is too.
 //

@@ -44,7 +44,7 @@
 #include "tests/fuzz/harness/fuzz_util.h"
 
 // What the server does with a decoded request (common/kv/push_pull_handler.h), where
-// this tree has it: a fuzz target drives it without a server, as the local kvstore does.
+// this tree has it: driven without a server, as the local kvstore drives it.
 #if __has_include("common/kv/push_pull_handler.h")
 #include "absl/time/time.h"
 #include "common/kv/push_pull_handler.h"
@@ -171,8 +171,9 @@ class CheckingSink final : public kv::AnswerSink {
   }
 
   DataAnswer Prepare(const char* data, size_t bytes) override {
-    // Read all of it, as the reactor copies it: ASan says whether the store's buffer holds `bytes`.
-    std::vector<char> copy(data, data + bytes);
+    // Copy all of it, as the reactor does: ASan says whether the store's buffer
+    // holds `bytes` (kept, so that the copy cannot be optimised away).
+    data_.assign(data, bytes);
     return [this, bytes](const v1::PushPullResponse& resp) {
       Check(resp);
       if (resp.code() != 0) Fail("an error answered with data");
@@ -204,6 +205,7 @@ class CheckingSink final : public kv::AnswerSink {
   const v1::PushPullRequest req_;
   int answers_ = 0;
   v1::PushPullResponse last_;
+  std::string data_;  // the last data prepared
 };
 
 // A server's shard for this request: the request id's low bits pick it.
