@@ -15,12 +15,14 @@
 #include "services/server/node_checks.h"
 #include "services/server/push_pull_reactor.h"
 #include "services/server/replica_catch_up.h"
-#include "services/server/request_checks.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 #include "common/defaults.h"
 
 namespace dtrain::server {
+
+// The longest replica chain a request may name (KeyInit.chain, joined servers).
+inline constexpr int kMaxChainLength = 64;
 
 struct PsServiceOptions {
   // How long a sync pull waits for the other workers' pushes before it fails with
@@ -32,8 +34,8 @@ struct PsServiceOptions {
   absl::Duration still_waiting_every = absl::Seconds(10);
   // Request counts and bytes (null: none); must outlive the service.
   server::ServerMetrics* metrics = nullptr;
-  // What one PushPull request may carry and ask for (request_checks.h).
-  RequestLimits request_limits;
+  // What one PushPull request may carry and ask for (common/kv/request_checks.h).
+  kv::RequestLimits request_limits;
   // Apply pushes holding NaN or Inf instead of refusing them.
   bool allow_non_finite = false;
   // What one PushPull stream may hold before it stops reading (StreamOptions).

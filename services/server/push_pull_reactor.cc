@@ -102,7 +102,7 @@ bool PushPullReactor::HandleRequest(grpc::ByteBuffer& message) {
     }
     const absl::Status refusal =
         handler_.Handle(req, payload_.data(), payload_bytes, payload_bytes > 0 && payload_taken_ == payload_bytes);
-    if (payload_.capacity() * sizeof(float) > kKeepPayloadBytes) std::vector<float>().swap(payload_);
+    if (payload_.capacity() * sizeof(float) > kv::kKeepPayloadBytes) std::vector<float>().swap(payload_);
     bool refused = false;
     {
       absl::MutexLock lock(&box_->mu);
@@ -126,7 +126,7 @@ bool PushPullReactor::HandleRequest(grpc::ByteBuffer& message) {
       }
       v1::PushPullResponse resp;
       resp.set_request_id(req.request_id());
-      SetStatus(absl::InvalidArgumentError(absl::StrCat("malformed request: ", decoded.message())), &resp);
+      kv::SetStatus(absl::InvalidArgumentError(absl::StrCat("malformed request: ", decoded.message())), &resp);
       Send(box_, resp);
     }
   }
@@ -184,7 +184,7 @@ void PushPullReactor::Outbox::Send(const v1::PushPullResponse& resp) {
   PushPullReactor::Send(shared_from_this(), resp);
 }
 
-AnswerSink::DataAnswer PushPullReactor::Outbox::Prepare(const char* data, size_t bytes) {
+kv::AnswerSink::DataAnswer PushPullReactor::Outbox::Prepare(const char* data, size_t bytes) {
   grpc_slice copy = grpc_slice_malloc(bytes);
   if (bytes > 0) std::memcpy(GRPC_SLICE_START_PTR(copy), data, bytes);
   return

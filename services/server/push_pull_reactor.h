@@ -1,10 +1,10 @@
 // The server side of one worker's PushPull stream (gRPC callback API): the bytes.
 //
 // Requests are read continuously, decoded and handed to the stream's PushPullHandler
-// (push_pull_handler.h: what is done with them); answers are encoded, queued and
-// written one at a time. A sync pull may be answered much later, from whichever
-// thread runs the push that completes its step, possibly after the client has gone:
-// such callbacks hold the shared Outbox, never the reactor itself.
+// (common/kv/push_pull_handler.h: what is done with them); answers are encoded,
+// queued and written one at a time. A sync pull may be answered much later, from
+// whichever thread runs the push that completes its step, possibly after the client
+// has gone: such callbacks hold the shared Outbox, never the reactor itself.
 #pragma once
 
 #include <cstdint>
@@ -18,13 +18,16 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/kv/push_pull_handler.h"
+#include "common/kv/request_observer.h"
 #include "common/kv/shard_store.h"
 #include "services/server/answer_queue.h"
-#include "services/server/push_pull_handler.h"
-#include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
 namespace dtrain::server {
+
+// A stream's options, and those PsServiceOptions and dtrain-server's flags default from.
+using kv::StreamOptions;
 
 // The stream carries raw buffers (common/kv/tensor_codec.h) so tensors are copied
 // once on the way in and once on the way out.
@@ -40,7 +43,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
  private:
   // What answers need, shared with parked pulls; outlives the reactor if it must.
-  struct Outbox final : AnswerSink, std::enable_shared_from_this<Outbox> {
+  struct Outbox final : kv::AnswerSink, std::enable_shared_from_this<Outbox> {
     void Send(const v1::PushPullResponse& resp) override;
     DataAnswer Prepare(const char* data, size_t bytes) override;
 
@@ -83,10 +86,10 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
 
   kv::ShardStore* store_;
   const StreamOptions options_;
-  server::ServerMetrics* metrics_;
+  kv::RequestObserver* metrics_;
   std::shared_ptr<Outbox> box_;
-  PushPullHandler handler_;   // after box_, its sink
-  grpc::ByteBuffer request_;  // the read in flight
+  kv::PushPullHandler handler_;  // after box_, its sink
+  grpc::ByteBuffer request_;     // the read in flight
   // Read, not yet handled: a batch's parts beyond what the stream could take. Touched only
   // by OnReadDone and a resuming OnWriteDone, never both at once (reading is paused while
   // it holds anything).
@@ -94,7 +97,7 @@ class PushPullReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, g
   grpc::ByteBuffer writing_;  // the write in flight
   // The pushed gradient of the request being handled; reused, since the handler
   // finishes with it (the store copies what it keeps) before the next read, but not
-  // kept larger than kKeepPayloadBytes between requests.
+  // kept larger than kv::kKeepPayloadBytes between requests.
   std::vector<float> payload_;
   int64_t payload_taken_ = -1;  // bytes of the current request's data in payload_ (-1: none)
 };

@@ -64,7 +64,7 @@ void ReplicaCatchUp::ServerRestarted(int rank, const std::string& address) {
                       << ": copying our keys of its chains to it as they reach their next version";
 }
 
-bool ReplicaCatchUp::Hold(uint64_t key, int64_t version, Release release, std::vector<JoinedServer>* joined_now) {
+bool ReplicaCatchUp::Hold(uint64_t key, int64_t version, Release release, std::vector<kv::JoinedServer>* joined_now) {
   joined_now->clear();
   // --replication 1, or dist_async.
   if (!replicated_.load(std::memory_order_acquire) || !sync_.load(std::memory_order_acquire)) return false;
@@ -124,8 +124,8 @@ void ReplicaCatchUp::Run(const Job& job) {
     absl::MutexLock lock(&mu_);
     chain = gates_[job.key].chain;
   }
-  std::vector<JoinedServer> joined;
-  for (const JoinedServer& to : job.to) {
+  std::vector<kv::JoinedServer> joined;
+  for (const kv::JoinedServer& to : job.to) {
     absl::Status s = read;
     // The held answers keep the key at job.version; anything else is a bug to report,
     // not a state to copy.
@@ -152,7 +152,7 @@ void ReplicaCatchUp::Run(const Job& job) {
       gate.joined_version = job.version;
       gate.joined = joined;
     }
-    for (const JoinedServer& to : joined) {
+    for (const kv::JoinedServer& to : joined) {
       auto it = newcomers_.find(to.rank);
       if (it == newcomers_.end() || it->second != to.address) continue;  // restarted again meanwhile
       copied_[to.rank].insert(job.key);
@@ -168,16 +168,17 @@ void ReplicaCatchUp::Run(const Job& job) {
   }
   if (metrics_ != nullptr) {
     const double held_seconds = absl::ToDoubleSeconds(absl::Now() - job.held_since);
-    for (const JoinedServer& to : job.to) {
+    for (const kv::JoinedServer& to : job.to) {
       const bool ok =
-          std::any_of(joined.begin(), joined.end(), [&](const JoinedServer& j) { return j.rank == to.rank; });
+          std::any_of(joined.begin(), joined.end(), [&](const kv::JoinedServer& j) { return j.rank == to.rank; });
       metrics_->CatchUpCopy(held_seconds, ok);
     }
   }
   for (Release& r : held) r(joined);
 }
 
-absl::Status ReplicaCatchUp::CopyTo(const JoinedServer& to, const kv::KeyState& state, const std::vector<int>& chain) {
+absl::Status ReplicaCatchUp::CopyTo(const kv::JoinedServer& to, const kv::KeyState& state,
+                                    const std::vector<int>& chain) {
   auto stub = v1::ParameterServer::NewStub(MakeChannel(to.address));
   bool configured;
   v1::ConfigureRequest configure;

@@ -31,13 +31,13 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/kv/shard_store.h"
-#include "services/server/push_pull_handler.h"
+#include "common/kv/push_pull_handler.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.pb.h"
 
 namespace dtrain::server {
 
-class ReplicaCatchUp final : public AnswerGate {
+class ReplicaCatchUp final : public kv::AnswerGate {
  public:
   // `store` (and `metrics`, null: none) must outlive this. Starts the copying thread.
   ReplicaCatchUp(kv::ShardStore* store, int my_rank, ServerMetrics* metrics = nullptr);
@@ -53,7 +53,7 @@ class ReplicaCatchUp final : public AnswerGate {
   // AnswerGate: an answer of a key whose chain has a newcomer not yet holding it waits
   // for the copy; `release` then runs on the copying thread. Answers of a version whose
   // copy is done go at once, naming the newcomers in `*joined_now`.
-  bool Hold(uint64_t key, int64_t version, Release release, std::vector<JoinedServer>* joined_now) override;
+  bool Hold(uint64_t key, int64_t version, Release release, std::vector<kv::JoinedServer>* joined_now) override;
 
  private:
   struct Gate {
@@ -63,19 +63,19 @@ class ReplicaCatchUp final : public AnswerGate {
     // The last copy that is done: its version and whom it reached. Every answer of
     // that version names them, not only those the copy held.
     int64_t joined_version = -1;
-    std::vector<JoinedServer> joined;
+    std::vector<kv::JoinedServer> joined;
     std::vector<int> chain;
   };
   struct Job {
     uint64_t key;
     int64_t version;
-    std::vector<JoinedServer> to;
+    std::vector<kv::JoinedServer> to;
     absl::Time held_since;
   };
   void Loop();
   void Run(const Job& job);
   // Sends the key's state to `to`; OK once it holds it.
-  absl::Status CopyTo(const JoinedServer& to, const kv::KeyState& state, const std::vector<int>& chain);
+  absl::Status CopyTo(const kv::JoinedServer& to, const kv::KeyState& state, const std::vector<int>& chain);
 
   kv::ShardStore* store_;
   const int my_rank_;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/kv/request_observer.h"
 #include "common/metrics/registry.h"
 
 namespace prometheus {
@@ -16,20 +17,22 @@ class Histogram;
 
 namespace dtrain::server {
 
-class ServerMetrics {
+// The request counts and bytes come from each stream's PushPullHandler
+// (kv::RequestObserver).
+class ServerMetrics final : public kv::RequestObserver {
  public:
   // Registers the families in `registry`, which must outlive this object.
   explicit ServerMetrics(metrics::MetricsRegistry& registry);
 
-  void PushReceived(int64_t bytes);
+  void PushReceived(int64_t bytes) override;
   // A push's gradient as floats: its bytes uncompressed (= the bytes received unless
   // the push was compressed), so that push_bytes / this is the compression ratio.
-  void PushUnpacked(int64_t bytes);
-  void PullRequested();
+  void PushUnpacked(int64_t bytes) override;
+  void PullRequested() override;
   // `bytes` sent; `weight_bytes`: what the weights are as float32s (more than `bytes`
   // when the answer is a packed change, --pull-gc-type).
-  void PullAnswered(int64_t bytes, int64_t weight_bytes);
-  void RequestFailed();
+  void PullAnswered(int64_t bytes, int64_t weight_bytes) override;
+  void RequestFailed() override;
   // One key's sync step merged, `seconds` after its first worker's push.
   void SyncStepMerged(double seconds);
   // An async push was applied `staleness` updates after its worker last pulled the key.

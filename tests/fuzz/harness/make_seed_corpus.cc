@@ -111,6 +111,29 @@ void Framing() {
   const char halves[8] = {0x00, 0x38, 0x00, static_cast<char>(0xbd), 0x00, 0x42, 0x19, 0x14};  // 0.5 -1.25 3 ~1e-3
   Seed("pushpull_framing", "push_fp16", 0,
        Flatten(kv::EncodeWithPayload(fp16, v1::PushPullRequest::kDataFieldNumber, grpc::Slice(halves, 8))));
+  // Requests the target's server answers with data (pushpull_framing_fuzzer.cc: the
+  // request id picks the store): a push-pull of step 0 that merges at once and is
+  // answered with the fp16-packed change (request id 2: sync, one worker, fp16 pull
+  // compression), a pull of key 5 (8: sync, two workers), an async push of key 0 (1).
+  v1::PushPullRequest merged = push;
+  merged.set_worker_rank(0);
+  merged.set_step(0);
+  merged.set_min_version(0);
+  merged.set_pull_delta(true);
+  Seed("pushpull_framing", "push_pull_merged", 0,
+       Flatten(kv::EncodeWithPayload(merged, v1::PushPullRequest::kDataFieldNumber, kv::CopyToSlice(grad.data(), 4))));
+  v1::PushPullRequest answered = pull;
+  answered.set_request_id(8);
+  answered.set_min_version(0);
+  answered.set_dtype(v1::DTYPE_FLOAT32);
+  Seed("pushpull_framing", "pull_answered", 0, answered.SerializeAsString());
+  v1::PushPullRequest async = push;
+  async.set_request_id(1);
+  async.set_op(v1::OP_PUSH);
+  async.set_key(0);
+  async.set_step(3);
+  Seed("pushpull_framing", "push_async", 1 | (16 << 2),
+       Flatten(kv::EncodeWithPayload(async, v1::PushPullRequest::kDataFieldNumber, kv::CopyToSlice(grad.data(), 1))));
 }
 
 void Checkpoint(const std::string& tmp) {

@@ -1,14 +1,23 @@
-// The PushPull stream's framing (common/kv/tensor_codec): what a server does with a
+// The PushPull stream's framing (common/kv/tensor_codec) and what a server does with a
 // request off the wire, and a worker with a response. The input is one option byte
 // and the message bytes; the option byte chooses how the bytes are cut into gRPC
 // slices, because the decoder reads across slice boundaries (a real ByteBuffer is
 // rarely one slice).
 //
-// After a successful decode a request goes through the server's own checks (where the
-// tree has services/server/request_checks), the payload goes where a consumer puts it
-// (BytesToFloats), and the message is encoded again with EncodeWithPayload and
-// decoded: the header and payload must come back unchanged. A compressed push's payload
-// is unpacked by its codec (common/kv/compression), as the server does.
+// A request is decoded as the server's stream reactor decodes it (the payload taken
+// only once `op` said push) and, where the tree has common/kv/push_pull_handler, handed
+// to a PushPullHandler over a small ShardStore, twice (a retry), exactly as the reactor
+// hands it: the request's checks, the worker's admission, a compressed push unpacked,
+// the NaN check, the store's Push, Pull and PullDelta. The request id picks the store
+// (sync or async, one worker or two, pull compression) and whether NaN is allowed.
+// Every request must be answered exactly once per handling (a parked pull is dropped
+// as when its stream goes), each answer naming the request, a data answer carrying
+// exactly the key's weights or their packed change.
+//
+// The payload also goes where a consumer puts it (BytesToFloats), and the message is
+// encoded again with EncodeWithPayload and decoded: the header and payload must come
+// back unchanged. A compressed push's payload is unpacked by its codec
+// (common/kv/compression) for element counts around its size.
 //
 // The same bytes are also read as a batch of answers (common/kv/message_batch): where
 // they split, every part is decoded as a response, and the parts batched again must
@@ -34,11 +43,14 @@
 #include "dtrain/v1/parameter_server.pb.h"
 #include "tests/fuzz/harness/fuzz_util.h"
 
-// The server's checks of a decoded request (services/server/request_checks.h), where
-// this tree has them: a fuzz target may call them without a server.
-#if __has_include("services/server/request_checks.h")
-#include "services/server/request_checks.h"
-#define DTRAIN_FUZZ_REQUEST_CHECKS 1
+// What the server does with a decoded request (common/kv/push_pull_handler.h), where
+// this tree has it: driven without a server, as the local kvstore drives it.
+#if __has_include("common/kv/push_pull_handler.h")
+#include "absl/time/time.h"
+#include "common/kv/push_pull_handler.h"
+#include "common/kv/request_checks.h"
+#include "common/kv/shard_store.h"
+#define DTRAIN_FUZZ_HANDLER 1
 #endif
 
 // The gradient codecs (common/kv/compression), where this tree has them: a compressed
@@ -131,6 +143,115 @@ void Unpack(const v1::PushPullRequest& req, const std::string& payload) {
 }
 #endif
 
+#ifdef DTRAIN_FUZZ_HANDLER
+// The keys the fuzzed server holds: the seed corpus's push names (3 << 24) | 1 (four
+// floats), its pull key 5.
+struct FuzzKey {
+  uint64_t key;
+  int64_t numel;
+};
+constexpr FuzzKey kKeys[] = {{(uint64_t{3} << 24) | 1, 4}, {5, 16}, {0, 1}};
+
+int64_t NumelOf(uint64_t key) {
+  for (const FuzzKey& k : kKeys) {
+    if (k.key == key) return k.numel;
+  }
+  return -1;
+}
+
+// Checks every answer of one request as the reactor would write it.
+class CheckingSink final : public kv::AnswerSink {
+ public:
+  explicit CheckingSink(const v1::PushPullRequest& req) : req_(req) {}
+
+  void Send(const v1::PushPullResponse& resp) override {
+    Check(resp);
+    // Weights are always answered with data, unless only the version was asked for.
+    if (resp.code() == 0 && req_.op() != v1::OP_PUSH && !req_.version_only()) Fail("weights answered without data");
+  }
+
+  DataAnswer Prepare(const char* data, size_t bytes) override {
+    // Copy all of it, as the reactor does: ASan says whether the store's buffer
+    // holds `bytes` (kept, so that the copy cannot be optimised away).
+    data_.assign(data, bytes);
+    return [this, bytes](const v1::PushPullResponse& resp) {
+      Check(resp);
+      if (resp.code() != 0) Fail("an error answered with data");
+      const int64_t numel = NumelOf(resp.key());
+      int64_t want = numel * static_cast<int64_t>(sizeof(float));
+      if (resp.compression() != v1::COMPRESSION_NONE) {
+        const auto codec = kv::MakeCodec({static_cast<kv::CompressionType>(resp.compression()), 0.0f});
+        if (codec == nullptr) Fail("a packed change of no codec");
+        want = codec->PackedBytes(numel);
+      }
+      if (numel < 0 || static_cast<int64_t>(bytes) != want) Fail("data of the wrong size for the key");
+    };
+  }
+
+  int answers() const { return answers_; }
+  const v1::PushPullResponse& last() const { return last_; }
+
+ private:
+  void Check(const v1::PushPullResponse& resp) {
+    ++answers_;
+    last_ = resp;
+    if (resp.request_id() != req_.request_id()) Fail("an answer names another request");
+  }
+  [[noreturn]] static void Fail(const char* what) {
+    std::fprintf(stderr, "handler: %s\n", what);
+    abort();
+  }
+
+  const v1::PushPullRequest req_;
+  int answers_ = 0;
+  v1::PushPullResponse last_;
+  std::string data_;  // the last data prepared
+};
+
+// A server's shard for this request: the request id's low bits pick it.
+void Configure(uint64_t variant, kv::ShardStore* store) {
+  kv::StoreConfig config;
+  const bool async = (variant & 1) != 0;
+  config.mode = async ? kv::MergeMode::kAsync : kv::MergeMode::kSync;
+  config.num_workers = (variant & 8) != 0 ? 2 : 1;
+  constexpr kv::CompressionType kPullCodecs[] = {kv::CompressionType::kNone, kv::CompressionType::kFp16,
+                                                 kv::CompressionType::kInt8, kv::CompressionType::kOneBit};
+  if (!async) config.pull_compression = kPullCodecs[(variant >> 1) & 3];
+  if (!store->Configure(config).ok()) abort();
+  for (const FuzzKey& k : kKeys) {
+    const std::vector<float> init(static_cast<size_t>(k.numel), 0.25f);
+    if (!store->InitKey(k.key, {k.numel}, init.data(), k.numel).ok()) abort();
+  }
+}
+
+// What the server does with the request: handled twice (a retry), each handling
+// answered exactly once; a refusal is what the last answer says.
+void Serve(const v1::PushPullRequest& req, const float* payload, int64_t payload_bytes, bool payload_taken) {
+  const absl::Time now = absl::FromUnixSeconds(1700000000);
+  kv::ShardStore store([now] { return now; });
+  Configure(req.request_id(), &store);
+  kv::StreamOptions options;
+  options.allow_non_finite = (req.request_id() & 4) != 0;
+  auto sink = std::make_shared<CheckingSink>(req);
+  kv::PushPullHandler handler(&store, options, sink, [now] { return now; });
+  for (int i = 0; i < 2; ++i) {
+    const absl::Status refusal = handler.Handle(req, payload, payload_bytes, payload_taken);
+    // A pull still parked waits for a worker that will never push: its stream is gone.
+    store.DropPulls(handler.owner());
+    if (sink->answers() != i + 1) {
+      std::fprintf(stderr, "handler: %d answers to %d handlings\n", sink->answers(), i + 1);
+      abort();
+    }
+    if (!refusal.ok() &&
+        (sink->last().code() != static_cast<int>(refusal.code()) || sink->last().message() != refusal.message())) {
+      std::fprintf(stderr, "handler: refused with '%s' but answered '%s'\n", std::string(refusal.message()).c_str(),
+                   sink->last().message().c_str());
+      abort();
+    }
+  }
+}
+#endif
+
 // options & 3: 0 one slice, 1 two, 2 three, 3 one per byte (the first 256 bytes);
 // options >> 2: where the first cut falls, in 64ths of the message.
 grpc::ByteBuffer Slices(uint8_t options, std::string_view bytes) {
@@ -153,44 +274,52 @@ grpc::ByteBuffer Slices(uint8_t options, std::string_view bytes) {
 }
 
 // Decodes `bytes` as a `Message` whose tensor is field `field`, the way both ends do:
-// the server always takes the payload (into memory sized by the announced length),
-// the worker drops a payload it did not ask for (here: odd request ids).
+// the server takes the payload (into memory sized by the announced length) once `op`
+// said push, the worker drops a payload it did not ask for (here: odd request ids).
 template <typename Message>
 void DecodeOne(uint8_t options, std::string_view bytes, int field) {
+  constexpr bool kRequest = std::is_same_v<Message, v1::PushPullRequest>;
   grpc::ByteBuffer buffer = Slices(options, bytes);
   Message header;
-  std::vector<char> payload;
+  std::vector<float> payload;  // floats, as the reactor's: the handler reads it as a gradient
   bool taken = false;
   int64_t payload_size = -2;
+  size_t taken_size = 0;
   const absl::Status st = kv::DecodeWithPayload(
       &buffer, &header, field,
       [&](const google::protobuf::MessageLite& h, size_t size) -> char* {
-        if (static_cast<const Message&>(h).request_id() % 2 != 0) return nullptr;
-        payload.resize(size);
+        const auto& m = static_cast<const Message&>(h);
+        if constexpr (kRequest) {
+          if (m.op() != v1::OP_PUSH && m.op() != v1::OP_PUSH_PULL) return nullptr;
+        } else {
+          if (m.request_id() % 2 != 0) return nullptr;
+        }
+        payload.resize((size + sizeof(float) - 1) / sizeof(float));
         taken = true;
-        return payload.data();
+        taken_size = size;
+        return reinterpret_cast<char*>(payload.data());
       },
       &payload_size);
   if (payload_size < -1) abort();  // the decoder must always say whether there was a payload
   if (!st.ok()) return;
-#ifdef DTRAIN_FUZZ_REQUEST_CHECKS
-  if constexpr (std::is_same_v<Message, v1::PushPullRequest>) {
-    (void)server::ValidatePushPullRequest(header, payload_size);
-    (void)server::DescribeRequest(header);
+#ifdef DTRAIN_FUZZ_HANDLER
+  if constexpr (kRequest) {
+    Serve(header, payload.data(), payload_size, payload_size > 0 && taken);
+    (void)kv::DescribeRequest(header);
   }
 #endif
   if (!taken) return;
-  if (payload_size != static_cast<int64_t>(payload.size())) abort();
-#if defined(DTRAIN_FUZZ_REQUEST_CHECKS) && defined(DTRAIN_FUZZ_COMPRESSION)
-  if constexpr (std::is_same_v<Message, v1::PushPullRequest>) {
-    if (header.compression() != v1::COMPRESSION_NONE && server::ValidatePushPullRequest(header, payload_size).ok()) {
-      Unpack(header, std::string(payload.data(), payload.size()));
+  if (payload_size != static_cast<int64_t>(taken_size)) abort();
+  const std::string bytes_copy(reinterpret_cast<const char*>(payload.data()), taken_size);
+#if defined(DTRAIN_FUZZ_HANDLER) && defined(DTRAIN_FUZZ_COMPRESSION)
+  if constexpr (kRequest) {
+    if (header.compression() != v1::COMPRESSION_NONE && kv::ValidatePushPullRequest(header, payload_size).ok()) {
+      Unpack(header, bytes_copy);
     }
   }
 #endif
 
   // What a consumer does with it.
-  const std::string bytes_copy(payload.data(), payload.size());
   std::vector<float> floats;
   (void)kv::BytesToFloats(bytes_copy, &floats);
 

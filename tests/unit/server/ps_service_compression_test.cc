@@ -15,7 +15,7 @@
 #include "common/kv/compression/gradient_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "services/server/request_checks.h"
+#include "common/kv/request_checks.h"
 #include "tests/unit/server/loopback.h"
 
 namespace dtrain::server {
@@ -141,8 +141,8 @@ TEST(RequestChecksCompressionTest, RefusesWhatNoCodecMeans) {
   push.set_dtype(v1::DTYPE_FLOAT32);
   push.set_compression(v1::COMPRESSION_2BIT);
   push.set_gc_threshold(0.5f);
-  EXPECT_TRUE(ValidatePushPullRequest(push, 6).ok()) << "packed sizes are the store's to check";
-  auto message = [](const v1::PushPullRequest& r) { return std::string(ValidatePushPullRequest(r, 8).message()); };
+  EXPECT_TRUE(kv::ValidatePushPullRequest(push, 6).ok()) << "packed sizes are the store's to check";
+  auto message = [](const v1::PushPullRequest& r) { return std::string(kv::ValidatePushPullRequest(r, 8).message()); };
   v1::PushPullRequest r = push;
   r.set_gc_threshold(0);
   EXPECT_THAT(message(r), HasSubstr("2bit gc_threshold 0 must be finite and > 0"));
@@ -152,19 +152,19 @@ TEST(RequestChecksCompressionTest, RefusesWhatNoCodecMeans) {
   r.set_compression(v1::COMPRESSION_FP16);
   EXPECT_THAT(message(r), HasSubstr("without 2bit compression"));
   r.set_gc_threshold(0);
-  EXPECT_TRUE(ValidatePushPullRequest(r, 6).ok());
+  EXPECT_TRUE(kv::ValidatePushPullRequest(r, 6).ok());
   r.set_compression(static_cast<v1::Compression>(9));
   EXPECT_THAT(message(r), HasSubstr("unknown compression 9"));
   v1::PushPullRequest pull;
   pull.set_op(v1::OP_PULL);
   pull.set_compression(v1::COMPRESSION_FP16);
-  EXPECT_THAT(std::string(ValidatePushPullRequest(pull, -1).message()), HasSubstr("pulls are not compressed"));
+  EXPECT_THAT(std::string(kv::ValidatePushPullRequest(pull, -1).message()), HasSubstr("pulls are not compressed"));
   // An uncompressed push keeps its whole-float rule.
   r = push;
   r.clear_compression();
   r.clear_gc_threshold();
   EXPECT_THAT(message(r), ::testing::IsEmpty());
-  EXPECT_FALSE(ValidatePushPullRequest(r, 6).ok());
+  EXPECT_FALSE(kv::ValidatePushPullRequest(r, 6).ok());
 }
 
 TEST(PsServiceCompressionTest, PackedPullsKeepWorkersOnTheServersWeightsBitForBit) {
@@ -228,7 +228,7 @@ TEST(PsServiceCompressionTest, PullCompressionIsRefusedOutsideDistSyncAndPullDel
   pull.set_op(v1::OP_PULL);
   pull.set_key(1);
   pull.set_pull_delta(true);
-  EXPECT_THAT(std::string(ValidatePushPullRequest(pull, 0, RequestLimits{}).message()),
+  EXPECT_THAT(std::string(kv::ValidatePushPullRequest(pull, 0, kv::RequestLimits{}).message()),
               HasSubstr("pull_delta is for push-pulls"));
 }
 

@@ -1,7 +1,10 @@
 // LocalKVStore and the resume bookkeeping, on plain float buffers (no LibTorch).
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/kv/placement.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/worker/kv/local_kvstore.h"
 #include "services/worker/kv/resume_states.h"
@@ -61,6 +64,27 @@ TEST(LocalKVStoreTest, WrongGradientCountIsRefused) {
   LocalKVStore kv(KVStoreMode::kLocal);
   ASSERT_TRUE(kv.Init({{"w", {1}, w.data(), 1}}, SgdInit(0.1, 0)).ok());
   EXPECT_EQ(kv.PushPull(0, {}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Local mode runs the server's request path (kv::PushPullHandler): what a server
+// refuses, it refuses with the server's words, and the weights stay as they were.
+TEST(LocalKVStoreTest, RefusesWhatAServerRefuses) {
+  std::vector<float> w = {1.0f, 2.0f};
+  LocalKVStore kv(KVStoreMode::kLocal);
+  ASSERT_TRUE(kv.Init({{"w", {2}, w.data(), 2}}, SgdInit(0.1, 0)).ok());
+  std::vector<float> nan = {1.0f, std::nanf("")};
+  absl::Status s = kv.PushPull(0, {nan.data()});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("gradient element 1 is NaN"));
+  std::vector<float> g = {1.0f, 1.0f};
+  s = kv.PushPull(-1, {g.data()});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("step -1 is negative"));
+  s = kv.PushPull(3, {g.data()});  // the key is at version 0: step 3's gradient cannot merge
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_EQ(w, (std::vector<float>{1.0f, 2.0f}));
+  ASSERT_TRUE(kv.PushPull(0, {g.data()}).ok());
+  EXPECT_EQ(w, (std::vector<float>{0.9f, 1.9f}));
 }
 
 kv::KeyState SavedState(uint64_t key, int64_t version) {

@@ -1,7 +1,7 @@
 // PushPullHandler: what the server does with each PushPull request, driven without
 // gRPC or sockets: a real ShardStore, requests as the reactor decodes them, and a sink
 // that records the answers. Deadlines run on injected clocks.
-#include "services/server/push_pull_handler.h"
+#include "common/kv/push_pull_handler.h"
 
 #include <cmath>
 #include <cstring>
@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace dtrain::server {
+namespace dtrain::kv {
 namespace {
 
 using ::testing::ElementsAre;
@@ -304,4 +304,4 @@ TEST_F(PushPullHandlerTest, AnAnswerAfterTheCopyNamesTheServersThatJoinedToo) {
 }
 
 }  // namespace
-}  // namespace dtrain::server
+}  // namespace dtrain::kv

@@ -1,4 +1,4 @@
-#include "services/server/push_pull_handler.h"
+#include "common/kv/push_pull_handler.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,7 @@
 #include "common/kv/finite_check.h"
 #include "common/log.h"
 
-namespace dtrain::server {
+namespace dtrain::kv {
 
 void SetStatus(const absl::Status& s, v1::PushPullResponse* resp) {
   resp->set_code(static_cast<int32_t>(s.code()));
@@ -24,7 +24,7 @@ uint64_t NextOwner() {
 }
 
 // A request on a stream opened with `bound`'s token must speak for that worker
-// (node_checks.h).
+// (services/server/node_checks.h).
 absl::Status SameWorker(const auth::TokenClaims& bound, int worker_rank, uint64_t incarnation) {
   if (worker_rank == bound.rank && incarnation == bound.incarnation) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat("PushPull refused: a stream opened with the token of ",
@@ -34,7 +34,7 @@ absl::Status SameWorker(const auth::TokenClaims& bound, int worker_rank, uint64_
 
 }  // namespace
 
-PushPullHandler::PushPullHandler(kv::ShardStore* store, const StreamOptions& options, std::shared_ptr<AnswerSink> sink,
+PushPullHandler::PushPullHandler(ShardStore* store, const StreamOptions& options, std::shared_ptr<AnswerSink> sink,
                                  Clock clock)
     : store_(store),
       options_(options),
@@ -113,7 +113,7 @@ void PushPullHandler::Pull(const v1::PushPullRequest& req, int64_t min_version, 
   // A replica the worker takes no weights from (replication) answers the version only.
   auto answer_pull = [sink = sink_, resp = std::move(resp), metrics = metrics_, version_only = req.version_only(),
                       catch_up = options_.catch_up,
-                      key = req.key()](const absl::Status& s, const kv::PullAnswer& a) mutable {
+                      key = req.key()](const absl::Status& s, const PullAnswer& a) mutable {
     // Runs under the key's lock: copy the weights out and queue, nothing more.
     SetStatus(s, &resp);
     if (!s.ok()) {
@@ -162,9 +162,9 @@ void PushPullHandler::Pull(const v1::PushPullRequest& req, int64_t min_version, 
         req.worker_rank(), req.key(), min_version, deadline,
         [answer_pull = std::move(answer_pull)](const absl::Status& s, int64_t version, const float* data,
                                                int64_t numel) mutable {
-          answer_pull(s, kv::PullAnswer{version, data, numel});
+          answer_pull(s, PullAnswer{version, data, numel});
         },
-        owner_, kv::PullMode::kExact);
+        owner_, PullMode::kExact);
     return;
   }
   // A push-pull's worker holds the weights of the step it pushed (pull_delta says so).
@@ -193,8 +193,8 @@ bool PushPullHandler::Admit(const v1::PushPullRequest& req, v1::PushPullResponse
 }
 
 absl::Status PushPullHandler::CheckFinite(const v1::PushPullRequest& req, const float* grad, int64_t numel) const {
-  if (options_.allow_non_finite || kv::AllFinite(grad, numel)) return absl::OkStatus();
-  const int64_t at = kv::FirstNonFinite(grad, numel);
+  if (options_.allow_non_finite || AllFinite(grad, numel)) return absl::OkStatus();
+  const int64_t at = FirstNonFinite(grad, numel);
   const float bad = grad[at];
   return absl::InvalidArgumentError(absl::StrCat(
       "push of key ", req.key(), " at step ", req.step(), " by worker ", req.worker_rank(), ": gradient element ", at,
@@ -208,17 +208,17 @@ absl::Status PushPullHandler::Unpack(const v1::PushPullRequest& req, const float
   // The size comes from the key this server holds, never from the wire.
   absl::StatusOr<int64_t> n = store_->ElementCount(req.key());
   if (!n.ok()) return n.status();
-  const kv::CompressionSpec spec{static_cast<kv::CompressionType>(req.compression()), req.gc_threshold()};
+  const CompressionSpec spec{static_cast<CompressionType>(req.compression()), req.gc_threshold()};
   if (codec_ == nullptr || codec_spec_.type != spec.type || codec_spec_.threshold != spec.threshold) {
-    if (absl::Status s = kv::ValidateSpec(spec); !s.ok()) return s;  // request_checks let it through
-    codec_ = kv::MakeCodec(spec);
+    if (absl::Status s = ValidateSpec(spec); !s.ok()) return s;  // request_checks let it through
+    codec_ = MakeCodec(spec);
     codec_spec_ = spec;
   }
   const int64_t got = std::max<int64_t>(payload_bytes, 0);
   const int64_t want = codec_->PackedBytes(*n);
   if (got != want) {
     return absl::InvalidArgumentError(absl::StrCat(DescribeRequest(req), " at step ", req.step(), ": ",
-                                                   kv::CompressionTypeName(spec.type), " data has ", got,
+                                                   CompressionTypeName(spec.type), " data has ", got,
                                                    " bytes, expected ", want, " for the key's ", *n, " elements"));
   }
   unpacked_.resize(static_cast<size_t>(*n));
@@ -226,4 +226,4 @@ absl::Status PushPullHandler::Unpack(const v1::PushPullRequest& req, const float
   return codec_->Decode(reinterpret_cast<const char*>(payload), got, unpacked_.data(), *n);
 }
 
-}  // namespace dtrain::server
+}  // namespace dtrain::kv

@@ -1,10 +1,11 @@
 // What a parameter server does with each request of one worker's PushPull stream,
 // without gRPC: the request's checks, the worker's admission (its token's binding, the
 // store's fence), a compressed push unpacked, a push refused for NaN or Inf, the
-// store's Push, Pull and PullDelta, and each answer's header. The stream's reactor
-// (push_pull_reactor.h) decodes the bytes, hands each request here, and writes the
-// answers this hands to its AnswerSink; a fuzz target or an in-process store can drive
-// a handler the same way with a sink of its own.
+// store's Push, Pull and PullDelta, and each answer's header. A server's stream reactor
+// (services/server/push_pull_reactor.h) decodes the bytes, hands each request here,
+// and writes the answers this hands to its AnswerSink. The `local` kvstore
+// (services/worker/kv/local_kvstore.h) and the pushpull_framing fuzz target drive a
+// handler the same way with sinks of their own, so both run the server's request path.
 //
 // Not thread-safe: one request at a time (a stream reads one at a time). Answers may
 // come later from any thread (a parked pull answered by another worker's push).
@@ -21,23 +22,23 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/auth/node_token.h"
-#include "common/kv/compression/gradient_codec.h"
-#include "common/kv/shard_store.h"
-#include "services/server/request_checks.h"
-#include "services/server/server_metrics.h"
-#include "dtrain/v1/parameter_server.pb.h"
 #include "common/defaults.h"
+#include "common/kv/compression/gradient_codec.h"
+#include "common/kv/request_checks.h"
+#include "common/kv/request_observer.h"
+#include "common/kv/shard_store.h"
+#include "dtrain/v1/parameter_server.pb.h"
 
-namespace dtrain::server {
+namespace dtrain::kv {
 
-// A server that joined a key's replica chain (replica_catch_up.h).
+// A server that joined a key's replica chain (services/server/replica_catch_up.h).
 struct JoinedServer {
   int rank = 0;
   std::string address;
 };
 
-// Holds an answer back until it may go out (replication: ReplicaCatchUp holds a key's
-// answers until a restarted chain member has the key).
+// Holds an answer back until it may go out (replication: the server's ReplicaCatchUp
+// holds a key's answers until a restarted chain member has the key).
 class AnswerGate {
  public:
   virtual ~AnswerGate() = default;
@@ -52,9 +53,6 @@ class AnswerGate {
   virtual bool Hold(uint64_t key, int64_t version, Release release, std::vector<JoinedServer>* joined_now) = 0;
 };
 
-// The longest replica chain a request may name (KeyInit.chain, joined servers).
-inline constexpr int kMaxChainLength = 64;
-
 // A key is at most a 4 MB chunk (common/kv/placement.h): a stream keeps a buffer
 // (the reactor's payload, the handler's unpacked push) that size between requests,
 // and lets a larger one go once its request is handled.
@@ -63,7 +61,8 @@ inline constexpr size_t kKeepPayloadBytes = 8 << 20;
 // An answer's status fields (code, message) from `s`.
 void SetStatus(const absl::Status& s, v1::PushPullResponse* resp);
 
-// What one PushPull stream may hold and accept (dtrain-server's flags set them).
+// What one PushPull stream may hold and accept (dtrain-server's flags set them; the
+// `local` kvstore lifts the wire's caps).
 struct StreamOptions {
   // How long a sync pull waits when the request does not say (timeout_ms 0).
   absl::Duration sync_timeout = absl::Seconds(kDefaultSyncTimeoutSeconds);
@@ -78,12 +77,12 @@ struct StreamOptions {
   int64_t max_pending_requests = 65536;
   int64_t max_queued_bytes = int64_t{256} << 20;
   // Replication: may hold an answer until a restarted chain member holds the key
-  // (replica_catch_up.h). Null: never.
+  // (services/server/replica_catch_up.h). Null: never.
   AnswerGate* catch_up = nullptr;
   // Request counts and bytes (null: none); must outlive every stream.
-  server::ServerMetrics* metrics = nullptr;
-  // With TLS (node_checks.h): the worker whose token opened the stream; every request
-  // must speak for its rank and incarnation. Nullopt: not checked.
+  RequestObserver* metrics = nullptr;
+  // With TLS (services/server/node_checks.h): the worker whose token opened the stream;
+  // every request must speak for its rank and incarnation. Nullopt: not checked.
   std::optional<auth::TokenClaims> bound_worker;
   // Not OK: the stream was refused when it opened (no or a bad token); its first
   // request is answered with this and the stream ends with it.
@@ -111,7 +110,7 @@ class PushPullHandler {
 
   // `store`, `options`' catch_up and metrics, and `sink` must outlive every answer; the
   // pull deadlines are counted from `clock`.
-  PushPullHandler(kv::ShardStore* store, const StreamOptions& options, std::shared_ptr<AnswerSink> sink,
+  PushPullHandler(ShardStore* store, const StreamOptions& options, std::shared_ptr<AnswerSink> sink,
                   Clock clock = absl::Now);
 
   // Handles one decoded request; answers it exactly once through the sink, now or
@@ -144,17 +143,17 @@ class PushPullHandler {
   // them into unpacked_ (*numel floats).
   absl::Status Unpack(const v1::PushPullRequest& req, const float* payload, int64_t payload_bytes, int64_t* numel);
 
-  kv::ShardStore* store_;
+  ShardStore* store_;
   const StreamOptions options_;
-  server::ServerMetrics* metrics_;
+  RequestObserver* metrics_;
   const std::shared_ptr<AnswerSink> sink_;
   const Clock clock_;
   const uint64_t owner_;
   // A compressed push unpacked; reused between requests, but not kept larger than a
   // key's chunk needs.
   std::vector<float> unpacked_;
-  std::unique_ptr<kv::GradientCodec> codec_;  // the last compressed push's, reused while it matches
-  kv::CompressionSpec codec_spec_;
+  std::unique_ptr<GradientCodec> codec_;  // the last compressed push's, reused while it matches
+  CompressionSpec codec_spec_;
 };
 
-}  // namespace dtrain::server
+}  // namespace dtrain::kv

@@ -1,11 +1,11 @@
-#include "services/server/request_checks.h"
+#include "common/kv/request_checks.h"
 
 #include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 
-namespace dtrain::server {
+namespace dtrain::kv {
 namespace {
 
 bool IsPush(v1::Op op) { return op == v1::OP_PUSH || op == v1::OP_PUSH_PULL; }
@@ -87,7 +87,7 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
         absl::StrCat(what, ": gc_threshold ", req.gc_threshold(), " without 2bit compression"));
   }
   // Packed data's exact size depends on the key's element count, which only the store
-  // knows: the server checks it when it unpacks (push_pull_reactor.cc).
+  // knows: the handler checks it when it unpacks (push_pull_handler.cc).
   if (push && req.compression() == v1::COMPRESSION_NONE && data_size % static_cast<int64_t>(sizeof(float)) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("push of key ", req.key(), ": data has ", data_size, " bytes, not a whole number of float32s"));
@@ -99,4 +99,4 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
   return absl::OkStatus();
 }
 
-}  // namespace dtrain::server
+}  // namespace dtrain::kv

@@ -5,18 +5,19 @@
 //
 // A compressed push (PushPullRequest.compression) is checked here for its codec and
 // threshold; the exact length of its data, which follows from the key's element count,
-// is checked where it is unpacked (push_pull_reactor.cc).
+// is checked where it is unpacked (push_pull_handler.cc).
 //
 // Every failure is INVALID_ARGUMENT naming the request and the field, e.g.
 // "push of key 3 by worker 0: step -1 is negative".
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "dtrain/v1/parameter_server.pb.h"
 
-namespace dtrain::server {
+namespace dtrain::kv {
 
 struct RequestLimits {
   // The most payload a request may carry: the server's gRPC receive limit.
@@ -32,4 +33,4 @@ absl::Status ValidatePushPullRequest(const v1::PushPullRequest& req, int64_t pay
 // What the request is, for error messages: "push of key 3 by worker 0".
 std::string DescribeRequest(const v1::PushPullRequest& req);
 
-}  // namespace dtrain::server
+}  // namespace dtrain::kv

@@ -1,10 +1,10 @@
 // ValidatePushPullRequest: every field a client sets is checked, and the error names
 // the request and the field.
-#include "services/server/request_checks.h"
+#include "common/kv/request_checks.h"
 
 #include "gtest/gtest.h"
 
-namespace dtrain::server {
+namespace dtrain::kv {
 namespace {
 
 v1::PushPullRequest GoodPush() {
@@ -102,4 +102,4 @@ TEST(RequestChecksTest, ExactVersionIsForPullsOnly) {
 }
 
 }  // namespace
-}  // namespace dtrain::server
+}  // namespace dtrain::kv
