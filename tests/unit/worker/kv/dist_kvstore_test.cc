@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/barrier.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/worker/kv/push_compressor.h"
@@ -72,11 +73,13 @@ struct Model {
 // the keys are cut does not change a bit), each worker's gradient as the server gets it
 // (`wire`: a compressed push unpacked).
 std::vector<std::vector<float>> Reference(int64_t steps,
-                                          const std::function<std::vector<float>(int, int64_t, size_t)>& wire) {
+                                          const std::function<std::vector<float>(int, int64_t, size_t)>& wire,
+                                          kv::CompressionType pull_compression = kv::CompressionType::kNone) {
   kv::ShardStore store;
   kv::StoreConfig config;
   config.num_workers = kWorkers;
   config.optimizer = Sgd();
+  config.pull_compression = pull_compression;
   EXPECT_TRUE(store.Configure(config).ok());
   for (size_t p = 0; p < kSizes.size(); ++p) {
     const std::vector<float> w = Initial(p);
@@ -207,8 +210,13 @@ TEST(DistKVStoreTest, AKilledServersReplicaGivesTheWeights) {
 TEST(DistKVStoreTest, WithoutReplicasAKilledServerFailsTheStepNamingIt) {
   InProcessServers servers(2);
   std::vector<Model> models;
+  absl::Barrier* initialised = new absl::Barrier(kWorkers);
   RunWorkers(servers, Options(), models, [&](int r, DistKVStore& store, Model& m) {
-    if (r == 0) servers.server(1).Kill();
+    // Once both are past Init (whose pulls server 1 must answer), server 1 dies.
+    if (initialised->Block()) {
+      delete initialised;
+      servers.server(1).Kill();
+    }
     const absl::Status s = store.PushPull(0, m.Grads(r, 0));
     EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
     EXPECT_THAT(s.message(), HasSubstr("server 1 at inprocess:1"));
@@ -231,6 +239,20 @@ TEST(DistKVStoreTest, AStepWhosePeerNeverPushesFailsAtTheSyncTimeoutNamingIt) {
         EXPECT_THAT(s.message(), AllOf(HasSubstr("step 0"), HasSubstr("waiting for worker 1")));
       },
       clock.AsClock());
+}
+
+TEST(DistKVStoreTest, PackedPullsKeepTheWorkersOnTheServersWeights) {
+  InProcessServers servers(2);
+  DistOptions options = Options();
+  options.pull_compression = kv::CompressionType::kFp16;
+  std::vector<Model> models;
+  RunWorkers(servers, options, models, [](int r, DistKVStore& store, Model& m) {
+    for (int64_t step = 0; step < kSteps; ++step) ASSERT_TRUE(store.PushPull(step, m.Grads(r, step)).ok());
+    EXPECT_LT(store.stats().bytes_pulled * 3 / 2, store.stats().bytes_pulled_uncompressed)
+        << "the steps' changes came packed (the start-up pull did not)";
+  });
+  // The servers' weights, which moved by exactly the unpacked changes the workers added.
+  ExpectWeights(models, Reference(kSteps, Plain, kv::CompressionType::kFp16));
 }
 
 TEST(DistKVStoreTest, TwoBitPushesMergeAsTheServerUnpacksThem) {
