@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/synchronization/barrier.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "services/worker/kv/push_compressor.h"
@@ -253,6 +254,49 @@ TEST(DistKVStoreTest, PackedPullsKeepTheWorkersOnTheServersWeights) {
   });
   // The servers' weights, which moved by exactly the unpacked changes the workers added.
   ExpectWeights(models, Reference(kSteps, Plain, kv::CompressionType::kFp16));
+}
+
+TEST(DistKVStoreTest, AReplacementRedoesTheStepItsPredecessorLeftHalfDoneBitForBit) {
+  InProcessServers servers(2);
+  FakeJob job(kWorkers, servers.endpoints());
+  std::vector<Model> models;
+  for (int r = 0; r < kWorkers; ++r) models.emplace_back(r);
+  KVStoreInit init;
+  init.optimizer = Sgd();
+  std::unique_ptr<DistKVStore> w0;
+  absl::Notification step2_sent;
+  std::thread first([&] {
+    auto store = DistKVStore::Connect(Options(), job.worker(0), servers.factory());
+    ASSERT_TRUE(store.ok()) << store.status();
+    w0 = *std::move(store);
+    ASSERT_TRUE(w0->Init(models[0].params, init).ok());
+    for (int64_t step = 0; step < 2; ++step) ASSERT_TRUE(w0->PushPull(step, models[0].Grads(0, step)).ok());
+    // Step 2 waits for worker 1, whose first process dies in it; its replacement redoes it.
+    ASSERT_TRUE(w0->StartPushPull(2, models[0].Grads(0, 2)).ok());
+    step2_sent.Notify();
+    ASSERT_TRUE(w0->FinishPushPull().ok());
+  });
+  {
+    Model dying(1);
+    auto store = DistKVStore::Connect(Options(), job.worker(1), servers.factory());
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Init(dying.params, init).ok());
+    for (int64_t step = 0; step < 2; ++step) ASSERT_TRUE((*store)->PushPull(step, dying.Grads(1, step)).ok());
+    // Only parameter 0's gradient of step 2 goes out: its key merges step 2 with worker
+    // 0's, the others wait at version 2.
+    step2_sent.WaitForNotification();
+    ASSERT_TRUE((*store)->PushEarly(2, 0, dying.Grads(1, 2)[0]).ok());
+  }
+  std::vector<kv::KeyVersion> versions;
+  ASSERT_TRUE(servers.server(0).store().Versions({0}, -1, &versions).ok()) << "parameter 0 is key 0 on server 0";
+  ASSERT_EQ(versions[0].version, 3) << "the replacement pulls its previous version";
+  auto store = DistKVStore::Connect(Options(), job.replacement(1), servers.factory());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Init(models[1].params, init).ok());
+  ASSERT_EQ((*store)->resume_step(), 2) << "the lowest version any key is at";
+  ASSERT_TRUE((*store)->PushPull(2, models[1].Grads(1, 2)).ok());
+  first.join();
+  ExpectWeights(models, Reference(kSteps, Plain));
 }
 
 TEST(DistKVStoreTest, TwoBitPushesMergeAsTheServerUnpacksThem) {

@@ -63,8 +63,9 @@ ChannelFactory InProcessServers::factory() {
 // One worker's Cluster of a FakeJob.
 class FakeJob::Member final : public Cluster {
  public:
-  Member(FakeJob* job, int rank) : job_(job), rank_(rank) {}
+  Member(FakeJob* job, int rank, bool rejoined) : job_(job), rank_(rank), rejoined_(rejoined) {}
   int rank() const override { return rank_; }
+  bool rejoined() const override { return rejoined_; }
   int num_workers() const override { return job_->num_workers_; }
   const std::vector<ServerEndpoint>& servers() const override { return job_->servers_; }
   absl::Status Barrier(const std::string& name, absl::Duration timeout) override {
@@ -77,6 +78,7 @@ class FakeJob::Member final : public Cluster {
  private:
   FakeJob* job_;
   int rank_;
+  bool rejoined_;
 };
 
 FakeJob::FakeJob(int num_workers, std::vector<ServerEndpoint> servers)
@@ -87,9 +89,16 @@ FakeJob::~FakeJob() = default;
 Cluster& FakeJob::worker(int rank) {
   absl::MutexLock lock(&mu_);
   if (members_.empty()) {
-    for (int r = 0; r < num_workers_; ++r) members_.push_back(std::make_unique<Member>(this, r));
+    for (int r = 0; r < num_workers_; ++r) members_.push_back(std::make_unique<Member>(this, r, false));
   }
   return *members_[static_cast<size_t>(rank)];
+}
+
+Cluster& FakeJob::replacement(int rank) {
+  worker(rank);  // the first processes come first
+  absl::MutexLock lock(&mu_);
+  members_.push_back(std::make_unique<Member>(this, rank, true));
+  return *members_.back();
 }
 
 void FakeJob::End(const std::string& why) {
