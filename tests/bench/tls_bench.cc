@@ -97,7 +97,8 @@ struct Model {
   }
   absl::Status Round() {
     for (const auto& s : placement.slices) {
-      client->PushPull(step, s.key, grads.data() + s.offset, weights.data() + s.offset, s.length);
+      client->Submit(dtrain::worker::KeyRequest::PushPull(step, s.key, grads.data() + s.offset,
+                                                          weights.data() + s.offset, s.length));
     }
     ++step;
     return client->WaitAll(absl::Now() + absl::Seconds(120));

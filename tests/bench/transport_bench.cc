@@ -152,7 +152,8 @@ int main(int argc, char** argv) {
   if (ok.ok()) ok = (*client)->InitKeys(keys, absl::Seconds(60));
   auto round = [&](int64_t step) {
     for (const auto& s : placement.slices) {
-      (*client)->PushPull(step, s.key, grads.data() + s.offset, weights.data() + s.offset, s.length);
+      (*client)->Submit(dtrain::worker::KeyRequest::PushPull(step, s.key, grads.data() + s.offset,
+                                                             weights.data() + s.offset, s.length));
     }
     return (*client)->WaitAll(absl::Now() + absl::Seconds(60));
   };

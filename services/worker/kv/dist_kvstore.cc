@@ -9,16 +9,26 @@
 #include "common/kv/replica_chain.h"
 #include "common/log.h"
 #include "common/status_macros.h"
+#include "services/worker/kv/ps_client.h"
 #include "services/worker/kv/resume_states.h"
 
 namespace dtrain::worker {
 
-DistKVStore::DistKVStore(DistOptions options, Cluster& cluster) : options_(options), cluster_(cluster) {}
+absl::StatusOr<std::unique_ptr<ServerChannel>> ConnectPsClient(int server_rank, const std::string& address,
+                                                               int worker_rank, absl::Duration connect_timeout) {
+  DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PsClient> client,
+                          PsClient::Connect(address, server_rank, worker_rank, connect_timeout));
+  return std::unique_ptr<ServerChannel>(std::move(client));
+}
+
+DistKVStore::DistKVStore(DistOptions options, Cluster& cluster, ChannelFactory connect, Clock clock)
+    : options_(options), cluster_(cluster), connect_(std::move(connect)), now_(std::move(clock)) {}
 
 DistKVStore::~DistKVStore() = default;
 
-absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOptions& options, Cluster& cluster) {
-  std::unique_ptr<DistKVStore> store(new DistKVStore(options, cluster));
+absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOptions& options, Cluster& cluster,
+                                                                  ChannelFactory connect, Clock clock) {
+  std::unique_ptr<DistKVStore> store(new DistKVStore(options, cluster, std::move(connect), std::move(clock)));
   DTRAIN_RETURN_IF_ERROR(store->Reconnect(cluster.servers()));
   DTRAIN_RETURN_IF_ERROR(kv::CheckReplication(options.replication, static_cast<int>(store->servers_.size())));
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
@@ -86,9 +96,9 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     float* w = params_[slice.param_index].weights + slice.offset;
-    servers_[routing_->chain(i).front()]->Pull(slice.key, min_version, w, slice.length);
+    servers_[routing_->chain(i).front()]->Submit(KeyRequest::Pull(slice.key, min_version, w, slice.length));
   }
-  return WaitAllServers(absl::Now() + timeout + kClientGrace);
+  return WaitAllServers(now_() + timeout + kClientGrace);
 }
 
 absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) {
@@ -96,7 +106,7 @@ absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) 
     return absl::FailedPreconditionError(
         absl::StrCat("the scheduler names ", servers.size(), " servers, this worker has ", servers_.size()));
   }
-  std::vector<std::unique_ptr<PsClient>> clients;
+  std::vector<std::unique_ptr<ServerChannel>> clients;
   for (const ServerEndpoint& server : servers) {
     // A dead server's ranges go on at their other replicas: waiting the start-up
     // --connect-timeout on its old address would stall a replacement worker (killed
@@ -115,9 +125,9 @@ absl::Status DistKVStore::Reconnect(const std::vector<ServerEndpoint>& servers) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<PsClient>> DistKVStore::ConnectServer(int rank, const std::string& address,
-                                                                     absl::Duration timeout) {
-  DTRAIN_ASSIGN_OR_RETURN(auto client, PsClient::Connect(address, rank, cluster_.rank(), timeout));
+absl::StatusOr<std::unique_ptr<ServerChannel>> DistKVStore::ConnectServer(int rank, const std::string& address,
+                                                                          absl::Duration timeout) {
+  DTRAIN_ASSIGN_OR_RETURN(auto client, connect_(rank, address, cluster_.rank(), timeout));
   // The server answers a stalled sync pull at sync_timeout naming the missing
   // workers; our own wait lasts a little longer so that answer arrives first.
   client->SetPullTimeout(options_.sync_timeout);
@@ -191,275 +201,6 @@ absl::StatusOr<int64_t> DistKVStore::ChunkElems(const std::vector<int64_t>& size
   return bound;
 }
 
-absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad) {
-  const auto& slice = placement_.slices[i];
-  sent_[i].clear();
-  const int head = routing_->Head(i);
-  if (head < 0) return NoReplicaLeft(i);
-  // Packed once per slice: every replica merges the same bytes.
-  const PsClient::PushData data =
-      compressor_.enabled() ? compressor_.Pack(i, grad, slice.length) : PsClient::PushData::Floats(grad, slice.length);
-  for (int m : routing_->chain(i)) {
-    if (!routing_->InChain(i, m)) continue;
-    if (m == head) {
-      // In dist_sync the weights a step's gradient was computed on are those of version
-      // `step`, as every server of the chain holds them: the answer may be the change.
-      sent_[i].push_back(
-          {m,
-           servers_[m]->PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset,
-                                 options_.pull_compression != kv::CompressionType::kNone),
-           true});
-    } else {
-      sent_[i].push_back({m, servers_[m]->PushPullVersionOnly(step, slice.key, data), false});
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStore::PushEarly(int64_t step, size_t param_index, const float* grad) {
-  if (param_index >= slices_of_param_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PushEarly of parameter ", param_index, " of ", slices_of_param_.size()));
-  }
-  if (early_step_ != step) {
-    early_step_ = step;
-    early_sent_.assign(slices_of_param_.size(), false);
-    sent_.resize(placement_.slices.size());
-  }
-  if (early_sent_[param_index]) return absl::OkStatus();
-  early_sent_[param_index] = true;
-  if (!early_logged_) {
-    early_logged_ = true;
-    DTRAIN_LOG(INFO) << "overlap: gradients go out from backward as they are computed (the first: parameter "
-                     << param_index << " of " << params_.size() << ", at step " << step << ")";
-  }
-  // A pull answered early writes the parameter's weights: backward is done with them
-  // (autograd hands a leaf its gradient after the node that used it has run), and in
-  // dist_sync the answer needs this very push anyway.
-  for (size_t i : slices_of_param_[param_index]) {
-    DTRAIN_RETURN_IF_ERROR(SubmitSlice(step, i, grad + placement_.slices[i].offset));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>& grads) {
-  DTRAIN_RETURN_IF_ERROR(StartPushPull(step, grads));
-  return FinishPushPull();
-}
-
-absl::Status DistKVStore::StartPushPull(int64_t step, const std::vector<const float*>& grads) {
-  if (pending_step_ >= 0) {
-    return absl::FailedPreconditionError(absl::StrCat("push-pull of step ", step, " started while step ", pending_step_,
-                                                      "'s pulls are still outstanding"));
-  }
-  // What PushEarly sent for this step; the next PushEarly starts afresh whatever step it
-  // is for (a rollback may come back to a step number seen before).
-  const bool some_early_sent = early_step_ == step;
-  std::vector<bool> early;
-  if (some_early_sent) early.swap(early_sent_);
-  early_step_ = -1;
-  absl::Status stop = cluster_.JobStatus();
-  if (stop.ok()) {
-    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) stop = RollbackStatus(r->reason);
-  }
-  if (!stop.ok()) {
-    if (some_early_sent) WaitAllServers(absl::Now()).IgnoreError();  // no answer may land after we return
-    return stop;
-  }
-  if (grads.size() != params_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("PushPull got ", grads.size(), " gradients for ", params_.size(), " parameters"));
-  }
-  const absl::Time start = absl::Now();
-  sent_.resize(placement_.slices.size());
-  for (size_t i = 0; i < placement_.slices.size(); ++i) {
-    const auto& slice = placement_.slices[i];
-    if (some_early_sent && early[slice.param_index]) continue;
-    if (absl::Status s = SubmitSlice(step, i, grads[slice.param_index] + slice.offset); !s.ok()) {
-      WaitAllServers(absl::Now()).IgnoreError();  // no answer may land after we return
-      return s;
-    }
-  }
-  pending_step_ = step;
-  pending_status_ = absl::OkStatus();
-  awaited_.assign(placement_.slices.size(), false);
-  pending_push_ = absl::Now() - start;
-  pending_wait_ = pending_pull_ = pending_rejoin_wait_ = absl::ZeroDuration();
-  pending_answered_ = false;
-  replica_lag_ = absl::ZeroDuration();
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStore::AwaitPending(size_t i) {
-  if (awaited_[i] || !pending_status_.ok()) return pending_status_;
-  const absl::Time t0 = absl::Now();
-  const absl::Status st = AwaitSlice(i, pending_step_, &pending_rejoin_wait_);
-  awaited_[i] = true;
-  // Every worker sends the keys in the same order and a sync key is answered once all
-  // pushes of it are in, so the first wait is mostly for the other workers; the rest is
-  // mostly the weights' transfer. Only time the caller was blocked counts: with
-  // StartPushPull what arrived during the next forward is hidden.
-  (pending_answered_ ? pending_pull_ : pending_wait_) += absl::Now() - t0;
-  pending_answered_ = true;
-  if (!st.ok()) {
-    // Collect what is still out, so that no answer lands in a buffer after we return.
-    WaitAllServers(absl::Now()).IgnoreError();
-    pending_status_ = st;
-  }
-  return st;
-}
-
-absl::Status DistKVStore::NothingPending(const char* what) const {
-  if (pending_step_ < 0) return absl::OkStatus();
-  return absl::FailedPreconditionError(
-      absl::StrCat(what, " while step ", pending_step_, "'s pulls are outstanding (FinishPushPull first)"));
-}
-
-absl::Status DistKVStore::AwaitParam(size_t param_index) {
-  if (pending_step_ < 0) return absl::OkStatus();
-  if (param_index >= slices_of_param_.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AwaitParam of parameter ", param_index, " of ", slices_of_param_.size()));
-  }
-  for (size_t i : slices_of_param_[param_index]) DTRAIN_RETURN_IF_ERROR(AwaitPending(i));
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStore::FinishPushPull() {
-  if (pending_step_ < 0) return absl::OkStatus();
-  for (size_t i = 0; i < placement_.slices.size() && pending_status_.ok(); ++i) AwaitPending(i).IgnoreError();
-  const int64_t step = pending_step_;
-  pending_step_ = -1;
-  last_timing_.push = absl::ToDoubleSeconds(pending_push_);
-  last_timing_.wait = absl::ToDoubleSeconds(pending_wait_);
-  last_timing_.pull = absl::ToDoubleSeconds(pending_pull_);
-  last_timing_.rejoin_wait = absl::ToDoubleSeconds(pending_rejoin_wait_);
-  last_timing_.replica_lag = options_.replication > 1 ? absl::ToDoubleSeconds(replica_lag_) : -1;
-  if (!pending_status_.ok()) return pending_status_;
-  if (options_.replication > 1) ApplyJoinNotices();
-  if (resuming_) {
-    // The redone step is in: this rank has caught up with the job.
-    resuming_ = false;
-    cluster_.SetResuming(false);
-    DTRAIN_LOG(WARNING) << "caught up: step " << step << " done " << absl::FormatDuration(absl::Now() - joined_)
-                        << " after rejoining";
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {
-  const auto& slice = placement_.slices[i];
-  // sent_[i] may grow as we go: a failover asks the next replica for the weights.
-  absl::Time weights_in = absl::InfiniteFuture();
-  for (size_t j = 0; j < sent_[i].size(); ++j) {
-    const absl::Status st = AwaitSent(i, j, step, rejoin_wait);
-    if (st.ok() && sent_[i][j].weights) weights_in = absl::Now();
-    if (st.ok()) continue;
-    const Sent sent = sent_[i][j];
-    if (!FailOver(sent.server, st)) return st;
-    if (!sent.weights) continue;
-    const int next = routing_->Head(i);
-    if (next < 0) return NoReplicaLeft(i);
-    // The next replica got our push with everyone else's (pushes go to every live
-    // member at once); its answer so far is a version only, so ask it for the weights.
-    float* w = params_[slice.param_index].weights + slice.offset;
-    const int64_t version = PullVersionAfterPush(options_.mode, step, options_.staleness);
-    sent_[i].push_back({next, servers_[next]->Pull(slice.key, version, w, slice.length), true});
-  }
-  // The weights come first in sent_[i]; what the backups' answers added after them.
-  if (sent_[i].size() > 1 && weights_in != absl::InfiniteFuture()) {
-    replica_lag_ = std::max(replica_lag_, absl::Now() - weights_in);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait) {
-  const auto& slice = placement_.slices[i];
-  Sent& sent = sent_[i][j];
-  PsClient& server = *servers_[sent.server];
-  // The server answers a stalled sync pull at sync_timeout naming the missing workers;
-  // our own deadline is a little later so that its answer arrives first.
-  absl::Time deadline = absl::Now() + options_.sync_timeout + kClientGrace;
-  absl::Time extended_since = absl::InfiniteFuture();
-  for (;;) {
-    // Short slices: a peer's death (with --rejoin-timeout 0) or the scheduler ending
-    // the job stops the step within a second, not at the sync timeout.
-    while (!server.WaitUntil(sent.ticket, std::min(deadline, absl::Now() + kJobCheckEvery))) {
-      if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
-      if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
-      if (absl::Now() >= deadline) break;
-    }
-    absl::Status st = server.Wait(sent.ticket, deadline);
-    if (extended_since != absl::InfiniteFuture()) *rejoin_wait += absl::Now() - extended_since;
-    if (st.ok()) return st;
-    if (!absl::IsDeadlineExceeded(st)) {
-      // With replicas a broken stream is a failover (AwaitSlice asks the next member),
-      // not a lost shard to roll back from.
-      if (options_.replication > 1 && absl::IsUnavailable(st)) return st;
-      return AwaitRollback(st);
-    }
-    // The step waited its full sync timeout. If that is because a worker died and may
-    // still be replaced (--rejoin-timeout), wait again: the pushes are in, so only the
-    // pull is asked again (the server dropped its parked one with its answer).
-    DTRAIN_ASSIGN_OR_RETURN(const bool extend, cluster_.ExtendWaitForRejoin());
-    if (!extend || IsAsync(options_.mode)) return st;
-    if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
-    extended_since = absl::Now();
-    const int64_t version = PullVersionAfterPush(options_.mode, step, options_.staleness);
-    sent.ticket = sent.weights
-                      ? server.Pull(slice.key, version, params_[slice.param_index].weights + slice.offset, slice.length)
-                      : server.PullVersionOnly(slice.key, version);
-    deadline = absl::Now() + options_.sync_timeout + kClientGrace;
-  }
-}
-
-void DistKVStore::ApplyJoinNotices() {
-  for (size_t s = 0; s < servers_.size(); ++s) {
-    for (const PsClient::JoinNotice& n : servers_[s]->TakeJoinNotices()) {
-      auto it = slice_of_.find(n.key);
-      if (it == slice_of_.end() || n.server < 0 || n.server >= static_cast<int>(servers_.size())) continue;
-      const size_t i = it->second;
-      const std::vector<int>& chain = routing_->chain(i);
-      if (std::find(chain.begin(), chain.end(), n.server) == chain.end() || routing_->InChain(i, n.server)) continue;
-      if (!routing_->Alive(n.server)) {
-        // The restarted process listens elsewhere (a new port): connect to it. It answered
-        // its partner's copy a moment ago, so it is up or gone again; a restart after
-        // that one sends its own notice. So not the start-up --connect-timeout (2 min),
-        // for which the step would stall on a dead address while the keys' partners serve.
-        absl::StatusOr<std::unique_ptr<PsClient>> client =
-            ConnectServer(n.server, n.address, std::min(options_.connect_timeout, kRejoinConnectTimeout));
-        if (!client.ok()) {
-          DTRAIN_LOG(WARNING) << "server " << n.server << " is back at " << n.address
-                              << " but cannot be reached: " << client.status().message();
-          continue;
-        }
-        servers_[n.server] = std::move(*client);
-        DTRAIN_LOG(WARNING) << "server " << n.server << " restarted at " << n.address
-                            << "; it rejoins the replica chains as its keys are copied to it";
-      }
-      routing_->Join(i, n.server);
-      DTRAIN_LOG(INFO) << "server " << n.server << " is back in the chain of key " << n.key << " from version "
-                       << n.version;
-    }
-  }
-}
-
-bool DistKVStore::FailOver(int server, const absl::Status& st) {
-  // UNAVAILABLE: the stream broke or the server cannot be reached. Anything else (a
-  // fence, a refused push) is an answer, not a death.
-  if (options_.replication <= 1 || !absl::IsUnavailable(st)) return false;
-  MarkDead(server, st);
-  return true;
-}
-
-void DistKVStore::MarkDead(int server, const absl::Status& why) {
-  const std::string text = why.message().empty() ? absl::StatusCodeToString(why.code()) : std::string(why.message());
-  if (!routing_->MarkDead(server, text)) return;
-  DTRAIN_LOG(WARNING) << "failover: server " << server << " at " << servers_[server]->address()
-                      << " left the replica chains (" << text << "); " << routing_->live_servers() << " of "
-                      << servers_.size() << " servers serve the keys";
-}
-
 absl::Status DistKVStore::WaitAllServers(absl::Time deadline) {
   absl::Status first;
   for (auto& s : servers_) {
@@ -479,10 +220,10 @@ absl::Status DistKVStore::Settle(int64_t next_step) {
     const auto& slice = placement_.slices[i];
     const int head = routing_->Head(i);
     if (head < 0) return NoReplicaLeft(i);
-    servers_[head]->Pull(slice.key, next_step, params_[slice.param_index].weights + slice.offset, slice.length,
-                         &pulled[i]);
+    servers_[head]->Submit(KeyRequest::Pull(slice.key, next_step, params_[slice.param_index].weights + slice.offset,
+                                            slice.length, &pulled[i]));
   }
-  return WaitAllServers(absl::Now() + options_.sync_timeout + kClientGrace);
+  return WaitAllServers(now_() + options_.sync_timeout + kClientGrace);
 }
 
 absl::StatusOr<checkpoint::OptimizerStates> DistKVStore::SaveStates() {
@@ -526,5 +267,4 @@ KVStoreStats DistKVStore::stats() const {
   }
   return st;
 }
-
 }  // namespace dtrain::worker

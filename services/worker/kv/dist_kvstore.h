@@ -3,7 +3,12 @@
 //
 // Keys are the placement's slices (common/kv/placement.h); each PushPull sends every
 // slice to its server on that server's stream, pipelined, then waits for all of them.
-// Pulled weights land directly in the parameters' buffers.
+// Pulled weights land directly in the parameters' buffers. Servers are reached through
+// ServerChannels (server_channel.h) that a ChannelFactory makes: PsClients over gRPC in
+// production, in-process ones over ShardStores in tests (tests/unit/worker/kv/support).
+// The code is split by the state each part owns: dist_kvstore_step.cc the pending
+// step, dist_kvstore_failover.cc the replica chains, dist_kvstore_recovery.cc rejoin
+// and rollback.
 //
 // Replication (DistOptions::replication R > 1, docs/recovery.md): each slice lives on
 // its chain of R servers (common/kv/replica_chain.h). The worker pushes to every live
@@ -15,6 +20,7 @@
 // asked for them. That is the whole failover: nothing to resend, no routing to learn.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,7 +31,7 @@
 #include "common/kv/placement.h"
 #include "services/worker/cluster.h"
 #include "services/worker/kv/kvstore.h"
-#include "services/worker/kv/ps_client.h"
+#include "services/worker/kv/server_channel.h"
 #include "services/worker/kv/push_compressor.h"
 #include "services/worker/kv/replica_routing.h"
 #include "common/defaults.h"
@@ -52,7 +58,7 @@ struct DistOptions {
   // threshold / gradient_scale, in the units of the gradients pushed.
   double gradient_scale = 1;
   // Pull compression (--pull-gc-type; dist_sync): each step's push-pull asks for the
-  // packed weight change (PsClient::PushPull's pull_delta), which the servers were
+  // packed weight change (KeyRequest::Target::kDelta), which the servers were
   // configured to pack. kNone: the weights, as before.
   kv::CompressionType pull_compression = kv::CompressionType::kNone;
   // dist_ssp: how many steps this worker may run ahead of the slowest (0..64).
@@ -62,11 +68,27 @@ struct DistOptions {
   int64_t max_chunk_elems = 0;
 };
 
+// How DistKVStore reaches server `server_rank` at `address` as worker `worker_rank`:
+// UNAVAILABLE naming the address when it cannot within `connect_timeout` (zero: do not
+// wait; a server known dead then fails every request UNAVAILABLE). ConnectPsClient in
+// production; tests hand in-process channels over a ShardStore.
+using ChannelFactory = std::function<absl::StatusOr<std::unique_ptr<ServerChannel>>(
+    int server_rank, const std::string& address, int worker_rank, absl::Duration connect_timeout)>;
+// A PsClient over gRPC.
+absl::StatusOr<std::unique_ptr<ServerChannel>> ConnectPsClient(int server_rank, const std::string& address,
+                                                               int worker_rank, absl::Duration connect_timeout);
+
 class DistKVStore : public KVStore {
  public:
+  using Clock = std::function<absl::Time()>;
+
   // Connects to every server of `cluster`, which must outlive the store (its rank,
-  // barriers and job status are used on every step).
-  static absl::StatusOr<std::unique_ptr<DistKVStore>> Connect(const DistOptions& options, Cluster& cluster);
+  // barriers and job status are used on every step), through `connect`. Every deadline
+  // and timing of the store is taken on `clock`, which the channels must share (their
+  // waits take deadlines of it).
+  static absl::StatusOr<std::unique_ptr<DistKVStore>> Connect(const DistOptions& options, Cluster& cluster,
+                                                              ChannelFactory connect = ConnectPsClient,
+                                                              Clock clock = absl::Now);
   ~DistKVStore() override;
 
   KVStoreMode mode() const override { return options_.mode; }
@@ -93,7 +115,7 @@ class DistKVStore : public KVStore {
   // Connecting to a restarted server named by a join notice (ApplyJoinNotices).
   static constexpr absl::Duration kRejoinConnectTimeout = absl::Seconds(5);
 
-  DistKVStore(DistOptions options, Cluster& cluster);
+  DistKVStore(DistOptions options, Cluster& cluster, ChannelFactory connect, Clock clock);
   // Worker 0's part of Init: configures every server and gives each key its value.
   absl::Status ConfigureServers(const KVStoreInit& init);
   absl::Status WaitAllServers(absl::Time deadline);
@@ -121,12 +143,13 @@ class DistKVStore : public KVStore {
   // Opens new streams to every server of `servers` (rank order).
   absl::Status Reconnect(const std::vector<ServerEndpoint>& servers);
   // A client for server `rank` at `address`, with this worker's pull timeout and identity.
-  absl::StatusOr<std::unique_ptr<PsClient>> ConnectServer(int rank, const std::string& address, absl::Duration timeout);
+  absl::StatusOr<std::unique_ptr<ServerChannel>> ConnectServer(int rank, const std::string& address,
+                                                               absl::Duration timeout);
 
   // One answer awaited for a slice, from one member of its chain.
   struct Sent {
     int server = 0;
-    PsClient::Ticket ticket = 0;
+    ServerChannel::Ticket ticket = 0;
     bool weights = false;  // this answer writes the slice's weights (else: version only)
   };
   // Waits for sent_[i][j] as AwaitSlice describes.
@@ -135,7 +158,7 @@ class DistKVStore : public KVStore {
   // notice brings it back into a key's chain.
   void MarkDead(int server, const absl::Status& why);
   // After a step: restarted members that the servers brought back into keys' chains
-  // (PsClient::TakeJoinNotices) take part from the next step; a dead one is reconnected.
+  // (ServerChannel::TakeJoinNotices) take part from the next step; a dead one is reconnected.
   void ApplyJoinNotices();
   absl::Status NoReplicaLeft(size_t i) const { return routing_->NoReplicaLeft(i, placement_.slices[i].key); }
   // `st` from server `server` means it is gone and a replica can take over.
@@ -143,7 +166,9 @@ class DistKVStore : public KVStore {
 
   DistOptions options_;
   Cluster& cluster_;
-  std::vector<std::unique_ptr<PsClient>> servers_;
+  ChannelFactory connect_;
+  Clock now_;
+  std::vector<std::unique_ptr<ServerChannel>> servers_;
   std::vector<ParamRef> params_;
   kv::Placement placement_;
   std::string optimizer_name_;

@@ -1,6 +1,7 @@
 // DistKVStore's recovery: a process that replaced a dead worker finding the step to
 // redo (Rejoin, from the servers' versions), and the whole job going back to the
-// servers' snapshots (Rollback). The step pipeline is in dist_kvstore.cc.
+// servers' snapshots (Rollback). The step pipeline is in dist_kvstore_step.cc,
+// failover in dist_kvstore_failover.cc.
 #include <algorithm>
 
 #include "absl/cleanup/cleanup.h"
@@ -28,7 +29,7 @@ absl::StatusOr<int64_t> DistKVStore::Rollback() {
   compressor_.Reset(placement_);
   // Every server reloaded step t before the scheduler told us. A restarted server is a
   // new process: the old streams (to it, and those a live server failed) are done.
-  WaitAllServers(absl::Now()).IgnoreError();
+  WaitAllServers(now_()).IgnoreError();
   std::vector<ServerEndpoint> servers = order->servers;
   if (servers.empty()) {  // an order without addresses: the servers kept theirs
     for (const auto& s : servers_) servers.push_back({static_cast<int>(servers.size()), s->address()});
@@ -37,10 +38,10 @@ absl::StatusOr<int64_t> DistKVStore::Rollback() {
   std::vector<int64_t> pulled(placement_.slices.size(), -1);
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
-    servers_[slice.server]->PullExact(slice.key, t, params_[slice.param_index].weights + slice.offset, slice.length,
-                                      &pulled[i]);
+    servers_[slice.server]->Submit(KeyRequest::PullExact(
+        slice.key, t, params_[slice.param_index].weights + slice.offset, slice.length, &pulled[i]));
   }
-  DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + options_.sync_timeout + kClientGrace));
+  DTRAIN_RETURN_IF_ERROR(WaitAllServers(now_() + options_.sync_timeout + kClientGrace));
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     if (pulled[i] == t) continue;
     return absl::FailedPreconditionError(absl::StrCat("rolling back to step ", t, ": key ", placement_.slices[i].key,
@@ -61,11 +62,11 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
   const bool may_be_rollback = code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAborted ||
                                code == absl::StatusCode::kCancelled || code == absl::StatusCode::kFailedPrecondition;
   if (!StepsAreExact(options_.mode) || !may_be_rollback || !cluster_.RollbackEnabled()) return error;
-  const absl::Time deadline = absl::Now() + options_.sync_timeout;
+  const absl::Time deadline = now_() + options_.sync_timeout;
   bool logged = false;
   cluster_.AwaitingRollback(true);
   absl::Cleanup done_waiting = [this] { cluster_.AwaitingRollback(false); };
-  while (absl::Now() < deadline) {
+  while (now_() < deadline) {
     if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
     if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     if (!logged) {
@@ -130,7 +131,7 @@ bool DistKVStore::InitRoundPassed(const Versions& versions, int64_t start_versio
 
 absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
-  joined_ = absl::Now();
+  joined_ = now_();
   resuming_ = true;
   cluster_.SetResuming(true);
   // GetVersions also fences the incarnation we replace, before our first push.
@@ -185,12 +186,12 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
     const int head = routing_->Head(i);
     if (head < 0) return NoReplicaLeft(i);
     if (!StepsAreExact(options_.mode)) {
-      servers_[head]->Pull(slice.key, 0, w, slice.length, &pulled[i]);  // the current weights
+      servers_[head]->Submit(KeyRequest::Pull(slice.key, 0, w, slice.length, &pulled[i]));  // the current weights
     } else {
-      servers_[head]->PullExact(slice.key, t, w, slice.length, &pulled[i]);
+      servers_[head]->Submit(KeyRequest::PullExact(slice.key, t, w, slice.length, &pulled[i]));
     }
   }
-  DTRAIN_RETURN_IF_ERROR(WaitAllServers(absl::Now() + timeout + kClientGrace));
+  DTRAIN_RETURN_IF_ERROR(WaitAllServers(now_() + timeout + kClientGrace));
   for (size_t i = 0; i < placement_.slices.size() && StepsAreExact(options_.mode); ++i) {
     if (pulled[i] == t) continue;
     const auto& slice = placement_.slices[i];

@@ -47,77 +47,50 @@ PsClient::~PsClient() {
   }
 }
 
-PsClient::Ticket PsClient::Push(int64_t step, uint64_t key, const float* grad, int64_t numel) {
-  return Push(step, key, PushData::Floats(grad, numel));
-}
+namespace {
 
-PsClient::Ticket PsClient::Push(int64_t step, uint64_t key, const PushData& data) {
-  v1::PushPullRequest req;
-  req.set_op(v1::OP_PUSH);
-  req.set_worker_rank(impl_->worker_rank);
-  req.set_step(step);
-  req.set_key(key);
-  req.set_dtype(v1::DTYPE_FLOAT32);
-  return impl_->Submit(std::move(req), {v1::OP_PUSH, key}, &data);
-}
-
-PsClient::Ticket PsClient::Pull(uint64_t key, int64_t min_version, float* out, int64_t numel, int64_t* version) {
-  return impl_->Submit(impl_->PullRequest(key, min_version), {v1::OP_PULL, key, out, numel, version});
-}
-
-PsClient::Ticket PsClient::PullExact(uint64_t key, int64_t version, float* out, int64_t numel, int64_t* version_out) {
-  v1::PushPullRequest req = impl_->PullRequest(key, version);
-  req.set_exact_version(true);
-  return impl_->Submit(std::move(req), {v1::OP_PULL, key, out, numel, version_out});
-}
-
-PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const float* grad, float* out, int64_t numel) {
-  return PushPull(step, key, PushData::Floats(grad, numel), out);
-}
-
-PsClient::Ticket PsClient::PushPull(int64_t step, uint64_t key, const PushData& data, float* out, bool pull_delta) {
-  const int64_t numel = data.numel;
-  v1::PushPullRequest req;
-  req.set_op(v1::OP_PUSH_PULL);
-  req.set_worker_rank(impl_->worker_rank);
-  req.set_step(step);
-  req.set_key(key);
-  req.set_dtype(v1::DTYPE_FLOAT32);
-  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
-  Impl::Pending p{v1::OP_PUSH_PULL, key, out, numel};
-  if (pull_delta && impl_->pull_codec != nullptr) {
-    req.set_pull_delta(true);
-    p.delta_ok = true;
-    p.step = step;
+v1::Op WireOp(KeyRequest::Op op) {
+  switch (op) {
+    case KeyRequest::Op::kPush: return v1::OP_PUSH;
+    case KeyRequest::Op::kPull: return v1::OP_PULL;
+    case KeyRequest::Op::kPushPull: return v1::OP_PUSH_PULL;
   }
-  return impl_->Submit(std::move(req), std::move(p), &data);
+  return v1::OP_PULL;
+}
+
+}  // namespace
+
+PsClient::Ticket PsClient::Submit(const KeyRequest& r) {
+  using Target = KeyRequest::Target;
+  const bool weights = r.target == Target::kWeights || r.target == Target::kExact || r.target == Target::kDelta;
+  Impl::Pending p{WireOp(r.op), r.key, weights ? r.out : nullptr, r.numel, r.version_out};
+  if (absl::Status s = ValidateKeyRequest(r); !s.ok()) return impl_->Refuse(std::move(p), impl_->Annotate(s, "Submit"));
+  if (r.op == KeyRequest::Op::kPull) {
+    v1::PushPullRequest req = impl_->PullRequest(r.key, r.step_or_version);
+    if (r.target == Target::kExact) req.set_exact_version(true);
+    if (r.target == Target::kVersionOnly) req.set_version_only(true);
+    return impl_->Submit(std::move(req), std::move(p));
+  }
+  v1::PushPullRequest req;
+  req.set_op(p.op);
+  req.set_worker_rank(impl_->worker_rank);
+  req.set_step(r.step_or_version);
+  req.set_key(r.key);
+  req.set_dtype(v1::DTYPE_FLOAT32);
+  if (r.op == KeyRequest::Op::kPushPull) {
+    req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
+    if (r.target == Target::kVersionOnly) req.set_version_only(true);
+    if (r.target == Target::kDelta && impl_->pull_codec != nullptr) {
+      // `out` holds the weights of the step pushed: the answer may be the change.
+      req.set_pull_delta(true);
+      p.delta_ok = true;
+      p.step = r.step_or_version;
+    }
+  }
+  return impl_->Submit(std::move(req), std::move(p), &r.payload);
 }
 
 void PsClient::SetPullCompression(kv::CompressionType type) { impl_->pull_codec = kv::MakeCodec({type, 1.0f}); }
-
-PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const float* grad, int64_t numel,
-                                               int64_t* version) {
-  return PushPullVersionOnly(step, key, PushData::Floats(grad, numel), version);
-}
-
-PsClient::Ticket PsClient::PushPullVersionOnly(int64_t step, uint64_t key, const PushData& data, int64_t* version) {
-  const int64_t numel = data.numel;
-  v1::PushPullRequest req;
-  req.set_op(v1::OP_PUSH_PULL);
-  req.set_worker_rank(impl_->worker_rank);
-  req.set_step(step);
-  req.set_key(key);
-  req.set_dtype(v1::DTYPE_FLOAT32);
-  req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
-  req.set_version_only(true);
-  return impl_->Submit(std::move(req), {v1::OP_PUSH_PULL, key, nullptr, numel, version}, &data);
-}
-
-PsClient::Ticket PsClient::PullVersionOnly(uint64_t key, int64_t min_version, int64_t* version) {
-  v1::PushPullRequest req = impl_->PullRequest(key, min_version);
-  req.set_version_only(true);
-  return impl_->Submit(std::move(req), {v1::OP_PULL, key, nullptr, 0, version});
-}
 
 void PsClient::SetPullTimeout(absl::Duration timeout) {
   impl_->pull_timeout_ms.store(std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout)), std::memory_order_relaxed);

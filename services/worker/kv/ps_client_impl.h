@@ -172,6 +172,17 @@ struct PsClient::Impl {
     return req;
   }
 
+  // A ticket that fails with `why` without going anywhere (a request that makes no sense).
+  Ticket Refuse(Pending p, const absl::Status& why) {
+    absl::MutexLock lock(&mu);
+    const uint64_t id = next_id++;
+    p.sent = absl::Now();
+    p.done = true;
+    p.status = why;
+    tickets.emplace(id, std::move(p));
+    return id;
+  }
+
   // Sends `req` with `payload` (lent to gRPC, not copied) as its data, saying how it
   // is packed.
   Ticket Submit(v1::PushPullRequest req, Pending p, const PushData* payload = nullptr) {

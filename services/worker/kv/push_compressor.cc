@@ -19,10 +19,10 @@ void PushCompressor::Reset(const kv::Placement& placement) {
   }
 }
 
-PsClient::PushData PushCompressor::Pack(size_t i, const float* grad, int64_t numel) {
+PushData PushCompressor::Pack(size_t i, const float* grad, int64_t numel) {
   std::string& packed = packed_[i];
   codec_->Encode(grad, residual_[i].data(), numel, packed.data());
-  PsClient::PushData data;
+  PushData data;
   data.bytes = packed.data();
   data.size = static_cast<int64_t>(packed.size());
   data.numel = numel;

@@ -13,7 +13,7 @@
 
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/placement.h"
-#include "services/worker/kv/ps_client.h"
+#include "services/worker/kv/server_channel.h"
 
 namespace dtrain::worker {
 
@@ -35,7 +35,7 @@ class PushCompressor {
   // Slice `i`'s gradient (`numel` floats, as Reset sized it) plus its residual, packed;
   // the residual keeps what was not sent. The bytes stay valid until the next Pack of
   // slice `i` or Reset.
-  PsClient::PushData Pack(size_t i, const float* grad, int64_t numel);
+  PushData Pack(size_t i, const float* grad, int64_t numel);
   // Slice `i`'s residual (tests, and whoever needs to see what is owed).
   const std::vector<float>& residual(size_t i) const { return residual_[i]; }
 

@@ -77,7 +77,8 @@ TEST(HostileServerTest, AResponseAnnouncingMissingBytesFailsTheTicketClearly) {
   ASSERT_TRUE(client.ok()) << client.status();
   float out[4] = {7, 7, 7, 7};
   for (int i = 0; i < 2; ++i) {  // the stream survives the first
-    const absl::Status s = (*client)->Wait((*client)->Pull(3, 0, out, 4), absl::Now() + absl::Seconds(5));
+    const absl::Status s =
+        (*client)->Wait((*client)->Submit(worker::KeyRequest::Pull(3, 0, out, 4)), absl::Now() + absl::Seconds(5));
     EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
     EXPECT_THAT(std::string(s.message()),
                 AllOf(HasSubstr("pull of key 3: malformed response"),

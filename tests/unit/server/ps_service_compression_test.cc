@@ -26,8 +26,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using worker::PsClient;
 
-PsClient::PushData Packed(const std::string& bytes, int64_t numel, kv::CompressionType type, float threshold = 0) {
-  PsClient::PushData d;
+worker::PushData Packed(const std::string& bytes, int64_t numel, kv::CompressionType type, float threshold = 0) {
+  worker::PushData d;
   d.bytes = bytes.data();
   d.size = static_cast<int64_t>(bytes.size());
   d.numel = numel;
@@ -57,8 +57,8 @@ TEST(PsServiceCompressionTest, TwoBitPushesAreUnpackedAndMergedForIdenticalWeigh
   const std::string p1 = Pack(spec, {0.6f, 0.6f, -0.7f, 0.0f, 0.0f});  // +.5 +.5 -.5 0 0
   ASSERT_EQ(p0.size(), 4u);
   float out0[5] = {}, out1[5] = {};
-  const auto t0 = w0->PushPull(0, 5, Packed(p0, 5, spec.type, spec.threshold), out0);
-  const auto t1 = w1->PushPull(0, 5, Packed(p1, 5, spec.type, spec.threshold), out1);
+  const auto t0 = w0->Submit(worker::KeyRequest::PushPull(0, 5, Packed(p0, 5, spec.type, spec.threshold), out0));
+  const auto t1 = w1->Submit(worker::KeyRequest::PushPull(0, 5, Packed(p1, 5, spec.type, spec.threshold), out1));
   ASSERT_TRUE(w0->Wait(t0, Soon()).ok());
   ASSERT_TRUE(w1->Wait(t1, Soon()).ok());
   // w - 1.0 * mean of the unpacked pushes.
@@ -79,8 +79,8 @@ TEST(PsServiceCompressionTest, OneBitAndFp16PushesMergeTheirUnpackedValues) {
   const std::string one = Pack({kv::CompressionType::kOneBit, 0}, {1, -3, 0, 2});  // scale 1.5
   const std::string half = Pack({kv::CompressionType::kFp16, 0}, {0.1f, -65504.0f});
   float out1[4] = {}, out2[2] = {};
-  const auto a = w->PushPull(0, 1, Packed(one, 4, kv::CompressionType::kOneBit), out1);
-  const auto b = w->PushPull(0, 2, Packed(half, 2, kv::CompressionType::kFp16), out2);
+  const auto a = w->Submit(worker::KeyRequest::PushPull(0, 1, Packed(one, 4, kv::CompressionType::kOneBit), out1));
+  const auto b = w->Submit(worker::KeyRequest::PushPull(0, 2, Packed(half, 2, kv::CompressionType::kFp16), out2));
   ASSERT_TRUE(w->Wait(a, Soon()).ok());
   ASSERT_TRUE(w->Wait(b, Soon()).ok());
   EXPECT_THAT(out1, ElementsAre(-1.5f, 1.5f, -1.5f, -1.5f));
@@ -98,8 +98,9 @@ TEST(PsServiceCompressionTest, WrongPackedLengthIsRefusedNamingKeyExpectedAndGot
   for (int64_t bytes : {4, 12, 0}) {
     const std::string packed(static_cast<size_t>(bytes), '\0');
     float out[17];
-    const absl::Status s =
-        w->Wait(w->PushPull(0, 7, Packed(packed, 17, kv::CompressionType::kTwoBit, 0.5f), out), Soon());
+    const absl::Status s = w->Wait(
+        w->Submit(worker::KeyRequest::PushPull(0, 7, Packed(packed, 17, kv::CompressionType::kTwoBit, 0.5f), out)),
+        Soon());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("key 7"), HasSubstr(absl::StrCat("has ", bytes, " bytes")),
                                                 HasSubstr("expected 8"), HasSubstr("17 elements")))
@@ -108,7 +109,10 @@ TEST(PsServiceCompressionTest, WrongPackedLengthIsRefusedNamingKeyExpectedAndGot
   // The same client's right-sized push still goes through, and the key was not touched.
   const std::string ok = Pack({kv::CompressionType::kTwoBit, 0.5f}, std::vector<float>(17, 0.5f));
   float out[17];
-  ASSERT_TRUE(w->Wait(w->PushPull(0, 7, Packed(ok, 17, kv::CompressionType::kTwoBit, 0.5f), out), Soon()).ok());
+  ASSERT_TRUE(
+      w->Wait(w->Submit(worker::KeyRequest::PushPull(0, 7, Packed(ok, 17, kv::CompressionType::kTwoBit, 0.5f), out)),
+              Soon())
+          .ok());
   EXPECT_EQ(out[16], 0.5f);
   EXPECT_EQ(ps.store_.updates_applied(), 1);
 }
@@ -126,10 +130,12 @@ TEST(PsServiceCompressionTest, NonFiniteUnpackedValuesAreRefused) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::memcpy(nan_scale.data(), &nan, 4);
   float out[2];
-  absl::Status s = w->Wait(w->PushPull(0, 3, Packed(inf, 2, kv::CompressionType::kFp16), out), Soon());
+  absl::Status s =
+      w->Wait(w->Submit(worker::KeyRequest::PushPull(0, 3, Packed(inf, 2, kv::CompressionType::kFp16), out)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("element 1 is +Inf"));
-  s = w->Wait(w->PushPull(0, 3, Packed(nan_scale, 2, kv::CompressionType::kOneBit), out), Soon());
+  s = w->Wait(w->Submit(worker::KeyRequest::PushPull(0, 3, Packed(nan_scale, 2, kv::CompressionType::kOneBit), out)),
+              Soon());
   EXPECT_THAT(std::string(s.message()), HasSubstr("is NaN"));
   EXPECT_EQ(ps.store_.updates_applied(), 0);
 }
@@ -181,8 +187,8 @@ TEST(PsServiceCompressionTest, PackedPullsKeepWorkersOnTheServersWeightsBitForBi
   ASSERT_TRUE(w0->Configure(KVStoreMode::kDistSync, 2, Sgd(0.1), kRpc, 0, kv::CompressionType::kInt8).ok());
   ASSERT_TRUE(w0->InitKeys({Key(7, init)}, kRpc).ok());
   std::vector<float> held0(kN), held1(kN);
-  ASSERT_TRUE(w0->Wait(w0->Pull(7, 0, held0.data(), kN), Soon()).ok());
-  ASSERT_TRUE(w1->Wait(w1->Pull(7, 0, held1.data(), kN), Soon()).ok());
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Pull(7, 0, held0.data(), kN)), Soon()).ok());
+  ASSERT_TRUE(w1->Wait(w1->Submit(worker::KeyRequest::Pull(7, 0, held1.data(), kN)), Soon()).ok());
   const int64_t first_pull = w0->bytes_pulled();
   EXPECT_EQ(first_pull, kN * 4) << "the first pull is of the weights";
   for (int64_t step = 0; step < 10; ++step) {
@@ -191,8 +197,10 @@ TEST(PsServiceCompressionTest, PackedPullsKeepWorkersOnTheServersWeightsBitForBi
       g0[i] = std::cos(0.05f * static_cast<float>(i * (step + 1)));
       g1[i] = 0.3f * std::sin(0.02f * static_cast<float>(i + step));
     }
-    const auto t0 = w0->PushPull(step, 7, PsClient::PushData::Floats(g0.data(), kN), held0.data(), true);
-    const auto t1 = w1->PushPull(step, 7, PsClient::PushData::Floats(g1.data(), kN), held1.data(), true);
+    const auto t0 =
+        w0->Submit(worker::KeyRequest::PushPull(step, 7, worker::PushData::Floats(g0.data(), kN), held0.data(), true));
+    const auto t1 =
+        w1->Submit(worker::KeyRequest::PushPull(step, 7, worker::PushData::Floats(g1.data(), kN), held1.data(), true));
     ASSERT_TRUE(w0->Wait(t0, Soon()).ok());
     ASSERT_TRUE(w1->Wait(t1, Soon()).ok());
   }
@@ -208,8 +216,10 @@ TEST(PsServiceCompressionTest, PackedPullsKeepWorkersOnTheServersWeightsBitForBi
   // A push-pull that does not ask gets the weights (what it holds is not vouched for).
   std::vector<float> zero(kN, 0.0f), fresh(kN, -1.0f);
   const int64_t before = w0->bytes_pulled();
-  const auto a = w0->PushPull(10, 7, PsClient::PushData::Floats(zero.data(), kN), fresh.data(), false);
-  const auto b = w1->PushPull(10, 7, PsClient::PushData::Floats(zero.data(), kN), held1.data(), true);
+  const auto a =
+      w0->Submit(worker::KeyRequest::PushPull(10, 7, worker::PushData::Floats(zero.data(), kN), fresh.data(), false));
+  const auto b =
+      w1->Submit(worker::KeyRequest::PushPull(10, 7, worker::PushData::Floats(zero.data(), kN), held1.data(), true));
   ASSERT_TRUE(w0->Wait(a, Soon()).ok());
   ASSERT_TRUE(w1->Wait(b, Soon()).ok());
   EXPECT_EQ(w0->bytes_pulled() - before, kN * 4);

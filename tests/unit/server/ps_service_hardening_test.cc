@@ -47,7 +47,7 @@ TEST(PsServiceHardeningTest, NonFinitePushIsRefusedNamingKeyStepAndRankAndPoison
   ASSERT_TRUE(w0->Configure(KVStoreMode::kDistSync, 2, Sgd(1.0), kRpc).ok());
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2, 3})}, kRpc).ok());
   const float nan_grad[3] = {0, std::numeric_limits<float>::quiet_NaN(), 0};
-  absl::Status s = w1->Wait(w1->Push(0, 5, nan_grad, 3), Soon());
+  absl::Status s = w1->Wait(w1->Submit(worker::KeyRequest::Push(0, 5, nan_grad, 3)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()),
               AllOf(HasSubstr(absl::StrCat("server 0 at ", ps.address())),
@@ -55,13 +55,13 @@ TEST(PsServiceHardeningTest, NonFinitePushIsRefusedNamingKeyStepAndRankAndPoison
                     HasSubstr("--allow-non-finite")));
   const float inf_grad[3] = {0, 0, -std::numeric_limits<float>::infinity()};
   float out[3];
-  s = w1->Wait(w1->PushPull(0, 5, inf_grad, out, 3), Soon());
+  s = w1->Wait(w1->Submit(worker::KeyRequest::PushPull(0, 5, inf_grad, out, 3)), Soon());
   EXPECT_THAT(std::string(s.message()), HasSubstr("gradient element 2 is -Inf"));
   EXPECT_THAT(Weights(ps.store_, 5), ElementsAre(1, 2, 3));
   // The key is untouched: finite pushes from both workers still merge.
   const float g[3] = {2, 2, 2};
-  ASSERT_TRUE(w0->Wait(w0->Push(0, 5, g, 3), Soon()).ok());
-  ASSERT_TRUE(w1->Wait(w1->PushPull(0, 5, g, out, 3), Soon()).ok());
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Push(0, 5, g, 3)), Soon()).ok());
+  ASSERT_TRUE(w1->Wait(w1->Submit(worker::KeyRequest::PushPull(0, 5, g, out, 3)), Soon()).ok());
   EXPECT_THAT(out, ElementsAre(-1, 0, 1));
 }
 
@@ -76,7 +76,7 @@ TEST(PsServiceHardeningTest, AllowNonFiniteAppliesSuchPushes) {
   ASSERT_TRUE(w->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   const float g[2] = {std::numeric_limits<float>::infinity(), 0};
   float out[2];
-  ASSERT_TRUE(w->Wait(w->PushPull(0, 5, g, out, 2), Soon()).ok());
+  ASSERT_TRUE(w->Wait(w->Submit(worker::KeyRequest::PushPull(0, 5, g, out, 2)), Soon()).ok());
   EXPECT_TRUE(std::isinf(out[0]));
   EXPECT_EQ(out[1], 2);
 }
@@ -89,7 +89,7 @@ TEST(PsServiceHardeningTest, NegativeStepIsInvalidArgumentNotIgnored) {
   ASSERT_TRUE(w->Configure(KVStoreMode::kDistSync, 1, Sgd(1.0), kRpc).ok());
   ASSERT_TRUE(w->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   const float g[2] = {1, 1};
-  const absl::Status s = w->Wait(w->Push(-1, 5, g, 2), Soon());
+  const absl::Status s = w->Wait(w->Submit(worker::KeyRequest::Push(-1, 5, g, 2)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("push of key 5 by worker 0: step -1 is negative"));
   EXPECT_EQ(ps.store_.updates_applied(), 0);
@@ -125,8 +125,8 @@ TEST(PsServiceHardeningTest, AStreamThatGoesAwayTakesItsParkedPullsWithIt) {
   ASSERT_TRUE(w0->Configure(KVStoreMode::kDistSync, 2, Sgd(1.0), kRpc).ok());
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2}), Key(6, {3})}, kRpc).ok());
   float out[2];
-  w0->Pull(5, 1, out, 2);
-  w0->Pull(6, 1, out, 1);
+  w0->Submit(worker::KeyRequest::Pull(5, 1, out, 2));
+  w0->Submit(worker::KeyRequest::Pull(6, 1, out, 1));
   ASSERT_TRUE(Eventually([&] { return ps.store_.parked_pulls() == 2; }));
   w0.reset();  // cancels the stream
   EXPECT_TRUE(Eventually([&] { return ps.store_.parked_pulls() == 0; }))
@@ -144,17 +144,17 @@ TEST(PsServiceHardeningTest, AFullStreamStopsReadingUntilAnswersGoOut) {
   ASSERT_TRUE(w0->Configure(KVStoreMode::kDistSync, 2, Sgd(1.0), kRpc).ok());
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   const float g[2] = {1, 1};
-  ASSERT_TRUE(w0->Wait(w0->Push(0, 5, g, 2), Soon()).ok());
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Push(0, 5, g, 2)), Soon()).ok());
   constexpr int kPulls = 10;
   std::vector<std::vector<float>> outs(kPulls, std::vector<float>(2));
   std::vector<worker::PsClient::Ticket> tickets;
-  for (int i = 0; i < kPulls; ++i) tickets.push_back(w0->Pull(5, 1, outs[i].data(), 2));
+  for (int i = 0; i < kPulls; ++i) tickets.push_back(w0->Submit(worker::KeyRequest::Pull(5, 1, outs[i].data(), 2)));
   ASSERT_TRUE(Eventually([&] { return ps.store_.parked_pulls() == 3; }));
   absl::SleepFor(absl::Milliseconds(200));
   EXPECT_EQ(ps.store_.parked_pulls(), 3) << "the stream must stop reading at its cap";
   // Worker 1's push completes the step: the parked pulls are answered, reading
   // resumes, and the rest are answered at once.
-  ASSERT_TRUE(w1->Wait(w1->Push(0, 5, g, 2), Soon()).ok());
+  ASSERT_TRUE(w1->Wait(w1->Submit(worker::KeyRequest::Push(0, 5, g, 2)), Soon()).ok());
   for (int i = 0; i < kPulls; ++i) {
     ASSERT_TRUE(w0->Wait(tickets[i], Soon()).ok()) << i;
     EXPECT_THAT(outs[i], ElementsAre(0, 1));

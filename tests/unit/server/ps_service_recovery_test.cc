@@ -35,7 +35,7 @@ TEST(PsServiceRecoveryTest, ReplacementFencesTheOldStreamAndRedoesTheStepOnce) {
   // Worker 1 pushes step 0 and parks a pull for its result, then stalls.
   const float g1[4] = {3, 2, 1, 0};
   float old_out[4] = {};
-  const auto old_ticket = w1->PushPull(0, 5, g1, old_out, 4);
+  const auto old_ticket = w1->Submit(worker::KeyRequest::PushPull(0, 5, g1, old_out, 4));
   // Its push is stored once its pull is parked.
   for (const absl::Time until = Soon(); ps.store_.parked_pulls() < 1 && absl::Now() < until;) {
     absl::SleepFor(absl::Milliseconds(5));
@@ -57,7 +57,7 @@ TEST(PsServiceRecoveryTest, ReplacementFencesTheOldStreamAndRedoesTheStepOnce) {
   EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition) << old;
   EXPECT_THAT(std::string(old.message()), HasSubstr("fenced: worker 1 incarnation 1 replaced by 2"));
   float more[4] = {};
-  const absl::Status again = w1->Wait(w1->Pull(5, 0, more, 4), Soon());
+  const absl::Status again = w1->Wait(w1->Submit(worker::KeyRequest::Pull(5, 0, more, 4)), Soon());
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition) << again;
   EXPECT_THAT(std::string(again.message()), HasSubstr("fenced: worker 1 incarnation 1 replaced by 2"));
   // ... and its stream is closed by the server with that status.
@@ -65,7 +65,7 @@ TEST(PsServiceRecoveryTest, ReplacementFencesTheOldStreamAndRedoesTheStepOnce) {
   // "stream ended"), every request fails with the server's reason, not to be retried.
   absl::Status after;
   for (const absl::Time until = Soon(); absl::Now() < until; absl::SleepFor(absl::Milliseconds(10))) {
-    after = w1->Wait(w1->Pull(5, 0, more, 4), Soon());
+    after = w1->Wait(w1->Submit(worker::KeyRequest::Pull(5, 0, more, 4)), Soon());
     ASSERT_FALSE(after.ok());
     if (absl::StrContains(after.message(), "stream closed")) break;
   }
@@ -75,8 +75,8 @@ TEST(PsServiceRecoveryTest, ReplacementFencesTheOldStreamAndRedoesTheStepOnce) {
   // The replacement redoes step 0 with the same gradient; worker 0 pushes its own.
   float out0[4] = {}, out1[4] = {};
   const float g0[4] = {1, 2, 3, 4};
-  const auto t1 = w1b->PushPull(0, 5, g1, out1, 4);
-  const auto t0 = w0->PushPull(0, 5, g0, out0, 4);
+  const auto t1 = w1b->Submit(worker::KeyRequest::PushPull(0, 5, g1, out1, 4));
+  const auto t0 = w0->Submit(worker::KeyRequest::PushPull(0, 5, g0, out0, 4));
   ASSERT_TRUE(w1b->Wait(t1, Soon()).ok());
   ASSERT_TRUE(w0->Wait(t0, Soon()).ok());
   // w - 0.5 * (g0 + g1) / 2, with g1 counted once.
@@ -85,7 +85,7 @@ TEST(PsServiceRecoveryTest, ReplacementFencesTheOldStreamAndRedoesTheStepOnce) {
   EXPECT_EQ(ps.store_.updates_applied(), 1);
 
   // A push of a step that merged already (a redo that raced the merge) is acknowledged, ignored.
-  ASSERT_TRUE(w1b->Wait(w1b->Push(0, 5, g1, 4), Soon()).ok());
+  ASSERT_TRUE(w1b->Wait(w1b->Submit(worker::KeyRequest::Push(0, 5, g1, 4)), Soon()).ok());
   EXPECT_EQ(ps.store_.updates_applied(), 1);
 }
 
@@ -97,11 +97,11 @@ TEST(PsServiceRecoveryTest, AnotherJobIsRefusedNamingBothAndOldClientsAreNotFenc
   ASSERT_TRUE(w0->Configure(KVStoreMode::kDistAsync, 2, Sgd(1.0), kRpc).ok());
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2, 3, 4})}, kRpc).ok());
   float out[4] = {};
-  ASSERT_TRUE(w0->Wait(w0->Pull(5, 0, out, 4), Soon()).ok());
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Pull(5, 0, out, 4)), Soon()).ok());
 
   auto stranger = ConnectAs(ps, 1, "job-b", 1);
   ASSERT_TRUE(stranger);
-  const absl::Status s = stranger->Wait(stranger->Pull(5, 0, out, 4), Soon());
+  const absl::Status s = stranger->Wait(stranger->Submit(worker::KeyRequest::Pull(5, 0, out, 4)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("worker 1 belongs to job 'job-b', but this server runs job 'job-a'"));
   const auto versions = stranger->GetVersions({5}, kRpc);
@@ -111,8 +111,8 @@ TEST(PsServiceRecoveryTest, AnotherJobIsRefusedNamingBothAndOldClientsAreNotFenc
   auto legacy = ps.Connect(1);
   ASSERT_TRUE(legacy);
   const float g[4] = {1, 1, 1, 1};
-  ASSERT_TRUE(legacy->Wait(legacy->Push(0, 5, g, 4), Soon()).ok());
-  ASSERT_TRUE(legacy->Wait(legacy->Pull(5, 0, out, 4), Soon()).ok());
+  ASSERT_TRUE(legacy->Wait(legacy->Submit(worker::KeyRequest::Push(0, 5, g, 4)), Soon()).ok());
+  ASSERT_TRUE(legacy->Wait(legacy->Submit(worker::KeyRequest::Pull(5, 0, out, 4)), Soon()).ok());
   EXPECT_THAT(out, ElementsAre(0, 1, 2, 3));
 }
 
@@ -151,10 +151,11 @@ TEST(PsServiceRecoveryTest, ExactPullsGiveTheReplacementTheStepsWeightsEvenWhere
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2, 3, 4}), Key(6, {10, 20, 30, 40})}, kRpc).ok());
   const float g0[4] = {1, 2, 3, 4};
   const float g1[4] = {3, 2, 1, 0};
-  ASSERT_TRUE(w0->Wait(w0->Push(0, 5, g0, 4), Soon()).ok());
-  ASSERT_TRUE(w1->Wait(w1->Push(0, 5, g1, 4), Soon()).ok());  // key 5 merges: w - 0.5 * (g0 + g1) / 2
-  w1.reset();                                                 // ... and dies before pushing key 6
-  ASSERT_TRUE(w0->Wait(w0->Push(0, 6, g0, 4), Soon()).ok());
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Push(0, 5, g0, 4)), Soon()).ok());
+  ASSERT_TRUE(w1->Wait(w1->Submit(worker::KeyRequest::Push(0, 5, g1, 4)), Soon())
+                  .ok());  // key 5 merges: w - 0.5 * (g0 + g1) / 2
+  w1.reset();              // ... and dies before pushing key 6
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Push(0, 6, g0, 4)), Soon()).ok());
 
   auto w1b = ConnectAs(ps, 1, "job-a", 2);
   ASSERT_TRUE(w1b);
@@ -166,14 +167,14 @@ TEST(PsServiceRecoveryTest, ExactPullsGiveTheReplacementTheStepsWeightsEvenWhere
 
   float plain[4] = {};
   int64_t plain_version = -1;
-  ASSERT_TRUE(w1b->Wait(w1b->Pull(5, 0, plain, 4, &plain_version), Soon()).ok());
+  ASSERT_TRUE(w1b->Wait(w1b->Submit(worker::KeyRequest::Pull(5, 0, plain, 4, &plain_version)), Soon()).ok());
   EXPECT_EQ(plain_version, 1) << "a plain pull gets the merged weights";
   EXPECT_THAT(plain, ElementsAre(0, 1, 2, 3));
 
   float a[4] = {}, b[4] = {};
   int64_t va = -1, vb = -1;
-  const auto ta = w1b->PullExact(5, 0, a, 4, &va);
-  const auto tb = w1b->PullExact(6, 0, b, 4, &vb);
+  const auto ta = w1b->Submit(worker::KeyRequest::PullExact(5, 0, a, 4, &va));
+  const auto tb = w1b->Submit(worker::KeyRequest::PullExact(6, 0, b, 4, &vb));
   ASSERT_TRUE(w1b->Wait(ta, Soon()).ok());
   ASSERT_TRUE(w1b->Wait(tb, Soon()).ok());
   EXPECT_EQ(va, 0) << "the response's version is that of its data";
@@ -183,8 +184,8 @@ TEST(PsServiceRecoveryTest, ExactPullsGiveTheReplacementTheStepsWeightsEvenWhere
 
   // The redo: key 5's push is for a merged step (acknowledged, ignored), key 6 merges.
   float out5[4] = {}, out6[4] = {};
-  const auto r5 = w1b->PushPull(0, 5, g1, out5, 4);
-  const auto r6 = w1b->PushPull(0, 6, g1, out6, 4);
+  const auto r5 = w1b->Submit(worker::KeyRequest::PushPull(0, 5, g1, out5, 4));
+  const auto r6 = w1b->Submit(worker::KeyRequest::PushPull(0, 6, g1, out6, 4));
   ASSERT_TRUE(w1b->Wait(r5, Soon()).ok());
   ASSERT_TRUE(w1b->Wait(r6, Soon()).ok());
   EXPECT_THAT(out5, ElementsAre(0, 1, 2, 3));
@@ -194,24 +195,24 @@ TEST(PsServiceRecoveryTest, ExactPullsGiveTheReplacementTheStepsWeightsEvenWhere
   // An exact pull of version 2 of key 5 waits for step 1 to merge there.
   float ahead[4] = {};
   int64_t ahead_version = -1;
-  const auto tahead = w1b->PullExact(5, 2, ahead, 4, &ahead_version);
+  const auto tahead = w1b->Submit(worker::KeyRequest::PullExact(5, 2, ahead, 4, &ahead_version));
   for (const absl::Time until = Soon(); ps.store_.parked_pulls() < 1 && absl::Now() < until;) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_EQ(ps.store_.parked_pulls(), 1);
-  ASSERT_TRUE(w0->Wait(w0->Push(1, 5, g0, 4), Soon()).ok());
-  ASSERT_TRUE(w1b->Wait(w1b->Push(1, 5, g1, 4), Soon()).ok());
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Push(1, 5, g0, 4)), Soon()).ok());
+  ASSERT_TRUE(w1b->Wait(w1b->Submit(worker::KeyRequest::Push(1, 5, g1, 4)), Soon()).ok());
   ASSERT_TRUE(w1b->Wait(tahead, Soon()).ok());
   EXPECT_EQ(ahead_version, 2);
   EXPECT_THAT(ahead, ElementsAre(-1, 0, 1, 2));
 
   // Version 0 is now two behind: refused naming what is held; the stream carries on.
   float old[4] = {};
-  const absl::Status s = w1b->Wait(w1b->PullExact(5, 0, old, 4), Soon());
+  const absl::Status s = w1b->Wait(w1b->Submit(worker::KeyRequest::PullExact(5, 0, old, 4)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("exact pull of key 5 version 0 by worker 1: the key holds version 2 and its previous, 1"));
-  EXPECT_TRUE(w1b->Wait(w1b->PullExact(5, 1, old, 4), Soon()).ok());
+  EXPECT_TRUE(w1b->Wait(w1b->Submit(worker::KeyRequest::PullExact(5, 1, old, 4)), Soon()).ok());
   EXPECT_THAT(old, ElementsAre(0, 1, 2, 3));
 }
 
@@ -224,10 +225,10 @@ TEST(PsServiceRecoveryTest, ExactPullsAreRefusedByAnAsyncServer) {
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   EXPECT_EQ(ps.store_.bytes_held(), 8) << "async keeps no previous version";
   float out[2] = {};
-  const absl::Status s = w0->Wait(w0->PullExact(5, 0, out, 2), Soon());
+  const absl::Status s = w0->Wait(w0->Submit(worker::KeyRequest::PullExact(5, 0, out, 2)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("exact pulls are for dist_sync"));
-  EXPECT_TRUE(w0->Wait(w0->Pull(5, 0, out, 2), Soon()).ok()) << "the stream carries on";
+  EXPECT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Pull(5, 0, out, 2)), Soon()).ok()) << "the stream carries on";
 }
 
 TEST(PsServiceRecoveryTest, ADistSyncServerHoldsEachKeysWeightsTwice) {

@@ -36,8 +36,8 @@ TEST(PsServiceTest, TwoSyncWorkersGetIdenticalHandComputedWeights) {
   const float g0[4] = {1, 2, 3, 4};
   const float g1[4] = {3, 2, 1, 0};
   float out0[4] = {}, out1[4] = {};
-  const auto t0 = w0->PushPull(0, 5, g0, out0, 4);
-  const auto t1 = w1->PushPull(0, 5, g1, out1, 4);
+  const auto t0 = w0->Submit(worker::KeyRequest::PushPull(0, 5, g0, out0, 4));
+  const auto t1 = w1->Submit(worker::KeyRequest::PushPull(0, 5, g1, out1, 4));
   ASSERT_TRUE(w0->Wait(t0, Soon()).ok());
   ASSERT_TRUE(w1->Wait(t1, Soon()).ok());
   // w - 0.5 * (g0 + g1) / 2 = {1,2,3,4} - {1,1,1,1}.
@@ -46,7 +46,7 @@ TEST(PsServiceTest, TwoSyncWorkersGetIdenticalHandComputedWeights) {
 
   float pulled[4] = {};
   int64_t version = -1;
-  ASSERT_TRUE(w1->Wait(w1->Pull(5, 1, pulled, 4, &version), Soon()).ok());
+  ASSERT_TRUE(w1->Wait(w1->Submit(worker::KeyRequest::Pull(5, 1, pulled, 4, &version)), Soon()).ok());
   EXPECT_EQ(version, 1);
   EXPECT_THAT(pulled, ElementsAre(0, 1, 2, 3));
   EXPECT_EQ(w0->bytes_pushed(), 16);
@@ -76,7 +76,7 @@ TEST(PsServiceTest, PipelinedPushPullsOnManyKeys) {
       for (int k = 0; k < kKeys; ++k) {
         // Small integers: the average (x.0 or x.5) and the update are exact.
         std::fill(grad[r][k].begin(), grad[r][k].end(), static_cast<float>(r + k + t));
-        w[r]->PushPull(t, k, grad[r][k].data(), out[r][k].data(), kN);
+        w[r]->Submit(worker::KeyRequest::PushPull(t, k, grad[r][k].data(), out[r][k].data(), kN));
       }
     }
     for (int k = 0; k < kKeys; ++k) want[k] -= (k + t) + 0.5f;  // lr 1, average of k+t and k+t+1
@@ -156,12 +156,13 @@ TEST(PsServiceTest, WrongSizePushNamesSizesAndServer) {
   ASSERT_TRUE(w->Configure(KVStoreMode::kDistSync, 1, Sgd(1.0), kRpc).ok());
   ASSERT_TRUE(w->InitKeys({Key(5, {1, 2, 3, 4})}, kRpc).ok());
   const float g[3] = {1, 1, 1};
-  absl::Status s = w->Wait(w->Push(0, 5, g, 3), Soon());
+  absl::Status s = w->Wait(w->Submit(worker::KeyRequest::Push(0, 5, g, 3)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr(absl::StrCat("server 0 at ", ps.address())),
                                               HasSubstr("has 3 elements"), HasSubstr("has 4")));
   float out[4];
-  EXPECT_TRUE(w->Wait(w->Pull(5, 0, out, 4), Soon()).ok()) << "the stream must survive a bad push";
+  EXPECT_TRUE(w->Wait(w->Submit(worker::KeyRequest::Pull(5, 0, out, 4)), Soon()).ok())
+      << "the stream must survive a bad push";
 }
 
 TEST(PsServiceTest, ConfigureRejectsUnknownKvStore) {
@@ -189,7 +190,7 @@ TEST(PsServiceTest, GetStateRoundTrip) {
   ASSERT_TRUE(w->InitKeys({Key(1, {1, 2}), Key(2, {3, 4, 5})}, kRpc).ok());
   const float g[2] = {0.5f, -0.5f};
   float out[2];
-  ASSERT_TRUE(w->Wait(w->PushPull(0, 1, g, out, 2), Soon()).ok());
+  ASSERT_TRUE(w->Wait(w->Submit(worker::KeyRequest::PushPull(0, 1, g, out, 2)), Soon()).ok());
 
   absl::StatusOr<std::vector<kv::KeyState>> state = w->GetState({}, kRpc);
   ASSERT_TRUE(state.ok()) << state.status();
@@ -228,7 +229,8 @@ TEST(PsServiceTest, ClientWaitDeadlineNamesServerAndKey) {
   ASSERT_TRUE(w->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   float out[2];
   const absl::Time start = absl::Now();
-  absl::Status s = w->Wait(w->Pull(5, /*min_version=*/7, out, 2), start + absl::Milliseconds(200));
+  absl::Status s =
+      w->Wait(w->Submit(worker::KeyRequest::Pull(5, /*min_version=*/7, out, 2)), start + absl::Milliseconds(200));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.message()),
@@ -247,7 +249,7 @@ TEST(PsServiceTest, ServerSyncTimeoutNamesMissingWorker) {
   ASSERT_TRUE(w->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   const float g[2] = {1, 1};
   float out[2];
-  absl::Status s = w->Wait(w->PushPull(0, 5, g, out, 2), Soon());
+  absl::Status s = w->Wait(w->Submit(worker::KeyRequest::PushPull(0, 5, g, out, 2)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("step 0 key 5"), HasSubstr("worker 1 (never heard from)")));
 }
@@ -264,7 +266,7 @@ TEST(PsServiceTest, ClientPullTimeoutMakesServerAnswerFirst) {
   w->SetPullTimeout(absl::Milliseconds(200));
   float out[2];
   const absl::Time start = absl::Now();
-  absl::Status s = w->Wait(w->Pull(5, 1, out, 2), start + absl::Seconds(3));
+  absl::Status s = w->Wait(w->Submit(worker::KeyRequest::Pull(5, 1, out, 2)), start + absl::Seconds(3));
   EXPECT_LT(absl::Now() - start, absl::Seconds(2));
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("server 0 at"), HasSubstr("waiting for worker 0 (")));
@@ -292,13 +294,13 @@ TEST(PsServiceTest, ServerGoingAwayFailsPendingTickets) {
   ASSERT_TRUE(w->Configure(KVStoreMode::kDistSync, 2, Sgd(1.0), kRpc).ok());
   ASSERT_TRUE(w->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   float out[2];
-  const auto parked = w->Pull(5, 1, out, 2);
+  const auto parked = w->Submit(worker::KeyRequest::Pull(5, 1, out, 2));
   ps.Stop();
   absl::Status s = w->Wait(parked, Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat("server 0 at ", ps.address())));
   // Later requests fail at once, naming the server too.
-  s = w->Wait(w->Pull(5, 0, out, 2), Soon());
+  s = w->Wait(w->Submit(worker::KeyRequest::Pull(5, 0, out, 2)), Soon());
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
 }
 
@@ -312,12 +314,12 @@ TEST(PsServiceTest, ClientLeavingWhilePullParkedIsHarmless) {
   ASSERT_TRUE(w0->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   const float g[2] = {1, 1};
   float out0[2], out1[2];
-  ASSERT_TRUE(w0->Wait(w0->Push(0, 5, g, 2), Soon()).ok());
-  w0->Pull(5, 1, out0, 2);  // parks until worker 1 pushes
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Push(0, 5, g, 2)), Soon()).ok());
+  w0->Submit(worker::KeyRequest::Pull(5, 1, out0, 2));  // parks until worker 1 pushes
   // Requests are handled in order: once a later one is answered, the pull is parked.
-  ASSERT_TRUE(w0->Wait(w0->Pull(5, 0, out0, 2), Soon()).ok());
+  ASSERT_TRUE(w0->Wait(w0->Submit(worker::KeyRequest::Pull(5, 0, out0, 2)), Soon()).ok());
   w0.reset();  // the parked pull is answered below, into a dead stream
-  ASSERT_TRUE(w1->Wait(w1->PushPull(0, 5, g, out1, 2), Soon()).ok());
+  ASSERT_TRUE(w1->Wait(w1->Submit(worker::KeyRequest::PushPull(0, 5, g, out1, 2)), Soon()).ok());
   EXPECT_THAT(out1, ElementsAre(0, 1));
 }
 
@@ -330,9 +332,9 @@ TEST(PsServiceTest, AsyncPushPullAnswersWithoutOtherWorkers) {
   ASSERT_TRUE(w->InitKeys({Key(5, {1, 2})}, kRpc).ok());
   const float g[2] = {1, 1};
   float out[2];
-  ASSERT_TRUE(w->Wait(w->PushPull(0, 5, g, out, 2), Soon()).ok());
+  ASSERT_TRUE(w->Wait(w->Submit(worker::KeyRequest::PushPull(0, 5, g, out, 2)), Soon()).ok());
   EXPECT_THAT(out, ElementsAre(0, 1));
-  ASSERT_TRUE(w->Wait(w->PushPull(1, 5, g, out, 2), Soon()).ok());
+  ASSERT_TRUE(w->Wait(w->Submit(worker::KeyRequest::PushPull(1, 5, g, out, 2)), Soon()).ok());
   EXPECT_THAT(out, ElementsAre(-1, 0));
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 kv::Placement TwoSlices() { return kv::ComputePlacement({6, 35}, 1); }
 
-std::vector<float> Decode(const kv::CompressionSpec& spec, const PsClient::PushData& data) {
+std::vector<float> Decode(const kv::CompressionSpec& spec, const PushData& data) {
   std::vector<float> out(static_cast<size_t>(data.numel));
   auto codec = kv::MakeCodec(spec);
   EXPECT_TRUE(codec->Decode(data.bytes, data.size, out.data(), data.numel).ok());
@@ -45,7 +45,7 @@ TEST(PushCompressorTest, PackedBytesAndErrorFeedback) {
   const int64_t n = placement.slices[1].length;
   std::vector<float> grad(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) grad[j] = 0.1f * static_cast<float>(j % 9) - 0.4f;
-  const PsClient::PushData first = c.Pack(1, grad.data(), n);
+  const PushData first = c.Pack(1, grad.data(), n);
   EXPECT_EQ(first.numel, n);
   EXPECT_EQ(first.size, kv::MakeCodec(c.wire_spec())->PackedBytes(n));
   EXPECT_EQ(first.compression.type, kv::CompressionType::kTwoBit);
