@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "common/kvstore_mode.h"
+
 namespace dtrain {
 
 // --sync-timeout: how long a step (a worker's pull, a server's parked pull) waits for the
@@ -15,5 +17,11 @@ inline constexpr int64_t kDefaultSyncTimeoutSeconds = 120;
 inline constexpr int64_t kDefaultRegisterTimeoutSeconds = 120;
 // --connect-timeout: how long a worker waits to reach each server at start.
 inline constexpr int64_t kDefaultConnectTimeoutSeconds = 120;
+
+// --kv-store of the scheduler, `dtrain launch` and `dtrain run`'s workers: every worker
+// holds the same weights, bit for bit.
+inline constexpr KVStoreMode kDefaultJobMode = KVStoreMode::kDistSync;
+// --kv-store of a worker on its own: MXNet's train_mnist.py default.
+inline constexpr KVStoreMode kDefaultWorkerMode = KVStoreMode::kLocal;
 
 }  // namespace dtrain

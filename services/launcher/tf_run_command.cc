@@ -20,6 +20,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
+#include "common/defaults.h"
+#include "common/kvstore_mode.h"
 #include "common/job_id.h"
 #include "common/flags.h"
 #include "common/net_address.h"
@@ -36,10 +38,6 @@ void OnSignal(int sig) { g_signal = sig; }
 
 // `dtrain run`'s own flags in this mode, '-' or '_' spelled (FlagSet treats them alike).
 constexpr const char* kTfFlagNames[] = {"ps-hosts", "worker-hosts", "job-name", "task-index", "scheduler-port"};
-// What the workers train with unless their flags say otherwise: bit-identical workers,
-// as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
-// SyncReplicasOptimizer; --kv-store dist_async is that).
-constexpr char kDefaultKvStore[] = "dist_sync";
 
 struct TfRunFlags {
   TfFlags tf;
@@ -159,8 +157,7 @@ int RunWithScheduler(const TfRunFlags& f, const std::string& scheduler_address, 
   Env worker_env = scheduler_env;
   worker_env.emplace_back("DTRAIN_RANK", "0");
   const ChildSpec worker{"worker 0", f.bin_dir + "/dtrain-worker", worker_args, worker_env};
-  for (const auto& [kind, spec] :
-       {std::pair{ChildKind::kScheduler, &scheduler}, std::pair{ChildKind::kWorker, &worker}}) {
+  for (const auto& [kind, spec] : {std::pair{Role::kScheduler, &scheduler}, std::pair{Role::kWorker, &worker}}) {
     if (absl::Status s = sup.Start(kind, *spec); !s.ok()) {
       sup.Message(absl::StrCat("cannot start ", spec->name, ": ", s.message()));
       sup.StopAll();
@@ -228,15 +225,19 @@ int TfRunCommand(const std::vector<std::string>& args) {
   if (!warning.empty()) Say(absl::StrCat("warning: ", warning));
 
   std::vector<std::string> worker_args = f.worker_args;
+  // What the workers train with unless their flags say otherwise: bit-identical workers,
+  // as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
+  // SyncReplicasOptimizer; --kv-store dist_async is that).
   std::string kv_store = KvStoreOf(worker_args);
   if (kv_store.empty()) {
-    kv_store = kDefaultKvStore;
+    kv_store = KVStoreModeName(kDefaultJobMode);
     worker_args.insert(worker_args.begin(), {"--kv-store", kv_store});
   }
-  if (!absl::StartsWith(kv_store, "dist")) {
+  if (absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store); !mode.ok() || !IsDistributed(*mode)) {
     Say(absl::StrCat("--kv-store ", kv_store,
-                     " trains in one process; a cluster spec needs a dist_* kv-store "
-                     "(dist_sync, dist_async, dist_ssp)"));
+                     mode.ok() ? " trains in one process; a cluster spec needs a dist_* kv-store "
+                                 "(dist_sync, dist_async, dist_ssp)"
+                               : std::string(": ").append(mode.status().message())));
     return 2;
   }
   const std::string scheduler = SchedulerAddressOf(launch->cluster, static_cast<int>(f.scheduler_port));
@@ -259,7 +260,7 @@ int TfRunCommand(const std::vector<std::string>& args) {
   if (const char* given = std::getenv("DTRAIN_JOB_ID"); given == nullptr || *given == '\0') {
     env.emplace_back("DTRAIN_JOB_ID", JobIdOf(canonical));
   }
-  const bool is_ps = launch->role == TfRole::kPs;
+  const bool is_ps = launch->role == Role::kServer;
   Say(absl::StrCat("cluster spec from ", launch->source, ": ", launch->cluster.ps.size(), " ps, ",
                    launch->cluster.worker.size(), " workers; this task is ", launch->task_name, " at ",
                    launch->address(), " (dtrain ", is_ps ? "server " : "worker ", launch->rank, "); scheduler at ",
