@@ -237,7 +237,7 @@ int TfRunCommand(const std::vector<std::string>& args) {
     Say(absl::StrCat("--kv-store ", kv_store,
                      mode.ok() ? " trains in one process; a cluster spec needs a dist_* kv-store "
                                  "(dist_sync, dist_async, dist_ssp)"
-                               : std::string(": ").append(mode.status().message())));
+                               : absl::StrCat(": ", mode.status().message())));
     return 2;
   }
   const std::string scheduler = SchedulerAddressOf(launch->cluster, static_cast<int>(f.scheduler_port));
