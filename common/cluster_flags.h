@@ -28,7 +28,7 @@ struct ClusterFlags {
   std::string bind_host = "0.0.0.0";  // where to listen (0.0.0.0: every interface, IPv6 too); DTRAIN_BIND_HOST
   int64_t port = 0;                   // my listening port (0: any free one); DTRAIN_PORT
   std::string host_origin;            // set by FinishClusterFlags: how `host` was chosen, for the log
-  double heartbeat_interval_s = 1;    // DTRAIN_HEARTBEAT_INTERVAL
+  double heartbeat_interval_s = kDefaultHeartbeatIntervalSeconds;  // DTRAIN_HEARTBEAT_INTERVAL
   // --tls-cert/--tls-key/--tls-ca/--insecure (DTRAIN_TLS_*); main applies them with
   // ApplyTlsFlags, knowing whether it listens.
   TlsFlags tls;

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cluster_flags.h"
+#include "common/defaults.h"
 #include "common/file_io.h"
 #include "common/flags.h"
 #include "common/job_id.h"
@@ -61,14 +62,13 @@ struct LaunchFlags {
   bool rejoin_timeout_given = false;  // --rejoin-timeout or DTRAIN_REJOIN_TIMEOUT
   std::string bin_dir;
   int64_t scheduler_port = 0;
-  double stop_grace_s = 10;
-  double finish_grace_s = 30;
+  double stop_grace_s = kDefaultStopGraceSeconds;
+  double finish_grace_s = kDefaultFinishGraceSeconds;
   int64_t metrics_base_port = -1;
   std::string metrics_file_sd;
   int64_t max_restarts = 0;
-  std::string restart_on = "failure";
-  double restart_backoff_s = 1;
-  RestartPolicy restart;  // from the three above
+  RestartOn restart_on = RestartOn::kFailure;
+  double restart_backoff_s = kDefaultRestartBackoffSeconds;
   bool tls = false;
   // Server snapshots: every N steps into snapshot_dir (default: beside the
   // workers' --model-prefix, PREFIX-snapshots/).
@@ -115,9 +115,9 @@ void AddLaunchFlags(FlagSet& flags, LaunchFlags* f) {
                "name); 0: a failure ends the job. A failed server ends it unless --replication > 1 (its ranges live "
                "on) or --snapshot-every is set (the job rolls back to the snapshots). The others wait up to "
                "--rejoin-timeout seconds (default 60 with restarts) for the replacement");
-  flags.AddString("restart-on", &f->restart_on,
-                  "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
-                  "signal, e.g. SIGKILL by the OOM killer)");
+  AddParsedValue(flags, "restart-on", &f->restart_on, ParseRestartOn, RestartOnName(f->restart_on),
+                 "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
+                 "signal, e.g. SIGKILL by the OOM killer)");
   flags.AddDouble("restart-backoff", &f->restart_backoff_s,
                   "seconds before a child's first restart, doubled for each further one (at most 30)");
   flags.AddBool("tls", &f->tls,
@@ -168,7 +168,7 @@ absl::Status CheckJobShape(JobSpec* job) {
   return absl::OkStatus();
 }
 
-// Checks the ports and the restart flags; metrics-file-sd turns metrics on; fills f->restart.
+// Checks the ports and the restart flags; metrics-file-sd turns metrics on.
 absl::Status CheckPortsAndRestarts(LaunchFlags* f) {
   if (f->scheduler_port < 0 || f->scheduler_port > 65535) {
     return absl::InvalidArgumentError("--scheduler-port must be in 0..65535");
@@ -180,12 +180,9 @@ absl::Status CheckPortsAndRestarts(LaunchFlags* f) {
   if (f->max_restarts < 0 || f->max_restarts > 1000) {
     return absl::InvalidArgumentError("--max-restarts must be in 0..1000");
   }
-  auto on = ParseRestartOn(f->restart_on);
-  if (!on.ok()) return on.status();
   if (!(f->restart_backoff_s >= 0 && f->restart_backoff_s <= 3600)) {
     return absl::InvalidArgumentError("--restart-backoff must be in 0..3600 seconds");
   }
-  f->restart = RestartPolicy{static_cast<int>(f->max_restarts), *on, absl::Seconds(f->restart_backoff_s)};
   return absl::OkStatus();
 }
 
@@ -378,7 +375,7 @@ SupervisorOptions MakeSupervisorOptions(const LaunchFlags& f) {
   options.stop_grace = absl::Seconds(f.stop_grace_s);
   options.finish_grace = absl::Seconds(f.finish_grace_s);
   options.pending_signal = [] { return static_cast<int>(g_signal); };
-  options.restart = f.restart;
+  options.restart = RestartPolicy{static_cast<int>(f.max_restarts), f.restart_on, absl::Seconds(f.restart_backoff_s)};
   // A replicated server's ranges live on (its replacement starts empty beside them);
   // with snapshots the job rolls back. Otherwise a new server would hold nothing.
   options.restart_servers = f.job.replication > 1 || f.snapshot_every > 0;
@@ -403,7 +400,7 @@ EnvList JobEnv(const LaunchFlags& f, int servers) {
   };
   if (f.rejoin_timeout_given) {
     env.emplace_back("DTRAIN_REJOIN_TIMEOUT", absl::StrCat(f.job.rejoin_timeout_s));
-  } else if (f.restart.max_restarts > 0) {
+  } else if (f.max_restarts > 0) {
     // A restarted worker needs the others to wait for it rather than fail at its death
     // (docs/recovery.md); a minute covers a restart's backoff and start-up many times over.
     env.emplace_back("DTRAIN_REJOIN_TIMEOUT", std::to_string(kRejoinTimeoutWithRestarts));
@@ -543,11 +540,10 @@ int Launch(const LaunchFlags& f) {
   if (std::optional<int> code = StartWorkers(job)) return *code;
   // Everything started: a failure from now on is one a restart may cure.
   sup.AllowRestarts();
-  if (f.restart.max_restarts > 0) {
+  if (f.max_restarts > 0) {
     sup.Message(absl::StrCat("restarting a failed worker", f.job.replication > 1 ? ", server" : "",
-                             " or scheduler up to ", f.restart.max_restarts,
-                             f.restart.max_restarts == 1 ? " time" : " times", " each (--restart-on ",
-                             RestartOnName(f.restart.on), ")"));
+                             " or scheduler up to ", f.max_restarts, f.max_restarts == 1 ? " time" : " times",
+                             " each (--restart-on ", RestartOnName(f.restart_on), ")"));
   }
   if (metrics.enabled()) AnnounceMetrics(sup, metrics, f.metrics_file_sd);
   const int code = sup.Run();

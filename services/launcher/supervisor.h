@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/defaults.h"
 #include "common/role.h"
 #include "services/launcher/child_process.h"
 #include "services/launcher/restart_policy.h"
@@ -19,11 +20,11 @@
 namespace dtrain::launcher {
 
 struct SupervisorOptions {
-  absl::Duration stop_grace = absl::Seconds(10);    // SIGTERM, then SIGKILL after this
-  absl::Duration finish_grace = absl::Seconds(30);  // after the workers, others must exit within this
-  int output_fd = 1;                                // where prefixed child output goes
-  int message_fd = 2;                               // where the launcher's own messages go
-  std::string message_prefix = "dtrain launch: ";   // before each of them (`dtrain run` says its own name)
+  absl::Duration stop_grace = absl::Seconds(kDefaultStopGraceSeconds);      // SIGTERM, then SIGKILL after this
+  absl::Duration finish_grace = absl::Seconds(kDefaultFinishGraceSeconds);  // after the workers, others must exit
+  int output_fd = 1;                                                        // where prefixed child output goes
+  int message_fd = 2;                                                       // where the launcher's own messages go
+  std::string message_prefix = "dtrain launch: ";  // before each of them (`dtrain run` says its own name)
   // A signal number once the launcher was asked to stop (SIGINT, SIGTERM), else 0.
   std::function<int()> pending_signal;
   // Applies once AllowRestarts was called; max_restarts 0: never.

@@ -48,7 +48,7 @@ struct Flags {
   std::string port_file;
   // The job's shape, mode, id and deadlines (common/job_spec.h), told to every node.
   JobSpec job;
-  double heartbeat_timeout_s = 10;
+  double heartbeat_timeout_s = kDefaultHeartbeatTimeoutSeconds;
   double exit_grace_s = 15;
   std::string cluster_spec;
   metrics::MetricsFlags metrics;
