@@ -23,6 +23,7 @@
 #include "common/defaults.h"
 #include "common/kvstore_mode.h"
 #include "common/job_id.h"
+#include "common/job_spec.h"
 #include "common/flags.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
@@ -39,8 +40,13 @@ void OnSignal(int sig) { g_signal = sig; }
 // `dtrain run`'s own flags in this mode, '-' or '_' spelled (FlagSet treats them alike).
 constexpr const char* kTfFlagNames[] = {"ps-hosts", "worker-hosts", "job-name", "task-index", "scheduler-port"};
 
+// `dtrain run`'s job settings in this mode: the size comes from the spec, the job id
+// from --job-id or DTRAIN_JOB_ID, else from the spec too.
+constexpr JobSpecFlags kTfRunJobSpecFlags{kJobId, kJobId, std::nullopt};
+
 struct TfRunFlags {
   TfFlags tf;
+  JobSpec job;
   int64_t scheduler_port = 0;
   std::string bin_dir;
   std::vector<std::string> worker_args;  // after `--`
@@ -88,8 +94,9 @@ absl::Status ParseTfRunFlags(const std::vector<std::string>& args, TfRunFlags* f
   flags.AddInt("scheduler-port", &f->scheduler_port,
                "the scheduler's port on worker 0's host; 0: worker 0's listed port (every node must agree)");
   flags.AddString("bin-dir", &f->bin_dir, "where dtrain-scheduler/-server/-worker are; default: next to dtrain");
-  // The spec is the command line (or TF_CONFIG): no DTRAIN_* variable changes it.
-  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
+  // The spec is the command line (or TF_CONFIG): no DTRAIN_* variable changes it, but
+  // DTRAIN_JOB_ID names the job.
+  AddJobSpecFlags(flags, &f->job, kTfRunJobSpecFlags);
   std::vector<std::string> own;
   bool passthrough = false;
   for (const auto& a : args) {
@@ -113,7 +120,7 @@ absl::Status ParseTfRunFlags(const std::vector<std::string>& args, TfRunFlags* f
     return absl::InvalidArgumentError("--scheduler_port must be in 0..65535");
   }
   if (f->bin_dir.empty()) f->bin_dir = SelfDir();
-  return absl::OkStatus();
+  return CheckJobSpec(f->job, kTfRunJobSpecFlags);
 }
 
 absl::StatusOr<TfClusterLaunch> LoadSpec(const TfRunFlags& f, std::vector<std::string>* notes) {
@@ -255,11 +262,10 @@ int TfRunCommand(const std::vector<std::string>& args) {
       {kClusterSpecEnv, canonical},
   };
   // Every task is started by hand on its own host and restarted the same way: the
-  // cluster spec is the one text they all share, so the job id is made from it. A
-  // restarted task then never brings the scheduler an id of its own (docs/recovery.md).
-  if (const char* given = std::getenv("DTRAIN_JOB_ID"); given == nullptr || *given == '\0') {
-    env.emplace_back("DTRAIN_JOB_ID", JobIdOf(canonical));
-  }
+  // cluster spec is the one text they all share, so the job id is made from it unless
+  // one is given. A restarted task then never brings the scheduler an id of its own
+  // (docs/recovery.md).
+  env.emplace_back("DTRAIN_JOB_ID", f.job.job_id.empty() ? JobIdOf(canonical) : f.job.job_id);
   const bool is_ps = launch->role == Role::kServer;
   Say(absl::StrCat("cluster spec from ", launch->source, ": ", launch->cluster.ps.size(), " ps, ",
                    launch->cluster.worker.size(), " workers; this task is ", launch->task_name, " at ",
