@@ -40,10 +40,10 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, Role role);
 
 // After parsing: fills `scheduler` from DMLC_PS_ROOT_URI/PORT when unset (an IPv6
 // URI gets brackets), and checks ranges (INVALID_ARGUMENT naming the flag; the job's
-// settings with CheckJobSpec for `role`). When
-// `host` is unset it is chosen as ps-lite does: the address of --interface if given,
-// else the local address of the route to the scheduler (so nodes on other machines
-// can reach this one), else 127.0.0.1; `host_origin` says which.
+// settings with CheckJobSpec for `role`). When `host` is unset it is chosen as ps-lite
+// does: the address of --interface if given, else the local address of the route to
+// the scheduler (so nodes on other machines can reach this one), else 127.0.0.1;
+// `host_origin` says which.
 // `need_scheduler`: the address must be known.
 absl::Status FinishClusterFlags(ClusterFlags* flags, Role role, bool need_scheduler,
                                 const FlagSet::EnvLookup& env = nullptr);

@@ -1,6 +1,6 @@
-// The job's default deadlines, in one place. Every role, the launcher and the option
-// structs behind their flags take them from here, so that a flag's default and the
-// struct a test or another caller fills cannot drift apart.
+// The job's defaults (deadlines, intervals, the kvstore mode), in one place. Every
+// role, the launcher and the option structs behind their flags take them from here, so
+// that a flag's default and the struct a test or another caller fills cannot drift apart.
 #pragma once
 
 #include <cstdint>
