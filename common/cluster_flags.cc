@@ -8,19 +8,13 @@
 
 namespace dtrain {
 
-void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
+void AddClusterFlags(FlagSet& flags, ClusterFlags* out, Role role) {
   flags.AddString("scheduler", &out->scheduler, "host:port of the scheduler (else DMLC_PS_ROOT_URI:DMLC_PS_ROOT_PORT)",
                   {"DTRAIN_SCHEDULER_ADDR"});
-  flags.AddInt("num-workers", &out->num_workers, "workers in the job", {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
-  flags.AddInt("num-servers", &out->num_servers, "parameter servers in the job",
-               {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
-  flags.AddInt("replication", &out->replication,
-               "copies of each key range, on that many servers (1: none); a dead server's ranges are "
-               "served by the next copy",
-               {"DTRAIN_REPLICATION"});
+  AddJobSpecFlags(flags, &out->job, NodeJobSpecFlags(role));
   std::vector<std::string> rank_env = {"DTRAIN_RANK"};
-  if (role == ClusterRole::kWorker) rank_env.push_back("DMLC_WORKER_ID");
-  if (role == ClusterRole::kServer) rank_env.push_back("DMLC_SERVER_ID");
+  if (role == Role::kWorker) rank_env.push_back("DMLC_WORKER_ID");
+  if (role == Role::kServer) rank_env.push_back("DMLC_SERVER_ID");
   flags.AddInt("rank", &out->rank,
                "this node's rank within its role (the scheduler refuses a taken or out-of-range one); "
                "-1: the scheduler assigns",
@@ -34,21 +28,8 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, ClusterRole role) {
   flags.AddString("bind-host", &out->bind_host, "address to listen on (0.0.0.0: every interface, IPv6 too)",
                   {"DTRAIN_BIND_HOST"});
   flags.AddInt("port", &out->port, "port this node listens on; 0: any free one", {"DTRAIN_PORT"});
-  flags.AddDouble("register-timeout", &out->register_timeout_s, "seconds to wait for every node to register",
-                  {"DTRAIN_REGISTER_TIMEOUT"});
   flags.AddDouble("heartbeat-interval", &out->heartbeat_interval_s, "seconds between heartbeats to the scheduler",
                   {"DTRAIN_HEARTBEAT_INTERVAL"});
-  flags.AddString("job-id", &out->job_id,
-                  "the job this node belongs to; another job's scheduler and servers refuse it (empty: the "
-                  "scheduler's)",
-                  {"DTRAIN_JOB_ID"});
-  flags.AddDouble("rejoin-timeout", &out->rejoin_timeout_s,
-                  role == ClusterRole::kServer
-                      ? "seconds a dead worker may take to come back (accepted for every role; a server does "
-                        "not use it yet)"
-                      : "seconds a dead worker may take to come back (restarted with its rank) before this one "
-                        "fails; 0: fail at once naming it",
-                  {"DTRAIN_REJOIN_TIMEOUT"});
   AddTlsFlags(flags, &out->tls);
 }
 
@@ -98,36 +79,13 @@ absl::StatusOr<std::string> SchedulerHost(const ClusterFlags& flags, bool need_s
   return scheduler_host;
 }
 
-// The job's sizes, this node's rank and port, and the timeouts.
-absl::Status CheckClusterNumbers(const ClusterFlags& flags) {
-  if (flags.num_workers < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--num-workers must be at least 1, got ", flags.num_workers));
-  }
-  if (flags.num_servers < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--num-servers must not be negative, got ", flags.num_servers));
-  }
-  // Each replica of a key range lives on another server (common/kv/replica_chain.h).
-  if (flags.replication < 1 || (flags.num_servers > 0 && flags.replication > flags.num_servers)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--replication must be in 1..--num-servers (", flags.num_servers, "), got ", flags.replication));
-  }
+// This node's rank, port and heartbeat (the job's settings are CheckJobSpec's).
+absl::Status CheckNodeNumbers(const ClusterFlags& flags) {
   if (flags.rank < -1) {
     return absl::InvalidArgumentError(absl::StrCat("--rank must be -1 (assign) or a rank, got ", flags.rank));
   }
   if (flags.port < 0 || flags.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("--port must be in 0..65535, got ", flags.port));
-  }
-  if (!(flags.register_timeout_s > 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--register-timeout must be positive, got ", flags.register_timeout_s));
-  }
-  if (!(flags.rejoin_timeout_s >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--rejoin-timeout must not be negative, got ", flags.rejoin_timeout_s));
-  }
-  if (flags.job_id.size() > kMaxJobIdFlagBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--job-id has ", flags.job_id.size(), " bytes, the limit is ", kMaxJobIdFlagBytes));
   }
   if (!(flags.heartbeat_interval_s > 0)) {
     return absl::InvalidArgumentError(
@@ -167,11 +125,12 @@ absl::Status ResolveHost(ClusterFlags* flags, const std::string& scheduler_host)
 
 }  // namespace
 
-absl::Status FinishClusterFlags(ClusterFlags* flags, bool need_scheduler, const FlagSet::EnvLookup& env) {
+absl::Status FinishClusterFlags(ClusterFlags* flags, Role role, bool need_scheduler, const FlagSet::EnvLookup& env) {
   if (absl::Status s = SchedulerFromPsLiteEnv(flags, env); !s.ok()) return s;
   absl::StatusOr<std::string> scheduler_host = SchedulerHost(*flags, need_scheduler);
   if (!scheduler_host.ok()) return scheduler_host.status();
-  if (absl::Status s = CheckClusterNumbers(*flags); !s.ok()) return s;
+  if (absl::Status s = CheckJobSpec(flags->job, NodeJobSpecFlags(role)); !s.ok()) return s;
+  if (absl::Status s = CheckNodeNumbers(*flags); !s.ok()) return s;
   return ResolveHost(flags, *scheduler_host);
 }
 

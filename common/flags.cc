@@ -40,8 +40,8 @@ FlagSet::FlagSet(std::string program, std::string summary)
 
 void FlagSet::Add(const std::string& name, Type type, void* value, const std::string& help,
                   std::vector<std::string> env) {
-  Flag f{Canonical(name), type, value, help, std::move(env), "", false};
-  f.default_text = ValueText(static_cast<int>(type), value);
+  Flag f{Canonical(name), type, value, help, std::move(env), "", false, nullptr};
+  if (type != Type::kParsed) f.default_text = ValueText(static_cast<int>(type), value);
   flags_.push_back(std::move(f));
 }
 
@@ -56,6 +56,13 @@ void FlagSet::AddDouble(const std::string& n, double* v, const std::string& h, s
 }
 void FlagSet::AddBool(const std::string& n, bool* v, const std::string& h, std::vector<std::string> e) {
   Add(n, Type::kBool, v, h, std::move(e));
+}
+
+void FlagSet::AddParsed(const std::string& n, Parser parse, const std::string& default_text, const std::string& h,
+                        std::vector<std::string> e) {
+  Add(n, Type::kParsed, nullptr, h, std::move(e));
+  flags_.back().parse = std::move(parse);
+  flags_.back().default_text = default_text;
 }
 
 FlagSet::Flag* FlagSet::Find(const std::string& name) {
@@ -97,6 +104,12 @@ absl::Status FlagSet::Assign(Flag& f, const std::string& text, const std::string
       bool v;
       if (!absl::SimpleAtob(text, &v)) return bad("true or false");
       *static_cast<bool*>(f.value) = v;
+      break;
+    }
+    case Type::kParsed: {
+      if (absl::Status s = f.parse(text); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(origin, ": --", f.name, ": ", s.message()));
+      }
       break;
     }
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace dtrain {
 
@@ -35,6 +36,12 @@ class FlagSet {
   void AddDouble(const std::string& name, double* value, const std::string& help, std::vector<std::string> env = {});
   // `--name`, `--name=true|false|1|0`, `--no-name`.
   void AddBool(const std::string& name, bool* value, const std::string& help, std::vector<std::string> env = {});
+  // A value that is parsed into its own type (an enum): `parse` stores the value the
+  // text names, or says why the text names none (reported as "ORIGIN: --NAME: WHY").
+  // `default_text` is what Usage() shows as the default.
+  using Parser = std::function<absl::Status(const std::string& text)>;
+  void AddParsed(const std::string& name, Parser parse, const std::string& default_text, const std::string& help,
+                 std::vector<std::string> env = {});
 
   // Parses argv[1..]. Arguments after a bare `--` and arguments not starting with
   // `--` are returned in `positional` (an error when `positional` is null).
@@ -53,7 +60,7 @@ class FlagSet {
   std::string Usage() const;
 
  private:
-  enum class Type { kString, kInt, kDouble, kBool };
+  enum class Type { kString, kInt, kDouble, kBool, kParsed };
   struct Flag {
     std::string name;  // canonical, with '-'
     Type type;
@@ -62,6 +69,7 @@ class FlagSet {
     std::vector<std::string> env;
     std::string default_text;
     bool set = false;
+    Parser parse;  // kParsed only
   };
   void Add(const std::string& name, Type type, void* value, const std::string& help, std::vector<std::string> env);
   Flag* Find(const std::string& name);
@@ -74,6 +82,22 @@ class FlagSet {
   bool help_ = false;
   bool version_ = false;
 };
+
+// FlagSet::AddParsed for a `parse` that returns absl::StatusOr<T>: the value lands in
+// *value; `default_text` names *value's default as the flag would spell it.
+template <typename T, typename ParseFn>
+void AddParsedValue(FlagSet& flags, const std::string& name, T* value, ParseFn parse, const std::string& default_text,
+                    const std::string& help, std::vector<std::string> env = {}) {
+  flags.AddParsed(
+      name,
+      [value, parse](const std::string& text) -> absl::Status {
+        auto parsed = parse(text);
+        if (!parsed.ok()) return parsed.status();
+        *value = *std::move(parsed);
+        return absl::OkStatus();
+      },
+      default_text, help, std::move(env));
+}
 
 // "10,20" -> {10, 20}; empty -> {}.
 absl::Status ParseIntList(const std::string& text, std::vector<int64_t>* out);

@@ -2,11 +2,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/role.h"
 
 namespace dtrain::auth {
 namespace {
 
-bool IsClusterRole(absl::string_view role) { return role == "scheduler" || role == "server" || role == "worker"; }
+bool IsClusterRole(absl::string_view role) { return ParseRole(role).ok(); }
 
 }  // namespace
 

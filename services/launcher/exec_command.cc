@@ -7,6 +7,7 @@
 #include <cstring>
 #include <initializer_list>
 
+#include "common/role.h"
 #include "common/version.h"
 #include "services/launcher/commands.h"
 
@@ -22,7 +23,7 @@ std::string SelfDir() {
 }
 
 int ExecRole(const std::string& role, const std::vector<std::string>& args) {
-  if (role != "scheduler" && role != "server" && role != "worker") {
+  if (!ParseRole(role).ok()) {
     std::fprintf(stderr, "dtrain: unknown role '%s' (expected scheduler, server or worker)\n", role.c_str());
     return 2;
   }

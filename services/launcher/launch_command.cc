@@ -19,9 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/cluster_flags.h"
+#include "common/defaults.h"
 #include "common/file_io.h"
 #include "common/flags.h"
 #include "common/job_id.h"
+#include "common/job_spec.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
 #include "services/launcher/launch_tls.h"
@@ -40,32 +42,38 @@ constexpr absl::Duration kSchedulerStartTimeout = absl::Seconds(30);
 constexpr absl::Duration kMetricsPortTimeout = absl::Seconds(30);
 constexpr char kLoopback[] = "127.0.0.1";
 // Seconds the job waits for a dead worker's replacement under --max-restarts, unless
-// DTRAIN_REJOIN_TIMEOUT says otherwise.
+// --rejoin-timeout (DTRAIN_REJOIN_TIMEOUT) says otherwise.
 constexpr int kRejoinTimeoutWithRestarts = 60;
 
+// The job launch.py would start: -n is required (0: not given), -s defaults to -n
+// (-1: not given).
+JobSpec LaunchDefaults() {
+  JobSpec job;
+  job.num_workers = 0;
+  job.num_servers = -1;
+  return job;
+}
+
 struct LaunchFlags {
-  int64_t num_workers = 0;
-  int64_t num_servers = -1;  // -1: as many as workers, like launch.py
-  int64_t replication = 1;
-  std::string kv_store = "dist_sync";
+  // Workers, servers, replication and mode from the command line; the job id also from
+  // DTRAIN_JOB_ID, else one made up for this launch: every child's DTRAIN_JOB_ID, the
+  // same for each restart.
+  JobSpec job = LaunchDefaults();
+  bool rejoin_timeout_given = false;  // --rejoin-timeout or DTRAIN_REJOIN_TIMEOUT
   std::string bin_dir;
   int64_t scheduler_port = 0;
-  double stop_grace_s = 10;
-  double finish_grace_s = 30;
+  double stop_grace_s = kDefaultStopGraceSeconds;
+  double finish_grace_s = kDefaultFinishGraceSeconds;
   int64_t metrics_base_port = -1;
   std::string metrics_file_sd;
   int64_t max_restarts = 0;
-  std::string restart_on = "failure";
-  double restart_backoff_s = 1;
-  RestartPolicy restart;  // from the three above
+  RestartOn restart_on = RestartOn::kFailure;
+  double restart_backoff_s = kDefaultRestartBackoffSeconds;
   bool tls = false;
   // Server snapshots: every N steps into snapshot_dir (default: beside the
   // workers' --model-prefix, PREFIX-snapshots/).
   int64_t snapshot_every = 0;
   std::string snapshot_dir;
-  // Every child's DTRAIN_JOB_ID, the same for each restart: --job-id, else
-  // DTRAIN_JOB_ID from our environment, else one made up for this launch.
-  std::string job_id;
   std::vector<std::string> worker_args;
 };
 
@@ -92,12 +100,7 @@ std::string ExpandShortFlag(const std::string& a) {
 
 // Declares `dtrain launch`'s own flags, in the order the usage text lists them.
 void AddLaunchFlags(FlagSet& flags, LaunchFlags* f) {
-  flags.AddInt("num-workers", &f->num_workers, "workers to start (-n)");
-  flags.AddInt("num-servers", &f->num_servers, "parameter servers to start (-s); default: as many as workers");
-  flags.AddInt("replication", &f->replication,
-               "copies of each key range on that many servers (1..S; 1: none). With 2 or more a dead server's "
-               "ranges are served by the next copy, and --max-restarts restarts servers too");
-  flags.AddString("kv-store", &f->kv_store, "kvstore mode passed to the workers (dist_sync, dist_async, local...)");
+  AddJobSpecFlags(flags, &f->job, LaunchJobSpecFlags());
   flags.AddString("bin-dir", &f->bin_dir, "where dtrain-scheduler/-server/-worker are; default: next to dtrain");
   flags.AddInt("scheduler-port", &f->scheduler_port, "the scheduler's port; 0: any free one");
   flags.AddDouble("stop-grace", &f->stop_grace_s, "seconds between SIGTERM and SIGKILL when stopping");
@@ -111,10 +114,10 @@ void AddLaunchFlags(FlagSet& flags, LaunchFlags* f) {
                "restart a failed worker or scheduler up to N times each, with its rank and port (torchrun's "
                "name); 0: a failure ends the job. A failed server ends it unless --replication > 1 (its ranges live "
                "on) or --snapshot-every is set (the job rolls back to the snapshots). The others wait up to "
-               "DTRAIN_REJOIN_TIMEOUT seconds (default 60 with restarts) for the replacement");
-  flags.AddString("restart-on", &f->restart_on,
-                  "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
-                  "signal, e.g. SIGKILL by the OOM killer)");
+               "--rejoin-timeout seconds (default 60 with restarts) for the replacement");
+  AddParsedValue(flags, "restart-on", &f->restart_on, ParseRestartOn, RestartOnName(f->restart_on),
+                 "what --max-restarts restarts: 'failure' (any non-zero exit) or 'signal' (only a death by a "
+                 "signal, e.g. SIGKILL by the OOM killer)");
   flags.AddDouble("restart-backoff", &f->restart_backoff_s,
                   "seconds before a child's first restart, doubled for each further one (at most 30)");
   flags.AddBool("tls", &f->tls,
@@ -125,9 +128,6 @@ void AddLaunchFlags(FlagSet& flags, LaunchFlags* f) {
                "restarted (--max-restarts) and the job rolls back to the newest step every server has; 0: off");
   flags.AddString("snapshot-dir", &f->snapshot_dir,
                   "where the servers' snapshots go; default: PREFIX-snapshots beside the workers' --model-prefix");
-  flags.AddString("job-id", &f->job_id,
-                  "the job's id, given to every process and every restart so that a restarted process always "
-                  "rejoins this job; default: DTRAIN_JOB_ID, else a new one (job-<16 hex>)");
 }
 
 // Everything after "--" goes to the workers (into f->worker_args); returns our own
@@ -148,27 +148,27 @@ std::vector<std::string> SplitWorkerArgs(const std::vector<std::string>& args, L
 }
 
 // Checks the job's shape (workers, servers, replication) and defaults -s to -n.
-absl::Status CheckJobShape(LaunchFlags* f) {
-  if (f->num_workers < 1) return absl::InvalidArgumentError("-n (the number of workers) must be at least 1");
-  const bool dist = absl::StartsWith(f->kv_store, "dist");
-  if (!dist && f->num_workers != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv-store ", f->kv_store,
+absl::Status CheckJobShape(JobSpec* job) {
+  if (job->num_workers < 1) return absl::InvalidArgumentError("-n (the number of workers) must be at least 1");
+  const bool dist = IsDistributed(job->mode);
+  if (!dist && job->num_workers != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-store ", KVStoreModeName(job->mode),
                                                    " trains in one worker process; use -n 1, or a dist_* "
                                                    "kv-store for ",
-                                                   f->num_workers, " workers"));
+                                                   job->num_workers, " workers"));
   }
-  if (f->num_servers < 0) f->num_servers = f->num_workers;
-  if (dist && f->num_servers < 1) {
+  if (job->num_servers < 0) job->num_servers = job->num_workers;
+  if (dist && job->num_servers < 1) {
     return absl::InvalidArgumentError("a dist kv-store needs at least one server (-s)");
   }
-  if (f->replication < 1 || (dist && f->replication > f->num_servers) || (!dist && f->replication != 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..", dist ? f->num_servers : 1,
-                                                   " (each copy lives on another server), got ", f->replication));
+  if (job->replication < 1 || (dist && job->replication > job->num_servers) || (!dist && job->replication != 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--replication must be in 1..", dist ? job->num_servers : 1,
+                                                   " (each copy lives on another server), got ", job->replication));
   }
   return absl::OkStatus();
 }
 
-// Checks the ports and the restart flags; metrics-file-sd turns metrics on; fills f->restart.
+// Checks the ports and the restart flags; metrics-file-sd turns metrics on.
 absl::Status CheckPortsAndRestarts(LaunchFlags* f) {
   if (f->scheduler_port < 0 || f->scheduler_port > 65535) {
     return absl::InvalidArgumentError("--scheduler-port must be in 0..65535");
@@ -180,12 +180,9 @@ absl::Status CheckPortsAndRestarts(LaunchFlags* f) {
   if (f->max_restarts < 0 || f->max_restarts > 1000) {
     return absl::InvalidArgumentError("--max-restarts must be in 0..1000");
   }
-  auto on = ParseRestartOn(f->restart_on);
-  if (!on.ok()) return on.status();
   if (!(f->restart_backoff_s >= 0 && f->restart_backoff_s <= 3600)) {
     return absl::InvalidArgumentError("--restart-backoff must be in 0..3600 seconds");
   }
-  f->restart = RestartPolicy{static_cast<int>(f->max_restarts), *on, absl::Seconds(f->restart_backoff_s)};
   return absl::OkStatus();
 }
 
@@ -204,15 +201,8 @@ absl::Status ResolveDefaults(LaunchFlags* f) {
     f->snapshot_dir = prefix + "-snapshots";
   }
   if (f->bin_dir.empty()) f->bin_dir = SelfDir();
-  if (f->job_id.empty()) {
-    const char* env = std::getenv("DTRAIN_JOB_ID");
-    f->job_id = env != nullptr && *env != '\0' ? env : NewJobId();
-  }
-  if (f->job_id.size() > kMaxJobIdFlagBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("--job-id (or DTRAIN_JOB_ID) has ", f->job_id.size(),
-                                                   " bytes, the limit is ", kMaxJobIdFlagBytes));
-  }
-  return absl::OkStatus();
+  if (f->job.job_id.empty()) f->job.job_id = NewJobId();
+  return CheckJobSpec(f->job, LaunchJobSpecFlags());
 }
 
 // Parses and checks; `*help`: usage was printed.
@@ -221,13 +211,14 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
                 "Starts a scheduler, S parameter servers and W workers on this machine (loopback) and\n"
                 "supervises them. Usage: dtrain launch -n W [-s S] [flags] -- WORKER-FLAGS\n"
                 "With --kv-store local or device, runs one worker process alone.");
+  // Only --job-id reads the environment (DTRAIN_JOB_ID): see LaunchJobSpecFlags.
   AddLaunchFlags(flags, f);
-  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
   absl::Status s = flags.Parse(SplitWorkerArgs(args, f));
+  f->rejoin_timeout_given = flags.WasSet("rejoin-timeout");
   *help = flags.help_requested();
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
   if (!s.ok() || *help) return s;
-  if (s = CheckJobShape(f); !s.ok()) return s;
+  if (s = CheckJobShape(&f->job); !s.ok()) return s;
   if (s = CheckPortsAndRestarts(f); !s.ok()) return s;
   return ResolveDefaults(f);
 }
@@ -261,12 +252,12 @@ int ReadPort(const std::string& path) {
 
 ChildSpec SchedulerSpec(const LaunchFlags& f, int port, const std::string& port_file,
                         const std::vector<std::pair<std::string, std::string>>& env) {
-  return ChildSpec{
-      "scheduler",
-      f.bin_dir + "/dtrain-scheduler",
-      {"--host", kLoopback, "--port", std::to_string(port), "--port-file", port_file, "--num-workers",
-       std::to_string(f.num_workers), "--num-servers", std::to_string(f.num_servers), "--kv-store", f.kv_store},
-      env};
+  return ChildSpec{"scheduler",
+                   f.bin_dir + "/dtrain-scheduler",
+                   {"--host", kLoopback, "--port", std::to_string(port), "--port-file", port_file, "--num-workers",
+                    std::to_string(f.job.num_workers), "--num-servers", std::to_string(f.job.num_servers), "--kv-store",
+                    KVStoreModeName(f.job.mode)},
+                   env};
 }
 
 // Starts the scheduler and waits for its port file; returns the port, or 0 after
@@ -274,7 +265,7 @@ ChildSpec SchedulerSpec(const LaunchFlags& f, int port, const std::string& port_
 // for the port it got, explicitly: every node knows it by that address.
 int StartScheduler(Supervisor& sup, const LaunchFlags& f, const std::string& port_file,
                    const std::vector<std::pair<std::string, std::string>>& env) {
-  if (absl::Status s = sup.Start(ChildKind::kScheduler, SchedulerSpec(f, f.scheduler_port, port_file, env)); !s.ok()) {
+  if (absl::Status s = sup.Start(Role::kScheduler, SchedulerSpec(f, f.scheduler_port, port_file, env)); !s.ok()) {
     sup.Message(absl::StrCat("cannot start the scheduler: ", s.message()));
     return 0;
   }
@@ -283,10 +274,10 @@ int StartScheduler(Supervisor& sup, const LaunchFlags& f, const std::string& por
     sup.Pump(absl::Milliseconds(50));
     if (::access(port_file.c_str(), R_OK) == 0) {
       const int port = ReadPort(port_file);
-      if (port != 0) (void)sup.SetRestartSpec(ChildKind::kScheduler, 0, SchedulerSpec(f, port, port_file, env));
+      if (port != 0) (void)sup.SetRestartSpec(Role::kScheduler, 0, SchedulerSpec(f, port, port_file, env));
       return port;
     }
-    const Child* scheduler = sup.Find(ChildKind::kScheduler, 0);
+    const Child* scheduler = sup.Find(Role::kScheduler, 0);
     if (scheduler->exited()) {
       sup.Message(absl::StrCat("the scheduler ", scheduler->DescribeExit(), " before it was ready"));
       return 0;
@@ -339,7 +330,7 @@ bool PinServerPorts(Supervisor& sup, const std::string& tmp, std::vector<ChildSp
                                  absl::FormatDuration(kSchedulerStartTimeout)));
         return false;
       }
-      if (const Child* c = sup.Find(ChildKind::kServer, i); c != nullptr && c->exited()) {
+      if (const Child* c = sup.Find(Role::kServer, i); c != nullptr && c->exited()) {
         sup.Message(absl::StrCat("server ", i, " ", c->DescribeExit(), " before it was ready"));
         return false;
       }
@@ -348,7 +339,7 @@ bool PinServerPorts(Supervisor& sup, const std::string& tmp, std::vector<ChildSp
     if (port == 0) return false;
     specs[i].args.push_back("--port");
     specs[i].args.push_back(std::to_string(port));
-    (void)sup.SetRestartSpec(ChildKind::kServer, i, std::move(specs[i]));
+    (void)sup.SetRestartSpec(Role::kServer, i, std::move(specs[i]));
   }
   return true;
 }
@@ -384,30 +375,32 @@ SupervisorOptions MakeSupervisorOptions(const LaunchFlags& f) {
   options.stop_grace = absl::Seconds(f.stop_grace_s);
   options.finish_grace = absl::Seconds(f.finish_grace_s);
   options.pending_signal = [] { return static_cast<int>(g_signal); };
-  options.restart = f.restart;
+  options.restart = RestartPolicy{static_cast<int>(f.max_restarts), f.restart_on, absl::Seconds(f.restart_backoff_s)};
   // A replicated server's ranges live on (its replacement starts empty beside them);
   // with snapshots the job rolls back. Otherwise a new server would hold nothing.
-  options.restart_servers = f.replication > 1 || f.snapshot_every > 0;
+  options.restart_servers = f.job.replication > 1 || f.snapshot_every > 0;
   return options;
 }
 
 // The environment every child of the job shares.
 EnvList JobEnv(const LaunchFlags& f, int servers) {
   EnvList env = {
-      {"DTRAIN_NUM_WORKERS", std::to_string(f.num_workers)},
+      {"DTRAIN_NUM_WORKERS", std::to_string(f.job.num_workers)},
       {"DTRAIN_NUM_SERVERS", std::to_string(servers)},
-      {"DTRAIN_REPLICATION", std::to_string(f.replication)},
+      {"DTRAIN_REPLICATION", std::to_string(f.job.replication)},
       {"DTRAIN_NODE_HOST", kLoopback},
       // One machine: the servers listen on loopback only, as the scheduler does, rather
       // than on every interface of a machine that may have public ones.
       {"DTRAIN_BIND_HOST", kLoopback},
       {"DTRAIN_LOG_IDENTITY", "0"},  // we prefix every line ourselves
-      {"DTRAIN_LOCAL_WORKERS", std::to_string(f.num_workers)},
+      {"DTRAIN_LOCAL_WORKERS", std::to_string(f.job.num_workers)},
       // One id for every process and every restart: a process restarted at the moment
       // the scheduler is can never bring the job another id (docs/recovery.md).
-      {"DTRAIN_JOB_ID", f.job_id},
+      {"DTRAIN_JOB_ID", f.job.job_id},
   };
-  if (f.restart.max_restarts > 0 && std::getenv("DTRAIN_REJOIN_TIMEOUT") == nullptr) {
+  if (f.rejoin_timeout_given) {
+    env.emplace_back("DTRAIN_REJOIN_TIMEOUT", absl::StrCat(f.job.rejoin_timeout_s));
+  } else if (f.max_restarts > 0) {
     // A restarted worker needs the others to wait for it rather than fail at its death
     // (docs/recovery.md); a minute covers a restart's backoff and start-up many times over.
     env.emplace_back("DTRAIN_REJOIN_TIMEOUT", std::to_string(kRejoinTimeoutWithRestarts));
@@ -418,7 +411,7 @@ EnvList JobEnv(const LaunchFlags& f, int servers) {
 // With --tls, makes the job's certificates under `dir`; false after reporting why not.
 bool MakeTls(const LaunchFlags& f, Supervisor& sup, const std::string& dir, int servers,
              std::optional<LaunchTls>* tls) {
-  absl::StatusOr<LaunchTls> made = LaunchTls::Create(dir, "local", servers, static_cast<int>(f.num_workers));
+  absl::StatusOr<LaunchTls> made = LaunchTls::Create(dir, "local", servers, static_cast<int>(f.job.num_workers));
   if (!made.ok()) {
     sup.Message(absl::StrCat("--tls: cannot make the job's certificates: ", made.status().message()));
     return false;
@@ -453,12 +446,13 @@ struct Job {
   }
 
   // Starts server or worker `rank`; false after reporting why not.
-  bool StartChild(ChildKind kind, const std::string& role, int rank, std::vector<std::string> args) {
+  bool StartChild(Role kind, int rank, std::vector<std::string> args) {
+    const std::string role = RoleName(kind);
     auto child_env = WithChildEnv(env, role, rank);
     child_env.emplace_back("DTRAIN_RANK", std::to_string(rank));
     ChildSpec spec{absl::StrCat(role, " ", rank), absl::StrCat(f.bin_dir, "/dtrain-", role), std::move(args),
                    std::move(child_env)};
-    if (kind == ChildKind::kServer) server_specs.push_back(spec);
+    if (kind == Role::kServer) server_specs.push_back(spec);
     absl::Status s = sup.Start(kind, spec);
     if (!s.ok()) sup.Message(absl::StrCat("cannot start ", spec.name, ": ", s.message()));
     return s.ok();
@@ -479,8 +473,9 @@ std::optional<int> StartJobScheduler(Job& job) {
     return 1;
   }
   const std::string address = JoinHostPort(kLoopback, port);
-  job.sup.Message(absl::StrCat("scheduler at ", address, "; starting ", job.servers, " servers and ", job.f.num_workers,
-                               " workers (kv-store ", job.f.kv_store, ", job ", job.f.job_id, ")"));
+  job.sup.Message(absl::StrCat("scheduler at ", address, "; starting ", job.servers, " servers and ",
+                               job.f.job.num_workers, " workers (kv-store ", KVStoreModeName(job.f.job.mode), ", job ",
+                               job.f.job.job_id, ")"));
   job.env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
   job.env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   return std::nullopt;
@@ -497,7 +492,7 @@ std::optional<int> StartServers(Job& job) {
               "--snapshot-dir",   f.snapshot_dir,
               "--port-file",      absl::StrCat(job.tmp, "/server-", i, ".port")};
     }
-    if (!job.StartChild(ChildKind::kServer, "server", i, args)) {
+    if (!job.StartChild(Role::kServer, i, args)) {
       job.sup.StopAll();
       return 1;
     }
@@ -511,10 +506,10 @@ std::optional<int> StartServers(Job& job) {
 
 // Starts the workers with the worker flags; an exit code when the launch must end.
 std::optional<int> StartWorkers(Job& job) {
-  for (int i = 0; i < job.f.num_workers; ++i) {
-    std::vector<std::string> args = {"--kv-store", job.f.kv_store};
+  for (int i = 0; i < job.f.job.num_workers; ++i) {
+    std::vector<std::string> args = {"--kv-store", KVStoreModeName(job.f.job.mode)};
     args.insert(args.end(), job.f.worker_args.begin(), job.f.worker_args.end());
-    if (!job.StartChild(ChildKind::kWorker, "worker", i, std::move(args))) {
+    if (!job.StartChild(Role::kWorker, i, std::move(args))) {
       job.sup.StopAll();
       return 1;
     }
@@ -523,18 +518,18 @@ std::optional<int> StartWorkers(Job& job) {
 }
 
 int Launch(const LaunchFlags& f) {
-  const bool dist = absl::StartsWith(f.kv_store, "dist");
+  const bool dist = IsDistributed(f.job.mode);
   if (!FindBinaries(f, dist)) return 1;
   InstallSignalHandlers();
   Supervisor sup(MakeSupervisorOptions(f));
-  const int servers = dist ? static_cast<int>(f.num_servers) : 0;
+  const int servers = dist ? static_cast<int>(f.job.num_servers) : 0;
   EnvList env = JobEnv(f, servers);
   TempDir tmp;
   if (tmp.path().empty()) {
     sup.Message("cannot create a temporary directory for the port files");
     return 1;
   }
-  MetricsTargets metrics(f.metrics_base_port, tmp.path(), dist, servers, static_cast<int>(f.num_workers));
+  MetricsTargets metrics(f.metrics_base_port, tmp.path(), dist, servers, static_cast<int>(f.job.num_workers));
   std::optional<LaunchTls> tls;
   if (f.tls && !MakeTls(f, sup, tmp.path(), servers, &tls)) return 1;
   Job job{f, sup, metrics, tls, tmp.path(), servers, std::move(env), {}};
@@ -545,14 +540,14 @@ int Launch(const LaunchFlags& f) {
   if (std::optional<int> code = StartWorkers(job)) return *code;
   // Everything started: a failure from now on is one a restart may cure.
   sup.AllowRestarts();
-  if (f.restart.max_restarts > 0) {
-    sup.Message(absl::StrCat("restarting a failed worker", f.replication > 1 ? ", server" : "", " or scheduler up to ",
-                             f.restart.max_restarts, f.restart.max_restarts == 1 ? " time" : " times",
-                             " each (--restart-on ", RestartOnName(f.restart.on), ")"));
+  if (f.max_restarts > 0) {
+    sup.Message(absl::StrCat("restarting a failed worker", f.job.replication > 1 ? ", server" : "",
+                             " or scheduler up to ", f.max_restarts, f.max_restarts == 1 ? " time" : " times",
+                             " each (--restart-on ", RestartOnName(f.restart_on), ")"));
   }
   if (metrics.enabled()) AnnounceMetrics(sup, metrics, f.metrics_file_sd);
   const int code = sup.Run();
-  if (code == 0) sup.Message(absl::StrCat("all ", f.num_workers, " workers finished"));
+  if (code == 0) sup.Message(absl::StrCat("all ", f.job.num_workers, " workers finished"));
   return code;
 }
 

@@ -9,8 +9,8 @@ namespace dtrain::launcher {
 absl::StatusOr<RestartOn> ParseRestartOn(absl::string_view text) {
   if (text == "failure") return RestartOn::kFailure;
   if (text == "signal") return RestartOn::kSignal;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--restart-on must be 'failure' (any non-zero exit) or 'signal' (killed by a signal), not '", text, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("must be 'failure' (any non-zero exit) or 'signal' (killed by a signal), not '", text, "'"));
 }
 
 std::string RestartOnName(RestartOn on) { return on == RestartOn::kSignal ? "signal" : "failure"; }

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/defaults.h"
 
 namespace dtrain::launcher {
 
@@ -27,7 +28,8 @@ enum class RestartOn {
   kSignal,
 };
 
-// "failure" or "signal".
+// "failure" or "signal"; anything else is INVALID_ARGUMENT naming both (the flag
+// layer prefixes "--restart-on: ").
 absl::StatusOr<RestartOn> ParseRestartOn(absl::string_view text);
 std::string RestartOnName(RestartOn on);
 
@@ -38,7 +40,7 @@ struct RestartPolicy {
   // kMaxRestartBackoff. The pause lets the scheduler see the old incarnation's
   // heartbeat stream break (so the rank is free to take again), lets the OS free
   // the port of a scheduler, and keeps a crash loop from spinning.
-  absl::Duration backoff = absl::Seconds(1);
+  absl::Duration backoff = absl::Seconds(kDefaultRestartBackoffSeconds);
 };
 
 inline constexpr absl::Duration kMaxRestartBackoff = absl::Seconds(30);

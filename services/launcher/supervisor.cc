@@ -43,10 +43,10 @@ void SetEnv(ChildSpec& spec, const std::string& name, const std::string& value) 
   spec.env.emplace_back(name, value);
 }
 
-int KindRank(ChildKind kind) {
+int KindRank(Role kind) {
   switch (kind) {
-    case ChildKind::kWorker: return 0;
-    case ChildKind::kServer: return 1;
+    case Role::kWorker: return 0;
+    case Role::kServer: return 1;
     default: return 2;
   }
 }
@@ -60,7 +60,7 @@ Supervisor::~Supervisor() {
   entries_.clear();  // ~Child reaps
 }
 
-absl::Status Supervisor::Start(ChildKind kind, const ChildSpec& spec) {
+absl::Status Supervisor::Start(Role kind, const ChildSpec& spec) {
   ChildSpec first = spec;
   SetEnv(first, kRestartCountEnv, "0");
   auto child = Child::Start(first);
@@ -73,7 +73,7 @@ absl::Status Supervisor::Start(ChildKind kind, const ChildSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status Supervisor::SetRestartSpec(ChildKind kind, int index, ChildSpec spec) {
+absl::Status Supervisor::SetRestartSpec(Role kind, int index, ChildSpec spec) {
   Entry* e = FindEntry(kind, index);
   if (e == nullptr) return absl::NotFoundError(absl::StrCat("no child ", spec.name, " to set a restart spec for"));
   e->spec = std::move(spec);
@@ -87,7 +87,7 @@ void Supervisor::HandleExits() {
   // failed with the job (a range that lost every replica, say) would only start a new
   // job that fails again, burying the first reason under its own.
   for (const auto& e : entries_) {
-    if (e.kind == ChildKind::kScheduler && e.child->exited() && e.child->term_signal() == 0 && !e.stopped_by_us) {
+    if (e.kind == Role::kScheduler && e.child->exited() && e.child->term_signal() == 0 && !e.stopped_by_us) {
       job_over_ = true;
     }
   }
@@ -100,7 +100,7 @@ void Supervisor::HandleExits() {
       continue;
     }
     ChildExit exit;
-    exit.restartable_role = e.kind != ChildKind::kServer || options_.restart_servers;
+    exit.restartable_role = e.kind != Role::kServer || options_.restart_servers;
     exit.signal = e.child->term_signal();
     exit.status = e.child->exit_status();
     const RestartDecision d = DecideRestart(options_.restart, exit, e.restarts);
@@ -187,7 +187,7 @@ void Supervisor::Pump(absl::Duration timeout) {
 
 bool Supervisor::AllExited(bool workers_only) const {
   for (const auto& e : entries_) {
-    if (workers_only && e.kind != ChildKind::kWorker) continue;
+    if (workers_only && e.kind != Role::kWorker) continue;
     if (!Over(e)) return false;
   }
   return true;
@@ -210,21 +210,21 @@ const Supervisor::Entry* Supervisor::FailedEntry() const {
   return worst;
 }
 
-Supervisor::Entry* Supervisor::FindEntry(ChildKind kind, int index) {
+Supervisor::Entry* Supervisor::FindEntry(Role kind, int index) {
   for (auto& e : entries_) {
     if (e.kind == kind && index-- == 0) return &e;
   }
   return nullptr;
 }
 
-const Child* Supervisor::Find(ChildKind kind, int index) const {
+const Child* Supervisor::Find(Role kind, int index) const {
   for (const auto& e : entries_) {
     if (e.kind == kind && index-- == 0) return e.child.get();
   }
   return nullptr;
 }
 
-int Supervisor::Restarts(ChildKind kind, int index) const {
+int Supervisor::Restarts(Role kind, int index) const {
   for (const auto& e : entries_) {
     if (e.kind == kind && index-- == 0) return e.restarts;
   }

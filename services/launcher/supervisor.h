@@ -12,19 +12,19 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/defaults.h"
+#include "common/role.h"
 #include "services/launcher/child_process.h"
 #include "services/launcher/restart_policy.h"
 
 namespace dtrain::launcher {
 
-enum class ChildKind { kScheduler, kServer, kWorker };
-
 struct SupervisorOptions {
-  absl::Duration stop_grace = absl::Seconds(10);    // SIGTERM, then SIGKILL after this
-  absl::Duration finish_grace = absl::Seconds(30);  // after the workers, others must exit within this
-  int output_fd = 1;                                // where prefixed child output goes
-  int message_fd = 2;                               // where the launcher's own messages go
-  std::string message_prefix = "dtrain launch: ";   // before each of them (`dtrain run` says its own name)
+  absl::Duration stop_grace = absl::Seconds(kDefaultStopGraceSeconds);      // SIGTERM, then SIGKILL after this
+  absl::Duration finish_grace = absl::Seconds(kDefaultFinishGraceSeconds);  // after the workers, others must exit
+  int output_fd = 1;                                                        // where prefixed child output goes
+  int message_fd = 2;                                                       // where the launcher's own messages go
+  std::string message_prefix = "dtrain launch: ";  // before each of them (`dtrain run` says its own name)
   // A signal number once the launcher was asked to stop (SIGINT, SIGTERM), else 0.
   std::function<int()> pending_signal;
   // Applies once AllowRestarts was called; max_restarts 0: never.
@@ -46,10 +46,10 @@ class Supervisor {
   ~Supervisor();  // kills and reaps whatever still runs
 
   // Starts a child; `spec` is also what a restart starts again.
-  absl::Status Start(ChildKind kind, const ChildSpec& spec);
+  absl::Status Start(Role kind, const ChildSpec& spec);
   // What a restart of the index-th child of `kind` starts instead of its first spec,
   // e.g. the scheduler with the port it got, so that everyone can find it again.
-  absl::Status SetRestartSpec(ChildKind kind, int index, ChildSpec spec);
+  absl::Status SetRestartSpec(Role kind, int index, ChildSpec spec);
   // From now on, failures go through options.restart. Before, the job is still
   // starting, and a child that fails then has a setup problem no restart cures.
   void AllowRestarts() { restarts_allowed_ = true; }
@@ -63,9 +63,9 @@ class Supervisor {
   // when several fail together.
   const Child* Failed() const;
   // The current incarnation of the index-th child of `kind`.
-  const Child* Find(ChildKind kind, int index) const;
+  const Child* Find(Role kind, int index) const;
   // How often that child was restarted so far (-1: no such child).
-  int Restarts(ChildKind kind, int index) const;
+  int Restarts(Role kind, int index) const;
 
   // Runs until the job ends. Returns 0 when every worker exited 0 (stragglers
   // are killed after finish_grace, with a message), 1 after a failure that is not
@@ -82,7 +82,7 @@ class Supervisor {
 
  private:
   struct Entry {
-    ChildKind kind;
+    Role kind;
     std::unique_ptr<Child> child;
     ChildSpec spec;              // what a restart starts
     bool stopped_by_us = false;  // its exit is ours, not a failure
@@ -96,7 +96,7 @@ class Supervisor {
   static bool Over(const Entry& e) { return e.child->exited() && !e.restart_pending(); }
   bool AllExited(bool workers_only) const;
   const Entry* FailedEntry() const;
-  Entry* FindEntry(ChildKind kind, int index);
+  Entry* FindEntry(Role kind, int index);
   // Judges new exits by the restart policy, then restarts those that are due.
   void HandleExits();
   void Restart(Entry& entry);

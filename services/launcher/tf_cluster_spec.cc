@@ -200,18 +200,18 @@ absl::Status ReadTfConfigTask(const nlohmann::json& config, const TfConfigLists&
   launch->has_chief = !lists.chief.hosts.empty();
   if (type == "ps") {
     if (absl::Status s = CheckIndex(what, index, lists.ps); !s.ok()) return s;
-    launch->role = TfRole::kPs;
+    launch->role = Role::kServer;
     launch->rank = static_cast<int>(index);
   } else if (type == "worker") {
     if (absl::Status s = CheckIndex(what, index, lists.worker); !s.ok()) return s;
-    launch->role = TfRole::kWorker;
+    launch->role = Role::kWorker;
     launch->rank = static_cast<int>(index) + (launch->has_chief ? 1 : 0);
   } else if (type == "chief" || type == "master") {
     if (lists.chief.hosts.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("TF_CONFIG task.type is ", type, " but cluster has no ", type));
     }
     if (absl::Status s = CheckIndex(what, index, lists.chief); !s.ok()) return s;
-    launch->role = TfRole::kWorker;
+    launch->role = Role::kWorker;
     launch->rank = 0;
   } else if (type == "evaluator") {
     return absl::InvalidArgumentError(
@@ -225,8 +225,8 @@ absl::Status ReadTfConfigTask(const nlohmann::json& config, const TfConfigLists&
 
 }  // namespace
 
-std::string TfClusterLaunch::NameOf(TfRole r, int i) const {
-  if (r == TfRole::kPs) return absl::StrCat("ps ", i);
+std::string TfClusterLaunch::NameOf(Role r, int i) const {
+  if (r == Role::kServer) return absl::StrCat("ps ", i);
   if (has_chief) return i == 0 ? "chief 0" : absl::StrCat("worker ", i - 1);
   return absl::StrCat("worker ", i);
 }
@@ -267,7 +267,7 @@ absl::StatusOr<TfClusterLaunch> FromTfFlags(const TfFlags& flags) {
   }
   launch.cluster.ps = ps.hosts;
   launch.cluster.worker = worker.hosts;
-  launch.role = job == "ps" ? TfRole::kPs : TfRole::kWorker;
+  launch.role = job == "ps" ? Role::kServer : Role::kWorker;
   launch.rank = static_cast<int>(flags.task_index);
   launch.task_text = absl::StrCat("--job_name=", job, " --task_index=", flags.task_index);
   launch.task_name = absl::StrCat(job, " ", flags.task_index);

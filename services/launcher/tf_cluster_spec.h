@@ -20,14 +20,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/cluster_spec.h"
+#include "common/role.h"
 
 namespace dtrain::launcher {
 
-enum class TfRole { kPs, kWorker };
-
 struct TfClusterLaunch {
   ClusterSpec cluster;  // host:port per rank; the chief (if any) is worker[0]
-  TfRole role = TfRole::kWorker;
+  // A TF "ps" task is a dtrain server; a "worker" or "chief" task a worker.
+  Role role = Role::kWorker;
   int rank = 0;  // dtrain's rank within `role`
   // The task in the user's words, for messages: "--job_name=worker --task_index=1",
   // "TF_CONFIG task chief 0".
@@ -40,9 +40,9 @@ struct TfClusterLaunch {
   std::vector<std::string> notes;
 
   // This task's host:port as listed.
-  const std::string& address() const { return role == TfRole::kPs ? cluster.ps[rank] : cluster.worker[rank]; }
+  const std::string& address() const { return role == Role::kServer ? cluster.ps[rank] : cluster.worker[rank]; }
   // The name of the entry at `rank` of `role` as the spec lists it ("chief 0", "worker 2").
-  std::string NameOf(TfRole role, int rank) const;
+  std::string NameOf(Role role, int rank) const;
   bool has_chief = false;
 };
 

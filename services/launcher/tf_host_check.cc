@@ -45,8 +45,8 @@ absl::Status CheckTaskIsThisHost(const TfClusterLaunch& launch, const std::funct
   const std::string& mine = launch.address();
   if (local(mine)) return absl::OkStatus();
   std::vector<std::string> here;
-  for (TfRole role : {TfRole::kPs, TfRole::kWorker}) {
-    const std::vector<std::string>& list = role == TfRole::kPs ? launch.cluster.ps : launch.cluster.worker;
+  for (Role role : {Role::kServer, Role::kWorker}) {
+    const std::vector<std::string>& list = role == Role::kServer ? launch.cluster.ps : launch.cluster.worker;
     for (size_t i = 0; i < list.size(); ++i) {
       if (local(list[i])) here.push_back(absl::StrCat(launch.NameOf(role, static_cast<int>(i)), " (", list[i], ")"));
     }

@@ -20,7 +20,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/cluster_spec.h"
+#include "common/defaults.h"
+#include "common/kvstore_mode.h"
 #include "common/job_id.h"
+#include "common/job_spec.h"
 #include "common/flags.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
@@ -36,13 +39,14 @@ void OnSignal(int sig) { g_signal = sig; }
 
 // `dtrain run`'s own flags in this mode, '-' or '_' spelled (FlagSet treats them alike).
 constexpr const char* kTfFlagNames[] = {"ps-hosts", "worker-hosts", "job-name", "task-index", "scheduler-port"};
-// What the workers train with unless their flags say otherwise: bit-identical workers,
-// as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
-// SyncReplicasOptimizer; --kv-store dist_async is that).
-constexpr char kDefaultKvStore[] = "dist_sync";
+
+// `dtrain run`'s job settings in this mode: the size comes from the spec, the job id
+// from --job-id or DTRAIN_JOB_ID, else from the spec too.
+constexpr JobSpecFlags kTfRunJobSpecFlags{kJobId, kJobId, std::nullopt};
 
 struct TfRunFlags {
   TfFlags tf;
+  JobSpec job;
   int64_t scheduler_port = 0;
   std::string bin_dir;
   std::vector<std::string> worker_args;  // after `--`
@@ -90,8 +94,9 @@ absl::Status ParseTfRunFlags(const std::vector<std::string>& args, TfRunFlags* f
   flags.AddInt("scheduler-port", &f->scheduler_port,
                "the scheduler's port on worker 0's host; 0: worker 0's listed port (every node must agree)");
   flags.AddString("bin-dir", &f->bin_dir, "where dtrain-scheduler/-server/-worker are; default: next to dtrain");
-  // The spec is the command line (or TF_CONFIG): no DTRAIN_* variable changes it.
-  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
+  // The spec is the command line (or TF_CONFIG): no DTRAIN_* variable changes it, but
+  // DTRAIN_JOB_ID names the job.
+  AddJobSpecFlags(flags, &f->job, kTfRunJobSpecFlags);
   std::vector<std::string> own;
   bool passthrough = false;
   for (const auto& a : args) {
@@ -115,7 +120,7 @@ absl::Status ParseTfRunFlags(const std::vector<std::string>& args, TfRunFlags* f
     return absl::InvalidArgumentError("--scheduler_port must be in 0..65535");
   }
   if (f->bin_dir.empty()) f->bin_dir = SelfDir();
-  return absl::OkStatus();
+  return CheckJobSpec(f->job, kTfRunJobSpecFlags);
 }
 
 absl::StatusOr<TfClusterLaunch> LoadSpec(const TfRunFlags& f, std::vector<std::string>* notes) {
@@ -159,8 +164,7 @@ int RunWithScheduler(const TfRunFlags& f, const std::string& scheduler_address, 
   Env worker_env = scheduler_env;
   worker_env.emplace_back("DTRAIN_RANK", "0");
   const ChildSpec worker{"worker 0", f.bin_dir + "/dtrain-worker", worker_args, worker_env};
-  for (const auto& [kind, spec] :
-       {std::pair{ChildKind::kScheduler, &scheduler}, std::pair{ChildKind::kWorker, &worker}}) {
+  for (const auto& [kind, spec] : {std::pair{Role::kScheduler, &scheduler}, std::pair{Role::kWorker, &worker}}) {
     if (absl::Status s = sup.Start(kind, *spec); !s.ok()) {
       sup.Message(absl::StrCat("cannot start ", spec->name, ": ", s.message()));
       sup.StopAll();
@@ -228,15 +232,19 @@ int TfRunCommand(const std::vector<std::string>& args) {
   if (!warning.empty()) Say(absl::StrCat("warning: ", warning));
 
   std::vector<std::string> worker_args = f.worker_args;
+  // What the workers train with unless their flags say otherwise: bit-identical workers,
+  // as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
+  // SyncReplicasOptimizer; --kv-store dist_async is that).
   std::string kv_store = KvStoreOf(worker_args);
   if (kv_store.empty()) {
-    kv_store = kDefaultKvStore;
+    kv_store = KVStoreModeName(kDefaultJobMode);
     worker_args.insert(worker_args.begin(), {"--kv-store", kv_store});
   }
-  if (!absl::StartsWith(kv_store, "dist")) {
+  if (absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store); !mode.ok() || !IsDistributed(*mode)) {
     Say(absl::StrCat("--kv-store ", kv_store,
-                     " trains in one process; a cluster spec needs a dist_* kv-store "
-                     "(dist_sync, dist_async, dist_ssp)"));
+                     mode.ok() ? " trains in one process; a cluster spec needs a dist_* kv-store "
+                                 "(dist_sync, dist_async, dist_ssp)"
+                               : absl::StrCat(": ", mode.status().message())));
     return 2;
   }
   const std::string scheduler = SchedulerAddressOf(launch->cluster, static_cast<int>(f.scheduler_port));
@@ -254,12 +262,11 @@ int TfRunCommand(const std::vector<std::string>& args) {
       {kClusterSpecEnv, canonical},
   };
   // Every task is started by hand on its own host and restarted the same way: the
-  // cluster spec is the one text they all share, so the job id is made from it. A
-  // restarted task then never brings the scheduler an id of its own (docs/recovery.md).
-  if (const char* given = std::getenv("DTRAIN_JOB_ID"); given == nullptr || *given == '\0') {
-    env.emplace_back("DTRAIN_JOB_ID", JobIdOf(canonical));
-  }
-  const bool is_ps = launch->role == TfRole::kPs;
+  // cluster spec is the one text they all share, so the job id is made from it unless
+  // one is given. A restarted task then never brings the scheduler an id of its own
+  // (docs/recovery.md).
+  env.emplace_back("DTRAIN_JOB_ID", f.job.job_id.empty() ? JobIdOf(canonical) : f.job.job_id);
+  const bool is_ps = launch->role == Role::kServer;
   Say(absl::StrCat("cluster spec from ", launch->source, ": ", launch->cluster.ps.size(), " ps, ",
                    launch->cluster.worker.size(), " workers; this task is ", launch->task_name, " at ",
                    launch->address(), " (dtrain ", is_ps ? "server " : "worker ", launch->rank, "); scheduler at ",

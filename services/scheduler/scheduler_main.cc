@@ -23,6 +23,7 @@
 #include "common/credentials.h"
 #include "common/flags.h"
 #include "common/grpc_util.h"
+#include "common/job_spec.h"
 #include "common/log.h"
 #include "common/net_address.h"
 #include "common/port_file.h"
@@ -45,15 +46,10 @@ struct Flags {
   int64_t port = 0;
   std::string host = "0.0.0.0";
   std::string port_file;
-  int64_t num_workers = 1;
-  int64_t num_servers = 1;
-  int64_t replication = 1;
-  std::string kv_store = "dist_sync";
-  double register_timeout_s = kDefaultRegisterTimeoutSeconds;
-  double heartbeat_timeout_s = 10;
+  // The job's shape, mode, id and deadlines (common/job_spec.h), told to every node.
+  JobSpec job;
+  double heartbeat_timeout_s = kDefaultHeartbeatTimeoutSeconds;
   double exit_grace_s = 15;
-  std::string job_id;
-  double rejoin_timeout_s = 0;
   std::string cluster_spec;
   metrics::MetricsFlags metrics;
   TlsFlags tls;
@@ -65,27 +61,10 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
                {"DTRAIN_PORT", "DMLC_PS_ROOT_PORT"});
   flags.AddString("host", &f->host, "address to listen on", {"DTRAIN_BIND_HOST"});
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
-  flags.AddInt("num-workers", &f->num_workers, "workers in the job", {"DTRAIN_NUM_WORKERS", "DMLC_NUM_WORKER"});
-  flags.AddInt("num-servers", &f->num_servers, "parameter servers in the job",
-               {"DTRAIN_NUM_SERVERS", "DMLC_NUM_SERVER"});
-  flags.AddInt("replication", &f->replication,
-               "copies of each key range (1..--num-servers); nodes started with another value are refused",
-               {"DTRAIN_REPLICATION"});
-  flags.AddString("kv-store", &f->kv_store, "kvstore mode, told to every node", {"DTRAIN_KV_STORE"});
-  flags.AddDouble("register-timeout", &f->register_timeout_s,
-                  "seconds Register waits for everyone; the scheduler exits 1 if the job is not complete this long "
-                  "after it started",
-                  {"DTRAIN_REGISTER_TIMEOUT"});
+  AddJobSpecFlags(flags, &f->job, NodeJobSpecFlags(Role::kScheduler));
   flags.AddDouble("heartbeat-timeout", &f->heartbeat_timeout_s, "seconds of silence after which a node is DEAD",
                   {"DTRAIN_HEARTBEAT_TIMEOUT"});
   flags.AddDouble("exit-grace", &f->exit_grace_s, "seconds to wait for servers to leave once the job is over");
-  flags.AddString("job-id", &f->job_id,
-                  "the job's id; nodes of another job are refused (empty: the first node's, else made up)",
-                  {"DTRAIN_JOB_ID"});
-  flags.AddDouble("rejoin-timeout", &f->rejoin_timeout_s,
-                  "seconds a dead worker may take to come back (a restart takes its rank) before the job fails; "
-                  "0: a death fails waits at once",
-                  {"DTRAIN_REJOIN_TIMEOUT"});
   flags.AddString("cluster-spec", &f->cluster_spec,
                   "the job's static cluster spec, ps=H:P,...;worker=H:P,... (set by dtrain run --ps_hosts ...); "
                   "nodes registering with another are refused, naming the difference",
@@ -97,17 +76,13 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
   if (!s.ok()) return s;
   if (f->port < 0 || f->port > 65535) return absl::InvalidArgumentError("--port must be in 0..65535");
-  if (f->num_workers < 1) return absl::InvalidArgumentError("--num-workers must be at least 1");
-  if (f->num_servers < 0) return absl::InvalidArgumentError("--num-servers must not be negative");
-  if (f->replication < 1 || (f->num_servers > 0 && f->replication > f->num_servers)) {
+  if (absl::Status j = CheckJobSpec(f->job, NodeJobSpecFlags(Role::kScheduler)); !j.ok()) return j;
+  if (!(f->heartbeat_timeout_s > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--replication must be in 1..--num-servers (", f->num_servers, "), got ", f->replication));
+        absl::StrCat("--heartbeat-timeout must be positive, got ", f->heartbeat_timeout_s));
   }
-  if (!(f->register_timeout_s > 0) || !(f->heartbeat_timeout_s > 0) || !(f->exit_grace_s >= 0) ||
-      !(f->rejoin_timeout_s >= 0)) {
-    return absl::InvalidArgumentError(
-        "--register-timeout and --heartbeat-timeout must be positive, --exit-grace and --rejoin-timeout not "
-        "negative");
+  if (!(f->exit_grace_s >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--exit-grace must not be negative, got ", f->exit_grace_s));
   }
   if (!f->cluster_spec.empty()) {
     absl::StatusOr<ClusterSpec> spec = ParseCanonicalClusterSpec(f->cluster_spec);
@@ -204,18 +179,18 @@ int Run(int argc, char** argv) {
     return 1;
   }
   MembershipOptions mo;
-  mo.num_workers = static_cast<int>(f.num_workers);
-  mo.num_servers = static_cast<int>(f.num_servers);
-  mo.replication = static_cast<int>(f.replication);
-  mo.kv_store = f.kv_store;
+  mo.num_workers = static_cast<int>(f.job.num_workers);
+  mo.num_servers = static_cast<int>(f.job.num_servers);
+  mo.replication = static_cast<int>(f.job.replication);
+  mo.kv_store = KVStoreModeName(f.job.mode);
   mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
-  mo.job_id = f.job_id;
-  mo.rejoin_timeout = absl::Seconds(f.rejoin_timeout_s);
+  mo.job_id = f.job.job_id;
+  mo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);
   Membership membership(mo);
   BarrierSet barriers(mo.num_workers, mo.num_servers,
                       [&membership](const NodeKey& key) { return membership.Describe(key); });
   SchedulerServiceOptions so;
-  so.register_timeout = absl::Seconds(f.register_timeout_s);
+  so.register_timeout = absl::Seconds(f.job.register_timeout_s);
   so.metrics = metrics->families.get();
   so.cluster_spec = f.cluster_spec;
   // Servers with --snapshot-every report their snapshots; a lost shard rolls the job
@@ -224,7 +199,7 @@ int Run(int argc, char** argv) {
   // With replicas a restarted server copies its ranges back from a live one: no
   // rollback. (A range that loses every replica fails the job; rolling back then is
   // not done yet, docs/recovery.md.)
-  so.rollback = f.replication > 1 ? nullptr : &rollback;
+  so.rollback = f.job.replication > 1 ? nullptr : &rollback;
   // With TLS the nodes' tokens are bound to this scheduler's key pair: a restarted
   // scheduler with the same certificate accepts the tokens it issued before.
   if (TransportIsTls()) so.token_key = auth::DeriveTokenKey(CurrentTransportSecurity().key_pem);
@@ -240,9 +215,10 @@ int Run(int argc, char** argv) {
     }
   }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.host, bound_port) << " (pid " << ::getpid() << "); expecting "
-                   << f.num_workers << " workers and " << f.num_servers << " servers, kv-store " << f.kv_store;
+                   << f.job.num_workers << " workers and " << f.job.num_servers << " servers, kv-store "
+                   << KVStoreModeName(f.job.mode);
 
-  const absl::Status early = RunUntilDone(signals, service, membership, f.exit_grace_s, f.register_timeout_s);
+  const absl::Status early = RunUntilDone(signals, service, membership, f.exit_grace_s, f.job.register_timeout_s);
   return Shutdown(service, *server, membership, early);
 }
 

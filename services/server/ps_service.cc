@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_util.h"
-#include "common/kvstore_mode.h"
+#include "common/kvstore_mode_wire.h"
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "common/kv/finite_check.h"
@@ -140,6 +140,13 @@ absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store) {
                                                  "dist_device_sync, dist_async or dist_ssp)"));
 }
 
+absl::StatusOr<kv::MergeMode> MergeModeOf(const v1::ConfigureRequest& req) {
+  if (req.mode() == v1::KV_STORE_MODE_UNSPECIFIED) return ParseKvStore(req.kv_store());
+  absl::StatusOr<KVStoreMode> mode = KVStoreModeOf(req.mode(), req.kv_store());
+  if (!mode.ok()) return mode.status();
+  return ParseKvStore(KVStoreModeName(*mode));
+}
+
 kv::OptimizerOptions OptimizerFromProto(const v1::OptimizerConfig& p) {
   kv::OptimizerOptions o;
   o.name = p.name().empty() ? "sgd" : p.name();
@@ -184,7 +191,7 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   absl::Status s = checks_.ForSetup(*ctx, "Configure");
   if (s.ok()) s = CheckConfigureSizes(*req);
-  absl::StatusOr<kv::MergeMode> mode = s.ok() ? ParseKvStore(req->kv_store()) : s;
+  absl::StatusOr<kv::MergeMode> mode = s.ok() ? MergeModeOf(*req) : s;
   s = mode.status();
   if (s.ok()) {
     kv::StoreConfig config;
@@ -202,7 +209,7 @@ grpc::ServerUnaryReactor* PsService::Configure(grpc::CallbackServerContext* ctx,
     config.pull_compression = static_cast<kv::CompressionType>(req->pull_compression());
     if (s.ok()) s = store_->Configure(config);
     if (s.ok()) {
-      DTRAIN_LOG(INFO) << "configured: " << req->kv_store()
+      DTRAIN_LOG(INFO) << "configured: " << KVStoreModeName(*KVStoreModeOf(req->mode(), req->kv_store()))
                        << (config.mode == kv::MergeMode::kSsp ? absl::StrCat(" (staleness ", config.staleness, ")")
                                                               : "")
                        << ", " << config.num_workers << " workers, optimizer " << config.optimizer.name << " lr "

@@ -90,6 +90,9 @@ class PsService final : public PsServiceBase {
 // "dist_sync" / "dist_device_sync" -> kSync, "dist_ssp" -> kSsp, "dist_async" -> kAsync (through
 // ParseKVStoreMode); else INVALID_ARGUMENT.
 absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store);
+// The merge rule a Configure asks for: its `mode`, else (an older worker) its
+// `kv_store` name; both set and different, or a mode no server serves, is INVALID_ARGUMENT.
+absl::StatusOr<kv::MergeMode> MergeModeOf(const v1::ConfigureRequest& req);
 
 // Proto3 zeros that mean "unset" become defaults: name "" -> "sgd", rescale_grad 0 -> 1,
 // lr_factor 0 -> 1.

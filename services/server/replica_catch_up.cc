@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_util.h"
 #include "common/kv/tensor_codec.h"
-#include "common/kvstore_mode.h"
+#include "common/kvstore_mode_wire.h"
 #include "common/log.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 
@@ -39,7 +39,7 @@ void ReplicaCatchUp::NoteConfigure(const v1::ConfigureRequest& req) {
   have_configure_ = true;
   // dist_async has no step at which a copy holds still (every push moves the key). The
   // service refused a mode it cannot parse before this is called.
-  const absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(req.kv_store());
+  const absl::StatusOr<KVStoreMode> mode = KVStoreModeOf(req.mode(), req.kv_store());
   sync_.store(!(mode.ok() && IsAsync(*mode)), std::memory_order_release);
 }
 

@@ -43,7 +43,6 @@ namespace {
 struct ServerFlags {
   ClusterFlags cluster;
   metrics::MetricsFlags metrics;
-  double sync_timeout_s = kDefaultSyncTimeoutSeconds;
   std::string port_file;
   bool standalone = false;
   // Caps on what clients may make this server hold (kv::StoreLimits, StreamOptions).
@@ -97,10 +96,8 @@ absl::Status CheckLimitFlags(ServerFlags* f) {
 
 absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
-  AddClusterFlags(flags, &f->cluster, ClusterRole::kServer);
+  AddClusterFlags(flags, &f->cluster, Role::kServer);
   metrics::AddMetricsFlags(flags, &f->metrics);
-  flags.AddDouble("sync-timeout", &f->sync_timeout_s,
-                  "seconds a sync pull waits for every worker's push before failing", {"DTRAIN_SYNC_TIMEOUT"});
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
   flags.AddBool("standalone", &f->standalone, "serve without a scheduler (tests, benchmarks)");
   AddLimitFlags(flags, f);
@@ -118,7 +115,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
     std::cout << flags.Usage();
     return absl::OkStatus();
   }
-  if (s.ok()) s = FinishClusterFlags(&f->cluster, /*need_scheduler=*/!f->standalone);
+  if (s.ok()) s = FinishClusterFlags(&f->cluster, Role::kServer, /*need_scheduler=*/!f->standalone);
   if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
   if (s.ok()) s = CheckLimitFlags(f);
   if (s.ok()) s = ApplyTlsFlags(f->cluster.tls, TlsUse::kClusterNode, f->cluster.bind_host);
@@ -129,9 +126,6 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
     s = absl::InvalidArgumentError(
         "--snapshot-every needs --snapshot-dir (dtrain launch sets it beside the model prefix)");
   }
-  if (s.ok() && !(f->sync_timeout_s > 0)) {
-    s = absl::InvalidArgumentError(absl::StrCat("--sync-timeout must be > 0, got ", f->sync_timeout_s));
-  }
   return s;
 }
 
@@ -141,11 +135,11 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
                             ShutdownSignal& stop, SnapshotRollback* rollback, ReplicaCatchUp* catch_up,
                             auth::TokenKeyring* node_tokens) {
   stop.set_exit_on_signal(true, "before registration finished");
-  scheduler.set_job_id(cluster.job_id);  // empty: the scheduler's (learnt from Register)
-  scheduler.set_replication(static_cast<int>(cluster.replication));
+  scheduler.set_job_id(cluster.job.job_id);  // empty: the scheduler's (learnt from Register)
+  scheduler.set_replication(static_cast<int>(cluster.job.replication));
   absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
-      v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
-      static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));
+      v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.job.num_workers),
+      static_cast<int>(cluster.job.num_servers), absl::Seconds(cluster.job.register_timeout_s));
   if (!reg.ok()) return reg.status();
   if (node_tokens != nullptr) {
     if (reg->token_key().empty()) {
@@ -174,7 +168,7 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
     };
   }
   // As long as the job waits for a replaced worker, it waits for a restarted scheduler.
-  hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.rejoin_timeout_s));
+  hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.job.rejoin_timeout_s));
   scheduler.StartHeartbeat(absl::Seconds(cluster.heartbeat_interval_s), std::move(hooks));
   return reg->rank();
 }
@@ -218,7 +212,7 @@ std::unique_ptr<grpc::Server> Listen(const ServerFlags& f, PsService* service, i
 // What the PushPull streams and the other RPCs take from the flags.
 PsServiceOptions ServiceOptions(const ServerFlags& f, ServerMetrics* metrics) {
   PsServiceOptions options;
-  options.sync_timeout = absl::Seconds(f.sync_timeout_s);
+  options.sync_timeout = absl::Seconds(f.cluster.job.sync_timeout_s);
   options.metrics = metrics;
   options.request_limits.max_payload_bytes = kMaxMessageBytes;  // what gRPC lets in at all
   options.allow_non_finite = f.allow_non_finite;
@@ -312,7 +306,7 @@ int Run(int argc, char** argv) {
   MakeSnapshots(f, metrics->registry.get(), &store, &snapshot_metrics, &snapshots);
   // Workers of another job are refused (docs/recovery.md); without --job-id the store
   // takes the scheduler's once registered.
-  if (absl::Status js = store.SetJobId(f.cluster.job_id); !js.ok()) {
+  if (absl::Status js = store.SetJobId(f.cluster.job.job_id); !js.ok()) {
     DTRAIN_LOG(ERROR) << "--job-id: " << js.message();
     return 2;
   }
@@ -320,7 +314,7 @@ int Run(int argc, char** argv) {
   // Replication: the scheduler names restarted servers (our rank is not known yet, and
   // it never names ourselves).
   std::unique_ptr<ReplicaCatchUp> catch_up;
-  if (f.cluster.replication > 1 && !f.standalone) {
+  if (f.cluster.job.replication > 1 && !f.standalone) {
     catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1, metrics->families.get());
     options.catch_up = catch_up.get();
   }

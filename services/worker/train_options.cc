@@ -12,6 +12,17 @@
 
 namespace dtrain::worker {
 
+namespace {
+
+// --lr-step-epochs: "10,20" -> {10, 20}.
+absl::StatusOr<std::vector<int64_t>> ParseEpochList(const std::string& text) {
+  std::vector<int64_t> epochs;
+  if (absl::Status s = ParseIntList(text, &epochs); !s.ok()) return s;
+  return epochs;
+}
+
+}  // namespace
+
 void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddString("network", &o->network, "the network: mlp, lenet, resnet (CIFAR-style, --num-layers) or resnet18");
   f.AddString("hidden", &o->hidden,
@@ -24,15 +35,11 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("batch-size", &o->batch_size, "samples per batch, per worker");
   f.AddDouble("lr", &o->lr, "initial learning rate");
   f.AddDouble("lr-factor", &o->lr_factor, "multiply the learning rate by this at each --lr-step-epochs");
-  f.AddString("lr-step-epochs", &o->lr_step_epochs, "epochs at which the learning rate drops, e.g. 10,20");
+  AddParsedValue(f, "lr-step-epochs", &o->lr_step_epoch_list, ParseEpochList, absl::StrJoin(o->lr_step_epoch_list, ","),
+                 "epochs at which the learning rate drops, e.g. 10,20");
   f.AddDouble("mom", &o->mom, "momentum (sgd)");
   f.AddDouble("wd", &o->wd, "weight decay");
   f.AddString("optimizer", &o->optimizer, "sgd or adam");
-  f.AddString("kv-store", &o->kv_store, "local, device, dist_sync, dist_device_sync, dist_async or dist_ssp",
-              {"DTRAIN_KV_STORE"});
-  f.AddInt("staleness", &o->staleness,
-           "dist_ssp: steps a worker may run ahead of the slowest (0..64; 0 is dist_sync bit for bit)",
-           {"DTRAIN_STALENESS"});
   f.AddBool("overlap", &o->overlap,
             "dist_*: push each parameter's gradient as soon as backward computes it, and start the next "
             "forward before the new weights are all in, waiting for each layer's as it reaches it, so that "
@@ -61,23 +68,26 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
            "test examples the validation accuracy is measured on (the first N; 0: all)");
   f.AddString("data-dir", &o->data_dir, "directory of the IDX files (raw or .gz)", {"DTRAIN_DATA_DIR"});
   f.AddInt("threads", &o->threads, "LibTorch threads (0: cores shared among this host's workers)", {"DTRAIN_THREADS"});
+  f.AddInt("local-workers", &o->local_workers,
+           "workers on this host, among which --threads 0 shares the cores (dtrain launch sets it)",
+           {"DTRAIN_LOCAL_WORKERS"});
   f.AddInt("seed", &o->seed, "random seed for initialisation and shuffling");
-  f.AddString("gpus", &o->gpus,
-              "GPUs to train on, one model replica each, e.g. 0,1 (MXNet's --gpus; empty: the CPU; needs a "
-              "LibTorch with CUDA, docs/gpu.md)",
-              {"DTRAIN_GPUS"});
+  AddParsedValue(f, "gpus", &o->gpu_list, ParseGpuList, absl::StrJoin(o->gpu_list, ","),
+                 "GPUs to train on, one model replica each, e.g. 0,1 (MXNet's --gpus; empty: the CPU; needs a "
+                 "LibTorch with CUDA, docs/gpu.md)",
+                 {"DTRAIN_GPUS"});
   f.AddInt("cpu-replicas", &o->cpu_replicas,
            "for tests: train N model replicas on the CPU, each on its slice of the batch, through the --gpus "
            "path (local aggregation, the host model's gradients pushed); 0: the one model, as usual");
-  f.AddDouble("sync-timeout", &o->sync_timeout_s, "seconds a step may wait for the other workers",
-              {"DTRAIN_SYNC_TIMEOUT"});
-  f.AddString("gc-type", &o->gc_type,
-              "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
-              "(sign times the mean magnitude) or fp16; what is not sent is added to the next push");
-  f.AddString("pull-gc-type", &o->pull_gc_type,
-              "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value "
-              "and a scale) or 1bit; each step's weight change is packed once by the servers, which keep what "
-              "packing lost and add it to a later step's, so every worker still holds the same weights");
+  AddParsedValue(f, "gc-type", &o->compression.type, kv::ParseCompressionType,
+                 kv::CompressionTypeName(o->compression.type),
+                 "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
+                 "(sign times the mean magnitude) or fp16; what is not sent is added to the next push");
+  AddParsedValue(f, "pull-gc-type", &o->pull_compression, kv::ParseCompressionType,
+                 kv::CompressionTypeName(o->pull_compression),
+                 "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value "
+                 "and a scale) or 1bit; each step's weight change is packed once by the servers, which keep what "
+                 "packing lost and add it to a later step's, so every worker still holds the same weights");
   f.AddDouble("gc-threshold", &o->gc_threshold, "2bit: values reaching +-threshold are sent as +-threshold");
 }
 
@@ -88,20 +98,14 @@ absl::Status BadFlag(const std::string& flag, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", why));
 }
 
-// --kv-store into o->mode, with the flags that depend on the mode alone.
-absl::Status ResolveKVStore(TrainOptions* o) {
-  absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(o->kv_store);
-  if (!mode.ok()) return BadFlag("kv-store", std::string(mode.status().message()));
-  o->mode = *mode;
-  if (o->staleness < 0 || o->staleness > kv::kMaxStaleness) {
-    return BadFlag("staleness", absl::StrCat("must be in 0..", kv::kMaxStaleness));
-  }
+// The job's mode, staleness and step deadline; the flags that depend on the mode alone.
+absl::Status ResolveKVStore(TrainOptions* o, const JobSpec& job) {
+  o->mode = job.mode;
+  o->staleness = job.staleness;
+  o->sync_timeout_s = job.sync_timeout_s;
   if (o->bigarray_bound != 0 && (o->bigarray_bound < 1024 || o->bigarray_bound > kv::kMaxChunkElems)) {
     return BadFlag("bigarray-bound", absl::StrCat(o->bigarray_bound, " is not in 1024..", kv::kMaxChunkElems,
                                                   " elements (or 0: chosen from the model and the servers)"));
-  }
-  if (o->staleness != 0 && o->mode != KVStoreMode::kDistSsp) {
-    return BadFlag("staleness", absl::StrCat("is for --kv-store dist_ssp, not ", o->kv_store));
   }
   return absl::OkStatus();
 }
@@ -149,63 +153,51 @@ absl::Status CheckSchedule(const TrainOptions& o) {
   if (o.num_examples < 1) return BadFlag("num-examples", "must be >= 1");
   if (o.num_test_examples < 0) return BadFlag("num-test-examples", "must be >= 0");
   if (o.threads < 0) return BadFlag("threads", "must be >= 0");
-  if (o.sync_timeout_s <= 0) return BadFlag("sync-timeout", "must be > 0");
-  // The servers refuse a request that says it will wait longer than a day (a cap on what
-  // the wire may ask of them), so a longer timeout would fail every pull.
-  if (o.sync_timeout_s > 86400) return BadFlag("sync-timeout", "must be at most 86400 (one day)");
   return absl::OkStatus();
 }
 
-// --gc-type and --pull-gc-type into o->compression and o->pull_compression.
+// --gc-threshold into o->compression; checks --gc-type and --pull-gc-type against the mode.
 absl::Status ResolveCompression(TrainOptions* o) {
-  absl::StatusOr<kv::CompressionType> gc = kv::ParseCompressionType(o->gc_type);
-  if (!gc.ok()) return BadFlag("gc-type", std::string(gc.status().message()));
-  o->compression = {*gc, static_cast<float>(o->gc_threshold)};
-  if (*gc == kv::CompressionType::kTwoBit && !(o->gc_threshold > 0 && o->gc_threshold < 1e30)) {
+  const kv::CompressionType gc = o->compression.type;
+  o->compression.threshold = static_cast<float>(o->gc_threshold);
+  if (gc == kv::CompressionType::kTwoBit && !(o->gc_threshold > 0 && o->gc_threshold < 1e30)) {
     return BadFlag("gc-threshold", "must be > 0 (and finite)");
   }
-  if (*gc != kv::CompressionType::kNone && !IsDistributed(o->mode)) {
+  if (gc != kv::CompressionType::kNone && !IsDistributed(o->mode)) {
     return BadFlag("gc-type", absl::StrCat("compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
-                                           o->kv_store));
+                                           KVStoreModeName(o->mode)));
   }
-  absl::StatusOr<kv::CompressionType> pull_gc = kv::ParseCompressionType(o->pull_gc_type);
-  if (!pull_gc.ok()) return BadFlag("pull-gc-type", std::string(pull_gc.status().message()));
-  o->pull_compression = *pull_gc;
-  if (*pull_gc == kv::CompressionType::kTwoBit) {
+  const kv::CompressionType pull_gc = o->pull_compression;
+  if (pull_gc == kv::CompressionType::kTwoBit) {
     return BadFlag("pull-gc-type", "2bit's fixed quantum does not fit weight changes: use fp16, int8 or 1bit");
   }
-  if (*pull_gc != kv::CompressionType::kNone && o->mode != KVStoreMode::kDistSync &&
+  if (pull_gc != kv::CompressionType::kNone && o->mode != KVStoreMode::kDistSync &&
       o->mode != KVStoreMode::kDistDeviceSync) {
     return BadFlag("pull-gc-type", absl::StrCat("sends each step's weight change, which needs the steps of "
                                                 "dist_sync or dist_device_sync, not --kv-store ",
-                                                o->kv_store));
+                                                KVStoreModeName(o->mode)));
   }
   return absl::OkStatus();
 }
 
-// --gpus into o->gpu_list; checks --cpu-replicas against it.
-absl::Status ResolveDevices(TrainOptions* o) {
-  absl::StatusOr<std::vector<int>> gpus = ParseGpuList(o->gpus);
-  if (!gpus.ok()) return BadFlag("gpus", std::string(gpus.status().message()));
-  o->gpu_list = *std::move(gpus);
-  if (o->cpu_replicas < 0 || o->cpu_replicas > kMaxGpusPerWorker) {
+// Checks --cpu-replicas against --gpus.
+absl::Status CheckDevices(const TrainOptions& o) {
+  if (o.cpu_replicas < 0 || o.cpu_replicas > kMaxGpusPerWorker) {
     return BadFlag("cpu-replicas", absl::StrCat("must be in 0..", kMaxGpusPerWorker));
   }
-  if (o->cpu_replicas > 0 && !o->gpu_list.empty()) return BadFlag("cpu-replicas", "cannot be combined with --gpus");
+  if (o.cpu_replicas > 0 && !o.gpu_list.empty()) return BadFlag("cpu-replicas", "cannot be combined with --gpus");
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status FinishTrainFlags(TrainOptions* o) {
+absl::Status FinishTrainFlags(TrainOptions* o, const JobSpec& job) {
   // In this order: the first error the command line has is the one reported.
-  DTRAIN_RETURN_IF_ERROR(ResolveKVStore(o));
+  DTRAIN_RETURN_IF_ERROR(ResolveKVStore(o, job));
   DTRAIN_RETURN_IF_ERROR(ResolveNetwork(o));
   DTRAIN_RETURN_IF_ERROR(CheckSchedule(*o));
   DTRAIN_RETURN_IF_ERROR(ResolveCompression(o));
-  DTRAIN_RETURN_IF_ERROR(ResolveDevices(o));
-  absl::Status s = ParseIntList(o->lr_step_epochs, &o->lr_step_epoch_list);
-  if (!s.ok()) return BadFlag("lr-step-epochs", std::string(s.message()));
+  DTRAIN_RETURN_IF_ERROR(CheckDevices(*o));
   return absl::OkStatus();
 }
 

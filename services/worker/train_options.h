@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "common/flags.h"
 #include "common/kv/compression/gradient_codec.h"
+#include "common/job_spec.h"
 #include "common/kvstore_mode.h"
 #include "common/models/network_spec.h"
 #include "common/defaults.h"
@@ -25,12 +26,16 @@ struct TrainOptions {
   int64_t batch_size = 64;
   double lr = 0.05;
   double lr_factor = 0.1;
-  std::string lr_step_epochs = "10";
+  std::vector<int64_t> lr_step_epoch_list = {10};  // --lr-step-epochs 10,20
   double mom = 0.9;
   double wd = 0.0001;
   std::string optimizer = "sgd";
-  std::string kv_store = "local";
+  // The job's mode, staleness and step deadline, as the worker's JobSpec holds them
+  // (--kv-store, --staleness, --sync-timeout; common/job_spec.h): FinishTrainFlags copies
+  // them here for the trainer.
+  KVStoreMode mode = kDefaultWorkerMode;
   int64_t staleness = 0;  // dist_ssp: steps ahead of the slowest worker allowed
+  double sync_timeout_s = kDefaultSyncTimeoutSeconds;
   // Push each parameter's gradient from backward as soon as it is computed (dist_*).
   bool overlap = true;  // --no-overlap: the strictly sequential step
   // Parameters with more elements are cut into keys of this many (MXNet's
@@ -49,32 +54,32 @@ struct TrainOptions {
   int64_t num_examples = 60000;
   int64_t num_test_examples = 0;  // 0: the whole test set
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
-  int64_t threads = 0;  // 0: cores / workers on this host
+  int64_t threads = 0;        // 0: cores / local_workers
+  int64_t local_workers = 1;  // workers on this host sharing its cores (dtrain launch sets it)
   int64_t seed = 42;
   // One model replica per listed GPU ("0,1", MXNet's --gpus); empty: the CPU (docs/gpu.md).
-  std::string gpus;
-  std::vector<int> gpu_list;  // parsed from it
+  std::vector<int> gpu_list;
   // N model replicas on the CPU, each training on its slice of the batch: the --gpus path
   // (DeviceReplicas, local aggregation, copies to and from the host model) on a machine
   // without a GPU, for tests. 0: the one host model.
   int64_t cpu_replicas = 0;
-  double sync_timeout_s = kDefaultSyncTimeoutSeconds;
   // Gradient compression of the pushes (MXNet's fit.py --gc-type / --gc-threshold):
   // none, 2bit, 1bit or fp16; the threshold is 2bit's quantum.
-  std::string gc_type = "none";
+  // --gc-type sets compression.type; FinishTrainFlags sets compression.threshold from
+  // --gc-threshold.
   double gc_threshold = 0.5;
-  kv::CompressionSpec compression;  // parsed from the two
+  kv::CompressionSpec compression;
   // Compression of the pulls (dist_sync): none, fp16, int8 or 1bit (kv::StoreConfig).
-  std::string pull_gc_type = "none";
-  kv::CompressionType pull_compression = kv::CompressionType::kNone;  // parsed from it
-  // Parsed from kv_store, network + hidden and lr_step_epochs.
-  KVStoreMode mode = KVStoreMode::kLocal;
+  kv::CompressionType pull_compression = kv::CompressionType::kNone;
+  // Resolved from network + hidden + num_layers.
   models::NetworkSpec network_spec;  // hidden filled in: {128, 64} for the default mlp
-  std::vector<int64_t> lr_step_epoch_list;
 };
 
+// The training flags; the job's (--kv-store, --staleness, --sync-timeout and the
+// cluster's) are AddClusterFlags'.
 void AddTrainFlags(FlagSet& flags, TrainOptions* out);
-// Range checks after parsing: INVALID_ARGUMENT naming the flag.
-absl::Status FinishTrainFlags(TrainOptions* options);
+// Range checks after parsing, with the job's mode, staleness and step deadline taken
+// from `job` (checked by CheckJobSpec): INVALID_ARGUMENT naming the flag.
+absl::Status FinishTrainFlags(TrainOptions* options, const JobSpec& job);
 
 }  // namespace dtrain::worker

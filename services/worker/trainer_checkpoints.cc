@@ -42,7 +42,7 @@ checkpoint::RunRecord RunRecordFor(const TrainOptions& o, int num_workers, std::
   r.run_id = std::move(run_id);
   r.network = o.network;
   r.hidden = o.network_spec.hidden;
-  r.kv_store = o.kv_store;
+  r.kv_store = KVStoreModeName(o.mode);
   r.num_workers = num_workers;
   r.batch_size = o.batch_size;
   r.num_examples = o.num_examples;

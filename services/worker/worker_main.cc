@@ -27,11 +27,9 @@ namespace dtrain::worker {
 namespace {
 
 // Cores shared among the workers of this host, so processes do not oversubscribe.
-int DefaultThreads() {
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  int local = 1;
-  if (const char* v = std::getenv("DTRAIN_LOCAL_WORKERS")) local = std::max(1, std::atoi(v));
-  return std::max(1, cores / local);
+int DefaultThreads(int64_t local_workers) {
+  const int64_t cores = static_cast<int64_t>(std::thread::hardware_concurrency());
+  return static_cast<int>(std::max<int64_t>(1, cores / std::max<int64_t>(1, local_workers)));
 }
 
 // The job this worker belongs to: the scheduler's (dist_*) or a job of one.
@@ -42,16 +40,16 @@ absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options
   }
   JoinOptions j;
   j.scheduler = flags.scheduler;
-  j.num_workers = static_cast<int>(flags.num_workers);
-  j.num_servers = static_cast<int>(flags.num_servers);
-  j.replication = static_cast<int>(flags.replication);
+  j.num_workers = static_cast<int>(flags.job.num_workers);
+  j.num_servers = static_cast<int>(flags.job.num_servers);
+  j.replication = static_cast<int>(flags.job.replication);
   j.requested_rank = static_cast<int>(flags.rank);
   j.host = flags.host;
   DTRAIN_LOG(INFO) << "this worker's address is " << flags.host << " (" << flags.host_origin << ")";
-  j.register_timeout = absl::Seconds(flags.register_timeout_s);
+  j.register_timeout = absl::Seconds(flags.job.register_timeout_s);
   j.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
-  j.rejoin_timeout = absl::Seconds(flags.rejoin_timeout_s);
-  j.job_id = flags.job_id;
+  j.rejoin_timeout = absl::Seconds(flags.job.rejoin_timeout_s);
+  j.job_id = flags.job.job_id;
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCluster> c, SchedulerCluster::Join(j));
   return std::unique_ptr<Cluster>(std::move(c));
 }
@@ -63,8 +61,8 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   d.mode = options.mode;
   d.staleness = static_cast<int>(options.staleness);
   d.max_chunk_elems = options.bigarray_bound;
-  d.connect_timeout = absl::Seconds(flags.register_timeout_s);
-  d.replication = static_cast<int>(flags.replication);
+  d.connect_timeout = absl::Seconds(flags.job.register_timeout_s);
+  d.replication = static_cast<int>(flags.job.replication);
   d.sync_timeout = absl::Seconds(options.sync_timeout_s);
   d.compression = options.compression;
   d.pull_compression = options.pull_compression;
@@ -86,15 +84,16 @@ struct WorkerConfig {
 std::optional<int> ParseWorkerFlags(int argc, char** argv, WorkerConfig* c) {
   FlagSet flags("dtrain-worker", "Trains a network on (Fashion-)MNIST as one worker of a dtrain job.");
   AddTrainFlags(flags, &c->options);
-  AddClusterFlags(flags, &c->cluster, ClusterRole::kWorker);
+  c->cluster.job.mode = kDefaultWorkerMode;  // before the flags record it as the default
+  AddClusterFlags(flags, &c->cluster, Role::kWorker);
   metrics::AddMetricsFlags(flags, &c->metrics);
   absl::Status s = flags.Parse(argc, argv);
   if (flags.help_requested()) {
     std::fputs(flags.Usage().c_str(), stdout);
     return 0;
   }
-  if (s.ok()) s = FinishTrainFlags(&c->options);
-  if (s.ok()) s = FinishClusterFlags(&c->cluster, IsDistributed(c->options.mode));
+  if (s.ok()) s = FinishClusterFlags(&c->cluster, Role::kWorker, IsDistributed(c->cluster.job.mode));
+  if (s.ok()) s = FinishTrainFlags(&c->options, c->cluster.job);
   if (s.ok()) s = metrics::CheckMetricsFlags(c->metrics);
   // --gpus is refused here, before the job waits on this worker, unless it can be honoured;
   // the NCCL communicator made here is the one the trainer's replicas use.
@@ -119,7 +118,7 @@ void LogTrainingStart(const TrainOptions& options, int threads) {
                    << (options.network_spec.hidden.empty()
                            ? std::string()
                            : " (hidden " + models::HiddenText(options.network_spec.hidden) + ")")
-                   << " with kv-store " << options.kv_store << ", " << threads << " LibTorch thread(s)";
+                   << " with kv-store " << KVStoreModeName(options.mode) << ", " << threads << " LibTorch thread(s)";
   if (IsAsync(options.mode) && options.mom > 0.5) {
     // Stale gradients act as momentum of their own (Mitliagkas et al. 2016): MXNet's
     // default 0.9 on top of it diverges LeNet on Fashion-MNIST.
@@ -140,9 +139,9 @@ void LogTrainingDone(const TrainResult& result, const KVStore& kv, const TrainOp
     DTRAIN_LOG(INFO) << absl::StrFormat(
         "pushed %d bytes on the wire for %d bytes of float32 gradients (--gc-type %s, compression ratio %.2f); "
         "pulled %d bytes for %d bytes of float32 weights (--pull-gc-type %s, compression ratio %.2f)",
-        bytes.bytes_pushed, bytes.bytes_pushed_uncompressed, options.gc_type,
+        bytes.bytes_pushed, bytes.bytes_pushed_uncompressed, kv::CompressionTypeName(options.compression.type),
         static_cast<double>(bytes.bytes_pushed_uncompressed) / static_cast<double>(bytes.bytes_pushed),
-        bytes.bytes_pulled, bytes.bytes_pulled_uncompressed, options.pull_gc_type,
+        bytes.bytes_pulled, bytes.bytes_pulled_uncompressed, kv::CompressionTypeName(options.pull_compression),
         bytes.bytes_pulled > 0
             ? static_cast<double>(bytes.bytes_pulled_uncompressed) / static_cast<double>(bytes.bytes_pulled)
             : 0.0);
@@ -153,7 +152,7 @@ int Run(int argc, char** argv) {
   WorkerConfig c;
   if (std::optional<int> code = ParseWorkerFlags(argc, argv, &c)) return *code;
   const TrainOptions& options = c.options;
-  const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads();
+  const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads(options.local_workers);
   torch::set_num_threads(threads);
   SetLogIdentity("worker", static_cast<int>(c.cluster.rank));  // the rank asked for; final once known
   // Serving before registration, which may block for minutes: a launcher waits for

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
 #include "common/kv/tensor_codec.h"
+#include "common/kvstore_mode_wire.h"
 #include "services/worker/kv/ps_client.h"
 #include "services/worker/kv/ps_client_impl.h"
 
@@ -36,7 +37,7 @@ void ToProto(const kv::OptimizerOptions& o, v1::OptimizerConfig* p) {
 absl::Status PsClient::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                                  absl::Duration timeout, int staleness, kv::CompressionType pull_compression) {
   v1::ConfigureRequest req;
-  req.set_kv_store(KVStoreModeName(mode));
+  req.set_mode(dtrain::ToProto(mode));
   req.set_num_workers(num_workers);
   req.set_staleness(staleness);
   req.set_pull_compression(static_cast<v1::Compression>(pull_compression));

@@ -71,7 +71,8 @@ int Run(int argc, char** argv) {
   flags.AddString("kv-store", &kv_store, "kvstore mode");
   flags.AddInt("steps", &steps, "fake training steps");
   flags.AddInt("step-ms", &step_ms, "milliseconds per step");
-  dtrain::AddClusterFlags(flags, &cluster);
+  // A server's cluster flags: the fake declares its own --kv-store (any text).
+  dtrain::AddClusterFlags(flags, &cluster, dtrain::Role::kServer);
   std::string args;
   for (int i = 1; i < argc; ++i) absl::StrAppend(&args, i > 1 ? " " : "", argv[i]);
   std::printf("fake %s starting pid=%d args=%s\n", role_name.c_str(), static_cast<int>(::getpid()), args.c_str());
@@ -79,7 +80,7 @@ int Run(int argc, char** argv) {
   absl::Status s = flags.Parse(argc, argv);
   const bool worker = role_name == "worker";
   const bool dist = absl::StartsWith(kv_store, "dist");
-  if (s.ok()) s = dtrain::FinishClusterFlags(&cluster, !worker || dist);
+  if (s.ok()) s = dtrain::FinishClusterFlags(&cluster, dtrain::Role::kServer, !worker || dist);
   if (!s.ok() || (!worker && role_name != "server")) {
     std::fprintf(stderr, "fake_node: %s\n", s.ok() ? "bad role" : std::string(s.message()).c_str());
     return 2;
@@ -90,10 +91,10 @@ int Run(int argc, char** argv) {
   }
 
   dtrain::SchedulerClient client(cluster.scheduler);
-  client.set_job_id(cluster.job_id);
+  client.set_job_id(cluster.job.job_id);
   auto reg = client.Register(worker ? dtrain::v1::ROLE_WORKER : dtrain::v1::ROLE_SERVER, "127.0.0.1:1",
-                             static_cast<int>(cluster.rank), static_cast<int>(cluster.num_workers),
-                             static_cast<int>(cluster.num_servers), absl::Seconds(cluster.register_timeout_s));
+                             static_cast<int>(cluster.rank), static_cast<int>(cluster.job.num_workers),
+                             static_cast<int>(cluster.job.num_servers), absl::Seconds(cluster.job.register_timeout_s));
   if (!reg.ok()) {
     std::fprintf(stderr, "fake %s: register: %s\n", role_name.c_str(), std::string(reg.status().message()).c_str());
     return 1;

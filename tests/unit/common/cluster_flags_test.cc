@@ -18,13 +18,13 @@ FlagSet::EnvLookup Env(std::map<std::string, std::string> vars) {
 }
 
 absl::Status Parse(std::vector<std::string> args, const std::map<std::string, std::string>& env, ClusterFlags* out,
-                   bool need_scheduler = true, ClusterRole role = ClusterRole::kAny) {
+                   bool need_scheduler = true, Role role = Role::kWorker) {
   FlagSet flags("test", "");
   AddClusterFlags(flags, out, role);
   flags.set_env_lookup(Env(env));
   absl::Status s = flags.Parse(args);
   if (!s.ok()) return s;
-  return FinishClusterFlags(out, need_scheduler, Env(env));
+  return FinishClusterFlags(out, role, need_scheduler, Env(env));
 }
 
 TEST(ClusterFlagsTest, DmlcVariablesCompose) {
@@ -38,8 +38,8 @@ TEST(ClusterFlagsTest, DmlcVariablesCompose) {
                     &f)
                   .ok());
   EXPECT_EQ(f.scheduler, "10.0.0.1:9091");
-  EXPECT_EQ(f.num_workers, 4);
-  EXPECT_EQ(f.num_servers, 2);
+  EXPECT_EQ(f.job.num_workers, 4);
+  EXPECT_EQ(f.job.num_servers, 2);
   EXPECT_EQ(f.host, "10.0.0.7");
   EXPECT_EQ(f.rank, -1);
 }
@@ -59,11 +59,11 @@ TEST(ClusterFlagsTest, DtrainNamesBeatDmlcAndFlagsBeatBoth) {
                     &f)
                   .ok());
   EXPECT_EQ(f.scheduler, "sched:1");
-  EXPECT_EQ(f.num_workers, 3);
+  EXPECT_EQ(f.job.num_workers, 3);
   EXPECT_EQ(f.rank, 1);
   EXPECT_EQ(f.port, 7000);
   EXPECT_EQ(f.host, "127.0.0.1");
-  EXPECT_DOUBLE_EQ(f.register_timeout_s, 5);
+  EXPECT_DOUBLE_EQ(f.job.register_timeout_s, 5);
   EXPECT_DOUBLE_EQ(f.heartbeat_interval_s, 0.5);
 }
 
@@ -96,13 +96,13 @@ TEST(ClusterFlagsTest, DmlcIdsAreTheRequestedRankOfTheirRole) {
                                                   {"DMLC_WORKER_ID", "1"},
                                                   {"DMLC_SERVER_ID", "0"}};
   ClusterFlags worker, server, dtrain_rank;
-  ASSERT_TRUE(Parse({}, env, &worker, true, ClusterRole::kWorker).ok());
+  ASSERT_TRUE(Parse({}, env, &worker, true, Role::kWorker).ok());
   EXPECT_EQ(worker.rank, 1);
-  ASSERT_TRUE(Parse({}, env, &server, true, ClusterRole::kServer).ok());
+  ASSERT_TRUE(Parse({}, env, &server, true, Role::kServer).ok());
   EXPECT_EQ(server.rank, 0);
   auto with_rank = env;
   with_rank["DTRAIN_RANK"] = "0";
-  ASSERT_TRUE(Parse({}, with_rank, &dtrain_rank, true, ClusterRole::kWorker).ok());
+  ASSERT_TRUE(Parse({}, with_rank, &dtrain_rank, true, Role::kWorker).ok());
   EXPECT_EQ(dtrain_rank.rank, 0);  // dtrain's own name wins
 }
 
@@ -112,10 +112,10 @@ TEST(ClusterFlagsTest, DmlcIdsAreTheRequestedRankOfTheirRole) {
 TEST(ClusterFlagsTest, ReplicationIsBetweenOneAndTheServers) {
   ClusterFlags plain;
   ASSERT_TRUE(Parse({"--scheduler", "h:1", "--num-servers", "3"}, {}, &plain).ok());
-  EXPECT_EQ(plain.replication, 1);
+  EXPECT_EQ(plain.job.replication, 1);
   ClusterFlags env;
   ASSERT_TRUE(Parse({"--scheduler", "h:1", "--num-servers", "3"}, {{"DTRAIN_REPLICATION", "2"}}, &env).ok());
-  EXPECT_EQ(env.replication, 2);
+  EXPECT_EQ(env.job.replication, 2);
   ClusterFlags more;
   absl::Status s = Parse({"--scheduler", "h:1", "--num-servers", "2", "--replication", "3"}, {}, &more);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -126,27 +126,27 @@ TEST(ClusterFlagsTest, ReplicationIsBetweenOneAndTheServers) {
 }
 
 TEST(ClusterFlagsTest, JobIdAndRejoinTimeoutForEveryRole) {
-  for (ClusterRole role : {ClusterRole::kAny, ClusterRole::kServer, ClusterRole::kWorker}) {
+  for (Role role : {Role::kServer, Role::kWorker}) {
     ClusterFlags from_env, from_flags, unset;
     ASSERT_TRUE(Parse({"--scheduler", "h:1"}, {{"DTRAIN_JOB_ID", "job-a"}, {"DTRAIN_REJOIN_TIMEOUT", "30"}}, &from_env,
                       true, role)
                     .ok());
-    EXPECT_EQ(from_env.job_id, "job-a");
-    EXPECT_DOUBLE_EQ(from_env.rejoin_timeout_s, 30);
+    EXPECT_EQ(from_env.job.job_id, "job-a");
+    EXPECT_DOUBLE_EQ(from_env.job.rejoin_timeout_s, 30);
     ASSERT_TRUE(Parse({"--scheduler", "h:1", "--job-id", "job-b", "--rejoin-timeout", "2.5"},
                       {{"DTRAIN_JOB_ID", "job-a"}}, &from_flags, true, role)
                     .ok());
-    EXPECT_EQ(from_flags.job_id, "job-b");
-    EXPECT_DOUBLE_EQ(from_flags.rejoin_timeout_s, 2.5);
+    EXPECT_EQ(from_flags.job.job_id, "job-b");
+    EXPECT_DOUBLE_EQ(from_flags.job.rejoin_timeout_s, 2.5);
     ASSERT_TRUE(Parse({"--scheduler", "h:1"}, {}, &unset, true, role).ok());
-    EXPECT_EQ(unset.job_id, "");
-    EXPECT_DOUBLE_EQ(unset.rejoin_timeout_s, 0);
+    EXPECT_EQ(unset.job.job_id, "");
+    EXPECT_DOUBLE_EQ(unset.job.rejoin_timeout_s, 0);
   }
   ClusterFlags negative, too_long, longest;
-  absl::Status s = Parse({"--scheduler", "h:1", "--rejoin-timeout", "-1"}, {}, &negative, true, ClusterRole::kServer);
+  absl::Status s = Parse({"--scheduler", "h:1", "--rejoin-timeout", "-1"}, {}, &negative, true, Role::kServer);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--rejoin-timeout"), std::string::npos) << s;
-  s = Parse({"--scheduler", "h:1", "--job-id", std::string(65, 'j')}, {}, &too_long, true, ClusterRole::kServer);
+  s = Parse({"--scheduler", "h:1", "--job-id", std::string(65, 'j')}, {}, &too_long, true, Role::kServer);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--job-id has 65 bytes, the limit is 64"), std::string::npos) << s;
   EXPECT_TRUE(Parse({"--scheduler", "h:1", "--job-id", std::string(64, 'j')}, {}, &longest).ok());

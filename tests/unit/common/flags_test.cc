@@ -107,5 +107,32 @@ TEST(FlagsTest, VersionIsAnsweredByEveryFlagSet) {
   EXPECT_NE(g.flags.Usage().find("--version"), std::string::npos);
 }
 
+// A parsed flag: the parser stores the value; its refusal names the origin and the flag.
+TEST(FlagsTest, ParsedFlagsStoreTheirValueOrSayWhyNot) {
+  enum class Color { kRed, kBlue };
+  Color color = Color::kRed;
+  const char* env_value = nullptr;
+  FlagSet flags("prog", "test");
+  flags.AddParsed("color",
+                  [&color](const std::string& text) {
+                    if (text == "red")
+                      color = Color::kRed;
+                    else if (text == "blue")
+                      color = Color::kBlue;
+                    else
+                      return absl::InvalidArgumentError("not red or blue");
+                    return absl::OkStatus();
+                  },
+                  "red", "a color", {"PROG_COLOR"});
+  flags.set_env_lookup([&env_value](const char*) { return env_value; });
+  EXPECT_NE(flags.Usage().find("--color (default: 'red') [env: PROG_COLOR]"), std::string::npos) << flags.Usage();
+  ASSERT_TRUE(flags.Parse({"--color=blue"}).ok());
+  EXPECT_EQ(color, Color::kBlue);
+  EXPECT_TRUE(flags.WasSet("color"));
+  EXPECT_EQ(flags.Parse({"--color", "green"}).message(), "command line: --color: not red or blue");
+  env_value = "pink";
+  EXPECT_EQ(flags.Parse({}).message(), "environment PROG_COLOR: --color: not red or blue");
+}
+
 }  // namespace
 }  // namespace dtrain

@@ -22,7 +22,7 @@ TfFlags Flags(std::string ps, std::string workers, std::string job, int64_t inde
 TEST(TfClusterSpecTest, FlagsMapPsToServersAndWorkersToWorkers) {
   auto ps = FromTfFlags(Flags("10.0.0.1:2222,10.0.0.2:2222", "10.0.0.3:2222,10.0.0.4:2222", "ps", 1));
   ASSERT_TRUE(ps.ok()) << ps.status();
-  EXPECT_EQ(ps->role, TfRole::kPs);
+  EXPECT_EQ(ps->role, Role::kServer);
   EXPECT_EQ(ps->rank, 1);
   EXPECT_EQ(ps->address(), "10.0.0.2:2222");
   EXPECT_EQ(ps->task_name, "ps 1");
@@ -30,7 +30,7 @@ TEST(TfClusterSpecTest, FlagsMapPsToServersAndWorkersToWorkers) {
 
   auto worker = FromTfFlags(Flags("10.0.0.1:2222", " 10.0.0.3:2222 , 10.0.0.4:2222", "worker", 1));
   ASSERT_TRUE(worker.ok()) << worker.status();
-  EXPECT_EQ(worker->role, TfRole::kWorker);
+  EXPECT_EQ(worker->role, Role::kWorker);
   EXPECT_EQ(worker->rank, 1);
   EXPECT_EQ(worker->address(), "10.0.0.4:2222");
   EXPECT_EQ(worker->task_text, "--job_name=worker --task_index=1");
@@ -83,12 +83,12 @@ TEST(TfClusterSpecTest, TfConfigChiefIsWorkerZero) {
                          "task": {"type": "worker", "index": 1}, "environment": "cloud"})";
   auto s = FromTfConfig(json);
   ASSERT_TRUE(s.ok()) << s.status();
-  EXPECT_EQ(s->role, TfRole::kWorker);
+  EXPECT_EQ(s->role, Role::kWorker);
   EXPECT_EQ(s->rank, 2);
   EXPECT_EQ(s->address(), "w1:2222");
   EXPECT_EQ(CanonicalClusterSpec(s->cluster), "ps=p:2222;worker=c:2222,w0:2222,w1:2222");
-  EXPECT_EQ(s->NameOf(TfRole::kWorker, 0), "chief 0");
-  EXPECT_EQ(s->NameOf(TfRole::kWorker, 2), "worker 1");
+  EXPECT_EQ(s->NameOf(Role::kWorker, 0), "chief 0");
+  EXPECT_EQ(s->NameOf(Role::kWorker, 2), "worker 1");
   EXPECT_EQ(SchedulerAddressOf(s->cluster, 0), "c:2222");
 
   auto chief = FromTfConfig(R"({"cluster": {"master": ["c:1"], "ps": ["p:1"]}, "task": {"type": "master"}})");

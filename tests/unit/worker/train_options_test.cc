@@ -6,39 +6,57 @@
 namespace dtrain::worker {
 namespace {
 
+// A worker's JobSpec before its flags: --kv-store local unless they say otherwise.
+JobSpec WorkerJob() {
+  JobSpec job;
+  job.mode = kDefaultWorkerMode;
+  return job;
+}
+
+// The training flags and the worker's job flags through the flag parser, as
+// dtrain-worker (and `dtrain launch -- ...`) reads them.
+absl::Status ParseWorkerFlags(const std::vector<std::string>& args, TrainOptions* o) {
+  FlagSet flags("dtrain-worker", "test");
+  AddTrainFlags(flags, o);
+  JobSpec job = WorkerJob();
+  AddJobSpecFlags(flags, &job, NodeJobSpecFlags(Role::kWorker));
+  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
+  absl::Status s = flags.Parse(args);
+  if (s.ok()) s = CheckJobSpec(job, NodeJobSpecFlags(Role::kWorker));
+  if (!s.ok()) return s;
+  return FinishTrainFlags(o, job);
+}
+
 TEST(TrainOptionsTest, DefaultsAreMxnetsAndBadValuesNameTheFlag) {
   TrainOptions o;
   EXPECT_DOUBLE_EQ(o.lr, 0.05);
   EXPECT_DOUBLE_EQ(o.mom, 0.9);
   EXPECT_EQ(o.batch_size, 64);
-  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  ASSERT_TRUE(FinishTrainFlags(&o, WorkerJob()).ok());
   EXPECT_EQ(o.lr_step_epoch_list, std::vector<int64_t>{10});
+  EXPECT_EQ(o.mode, KVStoreMode::kLocal) << "MXNet's train_mnist.py default";
 
   auto check = [](auto mutate, const std::string& flag) {
     TrainOptions t;
     mutate(t);
-    absl::Status s = FinishTrainFlags(&t);
+    absl::Status s = FinishTrainFlags(&t, WorkerJob());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << flag;
     EXPECT_NE(s.message().find(flag), absl::string_view::npos) << s.message();
   };
-  check([](TrainOptions& t) { t.kv_store = "dist_bogus"; }, "--kv-store");
   check([](TrainOptions& t) { t.batch_size = 0; }, "--batch-size");
   check([](TrainOptions& t) { t.optimizer = "rmsprop"; }, "--optimizer");
-  check([](TrainOptions& t) { t.lr_step_epochs = "a,b"; }, "--lr-step-epochs");
   check([](TrainOptions& t) { t.load_epoch = 2; }, "--load-epoch");  // no prefix
   check([](TrainOptions& t) { t.mom = 1.0; }, "--mom");
-  check([](TrainOptions& t) { t.sync_timeout_s = 0; }, "--sync-timeout");
-  check([](TrainOptions& t) { t.sync_timeout_s = 86401; }, "--sync-timeout");  // over the servers' cap
-}
-
-// --hidden through the flag parser, as dtrain-worker (and `dtrain launch -- ...`) reads it.
-absl::Status ParseWorkerFlags(const std::vector<std::string>& args, TrainOptions* o) {
-  FlagSet flags("dtrain-worker", "test");
-  AddTrainFlags(flags, o);
-  flags.set_env_lookup([](const char*) -> const char* { return nullptr; });
-  absl::Status s = flags.Parse(args);
-  if (!s.ok()) return s;
-  return FinishTrainFlags(o);
+  // Flags parsed into their values as they are read, and the job's, checked with the JobSpec.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{{"--lr-step-epochs", "a,b"},
+                                                                                    {"--kv-store", "dist_bogus"},
+                                                                                    {"--sync-timeout", "0"},
+                                                                                    {"--sync-timeout", "86401"}}) {
+    TrainOptions t;
+    absl::Status s = ParseWorkerFlags(args, &t);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << args[0];
+    EXPECT_NE(s.message().find(args[0]), absl::string_view::npos) << s.message();
+  }
 }
 
 TEST(TrainOptionsTest, HiddenWidthsForTheMlp) {
@@ -154,14 +172,12 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
 // --gpus: MXNet's comma list, parsed into gpu_list; the CPU when empty.
 TEST(TrainOptionsTest, GpusAreACommaListOfOrdinals) {
   TrainOptions o;
-  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  ASSERT_TRUE(ParseWorkerFlags({}, &o).ok());
   EXPECT_TRUE(o.gpu_list.empty());
-  o.gpus = "0,1";
-  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  ASSERT_TRUE(ParseWorkerFlags({"--gpus", "0,1"}, &o).ok());
   EXPECT_EQ(o.gpu_list, (std::vector<int>{0, 1}));
   TrainOptions bad;
-  bad.gpus = "0-3";
-  absl::Status s = FinishTrainFlags(&bad);
+  absl::Status s = ParseWorkerFlags({"--gpus", "0-3"}, &bad);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("--gpus: \"0-3\" is not a GPU ordinal"), absl::string_view::npos) << s;
 }
@@ -169,7 +185,7 @@ TEST(TrainOptionsTest, GpusAreACommaListOfOrdinals) {
 // --cpu-replicas: the --gpus path on CPU devices, for tests; never both.
 TEST(TrainOptionsTest, CpuReplicasAreACountAndExcludeGpus) {
   TrainOptions o;
-  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  ASSERT_TRUE(FinishTrainFlags(&o, WorkerJob()).ok());
   EXPECT_EQ(o.cpu_replicas, 0);
   for (const auto& [args, message] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--cpu-replicas", "-1"}, "--cpu-replicas: must be in 0..64"},

@@ -18,7 +18,7 @@ TrainOptions Options(const std::string& prefix, int64_t load_epoch) {
   TrainOptions o;
   o.model_prefix = prefix;
   o.load_epoch = load_epoch;
-  o.kv_store = "dist_sync";
+  o.mode = KVStoreMode::kDistSync;
   o.network = "lenet";
   return o;
 }
@@ -27,7 +27,7 @@ TEST(CheckResumeMatchesTest, NamesEverySavedAndRequestedValueThatDiffers) {
   TrainOptions o = Options("m", 1);
   const checkpoint::RunRecord saved = RunRecordFor(o, 2, "r1");
   EXPECT_TRUE(CheckResumeMatches("m-0001.states", saved, RunRecordFor(o, 2, "")).ok());
-  o.kv_store = "dist_async";
+  o.mode = KVStoreMode::kDistAsync;
   o.batch_size = 32;
   absl::Status s = CheckResumeMatches("m-0001.states", saved, RunRecordFor(o, 3, ""));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
@@ -42,12 +42,12 @@ TEST(CheckResumeMatchesTest, MlpWidthsMustMatchAndOldRecordsMeanTheDefault) {
   TrainOptions o = Options("m", 1);
   o.network = "mlp";
   o.hidden = "2048,2048";
-  ASSERT_TRUE(FinishTrainFlags(&o).ok());
+  ASSERT_TRUE(FinishTrainFlags(&o, JobSpec{}).ok());
   const checkpoint::RunRecord wide = RunRecordFor(o, 2, "r1");
   EXPECT_EQ(wide.hidden, (std::vector<int64_t>{2048, 2048}));
   TrainOptions d = Options("m", 1);
   d.network = "mlp";
-  ASSERT_TRUE(FinishTrainFlags(&d).ok());
+  ASSERT_TRUE(FinishTrainFlags(&d, JobSpec{}).ok());
   absl::Status s = CheckResumeMatches("m-0001.states", wide, RunRecordFor(d, 2, ""));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("--hidden 2048,2048 (saved) vs 128,64 (requested)"));
