@@ -61,7 +61,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
                {"DTRAIN_PORT", "DMLC_PS_ROOT_PORT"});
   flags.AddString("host", &f->host, "address to listen on", {"DTRAIN_BIND_HOST"});
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
-  AddJobSpecFlags(flags, &f->job, NodeJobSpecFlags(Role::kScheduler));
+  AddJobSpecFlags(flags, &f->job, NodeJobSpecFlags(dtrain::Role::kScheduler));
   flags.AddDouble("heartbeat-timeout", &f->heartbeat_timeout_s, "seconds of silence after which a node is DEAD",
                   {"DTRAIN_HEARTBEAT_TIMEOUT"});
   flags.AddDouble("exit-grace", &f->exit_grace_s, "seconds to wait for servers to leave once the job is over");
@@ -76,7 +76,7 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
   if (!s.ok()) return s;
   if (f->port < 0 || f->port > 65535) return absl::InvalidArgumentError("--port must be in 0..65535");
-  if (absl::Status j = CheckJobSpec(f->job, NodeJobSpecFlags(Role::kScheduler)); !j.ok()) return j;
+  if (absl::Status j = CheckJobSpec(f->job, NodeJobSpecFlags(dtrain::Role::kScheduler)); !j.ok()) return j;
   if (!(f->heartbeat_timeout_s > 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--heartbeat-timeout must be positive, got ", f->heartbeat_timeout_s));
