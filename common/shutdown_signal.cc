@@ -86,6 +86,13 @@ void ShutdownSignal::set_exit_on_signal(bool exit, const std::string& when) {
   absl::MutexLock lock(&mu_);
   exit_on_signal_ = exit;
   exit_when_ = when;
+  // A signal that came before the blocking call it guards would otherwise wait out
+  // that call (a server restarted just as the job ended sat in Register until the
+  // launcher's kill grace ran out): it ends the process now, as it would have then.
+  if (exit && !signal_.empty()) {
+    DTRAIN_LOG(INFO) << "stopping (" << signal_ << ") " << exit_when_;
+    std::_Exit(0);
+  }
 }
 
 std::string ShutdownSignal::WaitFor(absl::Duration timeout) {
@@ -113,6 +120,7 @@ void ShutdownSignal::Loop() {
     if (sig != SIGTERM && sig != SIGINT) continue;
     const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
     absl::MutexLock lock(&mu_);
+    if (signal_.empty()) signal_ = name;
     if (exit_on_signal_) {
       DTRAIN_LOG(INFO) << "stopping (" << name << ") " << exit_when_;
       std::_Exit(0);

@@ -33,7 +33,8 @@ class ShutdownSignal {
 
   // While on, a signal ends the process at once with exit code 0, after logging
   // "stopping (SIGTERM) <when>": for a call that may block for minutes and leaves
-  // nothing to undo (a server's Register).
+  // nothing to undo (a server's Register). Turned on after a signal already came, it
+  // ends the process at once.
   void set_exit_on_signal(bool exit, const std::string& when = "");
 
   // "SIGTERM", "SIGINT" or the requested reason once there is one; "" if none within
@@ -51,6 +52,7 @@ class ShutdownSignal {
   std::atomic<bool> stop_{false};
   absl::Mutex mu_;
   std::string reason_ ABSL_GUARDED_BY(mu_);
+  std::string signal_ ABSL_GUARDED_BY(mu_);  // the first signal's name; "" before one
   bool exit_on_signal_ ABSL_GUARDED_BY(mu_) = false;
   std::string exit_when_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -65,6 +66,29 @@ TEST(ShutdownSignalTest, ARequestedReasonComesBackAndNoSignalMeansNone) {
   EXPECT_EQ(shutdown.WaitFor(absl::Milliseconds(50)), "");
   shutdown.Request("job finished");
   shutdown.Request("later reason");
+  EXPECT_EQ(shutdown.Wait(), "job finished");
+}
+
+// A signal before the guarded call began must not wait out that call: turning the exit
+// on ends the process then, with status 0 and the log line naming the signal.
+TEST(ShutdownSignalDeathTest, ExitTurnedOnAfterASignalCameEndsTheProcessAtOnce) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ShutdownSignal shutdown;
+        kill(getpid(), SIGTERM);
+        if (shutdown.WaitFor(absl::Seconds(10)) != "SIGTERM") std::_Exit(3);
+        shutdown.set_exit_on_signal(true, "before registration finished");
+        std::_Exit(4);  // not reached when the exit works
+      },
+      ::testing::ExitedWithCode(0), "stopping \\(SIGTERM\\) before registration finished");
+}
+
+TEST(ShutdownSignalTest, ARequestedReasonDoesNotMakeTheExitFire) {
+  ShutdownSignal shutdown;
+  shutdown.Request("job finished");
+  shutdown.set_exit_on_signal(true, "guarded");
+  shutdown.set_exit_on_signal(false);
   EXPECT_EQ(shutdown.Wait(), "job finished");
 }
 
