@@ -49,7 +49,9 @@ using Connect = std::function<std::unique_ptr<ServerChannel>(int rank)>;
 // reads or writes, so that they outlive the waits.
 class Script {
  public:
-  Script(Connect connect, std::string address) : connect_(std::move(connect)), address_(std::move(address)) {}
+  // `store`: the server's, to see what it parked.
+  Script(Connect connect, std::string address, const kv::ShardStore* store)
+      : connect_(std::move(connect)), address_(std::move(address)), store_(store) {}
 
   ServerChannel& worker(int rank) {
     while (static_cast<int>(workers_.size()) <= rank) workers_.push_back(connect_(static_cast<int>(workers_.size())));
@@ -90,6 +92,13 @@ class Script {
     p.version_out = r.version_out;
     p.ticket = channel.Submit(r);
     pending_.push_back(std::move(p));
+  }
+  // Waits until the server has `n` pulls parked: over gRPC a request is on its way
+  // when Submit returns, and a unary call may overtake it.
+  void AwaitParked(int64_t n) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (store_->parked_pulls() < n && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    ASSERT_GE(store_->parked_pulls(), n) << "the server did not park the pull within 10 s";
   }
   // Waits for everything asked, in order.
   void Settle() {
@@ -149,6 +158,7 @@ class Script {
 
   Connect connect_;
   const std::string address_;
+  const kv::ShardStore* store_;
   std::vector<std::unique_ptr<ServerChannel>> workers_;
   std::vector<std::unique_ptr<ServerChannel>> others_;
   std::deque<std::vector<float>> floats_;
@@ -272,6 +282,7 @@ void Fencing(Script& s) {
   s.worker(1).SetIdentity("job-a", 1);
   Setup(s);
   s.Ask(s.worker(1), "w1 push-pull before dying", KeyRequest::PushPull(0, 5, s.Floats(Grad(1, 0, 5, 4)), nullptr, 4));
+  s.AwaitParked(1);  // its push is in before the replacement fences it
   ServerChannel& replacement = s.Another(1);
   replacement.SetIdentity("job-a", 2);
   s.Versions(replacement, "replacement GetVersions");
@@ -289,7 +300,7 @@ void Fencing(Script& s) {
 
 std::vector<Outcome> InProcess(const Scenario& scenario) {
   testing::InProcessServer server(0);
-  Script s([&server](int rank) { return *server.Connect(rank, absl::Seconds(1)); }, server.address());
+  Script s([&server](int rank) { return *server.Connect(rank, absl::Seconds(1)); }, server.address(), &server.store());
   scenario(s);
   return s.outcomes();
 }
@@ -299,7 +310,7 @@ std::vector<Outcome> OverGrpc(const Scenario& scenario) {
   options.check_interval = absl::Milliseconds(5);  // the timed-out pull is answered soon
   server::Loopback ps(options);
   EXPECT_TRUE(ps.ok());
-  Script s([&ps](int rank) -> std::unique_ptr<ServerChannel> { return ps.Connect(rank); }, ps.address());
+  Script s([&ps](int rank) -> std::unique_ptr<ServerChannel> { return ps.Connect(rank); }, ps.address(), &ps.store_);
   scenario(s);
   return s.outcomes();
 }
