@@ -298,6 +298,29 @@ void Fencing(Script& s) {
   s.Settle();
 }
 
+// The unary calls: setup repeated or contradicted, keys that cannot be, reads of keys
+// not held.
+void Control(Script& s) {
+  ServerChannel& w0 = s.worker(0);
+  s.Note("Configure local", w0.Configure(KVStoreMode::kLocal, 2, Sgd(), server::kRpc));
+  Setup(s);
+  s.Note("Configure again", w0.Configure(KVStoreMode::kDistSync, 2, Sgd(), server::kRpc));
+  s.Note("Configure for 3 workers", w0.Configure(KVStoreMode::kDistSync, 3, Sgd(), server::kRpc));
+  s.Note("InitKeys again", w0.InitKeys({server::Key(5, {1.5f, -2.25f, 3.0f, 0.1f})}, server::kRpc));
+  s.Note("InitKeys of another shape", w0.InitKeys({server::Key(5, {1, 2})}, server::kRpc));
+  s.Note("InitKeys of NaN", w0.InitKeys({server::Key(11, {1, std::numeric_limits<float>::quiet_NaN()})}, server::kRpc));
+  kv::KeyState resumed = server::Key(12, {1, 2});
+  resumed.version = 4;
+  resumed.optimizer_state = {0.5f, 0.25f};  // momentum's slot
+  s.Note("InitKeys resumed", w0.InitKeys({resumed}, server::kRpc));
+  s.State(w0, "GetState");
+  absl::StatusOr<std::vector<kv::KeyState>> missing = w0.GetState({77}, server::kRpc);
+  s.Note("GetState of a key not held", missing.status());
+  absl::StatusOr<std::vector<kv::KeyVersion>> unknown = w0.GetVersions({77}, server::kRpc);
+  s.Note("GetVersions of a key not held", unknown.status());
+  s.Versions(s.worker(1), "w1 GetVersions");
+}
+
 std::vector<Outcome> InProcess(const Scenario& scenario) {
   testing::InProcessServer server(0);
   Script s([&server](int rank) { return *server.Connect(rank, absl::Seconds(1)); }, server.address(), &server.store());
@@ -327,6 +350,8 @@ TEST(InProcessParityTest, RequestsAndRefusalsAreAnsweredAsByTheServer) { ExpectS
 TEST(InProcessParityTest, PackedPullsAreAnsweredAsByTheServer) { ExpectSameAnswers(PackedPulls); }
 
 TEST(InProcessParityTest, FencingIsAnsweredAsByTheServer) { ExpectSameAnswers(Fencing); }
+
+TEST(InProcessParityTest, UnaryCallsAreAnsweredAsByTheServer) { ExpectSameAnswers(Control); }
 
 }  // namespace
 }  // namespace dtrain::worker

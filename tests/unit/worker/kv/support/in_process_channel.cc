@@ -14,7 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/kv/compression/gradient_codec.h"
+#include "common/kv/finite_check.h"
 #include "common/kv/push_pull_handler.h"
+#include "common/kvstore_mode_wire.h"
+#include "services/server/ps_service.h"
 #include "services/worker/kv/key_request_proto.h"
 #include "tests/unit/worker/kv/support/in_process_server.h"
 
@@ -220,6 +223,16 @@ class Answers final : public kv::AnswerSink, public std::enable_shared_from_this
   std::vector<ServerChannel::JoinNotice> joins_ ABSL_GUARDED_BY(mu_);
 };
 
+// As PsService::InitKeys without --allow-non-finite: initial weights or optimizer
+// state holding NaN or Inf are refused (in_process_parity_test pins the text).
+absl::Status CheckFiniteInit(const std::vector<float>& v, const char* what, uint64_t key) {
+  if (kv::AllFinite(v.data(), static_cast<int64_t>(v.size()))) return absl::OkStatus();
+  const int64_t at = kv::FirstNonFinite(v.data(), static_cast<int64_t>(v.size()));
+  return absl::InvalidArgumentError(absl::StrCat("key ", key, ": ", what, " element ", at, " is ",
+                                                 v[static_cast<size_t>(at)],
+                                                 " (dtrain-server --allow-non-finite accepts it)"));
+}
+
 class InProcessChannel final : public ServerChannel, public InProcessServer::Link {
  public:
   InProcessChannel(InProcessServer* server, int worker_rank, bool dead)
@@ -356,14 +369,13 @@ absl::Status InProcessChannel::Configure(KVStoreMode mode, int num_workers, cons
                                          absl::Duration /*timeout*/, int staleness,
                                          kv::CompressionType pull_compression) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
-  if (!IsDistributed(mode)) {
-    return Unary(absl::InvalidArgumentError(
-                     absl::StrCat("kv_store \"", KVStoreModeName(mode), "\" is not served by a parameter server")),
-                 "Configure");
-  }
+  // The mode as PsClient sends it, read as PsService reads it.
+  v1::ConfigureRequest req;
+  req.set_mode(dtrain::ToProto(mode));
+  const absl::StatusOr<kv::MergeMode> merge = dtrain::server::MergeModeOf(req);
+  if (!merge.ok()) return Unary(merge.status(), "Configure");
   kv::StoreConfig config;
-  config.mode = IsAsync(mode) ? kv::MergeMode::kAsync
-                              : (mode == KVStoreMode::kDistSsp ? kv::MergeMode::kSsp : kv::MergeMode::kSync);
+  config.mode = *merge;
   config.num_workers = num_workers;
   config.staleness = staleness;
   config.optimizer = optimizer;
@@ -376,8 +388,11 @@ absl::Status InProcessChannel::InitKeys(const std::vector<kv::KeyState>& keys, a
                                         const std::vector<std::vector<int>>& /*chains*/) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
   for (const kv::KeyState& k : keys) {
-    absl::Status s = server_->store().InitKey(k.key, k.shape, k.values.data(), static_cast<int64_t>(k.values.size()),
-                                              k.version, k.optimizer_state);
+    absl::Status s = CheckFiniteInit(k.values, "values", k.key);
+    if (s.ok()) s = CheckFiniteInit(k.optimizer_state, "optimizer_state", k.key);
+    if (s.ok())
+      s = server_->store().InitKey(k.key, k.shape, k.values.data(), static_cast<int64_t>(k.values.size()), k.version,
+                                   k.optimizer_state);
     if (!s.ok()) return Unary(s, "InitKeys");
   }
   return absl::OkStatus();

@@ -8,11 +8,13 @@
 // does (services/worker/kv/key_request_proto.h), hands it to a kv::PushPullHandler
 // (what the server's PushPull stream runs) with the options dtrain-server gives its
 // streams, and reads the handler's answers as PsClient reads them off the wire. What
-// stays here is what only a process or a transport has: the ShardStore and its
-// configuration, the unary calls, the server's once-a-second CheckDeadlines (run from
-// the channel's waits), a stream the server closes after a refusal, and a killed
-// process. in_process_parity_test.cc runs the same requests through this channel and
-// through PsClient against the gRPC server and compares the answers byte for byte.
+// stays here is what only a process or a transport has: the ShardStore, the server's
+// once-a-second CheckDeadlines (run from the channel's waits), a stream the server
+// closes after a refusal, a killed process, and the unary calls, which PsService
+// answers inside its gRPC reactors: they are mirrored here (the mode read by the
+// server's MergeModeOf, its checks of initial values). in_process_parity_test.cc runs
+// the same requests, unary ones included, through this channel and through PsClient
+// against the gRPC service and compares the answers byte for byte.
 //
 // Every time is read from the clock the servers were made with, so a test may hand a
 // clock that moves on by itself (TickingClock) and a 2 minute sync timeout passes in
