@@ -1,5 +1,6 @@
 #include "services/worker/kv/ps_client.h"
 
+#include "services/worker/kv/key_request_proto.h"
 #include "services/worker/kv/ps_client_impl.h"
 
 namespace dtrain::worker {
@@ -47,47 +48,19 @@ PsClient::~PsClient() {
   }
 }
 
-namespace {
-
-v1::Op WireOp(KeyRequest::Op op) {
-  switch (op) {
-    case KeyRequest::Op::kPush: return v1::OP_PUSH;
-    case KeyRequest::Op::kPull: return v1::OP_PULL;
-    case KeyRequest::Op::kPushPull: return v1::OP_PUSH_PULL;
-  }
-  return v1::OP_PULL;
-}
-
-}  // namespace
-
 PsClient::Ticket PsClient::Submit(const KeyRequest& r) {
   using Target = KeyRequest::Target;
   const bool weights = r.target == Target::kWeights || r.target == Target::kExact || r.target == Target::kDelta;
-  Impl::Pending p{WireOp(r.op), r.key, weights ? r.out : nullptr, r.numel, r.version_out};
+  v1::PushPullRequest req =
+      KeyRequestProto(r, {impl_->worker_rank, impl_->job_id, impl_->incarnation,
+                          impl_->pull_timeout_ms.load(std::memory_order_relaxed), impl_->pull_codec != nullptr});
+  Impl::Pending p{req.op(), r.key, weights ? r.out : nullptr, r.numel, r.version_out};
   if (absl::Status s = ValidateKeyRequest(r); !s.ok()) return impl_->Refuse(std::move(p), impl_->Annotate(s, "Submit"));
-  if (r.op == KeyRequest::Op::kPull) {
-    v1::PushPullRequest req = impl_->PullRequest(r.key, r.step_or_version);
-    if (r.target == Target::kExact) req.set_exact_version(true);
-    if (r.target == Target::kVersionOnly) req.set_version_only(true);
-    return impl_->Submit(std::move(req), std::move(p));
+  if (req.pull_delta()) {
+    p.delta_ok = true;
+    p.step = r.step_or_version;
   }
-  v1::PushPullRequest req;
-  req.set_op(p.op);
-  req.set_worker_rank(impl_->worker_rank);
-  req.set_step(r.step_or_version);
-  req.set_key(r.key);
-  req.set_dtype(v1::DTYPE_FLOAT32);
-  if (r.op == KeyRequest::Op::kPushPull) {
-    req.set_timeout_ms(impl_->pull_timeout_ms.load(std::memory_order_relaxed));
-    if (r.target == Target::kVersionOnly) req.set_version_only(true);
-    if (r.target == Target::kDelta && impl_->pull_codec != nullptr) {
-      // `out` holds the weights of the step pushed: the answer may be the change.
-      req.set_pull_delta(true);
-      p.delta_ok = true;
-      p.step = r.step_or_version;
-    }
-  }
-  return impl_->Submit(std::move(req), std::move(p), &r.payload);
+  return impl_->Submit(std::move(req), std::move(p), r.op == KeyRequest::Op::kPull ? nullptr : &r.payload);
 }
 
 void PsClient::SetPullCompression(kv::CompressionType type) { impl_->pull_codec = kv::MakeCodec({type, 1.0f}); }

@@ -160,18 +160,6 @@ struct PsClient::Impl {
     return absl::Status(s.code(), absl::StrCat(Who(), ": ", what, ": ", s.message()));
   }
 
-  // A pull of `key` at `min_version` or later.
-  v1::PushPullRequest PullRequest(uint64_t key, int64_t min_version) const {
-    v1::PushPullRequest req;
-    req.set_op(v1::OP_PULL);
-    req.set_worker_rank(worker_rank);
-    req.set_key(key);
-    req.set_dtype(v1::DTYPE_FLOAT32);
-    req.set_min_version(min_version);
-    req.set_timeout_ms(pull_timeout_ms.load(std::memory_order_relaxed));
-    return req;
-  }
-
   // A ticket that fails with `why` without going anywhere (a request that makes no sense).
   Ticket Refuse(Pending p, const absl::Status& why) {
     absl::MutexLock lock(&mu);
@@ -183,17 +171,8 @@ struct PsClient::Impl {
     return id;
   }
 
-  // Sends `req` with `payload` (lent to gRPC, not copied) as its data, saying how it
-  // is packed.
+  // Sends `req` (KeyRequestProto's) with `payload` (lent to gRPC, not copied) as its data.
   Ticket Submit(v1::PushPullRequest req, Pending p, const PushData* payload = nullptr) {
-    if (payload != nullptr && payload->compression.type != kv::CompressionType::kNone) {
-      req.set_compression(static_cast<v1::Compression>(payload->compression.type));
-      if (payload->compression.type == kv::CompressionType::kTwoBit) {
-        req.set_gc_threshold(payload->compression.threshold);
-      }
-    }
-    if (!job_id.empty()) req.set_job_id(job_id);
-    if (incarnation != 0) req.set_incarnation(incarnation);
     req.set_batch_answers(true);  // ReaderLoop splits batches
     uint64_t id;
     {

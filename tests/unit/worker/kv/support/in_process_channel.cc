@@ -1,15 +1,24 @@
-// InProcessChannel: a ServerChannel over an InProcessServer's ShardStore, driving the
-// store as services/server/push_pull_handler.cc does (see in_process_server.h).
+// InProcessChannel: a ServerChannel whose requests go through the server's own
+// kv::PushPullHandler (see in_process_server.h). Requests are built as PsClient builds
+// them (KeyRequestProto); answers are read as PsClient's reader reads them
+// (ps_client_impl.h, Impl::Deliver), with the same texts.
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/finite_check.h"
+#include "common/kv/push_pull_handler.h"
+#include "common/kvstore_mode_wire.h"
+#include "services/server/ps_service.h"
+#include "services/worker/kv/key_request_proto.h"
 #include "tests/unit/worker/kv/support/in_process_server.h"
 
 namespace dtrain::worker::testing {
@@ -19,106 +28,242 @@ namespace {
 // TickingClock, time only moves when read.
 constexpr absl::Duration kPoll = absl::Milliseconds(1);
 
-std::atomic<uint64_t> next_owner{1};
-
-// What the store's callbacks and the waiters share: it outlives the channel, since a
-// callback may hold it while the channel goes away.
-struct State {
+// The handler's sink: the answers of one channel's requests, from any thread, written
+// into their tickets. It outlives the channel, since a parked pull's callback holds it.
+class Answers final : public kv::AnswerSink, public std::enable_shared_from_this<Answers> {
+ public:
   struct Pending {
-    KeyRequest request;
+    KeyRequest::Op op = KeyRequest::Op::kPull;
+    uint64_t key = 0;
+    float* out = nullptr;  // weights targets: where the weights go
+    int64_t numel = 0;
+    int64_t* version = nullptr;
+    // A push-pull with pull_delta: `out` holds the weights of `step`, and the answer
+    // may be the packed change to step + 1.
     bool delta_ok = false;
+    int64_t step = -1;
     absl::Time sent;
     bool done = false;
     absl::Status status;
   };
 
-  std::string who;
-  absl::Mutex mu;
-  std::map<ServerChannel::Ticket, Pending> tickets ABSL_GUARDED_BY(mu);
-  ServerChannel::Ticket next_id ABSL_GUARDED_BY(mu) = 1;
-  absl::Status broken ABSL_GUARDED_BY(mu);
-  std::unique_ptr<kv::GradientCodec> pull_codec;  // set before the first Submit
+  explicit Answers(std::string who) : who_(std::move(who)) {}
+
+  const std::string& who() const { return who_; }
+  absl::Status Annotate(const absl::Status& s, const std::string& what) const {
+    if (s.ok()) return s;
+    return absl::Status(s.code(), absl::StrCat(who_, ": ", what, ": ", s.message()));
+  }
+
+  void Send(const v1::PushPullResponse& resp) override { Deliver(resp, nullptr, -1); }
+  DataAnswer Prepare(const char* data, size_t bytes) override {
+    // As the server's sink: a copy of the weights (or packed change) travels with the
+    // answer, which may go out later.
+    auto copy = std::make_shared<const std::string>(data, bytes);
+    return [self = shared_from_this(), copy](const v1::PushPullResponse& resp) {
+      self->Deliver(resp, copy->data(), static_cast<int64_t>(copy->size()));
+    };
+  }
+
+  // A new ticket; fails at once with `refused` when that is not OK, or when the
+  // channel is broken.
+  ServerChannel::Ticket Add(Pending p, const absl::Status& refused, absl::Time now) {
+    absl::MutexLock lock(&mu_);
+    const ServerChannel::Ticket id = next_id_++;
+    p.sent = now;
+    if (!refused.ok() || !broken_.ok()) {
+      p.done = true;
+      p.status = refused.ok() ? broken_ : refused;
+    }
+    tickets_.emplace(id, std::move(p));
+    return id;
+  }
+  bool Done(ServerChannel::Ticket id) {
+    absl::MutexLock lock(&mu_);
+    auto it = tickets_.find(id);
+    return it == tickets_.end() || it->second.done;
+  }
+
+  // Every outstanding ticket and every later one fails with `why` (the first reason
+  // sticks). Returns false when the channel was broken already.
+  bool Break(const absl::Status& why) {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return false;
+    broken_ = why;
+    for (auto& [id, p] : tickets_) {
+      if (p.done) continue;
+      p.done = true;
+      p.status = why;
+    }
+    return true;
+  }
+  absl::Status broken() {
+    absl::MutexLock lock(&mu_);
+    return broken_;
+  }
+
+  // Blocks up to `slice` (real time) for the ticket's answer; true when it has one.
+  bool AwaitSlice(ServerChannel::Ticket id, absl::Duration slice) {
+    absl::MutexLock lock(&mu_);
+    auto it = tickets_.find(id);
+    if (it == tickets_.end()) return true;
+    return mu_.AwaitWithTimeout(absl::Condition(&it->second.done), slice);
+  }
+
+  // The ticket's outcome (DEADLINE_EXCEEDED when `answered` is false), once.
+  absl::Status Take(ServerChannel::Ticket id, bool answered, absl::Time now) {
+    absl::MutexLock lock(&mu_);
+    auto it = tickets_.find(id);
+    if (it == tickets_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("ticket ", id, " unknown or already waited for"));
+    }
+    const Pending& p = it->second;
+    absl::Status result = p.status;
+    if (!answered || !p.done) {
+      const double waited = absl::ToDoubleSeconds(now - p.sent);
+      result = absl::DeadlineExceededError(absl::StrFormat("%s: no answer to %s of key %d within %.*f s", who_,
+                                                           OpName(p.op), p.key, waited < 10 ? 1 : 0, waited));
+    }
+    tickets_.erase(it);
+    return result;
+  }
+  std::vector<ServerChannel::Ticket> Outstanding() {
+    absl::MutexLock lock(&mu_);
+    std::vector<ServerChannel::Ticket> ids;
+    for (const auto& entry : tickets_) ids.push_back(entry.first);
+    return ids;
+  }
+  std::vector<ServerChannel::JoinNotice> TakeJoins() {
+    absl::MutexLock lock(&mu_);
+    std::vector<ServerChannel::JoinNotice> out;
+    out.swap(joins_);
+    return out;
+  }
+
+  // Set before the first request.
+  std::unique_ptr<kv::GradientCodec> pull_codec;
   std::atomic<int64_t> bytes_pushed{0}, bytes_pushed_uncompressed{0}, bytes_pulled{0}, bytes_pulled_uncompressed{0};
 
-  std::string What(const KeyRequest& r) const { return absl::StrCat(who, ": ", OpName(r.op), " of key ", r.key); }
-
-  void Finish(ServerChannel::Ticket id, const absl::Status& s) {
-    absl::MutexLock lock(&mu);
-    auto it = tickets.find(id);
-    if (it == tickets.end() || it->second.done) return;
-    it->second.done = true;
-    it->second.status = s.ok() ? s : absl::Status(s.code(), absl::StrCat(What(it->second.request), ": ", s.message()));
+ private:
+  // Whether `r` may be a packed change for `p`: "" if so, else what is wrong with it.
+  std::string CheckPacked(const v1::PushPullResponse& r, const Pending& p) const {
+    if (!p.delta_ok || pull_codec == nullptr) return "a packed answer that was not asked for";
+    if (r.compression() != static_cast<v1::Compression>(pull_codec->type())) {
+      return absl::StrCat("an answer packed as ", r.compression(), ", not ",
+                          kv::CompressionTypeName(pull_codec->type()));
+    }
+    if (r.version() != p.step + 1) {
+      return absl::StrCat("a packed change to version ", r.version(), " after pushing step ", p.step);
+    }
+    return "";
   }
 
-  // The store's answer to ticket `id`, written as PsClient's reader writes a response.
-  void Answer(ServerChannel::Ticket id, const absl::Status& s, const kv::PullAnswer& a) {
-    absl::MutexLock lock(&mu);
-    auto it = tickets.find(id);
-    if (it == tickets.end() || it->second.done) return;  // its waiter gave up already
-    Pending& p = it->second;
-    const KeyRequest& r = p.request;
-    p.done = true;
-    if (!s.ok()) {
-      p.status = absl::Status(s.code(), absl::StrCat(What(r), ": ", s.message()));
-      return;
-    }
-    if (r.target == KeyRequest::Target::kVersionOnly) {
-      if (r.version_out != nullptr) *r.version_out = a.version;
-      return;
-    }
-    if (a.numel != r.numel) {
-      p.status = absl::InternalError(absl::StrCat(What(r), " returned ", a.numel, " elements, want ", r.numel));
-      return;
-    }
-    const int64_t weight_bytes = r.numel * static_cast<int64_t>(sizeof(float));
-    if (a.delta != nullptr && p.delta_ok && pull_codec != nullptr && a.delta_type == pull_codec->type()) {
-      // As PsClient: the held weights plus the unpacked change, the server's arithmetic.
-      std::vector<float> change(static_cast<size_t>(r.numel));
-      p.status = pull_codec->Decode(a.delta, a.delta_bytes, change.data(), r.numel);
-      if (!p.status.ok()) return;
-      for (int64_t i = 0; i < r.numel; ++i) r.out[i] += change[static_cast<size_t>(i)];
-      bytes_pulled.fetch_add(a.delta_bytes, std::memory_order_relaxed);
+  // The weights answer `r` with `size` bytes at `data` (-1: none) into `p`.
+  absl::Status Unpack(const v1::PushPullResponse& r, const char* data, int64_t size, const std::string& what,
+                      Pending& p) {
+    if (r.compression() != v1::COMPRESSION_NONE) {
+      const std::string wrong = CheckPacked(r, p);
+      if (!wrong.empty()) return absl::InternalError(absl::StrCat(what, ": the server sent ", wrong));
+      const int64_t want = pull_codec->PackedBytes(p.numel);
+      if (size != want) {
+        return absl::InternalError(
+            absl::StrCat(what, " returned a packed change of ", std::max<int64_t>(size, 0), " bytes, want ", want));
+      }
+      // PsClient's arithmetic, which is the server's: held weights + unpacked change.
+      std::vector<float> change(static_cast<size_t>(p.numel));
+      if (absl::Status s = pull_codec->Decode(data, size, change.data(), p.numel); !s.ok()) {
+        return absl::InternalError(absl::StrCat(what, ": ", s.message()));
+      }
+      for (int64_t i = 0; i < p.numel; ++i) p.out[i] += change[static_cast<size_t>(i)];
+      bytes_pulled.fetch_add(want, std::memory_order_relaxed);
     } else {
-      std::copy(a.data, a.data + r.numel, r.out);
-      bytes_pulled.fetch_add(weight_bytes, std::memory_order_relaxed);
+      const int64_t want = p.numel * static_cast<int64_t>(sizeof(float));
+      if (size != want) {
+        return absl::InternalError(absl::StrCat(what, " returned ", std::max<int64_t>(size, 0), " bytes, want ", want));
+      }
+      if (want > 0) std::memcpy(p.out, data, static_cast<size_t>(want));
+      bytes_pulled.fetch_add(want, std::memory_order_relaxed);
     }
-    bytes_pulled_uncompressed.fetch_add(weight_bytes, std::memory_order_relaxed);
-    if (r.version_out != nullptr) *r.version_out = a.version;
+    bytes_pulled_uncompressed.fetch_add(p.numel * static_cast<int64_t>(sizeof(float)), std::memory_order_relaxed);
+    if (p.version != nullptr) *p.version = r.version();
+    return absl::OkStatus();
   }
+
+  // Replication: restarted chain members the answer says hold its key now.
+  void NoteJoined(const v1::PushPullResponse& r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (int j = 0; j < r.joined_servers_size() && j < r.joined_addresses_size(); ++j) {
+      joins_.push_back({r.key(), r.version(), r.joined_servers(j), r.joined_addresses(j)});
+    }
+  }
+
+  void Deliver(const v1::PushPullResponse& r, const char* data, int64_t size) {
+    absl::MutexLock lock(&mu_);
+    auto it = tickets_.find(r.request_id());
+    if (it == tickets_.end() || it->second.done) return;  // its waiter gave up already
+    Pending& p = it->second;
+    const std::string what = absl::StrCat(who_, ": ", OpName(p.op), " of key ", p.key);
+    absl::Status st;
+    if (r.code() != 0) {
+      st = absl::Status(static_cast<absl::StatusCode>(r.code()), absl::StrCat(what, ": ", r.message()));
+    } else if (p.out != nullptr) {
+      st = Unpack(r, data, size, what, p);
+    } else if (p.version != nullptr) {
+      *p.version = r.version();  // a version-only answer
+    }
+    if (st.ok() && r.joined_servers_size() > 0) NoteJoined(r);
+    p.done = true;
+    p.status = st;
+  }
+
+  const std::string who_;
+  absl::Mutex mu_;
+  std::map<ServerChannel::Ticket, Pending> tickets_ ABSL_GUARDED_BY(mu_);
+  ServerChannel::Ticket next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::vector<ServerChannel::JoinNotice> joins_ ABSL_GUARDED_BY(mu_);
 };
+
+// As PsService::InitKeys without --allow-non-finite: initial weights or optimizer
+// state holding NaN or Inf are refused (in_process_parity_test pins the text).
+absl::Status CheckFiniteInit(const std::vector<float>& v, const char* what, uint64_t key) {
+  if (kv::AllFinite(v.data(), static_cast<int64_t>(v.size()))) return absl::OkStatus();
+  const int64_t at = kv::FirstNonFinite(v.data(), static_cast<int64_t>(v.size()));
+  return absl::InvalidArgumentError(absl::StrCat("key ", key, ": ", what, " element ", at, " is ",
+                                                 v[static_cast<size_t>(at)],
+                                                 " (dtrain-server --allow-non-finite accepts it)"));
+}
 
 class InProcessChannel final : public ServerChannel, public InProcessServer::Link {
  public:
   InProcessChannel(InProcessServer* server, int worker_rank, bool dead)
-      : server_(server), worker_rank_(worker_rank), owner_(next_owner.fetch_add(1)) {
-    state_->who = absl::StrCat("server ", server->rank(), " at ", server->address());
-    if (dead) Break(absl::UnavailableError(absl::StrCat(state_->who, ": cannot be reached")));
+      : server_(server),
+        answers_(std::make_shared<Answers>(absl::StrCat("server ", server->rank(), " at ", server->address()))),
+        handler_(&server->store(), server->stream_options(), answers_, server->clock()) {
+    sender_.worker_rank = worker_rank;
+    if (dead) answers_->Break(absl::UnavailableError(absl::StrCat(answers_->who(), ": cannot be reached")));
     server_->Register(this);
   }
   ~InProcessChannel() override {
     server_->Unregister(this);
-    server_->store().DropPulls(owner_);
+    // As PsClient's destructor: nothing is written into a caller's buffer after this.
+    answers_->Break(absl::CancelledError(absl::StrCat(answers_->who(), ": client closed")));
+    server_->store().DropPulls(handler_.owner());  // the reactor's OnDone
   }
 
   void Break(const absl::Status& why) override {
-    {
-      absl::MutexLock lock(&state_->mu);
-      if (!state_->broken.ok()) return;
-      state_->broken = why;
-      for (auto& [id, p] : state_->tickets) {
-        if (p.done) continue;
-        p.done = true;
-        p.status = why;
-      }
-    }
-    server_->store().DropPulls(owner_);  // their answers find the tickets done
+    // The server's parked pulls of this stream die with it; their answers find the
+    // tickets done.
+    if (answers_->Break(why)) server_->store().DropPulls(handler_.owner());
   }
 
   Ticket Submit(const KeyRequest& r) override;
-  absl::Status Wait(Ticket ticket, absl::Time deadline) override;
+  absl::Status Wait(Ticket ticket, absl::Time deadline) override {
+    const bool answered = WaitUntil(ticket, deadline);
+    return answers_->Take(ticket, answered, server_->clock()());
+  }
   bool WaitUntil(Ticket ticket, absl::Time until) override;
   absl::Status WaitAll(absl::Time deadline) override;
-  std::vector<JoinNotice> TakeJoinNotices() override { return {}; }  // no replica catch-up here
+  std::vector<JoinNotice> TakeJoinNotices() override { return answers_->TakeJoins(); }
 
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                          absl::Duration timeout, int staleness = 0,
@@ -130,162 +275,90 @@ class InProcessChannel final : public ServerChannel, public InProcessServer::Lin
   absl::StatusOr<std::vector<kv::KeyVersion>> GetVersions(const std::vector<uint64_t>& keys,
                                                           absl::Duration timeout) override;
 
-  void SetPullCompression(kv::CompressionType type) override { state_->pull_codec = kv::MakeCodec({type, 1.0f}); }
-  void SetPullTimeout(absl::Duration timeout) override { pull_timeout_ = timeout; }
+  void SetPullCompression(kv::CompressionType type) override {
+    answers_->pull_codec = kv::MakeCodec({type, 1.0f});
+    sender_.pull_delta = answers_->pull_codec != nullptr;
+  }
+  void SetPullTimeout(absl::Duration timeout) override {
+    sender_.pull_timeout_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(timeout));
+  }
   void SetIdentity(const std::string& job_id, uint64_t incarnation) override {
-    job_id_ = job_id;
-    incarnation_ = incarnation;
+    sender_.job_id = job_id;
+    sender_.incarnation = incarnation;
   }
 
   const std::string& address() const override { return server_->address(); }
   int server_rank() const override { return server_->rank(); }
-  int64_t bytes_pushed() const override { return state_->bytes_pushed.load(); }
-  int64_t bytes_pushed_uncompressed() const override { return state_->bytes_pushed_uncompressed.load(); }
-  int64_t bytes_pulled() const override { return state_->bytes_pulled.load(); }
-  int64_t bytes_pulled_uncompressed() const override { return state_->bytes_pulled_uncompressed.load(); }
+  int64_t bytes_pushed() const override { return answers_->bytes_pushed.load(); }
+  int64_t bytes_pushed_uncompressed() const override { return answers_->bytes_pushed_uncompressed.load(); }
+  int64_t bytes_pulled() const override { return answers_->bytes_pulled.load(); }
+  int64_t bytes_pulled_uncompressed() const override { return answers_->bytes_pulled_uncompressed.load(); }
 
  private:
-  // The push half of `r`, as the handler's Push: unpacked, checked, merged.
-  absl::Status Push(const KeyRequest& r);
-  // The pull half: parks in the store until it can be answered.
-  void Pull(Ticket id, const KeyRequest& r, int64_t min_version);
-  // An unary call's error, named as PsClient names it.
-  absl::Status Unary(const absl::Status& s, const char* what) const {
-    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(state_->who, ": ", what, ": ", s.message()));
-    absl::MutexLock lock(&state_->mu);
-    return state_->broken;
-  }
+  // A unary call's outcome, named as PsClient names it. A killed server answers none
+  // (the channel's broken status); a stream the server closed after a refusal leaves
+  // the unary calls working, as gRPC's do.
+  absl::Status Unary(const absl::Status& s, const char* what) const { return answers_->Annotate(s, what); }
+  absl::Status Reachable() const { return server_->killed() ? answers_->broken() : absl::OkStatus(); }
+  // The server closed the stream after `refusal` (the handler's: a fenced incarnation,
+  // another job): PsClient reads the stream's end as FAILED_PRECONDITION "closed", or
+  // any other code as UNAVAILABLE "broke".
+  void Close(const absl::Status& refusal);
 
   InProcessServer* server_;
-  const int worker_rank_;
-  const uint64_t owner_;
-  std::shared_ptr<State> state_ = std::make_shared<State>();
-  absl::Duration pull_timeout_ = absl::ZeroDuration();
-  std::string job_id_;
-  uint64_t incarnation_ = 0;
-  std::vector<float> unpacked_;
+  const std::shared_ptr<Answers> answers_;
+  kv::PushPullHandler handler_;  // after answers_, its sink
+  RequestSender sender_;
 };
 
 ServerChannel::Ticket InProcessChannel::Submit(const KeyRequest& r) {
-  Ticket id;
-  absl::Status refused = ValidateKeyRequest(r);
-  {
-    absl::MutexLock lock(&state_->mu);
-    id = state_->next_id++;
-    State::Pending& p = state_->tickets[id];
-    p.request = r;
-    p.sent = server_->clock()();
-    p.delta_ok = r.target == KeyRequest::Target::kDelta && state_->pull_codec != nullptr;
-    if (refused.ok()) refused = state_->broken;
-    if (!refused.ok()) {
-      p.done = true;
-      p.status = refused;
-      return id;
-    }
+  using Target = KeyRequest::Target;
+  const bool weights = r.target == Target::kWeights || r.target == Target::kExact || r.target == Target::kDelta;
+  v1::PushPullRequest req = KeyRequestProto(r, sender_);
+  Answers::Pending p{r.op, r.key, weights ? r.out : nullptr, r.numel, r.version_out};
+  if (req.pull_delta()) {
+    p.delta_ok = true;
+    p.step = r.step_or_version;
   }
-  absl::Status s = server_->store().AdmitWorker(worker_rank_, job_id_, incarnation_);
-  int64_t min_version = r.step_or_version;
-  if (s.ok() && r.op != KeyRequest::Op::kPull) {
-    s = Push(r);
-    min_version = server_->store().PullVersionAfterPush(r.step_or_version);
+  const Ticket id = answers_->Add(p, answers_->Annotate(ValidateKeyRequest(r), "Submit"), server_->clock()());
+  if (answers_->Done(id)) return id;
+  req.set_request_id(id);
+  const bool push = r.op != KeyRequest::Op::kPull;
+  if (push) {
+    answers_->bytes_pushed.fetch_add(r.payload.size, std::memory_order_relaxed);
+    answers_->bytes_pushed_uncompressed.fetch_add(r.payload.numel * static_cast<int64_t>(sizeof(float)),
+                                                  std::memory_order_relaxed);
   }
-  if (!s.ok() || r.op == KeyRequest::Op::kPush) {
-    state_->Finish(id, s);
-    return id;
-  }
-  Pull(id, r, min_version);
+  // As the server's stream hands over a decoded request: the push's bytes where they
+  // lie, their length, and whether they were taken (data after `op` on the wire).
+  const absl::Status refusal = handler_.Handle(req, reinterpret_cast<const float*>(r.payload.bytes),
+                                               push ? r.payload.size : -1, push && r.payload.size > 0);
+  if (!refusal.ok()) Close(refusal);
   return id;
 }
 
-absl::Status InProcessChannel::Push(const KeyRequest& r) {
-  state_->bytes_pushed.fetch_add(r.payload.size, std::memory_order_relaxed);
-  state_->bytes_pushed_uncompressed.fetch_add(r.payload.numel * static_cast<int64_t>(sizeof(float)),
-                                              std::memory_order_relaxed);
-  const float* grad = reinterpret_cast<const float*>(r.payload.bytes);
-  int64_t numel = r.payload.size / static_cast<int64_t>(sizeof(float));
-  if (r.payload.compression.type != kv::CompressionType::kNone) {
-    // The size comes from the key the store holds, as on the server.
-    absl::StatusOr<int64_t> n = server_->store().ElementCount(r.key);
-    if (!n.ok()) return n.status();
-    std::unique_ptr<kv::GradientCodec> codec = kv::MakeCodec(r.payload.compression);
-    if (r.payload.size != codec->PackedBytes(*n)) {
-      return absl::InvalidArgumentError(absl::StrCat("compressed data has ", r.payload.size, " bytes, expected ",
-                                                     codec->PackedBytes(*n), " for ", *n, " elements"));
-    }
-    unpacked_.resize(static_cast<size_t>(*n));
-    if (absl::Status s = codec->Decode(r.payload.bytes, r.payload.size, unpacked_.data(), *n); !s.ok()) return s;
-    grad = unpacked_.data();
-    numel = *n;
-  }
-  if (!kv::AllFinite(grad, numel)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gradient element ", kv::FirstNonFinite(grad, numel), " is not finite"));
-  }
-  return server_->store().Push(worker_rank_, r.step_or_version, r.key, grad, numel);
-}
-
-void InProcessChannel::Pull(Ticket id, const KeyRequest& r, int64_t min_version) {
-  const absl::Duration wait = pull_timeout_ > absl::ZeroDuration() ? pull_timeout_ : server_->sync_timeout();
-  const absl::Time deadline = server_->clock()() + wait;
-  std::weak_ptr<State> weak = state_;
-  if (r.target == KeyRequest::Target::kExact) {
-    server_->store().Pull(
-        worker_rank_, r.key, min_version, deadline,
-        [weak, id](const absl::Status& s, int64_t version, const float* data, int64_t numel) {
-          if (auto state = weak.lock()) state->Answer(id, s, kv::PullAnswer{version, data, numel});
-        },
-        owner_, kv::PullMode::kExact);
-    return;
-  }
-  const int64_t held = r.target == KeyRequest::Target::kDelta ? r.step_or_version : -1;
-  server_->store().PullDelta(
-      worker_rank_, r.key, min_version, held, deadline,
-      [weak, id](const absl::Status& s, const kv::PullAnswer& a) {
-        if (auto state = weak.lock()) state->Answer(id, s, a);
-      },
-      owner_);
-}
-
-absl::Status InProcessChannel::Wait(Ticket ticket, absl::Time deadline) {
-  const bool answered = WaitUntil(ticket, deadline);
-  absl::MutexLock lock(&state_->mu);
-  auto it = state_->tickets.find(ticket);
-  if (it == state_->tickets.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("ticket ", ticket, " unknown or already waited for"));
-  }
-  absl::Status result = it->second.status;
-  if (!answered) {
-    result = absl::DeadlineExceededError(absl::StrCat(state_->What(it->second.request), ": no answer within ",
-                                                      absl::FormatDuration(server_->clock()() - it->second.sent)));
-  }
-  state_->tickets.erase(it);
-  return result;
+void InProcessChannel::Close(const absl::Status& refusal) {
+  // The server's stream drops its parked pulls (they are answered CANCELLED), then ends.
+  server_->store().DropPulls(handler_.owner());
+  const bool refused = refusal.code() == absl::StatusCode::kFailedPrecondition;
+  const std::string why = absl::StrCat(answers_->who(), ": PushPull stream ", refused ? "closed" : "broke", ": ",
+                                       refusal.message(), " (code ", static_cast<int>(refusal.code()), ")");
+  answers_->Break(refused ? absl::FailedPreconditionError(why) : absl::UnavailableError(why));
 }
 
 bool InProcessChannel::WaitUntil(Ticket ticket, absl::Time until) {
   for (;;) {
-    {
-      absl::MutexLock lock(&state_->mu);
-      auto it = state_->tickets.find(ticket);
-      if (it == state_->tickets.end()) return true;
-      const bool* done = &it->second.done;
-      if (state_->mu.AwaitWithTimeout(absl::Condition(done), kPoll)) return true;
-    }
+    if (answers_->AwaitSlice(ticket, kPoll)) return true;
     const absl::Time now = server_->clock()();
-    if (now >= until) return false;
+    if (now >= until) return answers_->Done(ticket);
     // The server's once-a-second sweep: parked pulls past their deadline fail.
     server_->store().CheckDeadlines(now);
   }
 }
 
 absl::Status InProcessChannel::WaitAll(absl::Time deadline) {
-  std::vector<Ticket> ids;
-  {
-    absl::MutexLock lock(&state_->mu);
-    for (const auto& entry : state_->tickets) ids.push_back(entry.first);
-  }
   absl::Status first;
-  for (Ticket id : ids) {
+  for (Ticket id : answers_->Outstanding()) {
     absl::Status s = Wait(id, deadline);
     if (first.ok() && !s.ok()) first = s;
   }
@@ -295,14 +368,14 @@ absl::Status InProcessChannel::WaitAll(absl::Time deadline) {
 absl::Status InProcessChannel::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                                          absl::Duration /*timeout*/, int staleness,
                                          kv::CompressionType pull_compression) {
-  if (!IsDistributed(mode)) {
-    return Unary(absl::InvalidArgumentError(
-                     absl::StrCat("kv_store \"", KVStoreModeName(mode), "\" is not served by a parameter server")),
-                 "Configure");
-  }
+  if (absl::Status s = Reachable(); !s.ok()) return s;
+  // The mode as PsClient sends it, read as PsService reads it.
+  v1::ConfigureRequest req;
+  req.set_mode(dtrain::ToProto(mode));
+  const absl::StatusOr<kv::MergeMode> merge = dtrain::server::MergeModeOf(req);
+  if (!merge.ok()) return Unary(merge.status(), "Configure");
   kv::StoreConfig config;
-  config.mode = IsAsync(mode) ? kv::MergeMode::kAsync
-                              : (mode == KVStoreMode::kDistSsp ? kv::MergeMode::kSsp : kv::MergeMode::kSync);
+  config.mode = *merge;
   config.num_workers = num_workers;
   config.staleness = staleness;
   config.optimizer = optimizer;
@@ -313,16 +386,21 @@ absl::Status InProcessChannel::Configure(KVStoreMode mode, int num_workers, cons
 
 absl::Status InProcessChannel::InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration /*timeout*/,
                                         const std::vector<std::vector<int>>& /*chains*/) {
+  if (absl::Status s = Reachable(); !s.ok()) return s;
   for (const kv::KeyState& k : keys) {
-    absl::Status s = server_->store().InitKey(k.key, k.shape, k.values.data(), static_cast<int64_t>(k.values.size()),
-                                              k.version, k.optimizer_state);
+    absl::Status s = CheckFiniteInit(k.values, "values", k.key);
+    if (s.ok()) s = CheckFiniteInit(k.optimizer_state, "optimizer_state", k.key);
+    if (s.ok())
+      s = server_->store().InitKey(k.key, k.shape, k.values.data(), static_cast<int64_t>(k.values.size()), k.version,
+                                   k.optimizer_state);
     if (!s.ok()) return Unary(s, "InitKeys");
   }
-  return Unary(absl::OkStatus(), "InitKeys");
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<kv::KeyState>> InProcessChannel::GetState(const std::vector<uint64_t>& keys,
                                                                      absl::Duration /*timeout*/) {
+  if (absl::Status s = Reachable(); !s.ok()) return s;
   std::vector<kv::KeyState> out;
   absl::Status s = Unary(server_->store().Snapshot(keys, &out), "GetState");
   if (!s.ok()) return s;
@@ -331,11 +409,12 @@ absl::StatusOr<std::vector<kv::KeyState>> InProcessChannel::GetState(const std::
 
 absl::StatusOr<std::vector<kv::KeyVersion>> InProcessChannel::GetVersions(const std::vector<uint64_t>& keys,
                                                                           absl::Duration /*timeout*/) {
-  absl::Status s = server_->store().AdmitWorker(worker_rank_, job_id_, incarnation_);
+  if (absl::Status s = Reachable(); !s.ok()) return s;
+  // As PsService::GetVersions: the asking incarnation takes its rank here already.
+  absl::Status s = server_->store().AdmitWorker(sender_.worker_rank, sender_.job_id, sender_.incarnation);
   std::vector<kv::KeyVersion> out;
-  if (s.ok()) s = server_->store().Versions(keys, worker_rank_, &out);
-  s = Unary(s, "GetVersions");
-  if (!s.ok()) return s;
+  if (s.ok()) s = server_->store().Versions(keys, sender_.worker_rank, &out);
+  if (!s.ok()) return Unary(s, "GetVersions");
   return out;
 }
 

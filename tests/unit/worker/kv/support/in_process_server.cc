@@ -4,6 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "services/server/ps_service.h"
+#include "services/server/snapshot_rollback.h"
+#include "services/server/snapshot_writer.h"
 
 namespace dtrain::worker::testing {
 
@@ -15,6 +18,50 @@ InProcessServer::InProcessServer(int rank, Clock clock, absl::Duration sync_time
       store_(clock_) {}
 
 InProcessServer::~InProcessServer() = default;
+
+kv::StreamOptions InProcessServer::stream_options() const {
+  // As PsService::PushPull sets them from dtrain-server's defaults (no TLS, no metrics).
+  const dtrain::server::PsServiceOptions flags;
+  kv::StreamOptions stream;
+  stream.sync_timeout = sync_timeout_;
+  stream.request_limits = flags.request_limits;
+  stream.allow_non_finite = flags.allow_non_finite;
+  stream.max_pending_requests = flags.max_pending_requests;
+  stream.max_queued_bytes = flags.max_queued_bytes;
+  stream.catch_up = gate_;
+  return stream;
+}
+
+void InProcessServer::EnableSnapshots(const std::string& dir, int64_t every) {
+  snapshots_ = std::make_unique<dtrain::server::SnapshotWriter>(dtrain::server::SnapshotOptions{dir, every, 2}, &store_,
+                                                                nullptr);
+  rollback_ = std::make_unique<dtrain::server::SnapshotRollback>(dir, &store_, snapshots_.get(),
+                                                                 [this](const v1::SnapshotReport& report) {
+                                                                   absl::MutexLock lock(&mu_);
+                                                                   report_ = report;
+                                                                 });
+  snapshots_->SetRank(rank_);
+  rollback_->Start(rank_);
+}
+
+std::vector<int64_t> InProcessServer::CompleteSnapshots(absl::Duration timeout) {
+  if (snapshots_ == nullptr) return {};
+  snapshots_->WaitIdle(absl::Now() + timeout);
+  return snapshots_->complete_steps();
+}
+
+absl::Status InProcessServer::Rollback(const v1::RollbackOrder& order) {
+  if (rollback_ == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("server ", rank_, " writes no snapshots (EnableSnapshots)"));
+  }
+  rollback_->OnOrder(order);
+  absl::MutexLock lock(&mu_);
+  if (report_.rollback_done() != order.generation()) {
+    return absl::InternalError(absl::StrCat("server ", rank_, " did not carry out rollback ", order.generation(),
+                                            " to step ", order.step(), " (see the log)"));
+  }
+  return absl::OkStatus();
+}
 
 void InProcessServer::Kill() {
   absl::MutexLock lock(&mu_);

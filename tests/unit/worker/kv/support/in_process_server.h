@@ -4,12 +4,17 @@
 // support only: the product reaches servers over gRPC (PsClient), and the `local`
 // kvstore uses a ShardStore directly, so nothing there needs a channel in-process.
 //
-// The channel drives the store as the server's PushPullHandler does: a compressed push
-// is unpacked (its size checked against the key's) and checked finite before
-// ShardStore::Push; a pull or push-pull parks in ShardStore::Pull / PullDelta with the
-// channel's pull timeout as deadline, so a sync pull is answered once every worker's
-// push of the step merged, or DEADLINE_EXCEEDED naming the missing workers. The
-// server's once-a-second CheckDeadlines runs from the channel's waits instead.
+// The channel runs the server's own request path: it builds each request as PsClient
+// does (services/worker/kv/key_request_proto.h), hands it to a kv::PushPullHandler
+// (what the server's PushPull stream runs) with the options dtrain-server gives its
+// streams, and reads the handler's answers as PsClient reads them off the wire. What
+// stays here is what only a process or a transport has: the ShardStore, the server's
+// once-a-second CheckDeadlines (run from the channel's waits), a stream the server
+// closes after a refusal, a killed process, and the unary calls, which PsService
+// answers inside its gRPC reactors: they are mirrored here (the mode read by the
+// server's MergeModeOf, its checks of initial values). in_process_parity_test.cc runs
+// the same requests, unary ones included, through this channel and through PsClient
+// against the gRPC service and compares the answers byte for byte.
 //
 // Every time is read from the clock the servers were made with, so a test may hand a
 // clock that moves on by itself (TickingClock) and a 2 minute sync timeout passes in
@@ -26,10 +31,17 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/kv/push_pull_handler.h"
 #include "common/kv/shard_store.h"
+#include "dtrain/v1/scheduler.pb.h"
 #include "services/worker/cluster.h"
 #include "services/worker/kv/dist_kvstore.h"
 #include "services/worker/kv/server_channel.h"
+
+namespace dtrain::server {
+class SnapshotRollback;
+class SnapshotWriter;
+}  // namespace dtrain::server
 
 namespace dtrain::worker::testing {
 
@@ -64,6 +76,24 @@ class InProcessServer {
   const std::string& address() const { return address_; }  // "inprocess:RANK"
   kv::ShardStore& store() { return store_; }
 
+  // Replication: the gate dtrain-server's ReplicaCatchUp is (answers held until a
+  // restarted chain member holds the key, then naming it). Set before the first
+  // Connect; `gate` must outlive the channels.
+  void SetAnswerGate(kv::AnswerGate* gate) { gate_ = gate; }
+  // The options of every PushPull stream (channel) to this server, as dtrain-server
+  // sets them from its flags.
+  kv::StreamOptions stream_options() const;
+
+  // Snapshots and rollback (docs/recovery.md), with dtrain-server's own classes: every
+  // `every` steps the shard is written to `dir`. Call before the store is configured.
+  void EnableSnapshots(const std::string& dir, int64_t every);
+  // The steps of the complete snapshots on disk, newest first, once the writer's
+  // thread wrote what was due (it waits up to `timeout` of real time for it).
+  std::vector<int64_t> CompleteSnapshots(absl::Duration timeout = absl::Seconds(10));
+  // The scheduler's rollback order reaches this server: it reloads its snapshot of
+  // `order.step()`. OK once it acknowledged the order; else what went wrong.
+  absl::Status Rollback(const v1::RollbackOrder& order);
+
   // A channel of worker `worker_rank`, as PsClient::Connect: once the server was
   // killed, UNAVAILABLE, or with a zero timeout a channel that fails every request so.
   absl::StatusOr<std::unique_ptr<ServerChannel>> Connect(int worker_rank, absl::Duration connect_timeout);
@@ -90,7 +120,11 @@ class InProcessServer {
   const Clock clock_;
   const absl::Duration sync_timeout_;
   kv::ShardStore store_;
+  kv::AnswerGate* gate_ = nullptr;
+  std::unique_ptr<dtrain::server::SnapshotWriter> snapshots_;
+  std::unique_ptr<dtrain::server::SnapshotRollback> rollback_;
   mutable absl::Mutex mu_;
+  v1::SnapshotReport report_ ABSL_GUARDED_BY(mu_);
   bool killed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Link*> links_ ABSL_GUARDED_BY(mu_);
 };
