@@ -23,22 +23,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/elastic/membership_schedule.h"
+#include "common/kv/step_ranks.h"
 
 namespace dtrain::elastic {
 
-// Which ranks merge a step: what a merge rule asks while it decides a push.
-class StepRanks {
- public:
-  virtual ~StepRanks() = default;
-  // The ranks (ascending) whose pushes step `step` merges.
-  virtual std::vector<int> RanksAt(int64_t step) const = 0;
-  virtual int CountAt(int64_t step) const = 0;
-  virtual bool Holds(int64_t step, int rank) const = 0;
-  // "generation 1 from step 180, workers {0,1,3}": the generation of `step`.
-  virtual std::string DescribeAt(int64_t step) const = 0;
-};
-
-class MembershipGate final : public StepRanks {
+class MembershipGate final : public kv::StepRanks {
  public:
   using Clock = std::function<absl::Time()>;
 

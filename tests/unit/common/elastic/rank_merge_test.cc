@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "common/elastic/membership_gate.h"
-#include "common/elastic/rank_mean.h"
-#include "common/elastic/rank_set_merge_rule.h"
+#include "common/kv/rank_mean.h"
+#include "common/kv/rank_set_merge_rule.h"
 #include "common/kv/shard_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -28,7 +28,7 @@ kv::KeyProgress Progress(int64_t version, int pending, bool worker_pending) {
 TEST(RankSetMergeRuleTest, OneFullGenerationDecidesAsSyncMergeRule) {
   for (int n = 1; n <= 4; ++n) {
     const MembershipGate gate(MembershipSchedule::Fixed(n));
-    const RankSetMergeRule rule(&gate);
+    const kv::RankSetMergeRule rule(&gate);
     const kv::SyncMergeRule sync(n);
     for (int64_t version = 0; version < 3; ++version) {
       for (int64_t step = 0; step < 4; ++step) {
@@ -53,7 +53,7 @@ TEST(RankSetMergeRuleTest, OneFullGenerationDecidesAsSyncMergeRule) {
 TEST(RankSetMergeRuleTest, EachStepWaitsForItsGenerationsRanksOnly) {
   auto schedule = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}, {10, {0, 1, 3}}});
   const MembershipGate gate(schedule);
-  const RankSetMergeRule rule(&gate);
+  const kv::RankSetMergeRule rule(&gate);
   EXPECT_EQ(*rule.OnPush(Progress(9, 1, false), 1, 9), kv::PushAction::kMergeStep);  // 2 ranks
   EXPECT_EQ(*rule.OnPush(Progress(10, 1, false), 1, 10), kv::PushAction::kStorePending);
   EXPECT_EQ(*rule.OnPush(Progress(10, 2, false), 3, 10), kv::PushAction::kMergeStep);  // 3 ranks
@@ -96,7 +96,7 @@ TEST(MeanOverRanksTest, RanksZeroToNMergeBitForBitAsTheShardStore) {
     std::vector<int> ranks(n);
     for (int r = 0; r < n; ++r) ranks[r] = r;
     std::vector<float> merged;
-    const float* mean = MeanOverRanks(
+    const float* mean = kv::MeanOverRanks(
         ranks, 37, [&](int r) { return grads[r].data(); }, &merged);
     const std::vector<float> expected = StoreMean(grads);
     EXPECT_EQ(std::memcmp(mean, expected.data(), 37 * sizeof(float)), 0) << n << " workers";
@@ -110,11 +110,11 @@ TEST(MeanOverRanksTest, SumsAGapsRanksInAscendingOrder) {
   grads[2] = {1e8f};
   grads[3] = {-1e8f};
   std::vector<float> merged;
-  const float* mean = MeanOverRanks(
+  const float* mean = kv::MeanOverRanks(
       {0, 2, 3}, 1, [&](int r) { return grads[r].data(); }, &merged);
   EXPECT_EQ(mean[0], 0.0f);
   // One rank: its push is the mean, not copied.
-  EXPECT_EQ(MeanOverRanks(
+  EXPECT_EQ(kv::MeanOverRanks(
                 {2}, 1, [&](int r) { return grads[r].data(); }, &merged),
             grads[2].data());
 }

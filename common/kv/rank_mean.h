@@ -10,7 +10,7 @@
 
 #include "absl/functional/function_ref.h"
 
-namespace dtrain::elastic {
+namespace dtrain::kv {
 
 // `ranks`: ascending, not empty; `grad_of(r)`: rank r's numel floats. With one rank
 // its gradient is the mean, returned in place (nothing copied); otherwise the mean is
@@ -18,4 +18,4 @@ namespace dtrain::elastic {
 const float* MeanOverRanks(const std::vector<int>& ranks, int64_t numel,
                            absl::FunctionRef<const float*(int rank)> grad_of, std::vector<float>* merged);
 
-}  // namespace dtrain::elastic
+}  // namespace dtrain::kv
