@@ -33,7 +33,7 @@ absl::Status MembershipGate::AdmitPush(int64_t step, int generation) {
     return absl::UnavailableError(
         absl::StrCat("membership change to generation ", proposed_, " pending for ",
                      absl::FormatDuration(absl::Trunc(clock_() - proposed_at_, absl::Seconds(1))), ": step ", step,
-                     " waits for its commit (this server took pushes up to step ", held_above_, "); retry"));
+                     " waits for its commit (steps up to ", held_above_, " go on); retry"));
   }
   int64_t seen = highest_.load(std::memory_order_relaxed);
   while (step > seen && !highest_.compare_exchange_weak(seen, step, std::memory_order_acq_rel)) {
@@ -41,7 +41,7 @@ absl::Status MembershipGate::AdmitPush(int64_t step, int generation) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<MembershipGate::Proposal> MembershipGate::Propose(int generation) {
+absl::StatusOr<MembershipGate::Proposal> MembershipGate::Propose(int generation, int64_t not_before) {
   absl::MutexLock lock(&mu_);
   const int latest = static_cast<int>(schedule_.generations().size()) - 1;
   Proposal answer;
@@ -58,9 +58,10 @@ absl::StatusOr<MembershipGate::Proposal> MembershipGate::Propose(int generation)
   if (proposed_ != generation) {
     proposed_ = generation;
     proposed_at_ = clock_();
-    held_above_ = highest_.load(std::memory_order_acquire);
+    proposed_highest_ = highest_.load(std::memory_order_acquire);
+    held_above_ = std::max(proposed_highest_, not_before - 1);
   }
-  answer.highest_step = held_above_;
+  answer.highest_step = proposed_highest_;
   return answer;
 }
 
@@ -79,8 +80,8 @@ absl::Status MembershipGate::Commit(int generation, const Generation& next) {
   }
   if (next.from_step <= held_above_) {
     return absl::FailedPreconditionError(absl::StrCat("membership generation ", generation, " cannot start at step ",
-                                                      next.from_step, ": this server took pushes of step ",
-                                                      held_above_));
+                                                      next.from_step, ": this server lets steps up to ", held_above_,
+                                                      " go on with the workers of before"));
   }
   if (absl::Status s = schedule_.Append(next); !s.ok()) return s;
   proposed_ = -1;

@@ -2,8 +2,8 @@
 // generation each step belongs to, and the propose/commit exchange with the scheduler
 // that picks the step a new generation starts at so that no step mixes worker sets.
 //
-//   Propose(g)  -> the highest step this server took a push for, h; from now on a push
-//                  of a step > h is held (UNAVAILABLE: the worker retries)
+//   Propose(g, T) -> the highest step this server took a push for, h; from now on a
+//                  push of a step > max(h, T - 1) is held (UNAVAILABLE: the worker retries)
 //   Commit(g, {S, W}) with S > h -> steps >= S merge W's pushes; a push of a step >= S
 //                  from a worker still on an older generation is refused ABORTED
 //                  naming the change, and the worker redoes step S in the new one.
@@ -49,11 +49,13 @@ class MembershipGate final : public kv::StepRanks {
     int64_t highest_step = -1;    // the highest step a push was taken for; -1: none
     int64_t committed_from = -1;  // >= 0: the generation is committed already, from this step
   };
-  // The scheduler is about to commit generation `generation` (the latest + 1). Asking
-  // again returns the same answer (a restarted scheduler); for a committed generation
-  // committed_from says where it starts. FAILED_PRECONDITION for any other generation,
-  // naming the one expected.
-  absl::StatusOr<Proposal> Propose(int generation);
+  // The scheduler is about to commit generation `generation` (the latest + 1), from
+  // step `not_before` at the earliest (a replayed change's recorded step; 0: as soon as
+  // may be). Pushes of steps above max(highest_step, not_before - 1) are held from now.
+  // Asking again returns the same answer (a restarted scheduler); for a committed
+  // generation committed_from says where it starts. FAILED_PRECONDITION for any other
+  // generation, naming the one expected.
+  absl::StatusOr<Proposal> Propose(int generation, int64_t not_before = 0);
 
   // Makes `next` generation `generation`, after its Propose: next.from_step must be
   // above the highest step taken (FAILED_PRECONDITION naming it otherwise) and follow
@@ -79,7 +81,8 @@ class MembershipGate final : public kv::StepRanks {
   MembershipSchedule schedule_ ABSL_GUARDED_BY(mu_);
   int proposed_ ABSL_GUARDED_BY(mu_) = -1;  // the generation proposed; -1: none
   absl::Time proposed_at_ ABSL_GUARDED_BY(mu_);
-  int64_t held_above_ ABSL_GUARDED_BY(mu_) = -1;  // the proposal's highest step
+  int64_t held_above_ ABSL_GUARDED_BY(mu_) = -1;        // steps above this wait for the commit
+  int64_t proposed_highest_ ABSL_GUARDED_BY(mu_) = -1;  // highest_ when proposed
   // Raised by AdmitPush under the reader lock; Propose reads it under the writer lock,
   // when no admission runs.
   std::atomic<int64_t> highest_{-1};

@@ -40,7 +40,7 @@ TEST_F(MembershipGateTest, AProposalHoldsStepsAboveTheHighestTakenUntilItsCommit
   const absl::Status held = gate_.AdmitPush(11, 0);
   EXPECT_EQ(held.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(held.message(), HasSubstr("membership change to generation 1 pending for 3s: step 11 waits for its "
-                                        "commit (this server took pushes up to step 10)"));
+                                        "commit (steps up to 10 go on)"));
   // Asked again (a restarted scheduler): the same answer.
   EXPECT_EQ(gate_.Propose(1)->highest_step, 10);
   EXPECT_EQ(gate_.highest_step(), 10);
@@ -73,7 +73,7 @@ TEST_F(MembershipGateTest, CommitNeedsItsProposalAndAStepAboveTheHighestTaken) {
   ASSERT_TRUE(gate_.Propose(1).ok());
   const absl::Status early = gate_.Commit(1, {10, {0}});
   EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(early.message(), HasSubstr("cannot start at step 10: this server took pushes of step 10"));
+  EXPECT_THAT(early.message(), HasSubstr("cannot start at step 10: this server lets steps up to 10 go on"));
   EXPECT_EQ(gate_.Commit(1, {11, {0, 9}}).code(), absl::StatusCode::kInvalidArgument);  // rank 9 >= MAX 4
   // Nothing changed: still proposed, still generation 0.
   EXPECT_EQ(gate_.schedule().generations().size(), 1u);
@@ -92,6 +92,18 @@ TEST_F(MembershipGateTest, AbortLetsPushesFlowAgain) {
   ASSERT_TRUE(gate_.Abort(1).ok());
   EXPECT_TRUE(gate_.AdmitPush(5, 0).ok());
   EXPECT_EQ(gate_.Propose(1)->highest_step, 5);
+}
+
+TEST_F(MembershipGateTest, AProposalNotBeforeAStepLetsTheStepsBeforeItGoOn) {
+  ASSERT_TRUE(gate_.AdmitPush(10, 0).ok());
+  auto p = gate_.Propose(1, /*not_before=*/15);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->highest_step, 10);
+  EXPECT_TRUE(gate_.AdmitPush(14, 0).ok());
+  EXPECT_EQ(gate_.AdmitPush(15, 0).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(gate_.Propose(1, 15)->highest_step, 10);  // the same answer again
+  EXPECT_FALSE(gate_.Commit(1, {14, {0}}).ok());
+  EXPECT_TRUE(gate_.Commit(1, {15, {0}}).ok());
 }
 
 // Two servers that have taken different steps when the change is proposed: S = the
