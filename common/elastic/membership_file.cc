@@ -1,6 +1,7 @@
 #include "common/elastic/membership_file.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <utility>
 #include <vector>
@@ -34,6 +35,10 @@ std::string Position(absl::string_view text, size_t byte) {
 
 absl::StatusOr<int64_t> Integer(const Json& v, const std::string& field) {
   if (!v.is_number_integer()) return Bad(field, absl::StrCat("expected an integer, got ", v.dump()));
+  // Above int64's range nlohmann keeps an unsigned value, which must not wrap.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    return Bad(field, absl::StrCat(v.dump(), " is out of range"));
+  }
   return v.get<int64_t>();
 }
 

@@ -63,6 +63,10 @@ TEST(MembershipFileTest, WrongShapesNameTheField) {
   EXPECT_THAT(message(head + "\"generations\": {}}"), HasSubstr("generations: expected a list"));
   EXPECT_THAT(message("{\"format\": \"dtrain-membership-1\", \"max_workers\": 4, \"generations\": []}"),
               HasSubstr("min_workers: missing"));
+  EXPECT_THAT(message(head + "\"generations\": [{\"from_step\": 18446744073709551615, \"workers\": [0]}]}"),
+              HasSubstr("generations[0].from_step: 18446744073709551615 is out of range"));
+  EXPECT_THAT(message(head + "\"generations\": [{\"from_step\": 1.5, \"workers\": [0]}]}"),
+              HasSubstr("generations[0].from_step: expected an integer, got 1.5"));
   // A schedule rule, after the shapes.
   EXPECT_THAT(message(head + "\"generations\": [{\"from_step\": 0, \"workers\": [0]}, "
                              "{\"from_step\": 0, \"workers\": [1]}]}"),
