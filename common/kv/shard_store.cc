@@ -457,7 +457,7 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
   for (auto& [key, k] : keys) {
     absl::MutexLock lock(&k->mu);
     if (k->parked.empty() && k->pending_count == 0) continue;
-    const std::vector<int> missing = k->Missing();
+    const std::vector<int> missing = k->Missing(setup->step_ranks);
     const int64_t expired = k->parked.Expire(now, k->version, key, [&] { return setup->heard->Texts(missing, now); });
     impl_->CountParked(setup, -expired);
     if (k->parked.empty() && k->pending_count == 0) {

@@ -15,6 +15,7 @@ namespace dtrain::elastic {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr uint64_t kKey = 3;
 constexpr int64_t kNumel = 33;
@@ -106,6 +107,25 @@ TEST(ElasticStoreTest, EachStepMergesExactlyItsGenerationsPushes) {
   const float* mean0 = kv::MeanOverRanks({0, 1}, kNumel, grad_of, &m0);
   const float* mean1 = kv::MeanOverRanks({0, 1, 3}, kNumel, grad_of, &m1);
   for (int64_t i = 0; i < kNumel; ++i) EXPECT_EQ(after.values[i], (0.0f - mean0[i]) - mean1[i]) << i;
+}
+
+TEST(ElasticStoreTest, AStalledStepNamesOnlyItsGenerationsMissingRanks) {
+  const absl::Time start = absl::FromUnixSeconds(1800000000);
+  absl::Time now = start;
+  MembershipGate gate(*MembershipSchedule::Create(1, 4, {{0, {0, 1, 3}}}));
+  kv::ShardStore store([&now] { return now; });
+  store.SetStepRanks(&gate);
+  ASSERT_TRUE(store.Configure(Config(4, 1.0, 0.0)).ok());
+  const std::vector<float> zero(kNumel, 0.0f);
+  ASSERT_TRUE(store.InitKey(kKey, {kNumel}, zero.data(), kNumel).ok());
+  ASSERT_TRUE(store.Push(0, 0, kKey, zero.data(), kNumel).ok());
+  absl::Status got;
+  store.Pull(0, kKey, 1, start + absl::Seconds(5),
+             [&got](const absl::Status& s, int64_t, const float*, int64_t) { got = s; });
+  store.CheckDeadlines(start + absl::Seconds(6));
+  EXPECT_EQ(got.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(got.message(), HasSubstr("waiting for worker 1 (never heard from), worker 3 (never heard from)"));
+  EXPECT_THAT(got.message(), Not(HasSubstr("worker 2")));
 }
 
 TEST(ElasticStoreTest, OnlySyncMerges) {
