@@ -60,11 +60,15 @@ absl::StatusOr<ElasticCoordinator> ElasticCoordinator::Create(MembershipSchedule
 absl::StatusOr<int> ElasticCoordinator::Join() {
   const std::vector<int>& now = schedule_.latest().ranks;
   const int next_index = static_cast<int>(schedule_.generations().size());
-  if (replay_ && next_index < static_cast<int>(replay_->generations().size())) {
-    for (int r : Minus(replay_->generations()[next_index].ranks, now)) {
-      if (joined_.insert(r).second) return r;
+  if (replay_) {
+    // The ranks the recording lets join, generation by generation from the next one.
+    const auto& recorded = replay_->generations();
+    for (int g = std::max(next_index, 1); g < static_cast<int>(recorded.size()); ++g) {
+      for (int r : Minus(recorded[g].ranks, recorded[g - 1].ranks)) {
+        if (!Has(now, r) && joined_.insert(r).second) return r;
+      }
     }
-  } else if (!replay_) {
+  } else {
     for (int r = 0; r < schedule_.max_workers(); ++r) {
       if (!Has(now, r) && joined_.count(r) == 0) {  // a leaver's rank is free only once it has left
         joined_.insert(r);

@@ -42,9 +42,9 @@ class ElasticCoordinator {
                                                    std::optional<elastic::MembershipSchedule> replay);
 
   // A worker that registers without a rank: the rank it gets, the lowest one neither in
-  // the job nor given to another joiner (with a replay: the lowest of the next recorded
-  // generation's new ranks not given yet). It steps from the commit of the generation
-  // that holds it. RESOURCE_EXHAUSTED naming the bounds when there is none.
+  // the job nor given to another joiner (with a replay: the next rank the recording
+  // lets join, in the order of its generations, held until that generation's step). It
+  // steps from the commit of the generation that holds it. RESOURCE_EXHAUSTED naming the bounds when there is none.
   absl::StatusOr<int> Join();
 
   // Worker `rank` of the latest generation leaves (a SIGTERM notice, or dropped after

@@ -111,6 +111,21 @@ TEST(ElasticCoordinatorTest, AReplayCommitsTheRecordedGenerationsAtTheirSteps) {
   EXPECT_THAT(c.Join().status().message(), HasSubstr("no worker rank is free"));  // the recording has no more
 }
 
+TEST(ElasticCoordinatorTest, AReplayHoldsAnEarlyJoinerUntilItsRecordedGeneration) {
+  const MembershipSchedule recorded = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}, {20, {0}}, {30, {0, 3}}});
+  const MembershipSchedule start = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}});
+  GateServers servers(start, 1);
+  auto c = *ElasticCoordinator::Create(start, recorded);
+  EXPECT_EQ(*c.Join(), 3);  // joins in generation 2, after worker 1 leaves in generation 1
+  EXPECT_THAT(c.RunChange(servers).status().message(),
+              HasSubstr("generation 1 from step 20 waits for worker 1 to leave"));
+  ASSERT_TRUE(c.Leave(1).ok());
+  EXPECT_EQ(*c.RunChange(servers), "worker 1 left at step 20: 1 worker from now");
+  EXPECT_TRUE(c.HasPendingChange());  // the joiner, for step 30
+  EXPECT_EQ(*c.RunChange(servers), "worker 3 joined at step 30: 2 workers from now");
+  EXPECT_TRUE(c.schedule() == recorded);
+}
+
 TEST(ElasticCoordinatorTest, AReplayPastItsStepOrDifferingFromTheJobIsRefused) {
   const MembershipSchedule recorded = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}, {20, {0}}});
   const MembershipSchedule start = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}});
