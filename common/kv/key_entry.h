@@ -21,6 +21,7 @@
 #include "common/kv/parked_pulls.h"
 #include "common/kv/previous_weights.h"
 #include "common/kv/shard_store.h"
+#include "common/kv/step_ranks.h"
 
 namespace dtrain::kv {
 
@@ -62,11 +63,21 @@ struct KeyEntry {
     last_pull_version.resize(n, -1);
   }
 
-  // The workers whose push for step `version` has not arrived.
-  std::vector<int> Missing() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // The workers whose push for step `version` has not arrived: of ranks 0 ..
+  // num_workers - 1, or of the step's ranks where `ranks` (elastic) names them.
+  std::vector<int> Missing(const StepRanks* ranks = nullptr) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    auto absent = [this](int w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return w >= static_cast<int>(has_pending.size()) || !has_pending[w];
+    };
     std::vector<int> missing;
+    if (ranks != nullptr) {
+      for (int w : ranks->RanksAt(version)) {
+        if (absent(w)) missing.push_back(w);
+      }
+      return missing;
+    }
     for (int w = 0; w < num_workers; ++w) {
-      if (w >= static_cast<int>(has_pending.size()) || !has_pending[w]) missing.push_back(w);
+      if (absent(w)) missing.push_back(w);
     }
     return missing;
   }

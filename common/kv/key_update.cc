@@ -1,5 +1,6 @@
 #include "common/kv/key_update.h"
 
+#include "common/kv/rank_mean.h"
 #include "common/kv/vector_ops.h"
 
 namespace dtrain::kv {
@@ -23,9 +24,11 @@ void UpdatePacked(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCL
 
 }  // namespace
 
-const float* MeanGradient(int num_workers, KeyEntry& k, int last_rank, const float* last_grad) {
+const float* MeanGradient(const StoreSetup& s, KeyEntry& k, int last_rank, const float* last_grad) {
   auto grad_of = [&](int w)
                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) { return w == last_rank ? last_grad : k.pending[w].data(); };
+  if (s.step_ranks != nullptr) return MeanOverRanks(s.step_ranks->RanksAt(k.version), k.numel, grad_of, &k.merged);
+  const int num_workers = s.config.num_workers;
   if (num_workers == 1) return grad_of(0);
   k.merged.assign(grad_of(0), grad_of(0) + k.numel);
   float* acc = k.merged.data();

@@ -10,12 +10,13 @@
 
 namespace dtrain::kv {
 
-// The mean of the pending pushes of every one of `num_workers` workers, summed in rank
-// order (bit-reproducible whatever the arrival order). The last push to arrive
-// (`last_rank`, `last_grad`; -1: none) is read in place rather than stored: with one
-// worker nothing is copied and its push is the mean. Points into the key (or at
-// `last_grad`), valid until the key's next update.
-const float* MeanGradient(int num_workers, KeyEntry& k, int last_rank, const float* last_grad)
+// The mean of the pending pushes of every one of the step's workers (ranks 0 ..
+// num_workers - 1, or s.step_ranks' for the key's version), summed in rank order
+// (bit-reproducible whatever the arrival order). The last push to arrive (`last_rank`,
+// `last_grad`; -1: none) is read in place rather than stored: with one worker nothing
+// is copied and its push is the mean. Points into the key (or at `last_grad`), valid
+// until the key's next update.
+const float* MeanGradient(const StoreSetup& s, KeyEntry& k, int last_rank, const float* last_grad)
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu);
 
 // Runs the optimizer on `grad` and advances the key's version by one. With a previous

@@ -47,6 +47,7 @@ struct ShardStore::Impl {
   std::map<uint64_t, std::unique_ptr<KeyEntry>> keys ABSL_GUARDED_BY(mu);  // never removed
   StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;                   // what the next Configure uses
   SnapshotHook snapshots ABSL_GUARDED_BY(mu);                              // likewise
+  const StepRanks* step_ranks ABSL_GUARDED_BY(mu) = nullptr;               // likewise
   StoreLimits limits ABSL_GUARDED_BY(mu);
   std::string job_id ABSL_GUARDED_BY(mu);      // SetJobId before Configure: the fence starts with it
   int64_t bytes_held ABSL_GUARDED_BY(mu) = 0;  // weights + optimizer state of every key
@@ -132,7 +133,7 @@ struct ShardStore::Impl {
   void MergeStep(const StoreSetup& s, KeyEntry& k, int last_rank, const float* last_grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     if (s.observer != nullptr) s.observer->OnSyncStepMerged(clock() - k.first_push_at);
-    Apply(s, k, MeanGradient(s.config.num_workers, k, last_rank, last_grad));
+    Apply(s, k, MeanGradient(s, k, last_rank, last_grad));
     ResetPending(k);
   }
 
@@ -212,7 +213,8 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
         absl::StrCat("shard store already configured differently (current vs requested): ", diff));
   }
   DTRAIN_RETURN_IF_ERROR(ValidateStoreConfig(config, impl_->limits));
-  absl::StatusOr<std::unique_ptr<StoreSetup>> setup = MakeStoreSetup(config, impl_->observer, impl_->snapshots);
+  absl::StatusOr<std::unique_ptr<StoreSetup>> setup =
+      MakeStoreSetup(config, impl_->observer, impl_->snapshots, impl_->step_ranks);
   if (!setup.ok()) return setup.status();
   if (config.mode == MergeMode::kSsp) impl_->ssp_staleness.store(config.staleness, std::memory_order_release);
   if (absl::Status s = (*setup)->fence->SetJobId(impl_->job_id); !s.ok()) return s;
@@ -455,7 +457,7 @@ void ShardStore::CheckDeadlines(absl::Time now, absl::Duration still_waiting_eve
   for (auto& [key, k] : keys) {
     absl::MutexLock lock(&k->mu);
     if (k->parked.empty() && k->pending_count == 0) continue;
-    const std::vector<int> missing = k->Missing();
+    const std::vector<int> missing = k->Missing(setup->step_ranks);
     const int64_t expired = k->parked.Expire(now, k->version, key, [&] { return setup->heard->Texts(missing, now); });
     impl_->CountParked(setup, -expired);
     if (k->parked.empty() && k->pending_count == 0) {
@@ -507,6 +509,11 @@ void ShardStore::NoteHeardFrom(int worker_rank) {
 void ShardStore::SetObserver(StoreObserver* observer) {
   absl::MutexLock lock(&impl_->mu);
   impl_->observer = observer;
+}
+
+void ShardStore::SetStepRanks(const StepRanks* ranks) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->step_ranks = ranks;
 }
 
 void ShardStore::SetSnapshotHook(int64_t every, SnapshotSink sink) {

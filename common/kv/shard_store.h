@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/kv/key_state.h"
 #include "common/kv/optimizer.h"
+#include "common/kv/step_ranks.h"
 #include "common/kv/store_config.h"
 
 namespace dtrain::kv {
@@ -180,6 +181,14 @@ class ShardStore {
   // Set before the first Configure, which fixes it; `observer` (null: none) must
   // outlive the store.
   void SetObserver(StoreObserver* observer);
+
+  // Elastic workers (docs/elastic.md): each step merges exactly the ranks `ranks` names
+  // for it, summed in ascending rank order (with ranks 0..n-1 bit for bit as without),
+  // and a push from a rank outside them is FAILED_PRECONDITION naming the generation.
+  // Configure's num_workers is then the ranks' bound (--elastic's MAX); sync mode only
+  // (Configure refuses another, INVALID_ARGUMENT). Set before the first Configure, which
+  // fixes it; `ranks` must outlive the store.
+  void SetStepRanks(const StepRanks* ranks);
 
   // Server snapshots (docs/recovery.md): in a sync store, each key whose
   // version reaches a multiple of `every` (> 0) hands a copy of its state to `sink`.

@@ -13,6 +13,7 @@
 #include "common/kv/merge_rule.h"
 #include "common/kv/optimizer.h"
 #include "common/kv/shard_store.h"
+#include "common/kv/step_ranks.h"
 #include "common/kv/store_config.h"
 #include "common/kv/worker_fence.h"
 
@@ -36,13 +37,18 @@ struct StoreSetup {
   std::unique_ptr<GradientCodec> pull_codec;
   int64_t optimizer_slots = 0;
   int64_t state_slots = 0;
+  // Elastic (ShardStore::SetStepRanks): the ranks each step merges; null: 0..num_workers-1.
+  const StepRanks* step_ranks = nullptr;
   // Server snapshots (sync only; none in the other modes).
   SnapshotHook snapshots;
 };
 
 // The setup for a `config` that ValidateStoreConfig accepted; `snapshots` is kept in
-// sync mode only. Fails as CreateOptimizer does. The fence starts with no job id.
+// sync mode only. `step_ranks` (null: none) makes the rule a RankSetMergeRule; with
+// another mode than sync it is INVALID_ARGUMENT. Fails as CreateOptimizer does. The
+// fence starts with no job id.
 absl::StatusOr<std::unique_ptr<StoreSetup>> MakeStoreSetup(const StoreConfig& config, StoreObserver* observer,
-                                                           SnapshotHook snapshots);
+                                                           SnapshotHook snapshots,
+                                                           const StepRanks* step_ranks = nullptr);
 
 }  // namespace dtrain::kv

@@ -1,0 +1,164 @@
+#include "services/scheduler/elastic_coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+
+namespace dtrain::scheduler {
+namespace {
+
+using elastic::Generation;
+using elastic::MembershipSchedule;
+using elastic::RankSetText;
+
+bool Has(const std::vector<int>& ranks, int r) { return std::binary_search(ranks.begin(), ranks.end(), r); }
+
+// Ranks of `a` not in `b` (both ascending).
+std::vector<int> Minus(const std::vector<int>& a, const std::vector<int>& b) {
+  std::vector<int> out;
+  std::set_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+// "worker 2 joined" / "workers 2, 3 left".
+std::string Who(const std::vector<int>& ranks, const char* what) {
+  return absl::StrCat(ranks.size() == 1 ? "worker " : "workers ", absl::StrJoin(ranks, ", "), " ", what);
+}
+
+}  // namespace
+
+std::string ChangeLine(const Generation& before, const Generation& after) {
+  std::vector<std::string> parts;
+  if (const std::vector<int> in = Minus(after.ranks, before.ranks); !in.empty()) parts.push_back(Who(in, "joined"));
+  if (const std::vector<int> out = Minus(before.ranks, after.ranks); !out.empty()) parts.push_back(Who(out, "left"));
+  return absl::StrCat(absl::StrJoin(parts, " and "), " at step ", after.from_step, ": ", after.ranks.size(),
+                      after.ranks.size() == 1 ? " worker" : " workers", " from now");
+}
+
+absl::StatusOr<ElasticCoordinator> ElasticCoordinator::Create(MembershipSchedule schedule,
+                                                              std::optional<MembershipSchedule> replay) {
+  if (replay) {
+    if (replay->min_workers() != schedule.min_workers() || replay->max_workers() != schedule.max_workers()) {
+      return absl::InvalidArgumentError(absl::StrCat("the replayed schedule's bounds ", replay->min_workers(), ":",
+                                                     replay->max_workers(), " are not the job's ",
+                                                     schedule.min_workers(), ":", schedule.max_workers()));
+    }
+    const auto& mine = schedule.generations();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      if (i >= replay->generations().size() || !(replay->generations()[i] == mine[i])) {
+        return absl::InvalidArgumentError(absl::StrCat("the replayed schedule differs from the job's at generation ", i,
+                                                       ": the job has ", schedule.Describe(static_cast<int>(i))));
+      }
+    }
+  }
+  return ElasticCoordinator(std::move(schedule), std::move(replay));
+}
+
+absl::StatusOr<int> ElasticCoordinator::Join() {
+  const std::vector<int>& now = schedule_.latest().ranks;
+  const int next_index = static_cast<int>(schedule_.generations().size());
+  if (replay_) {
+    // The ranks the recording lets join, generation by generation from the next one.
+    const auto& recorded = replay_->generations();
+    for (int g = std::max(next_index, 1); g < static_cast<int>(recorded.size()); ++g) {
+      for (int r : Minus(recorded[g].ranks, recorded[g - 1].ranks)) {
+        if (!Has(now, r) && joined_.insert(r).second) return r;
+      }
+    }
+  } else {
+    for (int r = 0; r < schedule_.max_workers(); ++r) {
+      if (!Has(now, r) && joined_.count(r) == 0) {  // a leaver's rank is free only once it has left
+        joined_.insert(r);
+        return r;
+      }
+    }
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "no worker rank is free for a joiner (--elastic ", schedule_.min_workers(), ":", schedule_.max_workers(),
+      ", workers ", RankSetText(now), ", joining ", RankSetText({joined_.begin(), joined_.end()}), ")"));
+}
+
+absl::Status ElasticCoordinator::Leave(int rank) {
+  if (!Has(schedule_.latest().ranks, rank)) {
+    return absl::NotFoundError(absl::StrCat("worker ", rank, " is not in the job (",
+                                            schedule_.Describe(static_cast<int>(schedule_.generations().size()) - 1),
+                                            ")"));
+  }
+  left_.insert(rank);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> ElasticCoordinator::NextRanks() const {
+  const std::vector<int>& now = schedule_.latest().ranks;
+  if (!HasPendingChange()) return absl::FailedPreconditionError("no join or leave is pending");
+  const int next_index = static_cast<int>(schedule_.generations().size());
+  if (replay_) {
+    if (next_index >= static_cast<int>(replay_->generations().size())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the replayed schedule has no generation ", next_index, ": the recorded run changed no more"));
+    }
+    const Generation& recorded = replay_->generations()[next_index];
+    for (int r : Minus(recorded.ranks, now)) {
+      if (joined_.count(r) == 0) {
+        return absl::UnavailableError(absl::StrCat("replay: generation ", next_index, " from step ", recorded.from_step,
+                                                   " waits for worker ", r, " to join"));
+      }
+    }
+    for (int r : Minus(now, recorded.ranks)) {
+      if (left_.count(r) == 0) {
+        return absl::UnavailableError(absl::StrCat("replay: generation ", next_index, " from step ", recorded.from_step,
+                                                   " waits for worker ", r, " to leave"));
+      }
+    }
+    return recorded.ranks;
+  }
+  std::vector<int> next;
+  for (int r : now) {
+    if (left_.count(r) == 0) next.push_back(r);
+  }
+  next.insert(next.end(), joined_.begin(), joined_.end());
+  std::sort(next.begin(), next.end());
+  if (static_cast<int>(next.size()) < schedule_.min_workers()) {
+    return absl::FailedPreconditionError(absl::StrCat("only ", next.size(), next.size() == 1 ? " worker" : " workers",
+                                                      " would remain (", RankSetText(next), "), below --elastic's MIN ",
+                                                      schedule_.min_workers(), ": waiting for a worker to join"));
+  }
+  return next;
+}
+
+absl::StatusOr<int64_t> ElasticCoordinator::ProposeAll(ServerGates& servers, int generation, int64_t not_before) const {
+  // A generation covers one step at least: the one before started at from_step.
+  int64_t start = std::max(not_before, schedule_.latest().from_step + 1);
+  for (int i = 0; i < servers.num_servers(); ++i) {
+    DTRAIN_ASSIGN_OR_RETURN(const elastic::MembershipGate::Proposal p, servers.Propose(i, generation, not_before));
+    if (p.committed_from >= 0) return p.committed_from;  // committed before a scheduler restart
+    if (replay_ && p.highest_step >= not_before) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot replay generation ", generation, " from step ",
+                                                        not_before, ": server ", i, " took a push of step ",
+                                                        p.highest_step, " already"));
+    }
+    start = std::max(start, p.highest_step + 1);
+  }
+  return start;
+}
+
+absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) {
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
+  const int generation = static_cast<int>(schedule_.generations().size());
+  const int64_t not_before = replay_ ? replay_->generations()[generation].from_step : 0;
+  DTRAIN_ASSIGN_OR_RETURN(const int64_t start, ProposeAll(servers, generation, not_before));
+  const Generation next{start, std::move(ranks)};
+  for (int i = 0; i < servers.num_servers(); ++i) DTRAIN_RETURN_IF_ERROR(servers.Commit(i, generation, next));
+  const Generation before = schedule_.latest();
+  DTRAIN_RETURN_IF_ERROR(schedule_.Append(next));
+  for (int r : next.ranks) joined_.erase(r);
+  for (int r : before.ranks) {
+    if (!Has(next.ranks, r)) left_.erase(r);
+  }
+  return ChangeLine(before, next);
+}
+
+}  // namespace dtrain::scheduler

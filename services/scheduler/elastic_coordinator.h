@@ -1,0 +1,87 @@
+// The scheduler's side of elastic workers (docs/elastic.md): it collects joins (a
+// worker registering without a rank) and leaves (a SIGTERM notice, or a worker dropped
+// after the rejoin timeout), decides the next generation, and runs propose/commit
+// against every parameter server so that the new generation starts at a step no server
+// has merged with the old workers. With a recorded schedule (--replay-membership) it
+// commits exactly the recorded generations at their recorded steps, holding joins and
+// leaves until then.
+//
+// gRPC-free and not thread-safe: the service calls it under its own lock, and tests
+// drive it with MembershipGates as the servers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/elastic/membership_gate.h"
+#include "common/elastic/membership_schedule.h"
+
+namespace dtrain::scheduler {
+
+// What the coordinator needs of the parameter servers: the service sends the RPCs.
+class ServerGates {
+ public:
+  virtual ~ServerGates() = default;
+  virtual int num_servers() const = 0;
+  // elastic::MembershipGate::Propose and Commit on server `server`.
+  virtual absl::StatusOr<elastic::MembershipGate::Proposal> Propose(int server, int generation, int64_t not_before) = 0;
+  virtual absl::Status Commit(int server, int generation, const elastic::Generation& next) = 0;
+};
+
+class ElasticCoordinator {
+ public:
+  // `schedule`: the job's so far (one generation at the start, or a resumed job's).
+  // `replay`: a recorded schedule to follow; its first generations must be
+  // `schedule`'s (INVALID_ARGUMENT naming the first that differs), and its bounds the same.
+  static absl::StatusOr<ElasticCoordinator> Create(elastic::MembershipSchedule schedule,
+                                                   std::optional<elastic::MembershipSchedule> replay);
+
+  // A worker that registers without a rank: the rank it gets, the lowest one neither in
+  // the job nor given to another joiner (with a replay: the next rank the recording
+  // lets join, in the order of its generations, held until that generation's step). It
+  // steps from the commit of the generation that holds it. RESOURCE_EXHAUSTED naming the bounds when there is none.
+  absl::StatusOr<int> Join();
+
+  // Worker `rank` of the latest generation leaves (a SIGTERM notice, or dropped after
+  // the rejoin timeout); repeating it is OK. NOT_FOUND for a rank not in the job.
+  absl::Status Leave(int rank);
+
+  // Whether a join or leave waits for a commit.
+  bool HasPendingChange() const { return !joined_.empty() || !left_.empty(); }
+
+  // Runs the change that is due: proposes the next generation to every server, then
+  // commits it from S = (the highest step any server took) + 1 (with a replay: the
+  // recorded step; at least one step after the latest generation's start) to every server, and returns the log line
+  // ("worker 2 joined at step 180: 3 workers from now"). FAILED_PRECONDITION when nothing is pending, when the workers
+  // left would be fewer than MIN (naming them and the bound; nothing proposed), or when a replayed step has passed
+  // already (naming the server). UNAVAILABLE when a replay's next generation waits for a join or leave that has not
+  // come yet. A server's error is returned as it is, the proposal standing: calling again retries (propose and commit
+  // are idempotent on the servers).
+  absl::StatusOr<std::string> RunChange(ServerGates& servers);
+
+  const elastic::MembershipSchedule& schedule() const { return schedule_; }
+
+ private:
+  ElasticCoordinator(elastic::MembershipSchedule schedule, std::optional<elastic::MembershipSchedule> replay)
+      : schedule_(std::move(schedule)), replay_(std::move(replay)) {}
+  // The next generation's ranks, or why there is none yet.
+  absl::StatusOr<std::vector<int>> NextRanks() const;
+  // The step the next generation starts at, after proposing it to every server.
+  absl::StatusOr<int64_t> ProposeAll(ServerGates& servers, int generation, int64_t not_before) const;
+
+  elastic::MembershipSchedule schedule_;
+  std::optional<elastic::MembershipSchedule> replay_;
+  std::set<int> joined_;  // ranks given to joiners, not committed yet
+  std::set<int> left_;    // ranks leaving, not committed yet
+};
+
+// "worker 2 joined at step 180: 3 workers from now", "workers 2, 3 joined and worker 1
+// left at step 400: 4 workers from now".
+std::string ChangeLine(const elastic::Generation& before, const elastic::Generation& after);
+
+}  // namespace dtrain::scheduler

@@ -1,0 +1,68 @@
+#include "common/elastic/membership_schedule.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dtrain::elastic {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(MembershipScheduleTest, FixedIsOneGenerationOfEveryRankFromStepZero) {
+  const MembershipSchedule s = MembershipSchedule::Fixed(3);
+  ASSERT_EQ(s.generations().size(), 1u);
+  EXPECT_EQ(s.At(0).ranks, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(s.At(1000000).ranks, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(s.min_workers(), 3);
+  EXPECT_EQ(s.max_workers(), 3);
+  EXPECT_EQ(s.LowestFreeRank().status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(MembershipScheduleTest, EachStepHasExactlyTheGenerationStartedLastAtOrBeforeIt) {
+  auto s = MembershipSchedule::Create(2, 4, {{0, {0, 1}}, {180, {0, 1, 2}}, {400, {0, 2}}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->IndexAt(0), 0);
+  EXPECT_EQ(s->IndexAt(179), 0);
+  EXPECT_EQ(s->IndexAt(180), 1);
+  EXPECT_EQ(s->IndexAt(399), 1);
+  EXPECT_EQ(s->IndexAt(400), 2);
+  EXPECT_EQ(s->At(5000).ranks, (std::vector<int>{0, 2}));
+  // A leaver's rank is the lowest free one again.
+  EXPECT_EQ(*s->LowestFreeRank(), 1);
+  EXPECT_EQ(s->Describe(2), "generation 2 from step 400, workers {0,2}");
+}
+
+TEST(MembershipScheduleTest, RefusesEachBrokenRuleNamingTheField) {
+  auto code_and_text = [](int lo, int hi, std::vector<Generation> g) {
+    return MembershipSchedule::Create(lo, hi, std::move(g)).status();
+  };
+  EXPECT_THAT(code_and_text(3, 2, {{0, {0, 1}}}).message(), HasSubstr("need 1 <= MIN <= MAX"));
+  EXPECT_THAT(code_and_text(0, 2, {{0, {0, 1}}}).message(), HasSubstr("need 1 <= MIN <= MAX"));
+  EXPECT_THAT(code_and_text(1, 2, {}).message(), HasSubstr("at least one generation"));
+  EXPECT_THAT(code_and_text(1, 2, {{5, {0}}}).message(), HasSubstr("generations[0].from_step"));
+  EXPECT_THAT(code_and_text(1, 3, {{0, {0}}, {10, {0, 1}}, {10, {0}}}).message(),
+              HasSubstr("generations[2].from_step: 10 is not after generations[1].from_step 10"));
+  EXPECT_THAT(code_and_text(2, 3, {{0, {0}}}).message(), HasSubstr("generations[0].workers: 1 workers {0}, outside"));
+  EXPECT_THAT(code_and_text(1, 4, {{0, {0, 1, 2, 3}}, {9, {0, 1, 2, 3, 4}}}).message(),
+              HasSubstr("generations[1].workers: 5 workers"));
+  EXPECT_THAT(code_and_text(1, 3, {{0, {0, 3}}}).message(), HasSubstr("rank 3 outside [0, 3)"));
+  EXPECT_THAT(code_and_text(1, 3, {{0, {1, 0}}}).message(), HasSubstr("not strictly ascending"));
+  EXPECT_THAT(code_and_text(1, 3, {{0, {1, 1}}}).message(), HasSubstr("not strictly ascending"));
+  EXPECT_EQ(code_and_text(1, 3, {{0, {1, 1}}}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MembershipScheduleTest, AppendChecksAndChangesNothingOnError) {
+  MembershipSchedule s = *MembershipSchedule::Create(1, 3, {{0, {0, 1}}});
+  EXPECT_FALSE(s.Append({0, {0}}).ok());
+  EXPECT_FALSE(s.Append({10, {}}).ok());
+  EXPECT_EQ(s.generations().size(), 1u);
+  ASSERT_TRUE(s.Append({10, {1}}).ok());
+  EXPECT_EQ(s.At(10).ranks, (std::vector<int>{1}));
+  EXPECT_EQ(*s.LowestFreeRank(), 0);
+}
+
+}  // namespace
+}  // namespace dtrain::elastic

@@ -1,0 +1,147 @@
+#include "services/scheduler/elastic_coordinator.h"
+
+#include <memory>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dtrain::scheduler {
+namespace {
+
+using elastic::MembershipGate;
+using elastic::MembershipSchedule;
+using ::testing::HasSubstr;
+
+// Parameter servers as their gates, with a commit failure to inject.
+class GateServers : public ServerGates {
+ public:
+  GateServers(const MembershipSchedule& start, int n) {
+    for (int i = 0; i < n; ++i) gates.push_back(std::make_unique<MembershipGate>(start));
+  }
+  int num_servers() const override { return static_cast<int>(gates.size()); }
+  absl::StatusOr<MembershipGate::Proposal> Propose(int server, int generation, int64_t not_before) override {
+    return gates[server]->Propose(generation, not_before);
+  }
+  absl::Status Commit(int server, int generation, const elastic::Generation& next) override {
+    if (server == fail_commit_of) {
+      fail_commit_of = -1;
+      return absl::UnavailableError("server 1 unreachable");
+    }
+    return gates[server]->Commit(generation, next);
+  }
+
+  std::vector<std::unique_ptr<MembershipGate>> gates;
+  int fail_commit_of = -1;
+};
+
+TEST(ElasticCoordinatorTest, AJoinerGetsTheLowestFreeRankFromTheStepAfterTheHighestTaken) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  GateServers servers(start, 2);
+  auto c = ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(servers.gates[0]->AdmitPush(10, 0).ok());
+  ASSERT_TRUE(servers.gates[1]->AdmitPush(9, 0).ok());
+  EXPECT_FALSE(c->HasPendingChange());
+  EXPECT_EQ(*c->Join(), 2);
+  auto line = c->RunChange(servers);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, "worker 2 joined at step 11: 3 workers from now");
+  EXPECT_FALSE(c->HasPendingChange());
+  for (auto& g : servers.gates) EXPECT_TRUE(g->schedule() == c->schedule());
+  EXPECT_EQ(servers.gates[1]->AdmitPush(11, 0).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(*c->Join(), 3);
+  const auto full = c->Join();
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.status().message(), HasSubstr("--elastic 2:4, workers {0,1,2}, joining {3}"));
+}
+
+TEST(ElasticCoordinatorTest, LeavesGoOnToMinAndNoFurther) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1, 2}}});
+  GateServers servers(start, 1);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  EXPECT_THAT(c.RunChange(servers).status().message(), HasSubstr("no join or leave is pending"));
+  ASSERT_TRUE(c.Leave(1).ok());
+  ASSERT_TRUE(c.Leave(1).ok());  // repeated notice
+  EXPECT_EQ(*c.Join(), 3);       // rank 1 is still held until its leave is committed
+  EXPECT_EQ(*c.RunChange(servers), "worker 3 joined and worker 1 left at step 1: 3 workers from now");
+  ASSERT_TRUE(c.Leave(0).ok());
+  ASSERT_TRUE(c.Leave(2).ok());
+  const auto below = c.RunChange(servers);
+  EXPECT_EQ(below.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(below.status().message(),
+              HasSubstr("only 1 worker would remain ({3}), below --elastic's MIN 2: waiting for a worker to join"));
+  EXPECT_EQ(servers.gates[0]->schedule().generations().size(), 2u);  // nothing proposed
+  EXPECT_EQ(*c.Join(), 1);
+  EXPECT_EQ(*c.RunChange(servers), "worker 1 joined and workers 0, 2 left at step 2: 2 workers from now");
+  EXPECT_EQ(c.Leave(0).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ElasticCoordinatorTest, AFailedCommitIsRetriedWithTheSameStep) {
+  const MembershipSchedule start = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}});
+  GateServers servers(start, 2);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_TRUE(servers.gates[0]->AdmitPush(7, 0).ok());
+  ASSERT_TRUE(c.Leave(1).ok());
+  servers.fail_commit_of = 1;
+  EXPECT_EQ(c.RunChange(servers).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(c.schedule().generations().size(), 1u);
+  // Server 1 still holds steps above its highest (none) until the commit comes.
+  EXPECT_EQ(servers.gates[1]->AdmitPush(8, 0).code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(*c.RunChange(servers), "worker 1 left at step 8: 1 worker from now");
+  EXPECT_TRUE(servers.gates[1]->schedule() == c.schedule());
+}
+
+TEST(ElasticCoordinatorTest, AReplayCommitsTheRecordedGenerationsAtTheirSteps) {
+  const MembershipSchedule recorded = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}, {20, {0, 1, 2}}, {30, {0, 2}}});
+  const MembershipSchedule start = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}});
+  GateServers servers(start, 2);
+  auto c = *ElasticCoordinator::Create(start, recorded);
+  ASSERT_TRUE(servers.gates[0]->AdmitPush(5, 0).ok());
+  ASSERT_TRUE(c.Leave(1).ok());  // recorded for generation 2: held
+  const auto waits = c.RunChange(servers);
+  EXPECT_EQ(waits.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(waits.status().message(), HasSubstr("generation 1 from step 20 waits for worker 2 to join"));
+  EXPECT_EQ(*c.Join(), 2);
+  EXPECT_EQ(*c.RunChange(servers), "worker 2 joined at step 20: 3 workers from now");
+  EXPECT_TRUE(servers.gates[0]->AdmitPush(19, 0).ok());
+  EXPECT_EQ(servers.gates[0]->AdmitPush(20, 0).code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(*c.RunChange(servers), "worker 1 left at step 30: 2 workers from now");
+  EXPECT_TRUE(c.schedule() == recorded);
+  EXPECT_THAT(c.Join().status().message(), HasSubstr("no worker rank is free"));  // the recording has no more
+}
+
+TEST(ElasticCoordinatorTest, AReplayHoldsAnEarlyJoinerUntilItsRecordedGeneration) {
+  const MembershipSchedule recorded = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}, {20, {0}}, {30, {0, 3}}});
+  const MembershipSchedule start = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}});
+  GateServers servers(start, 1);
+  auto c = *ElasticCoordinator::Create(start, recorded);
+  EXPECT_EQ(*c.Join(), 3);  // joins in generation 2, after worker 1 leaves in generation 1
+  EXPECT_THAT(c.RunChange(servers).status().message(),
+              HasSubstr("generation 1 from step 20 waits for worker 1 to leave"));
+  ASSERT_TRUE(c.Leave(1).ok());
+  EXPECT_EQ(*c.RunChange(servers), "worker 1 left at step 20: 1 worker from now");
+  EXPECT_TRUE(c.HasPendingChange());  // the joiner, for step 30
+  EXPECT_EQ(*c.RunChange(servers), "worker 3 joined at step 30: 2 workers from now");
+  EXPECT_TRUE(c.schedule() == recorded);
+}
+
+TEST(ElasticCoordinatorTest, AReplayPastItsStepOrDifferingFromTheJobIsRefused) {
+  const MembershipSchedule recorded = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}, {20, {0}}});
+  const MembershipSchedule start = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}});
+  GateServers servers(start, 2);
+  auto c = *ElasticCoordinator::Create(start, recorded);
+  ASSERT_TRUE(servers.gates[1]->AdmitPush(25, 0).ok());
+  ASSERT_TRUE(c.Leave(1).ok());
+  EXPECT_THAT(c.RunChange(servers).status().message(),
+              HasSubstr("cannot replay generation 1 from step 20: server 1 took a push of step 25 already"));
+  const MembershipSchedule other = *MembershipSchedule::Create(1, 4, {{0, {0, 2}}});
+  EXPECT_THAT(ElasticCoordinator::Create(start, other).status().message(),
+              HasSubstr("differs from the job's at generation 0"));
+  const MembershipSchedule bounds = *MembershipSchedule::Create(1, 5, {{0, {0, 1}}});
+  EXPECT_THAT(ElasticCoordinator::Create(start, bounds).status().message(),
+              HasSubstr("bounds 1:5 are not the job's 1:4"));
+}
+
+}  // namespace
+}  // namespace dtrain::scheduler
