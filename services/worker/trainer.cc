@@ -424,8 +424,43 @@ absl::Status EndEpoch(const TrainOptions& o, int64_t epoch, absl::Time epoch_sta
   return absl::OkStatus();
 }
 
+// Where the epochs start (StepPlan): a fresh run, --load-epoch, or a replacement of a
+// dead worker at the step the servers say is unfinished, whose epoch end is redone
+// first where that step opens an epoch.
+absl::StatusOr<StepPlan> PlanStart(const TrainOptions& o, const RunStart& start, const Data& data, models::Network& net,
+                                   KVStore& kv, Cluster& cluster) {
+  Recovery* const recovery = kv.recovery();
+  const StepPlan plan = PlanSteps(o.load_epoch, recovery != nullptr ? recovery->resume_step() : -1, data.batches);
+  if (plan.resume_step >= 0) {
+    DTRAIN_LOG(INFO) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step "
+                     << plan.resume_step << ")";
+  }
+  if (plan.redo_epoch_end) {
+    DTRAIN_RETURN_IF_ERROR(RedoEpochEnd(o, plan, start, data, net, kv, cluster, absl::Seconds(o.sync_timeout_s)));
+  }
+  return plan;
+}
+
+// The run's one rollback handler, after an epoch stopped on a RollbackStatus: a server
+// lost its shard and every server reloaded the snapshot of step t. The weights become
+// exactly t's, and the data order goes back to t: the steps after it are recomputed on
+// the same batches, bit for bit. An epoch checkpoint already written for an epoch redone
+// is written again identically.
+absl::StatusOr<StepPlan> RollBack(KVStore& kv, int64_t batches) {
+  Recovery* const recovery = kv.recovery();
+  if (recovery == nullptr) return absl::UnimplementedError("this kvstore has no rollback");
+  DTRAIN_ASSIGN_OR_RETURN(const int64_t t, recovery->Rollback());
+  const StepPlan plan = PlanRollback(t, batches);
+  DTRAIN_LOG(WARNING) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step " << t
+                      << ") after the rollback";
+  return plan;
+}
+
 }  // namespace
 
+// As MXNet's fit: the data, the model, the kvstore initialised; then each epoch's steps
+// and its end (checkpoint, validation), going back to the servers' snapshot where the
+// job was rolled back.
 absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVStore& kv, WorkerMetrics* metrics,
                                   WorkerDevices devices) {
   const int rank = cluster.rank();
@@ -434,45 +469,29 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   models::Network& net = *model.net;
   RunStart start;
   DTRAIN_RETURN_IF_ERROR(StartRun(o, cluster, data, net, kv, &start));
-
-  // A worker that replaced a dead one redoes the step the servers say is unfinished.
-  Recovery* const recovery = kv.recovery();
-  const StepPlan plan = PlanSteps(o.load_epoch, recovery != nullptr ? recovery->resume_step() : -1, data.batches);
-  const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
-  if (plan.resume_step >= 0) {
-    DTRAIN_LOG(INFO) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step "
-                     << plan.resume_step << ")";
-  }
-  if (plan.redo_epoch_end) {
-    DTRAIN_RETURN_IF_ERROR(RedoEpochEnd(o, plan, start, data, net, kv, cluster, gather_timeout));
-  }
+  DTRAIN_ASSIGN_OR_RETURN(StepPlan plan, PlanStart(o, start, data, net, kv, cluster));
 
   TrainResult result;
   // The servers apply the learning-rate schedule; the worker says when it changes.
   const LrChangeLog lr_log(start.init.optimizer, IsAsync(o.mode) ? cluster.num_workers() : 1);
   TrainingMonitor monitor(cluster, kv, metrics, start.writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
-  int64_t start_batch = plan.first_batch;  // of the next epoch to run (0 but after a resume or rollback)
-  for (int64_t epoch = plan.first_epoch; epoch < o.num_epochs; ++epoch) {
+  const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
+  // plan: the next epoch to run and its first batch (0 but after a resume or rollback).
+  while (plan.first_epoch < o.num_epochs) {
+    const int64_t epoch = plan.first_epoch;
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
     const absl::Status ran =
-        RunEpoch(o, epoch, start_batch, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
-    start_batch = 0;
-    if (IsRollback(ran) && recovery != nullptr) {
-      // A server lost its shard and every server reloaded the snapshot of
-      // step t. The weights become exactly t's, and the data order goes back to t:
-      // the steps after it are recomputed on the same batches, bit for bit. An epoch
-      // checkpoint already written for an epoch redone is written again identically.
-      DTRAIN_ASSIGN_OR_RETURN(const int64_t t, recovery->Rollback());
-      epoch = t / data.batches - 1;  // the loop's ++ makes it t's epoch
-      start_batch = t % data.batches;
-      DTRAIN_LOG(WARNING) << "resuming at epoch " << t / data.batches << " batch " << start_batch << " (step " << t
-                          << ") after the rollback";
+        RunEpoch(o, epoch, plan.first_batch, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
+    if (IsRollback(ran)) {
+      DTRAIN_ASSIGN_OR_RETURN(plan, RollBack(kv, data.batches));
       continue;
     }
     DTRAIN_RETURN_IF_ERROR(ran);
     DTRAIN_RETURN_IF_ERROR(
         EndEpoch(o, epoch, epoch_start, start, data, net, kv, cluster, monitor, gather_timeout, &result));
+    plan = StepPlan();
+    plan.first_epoch = epoch + 1;
   }
   DTRAIN_LOG(INFO) << monitor.StepTimeLine();
   if (const std::optional<std::string> advice = monitor.StallAdvice(o.mode, o.staleness)) {
