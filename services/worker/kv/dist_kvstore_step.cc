@@ -43,6 +43,8 @@ absl::Status DistKVStore::OfferEarly(int64_t step, size_t param_index, const flo
     return absl::InvalidArgumentError(
         absl::StrCat("Offer of parameter ", param_index, " of ", slices_of_param_.size()));
   }
+  // The pending step's tickets are in sent_, which a submit overwrites.
+  DTRAIN_RETURN_IF_ERROR(NothingPending("Offer"));
   sent_.resize(placement_.slices.size());
   if ((*offered)[param_index]) return absl::OkStatus();
   (*offered)[param_index] = true;

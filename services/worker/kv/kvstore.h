@@ -79,7 +79,7 @@ struct PushPullTiming {
 // are; absl::InfiniteFuture() leaves only the store's own bounds.
 //
 // The store must outlive the handle, and takes no other call until Wait returned
-// (DistKVStore refuses SaveStates, Settle and another Send meanwhile). A handle
+// (DistKVStore refuses SaveStates, Settle, Offer and Send meanwhile). A handle
 // destroyed before that waits for its step: no answer may land in the weights after it
 // is gone.
 class PendingStep {

@@ -182,6 +182,8 @@ TEST(DistKVStoreTest, EarlyPushesAndLazyPullsGiveTheWeightsOfPushPull) {
       ASSERT_TRUE(pending.ok()) << pending.status();
       EXPECT_EQ(store.SaveStates().status().code(), absl::StatusCode::kFailedPrecondition)
           << "nothing but the handle's waits while the pulls are out";
+      EXPECT_EQ(store.BeginStep(step + 1)->Offer(0, grads[0]).code(), absl::StatusCode::kFailedPrecondition)
+          << "an early push would overwrite the pending step's tickets";
       for (size_t p = 0; p < kSizes.size(); ++p) ASSERT_TRUE((*pending)->WaitParam(p, absl::InfiniteFuture()).ok());
       EXPECT_FALSE((*pending)->done());
       ASSERT_TRUE((*pending)->Wait(absl::InfiniteFuture()).ok());
