@@ -1,8 +1,9 @@
 // Overlap of communication with backward (--overlap): an autograd hook on each
-// parameter hands its gradient to the kvstore (KVStore::PushEarly) the moment backward
-// produces it, so the last layers' transfers and the servers' merges run while the first
-// layers' gradients are still being computed. The values pushed are the ones PushPull
-// would push, so the weights are the same, bit for bit.
+// parameter offers its gradient to the step's OpenStep (KVStore::BeginStep) the moment
+// backward produces it, so that a store that pushes early sends the last layers' keys,
+// and the servers merge them, while the first layers' gradients are still being
+// computed. The values pushed are the ones PushPull would push, so the weights are the
+// same, bit for bit.
 #pragma once
 
 #include <cstdint>
@@ -17,27 +18,27 @@ namespace dtrain::worker {
 
 class EarlyPushes {
  public:
-  // Registers one hook per parameter (none when the kvstore does not push early);
-  // `params` and `kv` must outlive this. The destructor removes the hooks.
-  EarlyPushes(std::vector<torch::Tensor>& params, KVStore& kv);
+  // `params` must outlive this. The hooks are registered at the first step whose store
+  // pushes early (none for one that does not); the destructor removes them.
+  explicit EarlyPushes(std::vector<torch::Tensor>& params);
   ~EarlyPushes();
   EarlyPushes(const EarlyPushes&) = delete;
   EarlyPushes& operator=(const EarlyPushes&) = delete;
 
-  // Before each backward: the step the hooks push for.
-  void StartStep(int64_t step);
-  // After backward: the first error a hook's push returned (OK if none). A gradient
-  // that is not finite is not pushed; the step's finiteness check reports it.
-  const absl::Status& status() const { return status_; }
-  bool active() const { return !hooks_.empty(); }
+  // Before each backward: the step the hooks offer the gradients to, which must outlive
+  // the End after that backward. Drops the gradients held for the step before.
+  void Begin(OpenStep& step);
+  // After backward: the hooks offer nothing more; the first error an Offer returned
+  // (OK if none). A gradient that is not finite is not offered; the step's finiteness
+  // check reports it.
+  absl::Status End();
 
  private:
   std::vector<torch::Tensor>& params_;
-  KVStore& kv_;
   std::vector<unsigned> hooks_;
-  int64_t step_ = -1;
-  // The gradients handed over this step, kept alive until the next StartStep (the
-  // kvstore sends them without a copy).
+  OpenStep* step_ = nullptr;  // between Begin and End
+  // The gradients offered this step, kept alive until the next Begin (the store sends
+  // them without a copy, and its handle's Wait comes before that Begin).
   std::vector<torch::Tensor> held_;
   absl::Status status_;
 };

@@ -5,33 +5,34 @@
 
 namespace dtrain::worker {
 
-LazyPulls::LazyPulls(models::Network& net, KVStore& kv) : net_(net), kv_(kv), active_(kv.PullsLazily()) {
-  if (!active_) return;
+// The store bounds each answer itself (--sync-timeout, extended while a dead worker may
+// still be replaced) and names what it waited for; a deadline of ours would cut a
+// rejoin short.
+constexpr absl::Time kStoreDeadlines = absl::InfiniteFuture();
+
+LazyPulls::LazyPulls(models::Network& net) : net_(net) {}
+
+LazyPulls::~LazyPulls() {
+  // Whatever stopped the epoch, no answer may land in the weights after this.
+  Finish().IgnoreError();
+  if (gated_) net_.SetParamGate(nullptr);
+}
+
+void LazyPulls::SetGate() {
+  gated_ = true;
   const std::vector<torch::Tensor> params = net_.parameters();
   for (size_t i = 0; i < params.size(); ++i) index_of_[params[i].unsafeGetTensorImpl()] = i;
   net_.SetParamGate([this](const torch::nn::Module& m) { Gate(m); });
 }
 
-LazyPulls::~LazyPulls() {
-  if (!active_) return;
-  // Whatever stopped the epoch, no answer may land in the weights after this.
-  Finish().IgnoreError();
-  net_.SetParamGate(nullptr);
-}
-
-absl::Status LazyPulls::Start(int64_t step, const std::vector<torch::Tensor>& params,
-                              const std::vector<const float*>& grads) {
-  if (!active_) return kv_.PushPull(step, grads);
+absl::Status LazyPulls::Hold(int64_t step, std::unique_ptr<PendingStep> pending,
+                             const std::vector<torch::Tensor>& params) {
+  if (pending->done()) return pending->Wait(kStoreDeadlines);
   held_.clear();
   for (const torch::Tensor& p : params) held_.push_back(p.grad());
-  absl::Status st = kv_.StartPushPull(step, grads);
-  if (!st.ok()) {
-    held_.clear();
-    return st;
-  }
-  pending_ = true;
-  if (!logged_) {
-    logged_ = true;
+  pending_ = std::move(pending);
+  if (!gated_) {
+    SetGate();
     DTRAIN_LOG(INFO) << "overlap: each step's weights arrive during the next forward, which waits for each layer "
                         "as it reaches it (from step "
                      << step << ")";
@@ -40,11 +41,11 @@ absl::Status LazyPulls::Start(int64_t step, const std::vector<torch::Tensor>& pa
 }
 
 absl::Status LazyPulls::Finish() {
-  if (!pending_) return absl::OkStatus();
-  pending_ = false;
+  if (pending_ == nullptr) return absl::OkStatus();
   const absl::Time start = absl::Now();
-  absl::Status st = kv_.FinishPushPull();
+  absl::Status st = pending_->Wait(kStoreDeadlines);
   gate_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
+  pending_.reset();
   held_.clear();
   return st;
 }
@@ -67,12 +68,12 @@ const std::vector<size_t>& LazyPulls::ParamsOf(const torch::nn::Module& module) 
 }
 
 void LazyPulls::Gate(const torch::nn::Module& module) {
-  if (!pending_) return;
+  if (pending_ == nullptr) return;
   const absl::Time start = absl::Now();
-  // An error is kept by the kvstore and returned by Finish after this forward; the
+  // An error is kept by the handle and returned by Finish after this forward; the
   // forward goes on over weights nobody writes any more (its result is dropped).
   for (size_t i : ParamsOf(module)) {
-    if (!kv_.AwaitParam(i).ok()) break;
+    if (!pending_->WaitParam(i, kStoreDeadlines).ok()) break;
   }
   gate_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
 }

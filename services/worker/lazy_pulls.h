@@ -2,12 +2,14 @@
 // do the same). Without it a step ends only once every key's new weights are in. With
 // it the step ends once its gradients are sent: the next batch's forward starts at once
 // and waits for each layer's weights only when it reaches that layer (the network's
-// param gate), so the first layers compute while the later layers' weights are still
-// arriving. Every parameter's weights are in before its first use and all of them
-// before backward, so the weights, and the run, are the same bit for bit.
+// param gate, which waits on the step's PendingStep::WaitParam), so the first layers
+// compute while the later layers' weights are still arriving. Every parameter's weights
+// are in before its first use and all of them before backward (PendingStep::Wait), so
+// the weights, and the run, are the same bit for bit.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -21,20 +23,20 @@ namespace dtrain::worker {
 
 class LazyPulls {
  public:
-  // Active only when `kv` pulls lazily (KVStore::PullsLazily): then sets `net`'s param
-  // gate, which the destructor removes after finishing any step still pending. `net`
-  // and `kv` must outlive this.
-  LazyPulls(models::Network& net, KVStore& kv);
+  // `net` must outlive this. Its param gate is set at the first step held (none for a
+  // store whose steps are done when sent) and removed by the destructor, after waiting
+  // for a step still pending.
+  explicit LazyPulls(models::Network& net);
   ~LazyPulls();
   LazyPulls(const LazyPulls&) = delete;
   LazyPulls& operator=(const LazyPulls&) = delete;
 
-  bool active() const { return active_; }
-  // After backward: sends `step` (KVStore::StartPushPull) and keeps `params`' gradients
-  // alive until its pulls are in (the next zero_grad drops the parameters' references
-  // while gRPC may still be sending from them).
-  absl::Status Start(int64_t step, const std::vector<torch::Tensor>& params, const std::vector<const float*>& grads);
-  // After the next forward, and at the epoch's end: every weight of the pending step is
+  // After backward: the handle OpenStep::Send returned for `step`. One already done
+  // gives its status at once. Otherwise it is held until Finish, with `params`'
+  // gradients (the next zero_grad drops the parameters' references while gRPC may
+  // still be sending from them), and the next forward's gate waits on it.
+  absl::Status Hold(int64_t step, std::unique_ptr<PendingStep> pending, const std::vector<torch::Tensor>& params);
+  // After the next forward, and at the epoch's end: every weight of the step held is
   // in; its error if it failed (a rollback order, a dead server, the sync timeout).
   absl::Status Finish();
   // Seconds the gate spent waiting for weights since the last call: time the forward
@@ -45,12 +47,11 @@ class LazyPulls {
   // Indices (into net.parameters()) of the parameters `module` holds.
   const std::vector<size_t>& ParamsOf(const torch::nn::Module& module);
   void Gate(const torch::nn::Module& module);
+  void SetGate();
 
   models::Network& net_;
-  KVStore& kv_;
-  bool active_ = false;
-  bool pending_ = false;
-  bool logged_ = false;
+  bool gated_ = false;
+  std::unique_ptr<PendingStep> pending_;              // the step held (null: none)
   std::unordered_map<const void*, size_t> index_of_;  // TensorImpl -> parameter index
   std::unordered_map<const torch::nn::Module*, std::vector<size_t>> params_of_;
   std::vector<torch::Tensor> held_;  // the pending step's gradients

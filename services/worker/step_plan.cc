@@ -13,4 +13,12 @@ StepPlan PlanSteps(int64_t load_epoch, int64_t resume_step, int64_t batches_per_
   return plan;
 }
 
+StepPlan PlanRollback(int64_t step, int64_t batches_per_epoch) {
+  StepPlan plan;
+  plan.resume_step = step;
+  plan.first_epoch = step / batches_per_epoch;
+  plan.first_batch = step % batches_per_epoch;
+  return plan;
+}
+
 }  // namespace dtrain::worker

@@ -226,6 +226,21 @@ absl::Status CheckFinite(const TrainOptions& o, int64_t step, int rank, double l
       pushed_early ? "only the finite gradients were pushed (--overlap)" : "nothing was pushed for this step", o.lr));
 }
 
+// MXNet's Speedometer line after `batches_done` batches of the epoch, then where the
+// epoch is and when it and the run end at the window's pace (validation and
+// checkpoints not counted).
+void LogSpeed(const TrainOptions& o, int64_t epoch, int64_t batches_done, int64_t batches,
+              const TrainingMonitor::Figures& w) {
+  const double per_batch = w.seconds / static_cast<double>(std::max<int64_t>(1, w.samples / o.batch_size));
+  const double epoch_left = per_batch * static_cast<double>(batches - batches_done);
+  const double run_left = epoch_left + per_batch * static_cast<double>(batches * (o.num_epochs - epoch - 1));
+  DTRAIN_LOG(INFO) << absl::StrFormat(
+      "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f\tTrain-cross-entropy=%f\tbatch %d/%d"
+      "\teta %s (epoch), %s (run)",
+      epoch, batches_done, w.samples_per_sec, w.accuracy, w.loss, batches_done, batches, EtaText(epoch_left),
+      EtaText(run_left));
+}
+
 // One epoch's steps from batch `first_batch` (0 but in a rejoining worker): forward,
 // backward, PushPull, progress lines. The batch order depends only on (seed, epoch,
 // rank), so a replacement starting mid-epoch sees the same batches as the dead worker.
@@ -243,11 +258,13 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
   // The host weights may have changed since the replicas last saw them: the first pull,
   // a resume, a rollback.
   if (replicas != nullptr) DTRAIN_RETURN_IF_ERROR(replicas->LoadWeights(absl::Now() + step_timeout));
+  // --overlap: each step opened before backward (KVStore::BeginStep), its gradients
+  // offered from backward, its handle held until the next forward has used its weights.
   std::optional<EarlyPushes> early;
   std::optional<LazyPulls> lazy;  // its destructor ends a step still pending
   if (o.overlap && replicas == nullptr) {
-    early.emplace(params, kv);
-    lazy.emplace(net, kv);
+    early.emplace(params);
+    lazy.emplace(net);
   }
   for (int64_t b = first_batch; b < data.batches; ++b) {
     const absl::Time step_start = absl::Now();
@@ -272,31 +289,29 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
       if (lazy) DTRAIN_RETURN_IF_ERROR(lazy->Finish());
       auto loss = torch::nn::functional::cross_entropy(logits, y);
       if (const std::string line = lr_log.LineForStep(step); !line.empty()) DTRAIN_LOG(INFO) << line;
-      if (early) early->StartStep(step);
+      std::unique_ptr<OpenStep> open;  // --overlap: the step its gradients are offered to
+      if (early) {
+        open = kv.BeginStep(step);
+        early->Begin(*open);
+      }
       loss.backward();
+      const absl::Status offered = early ? early->End() : absl::OkStatus();
       for (size_t i = 0; i < params.size(); ++i) grads[i] = params[i].grad().data_ptr<float>();
       const double compute_s = Seconds(step_start) - (lazy ? lazy->TakeGateSeconds() : 0.0);
       const double loss_value = loss.item<double>();
-      DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net, early && early->active()));
-      if (early) DTRAIN_RETURN_IF_ERROR(early->status());
-      DTRAIN_RETURN_IF_ERROR(lazy ? lazy->Start(step, params, grads) : kv.PushPull(step, grads));
+      DTRAIN_RETURN_IF_ERROR(CheckFinite(o, step, rank, loss_value, net, open != nullptr && open->pushes_early()));
+      DTRAIN_RETURN_IF_ERROR(offered);
+      if (open != nullptr) {
+        DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<PendingStep> pending, open->Send(grads));
+        DTRAIN_RETURN_IF_ERROR(lazy->Hold(step, std::move(pending), params));
+      } else {
+        DTRAIN_RETURN_IF_ERROR(kv.PushPull(step, grads));
+      }
 
       const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
       monitor.StepDone(step, o.batch_size, loss_value, correct, compute_s);
     }
-    if ((b + 1) % o.disp_batches == 0) {
-      const TrainingMonitor::Figures w = monitor.TakeWindow();
-      // MXNet's Speedometer line, then where the epoch is and when it and the run end
-      // at the window's pace (validation and checkpoints not counted).
-      const double per_batch = w.seconds / static_cast<double>(std::max<int64_t>(1, w.samples / o.batch_size));
-      const double epoch_left = per_batch * static_cast<double>(data.batches - (b + 1));
-      const double run_left = epoch_left + per_batch * static_cast<double>(data.batches * (o.num_epochs - epoch - 1));
-      DTRAIN_LOG(INFO) << absl::StrFormat(
-          "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec\tTrain-accuracy=%f\tTrain-cross-entropy=%f\tbatch %d/%d"
-          "\teta %s (epoch), %s (run)",
-          epoch, b + 1, w.samples_per_sec, w.accuracy, w.loss, b + 1, data.batches, EtaText(epoch_left),
-          EtaText(run_left));
-    }
+    if ((b + 1) % o.disp_batches == 0) LogSpeed(o, epoch, b + 1, data.batches, monitor.TakeWindow());
   }
   if (lazy) DTRAIN_RETURN_IF_ERROR(lazy->Finish());
   return absl::OkStatus();
@@ -409,8 +424,43 @@ absl::Status EndEpoch(const TrainOptions& o, int64_t epoch, absl::Time epoch_sta
   return absl::OkStatus();
 }
 
+// Where the epochs start (StepPlan): a fresh run, --load-epoch, or a replacement of a
+// dead worker at the step the servers say is unfinished, whose epoch end is redone
+// first where that step opens an epoch.
+absl::StatusOr<StepPlan> PlanStart(const TrainOptions& o, const RunStart& start, const Data& data, models::Network& net,
+                                   KVStore& kv, Cluster& cluster) {
+  Recovery* const recovery = kv.recovery();
+  const StepPlan plan = PlanSteps(o.load_epoch, recovery != nullptr ? recovery->resume_step() : -1, data.batches);
+  if (plan.resume_step >= 0) {
+    DTRAIN_LOG(INFO) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step "
+                     << plan.resume_step << ")";
+  }
+  if (plan.redo_epoch_end) {
+    DTRAIN_RETURN_IF_ERROR(RedoEpochEnd(o, plan, start, data, net, kv, cluster, absl::Seconds(o.sync_timeout_s)));
+  }
+  return plan;
+}
+
+// The run's one rollback handler, after an epoch stopped on a RollbackStatus: a server
+// lost its shard and every server reloaded the snapshot of step t. The weights become
+// exactly t's, and the data order goes back to t: the steps after it are recomputed on
+// the same batches, bit for bit. An epoch checkpoint already written for an epoch redone
+// is written again identically.
+absl::StatusOr<StepPlan> RollBack(KVStore& kv, int64_t batches) {
+  Recovery* const recovery = kv.recovery();
+  if (recovery == nullptr) return absl::UnimplementedError("this kvstore has no rollback");
+  DTRAIN_ASSIGN_OR_RETURN(const int64_t t, recovery->Rollback());
+  const StepPlan plan = PlanRollback(t, batches);
+  DTRAIN_LOG(WARNING) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step " << t
+                      << ") after the rollback";
+  return plan;
+}
+
 }  // namespace
 
+// As MXNet's fit: the data, the model, the kvstore initialised; then each epoch's steps
+// and its end (checkpoint, validation), going back to the servers' snapshot where the
+// job was rolled back.
 absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVStore& kv, WorkerMetrics* metrics,
                                   WorkerDevices devices) {
   const int rank = cluster.rank();
@@ -419,44 +469,29 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   models::Network& net = *model.net;
   RunStart start;
   DTRAIN_RETURN_IF_ERROR(StartRun(o, cluster, data, net, kv, &start));
-
-  // A worker that replaced a dead one redoes the step the servers say is unfinished.
-  const StepPlan plan = PlanSteps(o.load_epoch, kv.resume_step(), data.batches);
-  const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
-  if (plan.resume_step >= 0) {
-    DTRAIN_LOG(INFO) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step "
-                     << plan.resume_step << ")";
-  }
-  if (plan.redo_epoch_end) {
-    DTRAIN_RETURN_IF_ERROR(RedoEpochEnd(o, plan, start, data, net, kv, cluster, gather_timeout));
-  }
+  DTRAIN_ASSIGN_OR_RETURN(StepPlan plan, PlanStart(o, start, data, net, kv, cluster));
 
   TrainResult result;
   // The servers apply the learning-rate schedule; the worker says when it changes.
   const LrChangeLog lr_log(start.init.optimizer, IsAsync(o.mode) ? cluster.num_workers() : 1);
   TrainingMonitor monitor(cluster, kv, metrics, start.writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
-  int64_t start_batch = plan.first_batch;  // of the next epoch to run (0 but after a resume or rollback)
-  for (int64_t epoch = plan.first_epoch; epoch < o.num_epochs; ++epoch) {
+  const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
+  // plan: the next epoch to run and its first batch (0 but after a resume or rollback).
+  while (plan.first_epoch < o.num_epochs) {
+    const int64_t epoch = plan.first_epoch;
     const absl::Time epoch_start = absl::Now();
     monitor.StartEpoch(epoch);
     const absl::Status ran =
-        RunEpoch(o, epoch, start_batch, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
-    start_batch = 0;
+        RunEpoch(o, epoch, plan.first_batch, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
     if (IsRollback(ran)) {
-      // A server lost its shard and every server reloaded the snapshot of
-      // step t. The weights become exactly t's, and the data order goes back to t:
-      // the steps after it are recomputed on the same batches, bit for bit. An epoch
-      // checkpoint already written for an epoch redone is written again identically.
-      DTRAIN_ASSIGN_OR_RETURN(const int64_t t, kv.Rollback());
-      epoch = t / data.batches - 1;  // the loop's ++ makes it t's epoch
-      start_batch = t % data.batches;
-      DTRAIN_LOG(WARNING) << "resuming at epoch " << t / data.batches << " batch " << start_batch << " (step " << t
-                          << ") after the rollback";
+      DTRAIN_ASSIGN_OR_RETURN(plan, RollBack(kv, data.batches));
       continue;
     }
     DTRAIN_RETURN_IF_ERROR(ran);
     DTRAIN_RETURN_IF_ERROR(
         EndEpoch(o, epoch, epoch_start, start, data, net, kv, cluster, monitor, gather_timeout, &result));
+    plan = StepPlan();
+    plan.first_epoch = epoch + 1;
   }
   DTRAIN_LOG(INFO) << monitor.StepTimeLine();
   if (const std::optional<std::string> advice = monitor.StallAdvice(o.mode, o.staleness)) {

@@ -75,7 +75,6 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   std::vector<int> homes;
   slice_of_.clear();
   slices_of_param_.assign(params_.size(), {});
-  early_step_ = -1;
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     homes.push_back(placement_.slices[i].server);
     slice_of_[placement_.slices[i].key] = i;

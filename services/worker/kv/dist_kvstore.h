@@ -7,8 +7,9 @@
 // ServerChannels (server_channel.h) that a ChannelFactory makes: PsClients over gRPC in
 // production, in-process ones over ShardStores in tests (tests/unit/worker/kv/support).
 // The code is split by the state each part owns: dist_kvstore_step.cc the pending
-// step, dist_kvstore_failover.cc the replica chains, dist_kvstore_recovery.cc rejoin
-// and rollback.
+// step, dist_kvstore_handles.cc the OpenStep and PendingStep handed to the caller,
+// dist_kvstore_failover.cc the replica chains, dist_kvstore_recovery.cc rejoin and
+// rollback.
 //
 // Replication (DistOptions::replication R > 1, docs/recovery.md): each slice lives on
 // its chain of R servers (common/kv/replica_chain.h). The worker pushes to every live
@@ -93,21 +94,33 @@ class DistKVStore : public KVStore {
 
   KVStoreMode mode() const override { return options_.mode; }
   absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) override;
+  // StartStep, then the handle's Wait with no deadline but the store's own.
   absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) override;
-  bool PullsLazily() const override { return true; }
-  absl::Status StartPushPull(int64_t step, const std::vector<const float*>& grads) override;
-  absl::Status AwaitParam(size_t param_index) override;
-  absl::Status FinishPushPull() override;
-  bool PushesEarly() const override { return true; }
-  absl::Status PushEarly(int64_t step, size_t param_index, const float* grad) override;
+  // An OpenStep that pushes early: Offer sends the parameter's keys at once (a pull
+  // answered early writes its weights, which backward is done with: autograd hands a
+  // leaf its gradient after the node that used it ran), Send the rest. Its handle waits
+  // slice by slice (dist_kvstore_handles.cc).
+  std::unique_ptr<OpenStep> BeginStep(int64_t step) override;
   absl::StatusOr<checkpoint::OptimizerStates> SaveStates() override;
   absl::Status Settle(int64_t next_step) override;
   KVStoreStats stats() const override;
   PushPullTiming last_timing() const override { return last_timing_; }
-  int64_t resume_step() const override { return resume_step_; }
-  absl::StatusOr<int64_t> Rollback() override;
+  Recovery* recovery() override { return &recovery_; }
 
  private:
+  class EarlyStep;   // BeginStep's OpenStep
+  class StepHandle;  // the PendingStep of the step in flight
+  // KVStore::recovery(): Rejoin's step to redo, and Rollback (dist_kvstore_recovery.cc).
+  class RecoveryPart final : public Recovery {
+   public:
+    explicit RecoveryPart(DistKVStore& store) : store_(store) {}
+    int64_t resume_step() const override { return store_.resume_step_; }
+    absl::StatusOr<int64_t> Rollback() override { return store_.Rollback(); }
+
+   private:
+    DistKVStore& store_;
+  };
+
   // Past the sync timeout, what a client adds before it gives up on an answer itself.
   static constexpr absl::Duration kClientGrace = absl::Seconds(3);
   // How often a step waiting for the other workers checks whether the job still runs.
@@ -133,8 +146,14 @@ class DistKVStore : public KVStore {
   std::string MissingKeys(const Versions& versions) const;
   // Waits for slice i's answer to the PushPull of `step`, checking the job every
   // second and, past the sync timeout, waiting on while a dead worker may rejoin
-  // (time spent so added to *rejoin_wait).
-  absl::Status AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait);
+  // (time spent so added to *rejoin_wait); `deadline` (the caller's) cuts it short
+  // with MissedDeadline.
+  absl::Status AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait, absl::Time deadline);
+  // DEADLINE_EXCEEDED for the caller's deadline passing while slice i's answer from
+  // `server` was out: names the parameter, and what of the pending step is still out.
+  absl::Status MissedDeadline(size_t i, int server) const;
+  // Goes back to the servers' snapshot of the rollback order's step (Recovery::Rollback).
+  absl::StatusOr<int64_t> Rollback();
   // A server's stream broke (the server died) or its parked pull was failed
   // by a rollback: waits (up to the sync timeout, checking the job every second) for
   // the scheduler's rollback order and returns RollbackStatus; the job's end or the
@@ -153,7 +172,7 @@ class DistKVStore : public KVStore {
     bool weights = false;  // this answer writes the slice's weights (else: version only)
   };
   // Waits for sent_[i][j] as AwaitSlice describes.
-  absl::Status AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait);
+  absl::Status AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait, absl::Time deadline);
   // Replication: `server` is out of every chain (logged once, with why) until a join
   // notice brings it back into a key's chain.
   void MarkDead(int server, const absl::Status& why);
@@ -177,33 +196,46 @@ class DistKVStore : public KVStore {
   std::unique_ptr<ReplicaRouting> routing_;         // from Init: each slice's chain and who takes part
   absl::flat_hash_map<uint64_t, size_t> slice_of_;  // key -> slice index
   std::vector<std::vector<Sent>> sent_;             // this step's, per slice
-  // Overlap: the slices of each parameter, and which parameters PushEarly sent for
-  // `early_step_` (-1: none yet).
+  // Overlap: the slices of each parameter.
   std::vector<std::vector<size_t>> slices_of_param_;
-  int64_t early_step_ = -1;
   bool early_logged_ = false;
-  std::vector<bool> early_sent_;
   // Sends slice `i`'s push-pull of `step` to every live member of its chain (sent_[i]).
   absl::Status SubmitSlice(int64_t step, size_t i, const float* grad);
+  // EarlyStep::Offer: sends parameter `param_index`'s slices of `step` unless
+  // (*offered)[param_index] says they went already, and marks them.
+  absl::Status OfferEarly(int64_t step, size_t param_index, const float* grad, std::vector<bool>* offered);
+  // EarlyStep::Send: sends the slices of `step` whose parameter `offered` does not mark
+  // (empty: none offered) and makes the step the pending one (pending_id_). On an error
+  // nothing of the step is outstanding.
+  absl::Status SendStep(int64_t step, const std::vector<bool>& offered, const std::vector<const float*>& grads);
   // The bound Init cuts the keys with (DistOptions::max_chunk_elems, resolved).
   absl::StatusOr<int64_t> ChunkElems(const std::vector<int64_t>& sizes, const KVStoreInit& init) const;
   PushCompressor compressor_;   // the pushes' codec and residuals (none: uncompressed)
   absl::Duration replica_lag_;  // this step's, PushPullTiming::replica_lag
-  // The push-pull StartPushPull sent and FinishPushPull has not ended (-1: none): which
-  // slices were waited for, the first error, and where the caller's time went.
+  // The step SendStep sent and FinishPending has not ended (-1: none): its handle's id
+  // (a handle whose id is not pending_id_ any more was ended by Rollback), which slices
+  // were waited for, the first error, and where the caller's time went.
   int64_t pending_step_ = -1;
+  uint64_t pending_id_ = 0;
   absl::Status pending_status_;
   std::vector<bool> awaited_;
   absl::Duration pending_push_, pending_wait_, pending_pull_, pending_rejoin_wait_;
   bool pending_answered_ = false;
   // Waits for slice i of the pending step (once); an error is kept as pending_status_
   // after every answer still out was collected.
-  absl::Status AwaitPending(size_t i);
-  // FAILED_PRECONDITION naming `what` while a lazy push-pull is outstanding.
+  absl::Status AwaitPending(size_t i, absl::Time deadline);
+  // StepHandle::WaitParam and Wait for the step of handle `id`: the slices of one
+  // parameter, or every slice and the step's end (timing, join notices, caught up).
+  absl::Status AwaitPendingParam(uint64_t id, size_t param_index, absl::Time deadline);
+  absl::Status FinishPending(uint64_t id, absl::Time deadline);
+  // FAILED_PRECONDITION when handle `id`'s step is not the pending one.
+  absl::Status CheckPending(uint64_t id) const;
+  // FAILED_PRECONDITION naming `what` while a step's pulls are outstanding.
   absl::Status NothingPending(const char* what) const;
   // A rejoined process until its first step is done (it heartbeats "resuming").
   bool resuming_ = false;
   absl::Time joined_;
+  RecoveryPart recovery_{*this};
 };
 
 }  // namespace dtrain::worker

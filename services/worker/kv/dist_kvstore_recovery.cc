@@ -1,7 +1,7 @@
-// DistKVStore's recovery: a process that replaced a dead worker finding the step to
-// redo (Rejoin, from the servers' versions), and the whole job going back to the
-// servers' snapshots (Rollback). The step pipeline is in dist_kvstore_step.cc,
-// failover in dist_kvstore_failover.cc.
+// DistKVStore's recovery (KVStore::recovery(): RecoveryPart, dist_kvstore.h): a process
+// that replaced a dead worker finding the step to redo (Rejoin, from the servers'
+// versions), and the whole job going back to the servers' snapshots (Rollback). The
+// step pipeline is in dist_kvstore_step.cc, failover in dist_kvstore_failover.cc.
 #include <algorithm>
 
 #include "absl/cleanup/cleanup.h"
@@ -17,8 +17,9 @@
 namespace dtrain::worker {
 
 absl::StatusOr<int64_t> DistKVStore::Rollback() {
-  // A failed lazy push-pull (the step the order stopped) is over: nothing of it is kept.
-  FinishPushPull().IgnoreError();
+  // A failed step still pending (the one the order stopped) is over: nothing of it is
+  // kept, and its handle's waits fail FAILED_PRECONDITION from now on.
+  if (pending_step_ >= 0) FinishPending(pending_id_, absl::InfiniteFuture()).IgnoreError();
   const std::optional<RollbackOrder> order = cluster_.PendingRollback();
   if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
   if (!StepsAreExact(options_.mode)) {

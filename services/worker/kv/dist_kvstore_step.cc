@@ -1,10 +1,12 @@
 // DistKVStore's step pipeline: a step's slices sent (all at once, or parameter by
-// parameter from backward with PushEarly), then their answers awaited slice by slice,
-// failing over to the next replica where a server is gone. The state it owns is the
-// pending step's: sent_, awaited_, pending_* and early_*.
+// parameter from backward through EarlyStep::Offer), then their answers awaited slice
+// by slice, failing over to the next replica where a server is gone. The state it owns
+// is the pending step's: sent_, awaited_ and pending_*.
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "services/worker/kv/dist_kvstore.h"
@@ -36,18 +38,16 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
   return absl::OkStatus();
 }
 
-absl::Status DistKVStore::PushEarly(int64_t step, size_t param_index, const float* grad) {
-  if (param_index >= slices_of_param_.size()) {
+absl::Status DistKVStore::OfferEarly(int64_t step, size_t param_index, const float* grad, std::vector<bool>* offered) {
+  if (param_index >= slices_of_param_.size() || param_index >= offered->size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("PushEarly of parameter ", param_index, " of ", slices_of_param_.size()));
+        absl::StrCat("Offer of parameter ", param_index, " of ", slices_of_param_.size()));
   }
-  if (early_step_ != step) {
-    early_step_ = step;
-    early_sent_.assign(slices_of_param_.size(), false);
-    sent_.resize(placement_.slices.size());
-  }
-  if (early_sent_[param_index]) return absl::OkStatus();
-  early_sent_[param_index] = true;
+  // The pending step's tickets are in sent_, which a submit overwrites.
+  DTRAIN_RETURN_IF_ERROR(NothingPending("Offer"));
+  sent_.resize(placement_.slices.size());
+  if ((*offered)[param_index]) return absl::OkStatus();
+  (*offered)[param_index] = true;
   if (!early_logged_) {
     early_logged_ = true;
     DTRAIN_LOG(INFO) << "overlap: gradients go out from backward as they are computed (the first: parameter "
@@ -62,22 +62,13 @@ absl::Status DistKVStore::PushEarly(int64_t step, size_t param_index, const floa
   return absl::OkStatus();
 }
 
-absl::Status DistKVStore::PushPull(int64_t step, const std::vector<const float*>& grads) {
-  DTRAIN_RETURN_IF_ERROR(StartPushPull(step, grads));
-  return FinishPushPull();
-}
-
-absl::Status DistKVStore::StartPushPull(int64_t step, const std::vector<const float*>& grads) {
+absl::Status DistKVStore::SendStep(int64_t step, const std::vector<bool>& offered,
+                                   const std::vector<const float*>& grads) {
   if (pending_step_ >= 0) {
     return absl::FailedPreconditionError(absl::StrCat("push-pull of step ", step, " started while step ", pending_step_,
                                                       "'s pulls are still outstanding"));
   }
-  // What PushEarly sent for this step; the next PushEarly starts afresh whatever step it
-  // is for (a rollback may come back to a step number seen before).
-  const bool some_early_sent = early_step_ == step;
-  std::vector<bool> early;
-  if (some_early_sent) early.swap(early_sent_);
-  early_step_ = -1;
+  const bool some_early_sent = std::find(offered.begin(), offered.end(), true) != offered.end();
   absl::Status stop = cluster_.JobStatus();
   if (stop.ok()) {
     if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) stop = RollbackStatus(r->reason);
@@ -94,13 +85,14 @@ absl::Status DistKVStore::StartPushPull(int64_t step, const std::vector<const fl
   sent_.resize(placement_.slices.size());
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
-    if (some_early_sent && early[slice.param_index]) continue;
+    if (some_early_sent && offered[slice.param_index]) continue;
     if (absl::Status s = SubmitSlice(step, i, grads[slice.param_index] + slice.offset); !s.ok()) {
       WaitAllServers(now_()).IgnoreError();  // no answer may land after we return
       return s;
     }
   }
   pending_step_ = step;
+  ++pending_id_;
   pending_status_ = absl::OkStatus();
   awaited_.assign(placement_.slices.size(), false);
   pending_push_ = now_() - start;
@@ -110,15 +102,15 @@ absl::Status DistKVStore::StartPushPull(int64_t step, const std::vector<const fl
   return absl::OkStatus();
 }
 
-absl::Status DistKVStore::AwaitPending(size_t i) {
+absl::Status DistKVStore::AwaitPending(size_t i, absl::Time deadline) {
   if (awaited_[i] || !pending_status_.ok()) return pending_status_;
   const absl::Time t0 = now_();
-  const absl::Status st = AwaitSlice(i, pending_step_, &pending_rejoin_wait_);
+  const absl::Status st = AwaitSlice(i, pending_step_, &pending_rejoin_wait_, deadline);
   awaited_[i] = true;
   // Every worker sends the keys in the same order and a sync key is answered once all
   // pushes of it are in, so the first wait is mostly for the other workers; the rest is
-  // mostly the weights' transfer. Only time the caller was blocked counts: with
-  // StartPushPull what arrived during the next forward is hidden.
+  // mostly the weights' transfer. Only time the caller was blocked counts: what arrived
+  // while the caller did something else before waiting (the next forward) is hidden.
   (pending_answered_ ? pending_pull_ : pending_wait_) += now_() - t0;
   pending_answered_ = true;
   if (!st.ok()) {
@@ -129,25 +121,48 @@ absl::Status DistKVStore::AwaitPending(size_t i) {
   return st;
 }
 
+absl::Status DistKVStore::MissedDeadline(size_t i, int server) const {
+  const auto& slice = placement_.slices[i];
+  size_t out = 0;
+  std::set<int> servers;
+  for (size_t k = 0; k < placement_.slices.size(); ++k) {
+    if (awaited_[k]) continue;
+    ++out;
+    for (const Sent& s : sent_[k]) servers.insert(s.server);
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("step ", pending_step_, ": parameter ", slice.param_index, " (", params_[slice.param_index].name,
+                   ") not in by the deadline: key ", slice.key, " unanswered by server ", server, " at ",
+                   servers_[server]->address(), "; ", out, " of ", placement_.slices.size(),
+                   " keys of the step still out, on servers ", absl::StrJoin(servers, ", ")));
+}
+
 absl::Status DistKVStore::NothingPending(const char* what) const {
   if (pending_step_ < 0) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      absl::StrCat(what, " while step ", pending_step_, "'s pulls are outstanding (FinishPushPull first)"));
+      absl::StrCat(what, " while step ", pending_step_, "'s pulls are outstanding (wait on its PendingStep first)"));
 }
 
-absl::Status DistKVStore::AwaitParam(size_t param_index) {
-  if (pending_step_ < 0) return absl::OkStatus();
+absl::Status DistKVStore::CheckPending(uint64_t id) const {
+  if (pending_step_ >= 0 && id == pending_id_) return absl::OkStatus();
+  return absl::FailedPreconditionError("the step of this PendingStep was ended by the store (a rollback)");
+}
+
+absl::Status DistKVStore::AwaitPendingParam(uint64_t id, size_t param_index, absl::Time deadline) {
+  DTRAIN_RETURN_IF_ERROR(CheckPending(id));
   if (param_index >= slices_of_param_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("AwaitParam of parameter ", param_index, " of ", slices_of_param_.size()));
+        absl::StrCat("WaitParam of parameter ", param_index, " of ", slices_of_param_.size()));
   }
-  for (size_t i : slices_of_param_[param_index]) DTRAIN_RETURN_IF_ERROR(AwaitPending(i));
+  for (size_t i : slices_of_param_[param_index]) DTRAIN_RETURN_IF_ERROR(AwaitPending(i, deadline));
   return absl::OkStatus();
 }
 
-absl::Status DistKVStore::FinishPushPull() {
-  if (pending_step_ < 0) return absl::OkStatus();
-  for (size_t i = 0; i < placement_.slices.size() && pending_status_.ok(); ++i) AwaitPending(i).IgnoreError();
+absl::Status DistKVStore::FinishPending(uint64_t id, absl::Time deadline) {
+  DTRAIN_RETURN_IF_ERROR(CheckPending(id));
+  for (size_t i = 0; i < placement_.slices.size() && pending_status_.ok(); ++i) {
+    AwaitPending(i, deadline).IgnoreError();
+  }
   const int64_t step = pending_step_;
   pending_step_ = -1;
   last_timing_.push = absl::ToDoubleSeconds(pending_push_);
@@ -167,12 +182,12 @@ absl::Status DistKVStore::FinishPushPull() {
   return absl::OkStatus();
 }
 
-absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait) {
+absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rejoin_wait, absl::Time deadline) {
   const auto& slice = placement_.slices[i];
   // sent_[i] may grow as we go: a failover asks the next replica for the weights.
   absl::Time weights_in = absl::InfiniteFuture();
   for (size_t j = 0; j < sent_[i].size(); ++j) {
-    const absl::Status st = AwaitSent(i, j, step, rejoin_wait);
+    const absl::Status st = AwaitSent(i, j, step, rejoin_wait, deadline);
     if (st.ok() && sent_[i][j].weights) weights_in = now_();
     if (st.ok()) continue;
     const Sent sent = sent_[i][j];
@@ -193,7 +208,8 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
   return absl::OkStatus();
 }
 
-absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait) {
+absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait,
+                                    absl::Time caller_deadline) {
   const auto& slice = placement_.slices[i];
   Sent& sent = sent_[i][j];
   ServerChannel& server = *servers_[sent.server];
@@ -202,12 +218,19 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
   absl::Time deadline = now_() + options_.sync_timeout + kClientGrace;
   absl::Time extended_since = absl::InfiniteFuture();
   for (;;) {
+    // The caller's deadline, where it comes first, ends the wait with our own error.
+    const absl::Time until = std::min(deadline, caller_deadline);
+    bool answered = false;
     // Short slices: a peer's death (with --rejoin-timeout 0) or the scheduler ending
     // the job stops the step within a second, not at the sync timeout.
-    while (!server.WaitUntil(sent.ticket, std::min(deadline, now_() + kJobCheckEvery))) {
+    while (!(answered = server.WaitUntil(sent.ticket, std::min(until, now_() + kJobCheckEvery)))) {
       if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
       if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
-      if (now_() >= deadline) break;
+      if (now_() >= until) break;
+    }
+    if (!answered && until < deadline) {
+      if (extended_since != absl::InfiniteFuture()) *rejoin_wait += now_() - extended_since;
+      return MissedDeadline(i, sent.server);
     }
     absl::Status st = server.Wait(sent.ticket, deadline);
     if (extended_since != absl::InfiniteFuture()) *rejoin_wait += now_() - extended_since;

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/kv/optimizer.h"
 #include "common/kvstore_mode.h"
@@ -50,9 +51,9 @@ struct KVStoreStats {
   int64_t bytes_pulled_uncompressed = 0;
 };
 
-// Where the last PushPull's time went, in seconds. After StartPushPull, wait and pull
-// count only the time the caller was blocked in AwaitParam and FinishPushPull: what the
-// next forward hid is not there.
+// Where the last PushPull's time went, in seconds. For a step started with StartStep
+// (or BeginStep), wait and pull count only the time the caller was blocked in its
+// handle's WaitParam and Wait: what the next forward hid is not there.
 struct PushPullTiming {
   double push = 0;  // building and submitting the requests (copying the gradients)
   double wait = 0;  // until the first answer: in sync mode, mostly the other workers
@@ -65,6 +66,72 @@ struct PushPullTiming {
   double replica_lag = -1;
 };
 
+// A step's push-pull sent and not yet all in: what StartStep and OpenStep::Send return
+// (as c10d's ProcessGroup returns a Work, ps-lite's KVWorker a timestamp to Wait on).
+// The caller chooses when to wait: at once (PushPull), or parameter by parameter as the
+// next forward reaches each layer (--overlap: models::Network::SetParamGate). The
+// weights are the same bit for bit either way; only when the caller blocks differs.
+//
+// Deadlines: the store bounds each answer itself (dist_*: --sync-timeout, waited on
+// while a dead worker may still be replaced, --rejoin-timeout) with errors that name the
+// key, its server and the workers missing. A `deadline` that passes first fails the step
+// DEADLINE_EXCEEDED naming the parameter, the servers whose answers are out and how many
+// are; absl::InfiniteFuture() leaves only the store's own bounds.
+//
+// The store must outlive the handle, and takes no other call until Wait returned
+// (DistKVStore refuses SaveStates, Settle, Offer and Send meanwhile). A handle
+// destroyed before that waits for its step: no answer may land in the weights after it
+// is gone.
+class PendingStep {
+ public:
+  virtual ~PendingStep() = default;
+  // Blocks until parameter `param_index`'s weights of the step are all in; the step's
+  // error if it failed (then the other parameters' answers were dropped).
+  virtual absl::Status WaitParam(size_t param_index, absl::Time deadline) = 0;
+  // Blocks until every parameter's weights of the step are in: the step's status, the
+  // one PushPull returns (a rollback order's RollbackStatus included). Later calls
+  // return the same at once.
+  virtual absl::Status Wait(absl::Time deadline) = 0;
+  // Whether Wait returns at once: the step is over (its weights all in, or it failed).
+  virtual bool done() const = 0;
+};
+
+// A step whose gradients are being handed over: what BeginStep returns. Backward offers
+// each parameter's gradient as soon as it produced it (--overlap: an autograd hook,
+// services/worker/early_pushes.h); a store that pushes early sends it at once, so its
+// transfer and the other workers' merge of it run while backward goes on. Send then
+// starts the rest of the step. The values pushed are those PushPull pushes, so the
+// weights are too, bit for bit. The store must outlive it; one destroyed before Send
+// drops what it sent (nothing of it lands in the weights afterwards).
+class OpenStep {
+ public:
+  virtual ~OpenStep() = default;
+  // Whether Offer sends anything; a store that does not push early ignores it.
+  virtual bool pushes_early() const = 0;
+  // Parameter `param_index`'s gradient, which must stay valid until the step's handle's
+  // Wait returned. A parameter offered twice is sent once.
+  virtual absl::Status Offer(size_t param_index, const float* grad) = 0;
+  // After backward: sends the step (grads[i] has params[i].numel floats; what was
+  // offered is not sent again) and returns its handle. An error here means nothing of
+  // the step is outstanding. Once per OpenStep.
+  virtual absl::StatusOr<std::unique_ptr<PendingStep>> Send(const std::vector<const float*>& grads) = 0;
+};
+
+// The recovery part of a store whose job survives a dead worker or server
+// (docs/recovery.md): KVStore::recovery(), null for a store without it.
+class Recovery {
+ public:
+  virtual ~Recovery() = default;
+  // After Init in a process that replaced a dead worker, the step to redo (the weights
+  // Init pulled are the ones that step starts from); -1 for a fresh start, which begins
+  // at init.start_version.
+  virtual int64_t resume_step() const = 0;
+  // After a step returned a status IsRollback() recognises, goes back to the servers'
+  // snapshot: the weights become exactly those of the order's step, which is returned
+  // (the caller resumes its data order there).
+  virtual absl::StatusOr<int64_t> Rollback() = 0;
+};
+
 class KVStore {
  public:
   virtual ~KVStore() = default;
@@ -75,37 +142,18 @@ class KVStore {
   // store's initial state; when Init returns OK every worker's weights equal them.
   virtual absl::Status Init(const std::vector<ParamRef>& params, const KVStoreInit& init) = 0;
 
-  // Sends this worker's gradients for `step` (grads[i] has params[i].numel floats) and
-  // overwrites the weights with the result: in sync mode the weights after every
-  // worker's step-`step` gradient was applied, in async mode the current ones.
+  // The synchronous step: sends this worker's gradients for `step` (grads[i] has
+  // params[i].numel floats) and overwrites the weights with the result: in sync mode the
+  // weights after every worker's step-`step` gradient was applied, in async mode the
+  // current ones. A store whose steps overlap (BeginStep overridden) implements it as
+  // StartStep then the handle's Wait.
   virtual absl::Status PushPull(int64_t step, const std::vector<const float*>& grads) = 0;
 
-  // Overlap (--overlap): whether PushEarly sends anything. PushEarly hands parameter
-  // `param_index`'s gradient for `step` over as soon as backward produced it, so its
-  // transfer (and the other workers' merge of it) runs while backward goes on;
-  // PushPull(step, ...) then sends only what was not handed over early, and waits for
-  // everything as before. `grad` must stay valid until that PushPull returns. The
-  // values pushed are the same, so the weights are too, bit for bit.
-  virtual bool PushesEarly() const { return false; }
-  virtual absl::Status PushEarly(int64_t /*step*/, size_t /*param_index*/, const float* /*grad*/) {
-    return absl::OkStatus();
-  }
-
-  // Overlap of the pulls with the next forward (--overlap). StartPushPull
-  // sends `step` as PushPull does but returns once everything is submitted: the weights
-  // land while the caller goes on with the next batch. AwaitParam(i) blocks until
-  // parameter i's weights of that step are all in (the next forward calls it as it
-  // reaches each layer, models::Network::SetParamGate), FinishPushPull until every
-  // parameter's are. Both return the step's error, the one PushPull would have
-  // returned. Until FinishPushPull returns, `grads` must stay valid and nothing but
-  // AwaitParam may be called. The weights are those PushPull writes, bit for bit: the
-  // only difference is when the caller waits. The default runs PushPull at once.
-  virtual bool PullsLazily() const { return false; }
-  virtual absl::Status StartPushPull(int64_t step, const std::vector<const float*>& grads) {
-    return PushPull(step, grads);
-  }
-  virtual absl::Status AwaitParam(size_t /*param_index*/) { return absl::OkStatus(); }
-  virtual absl::Status FinishPushPull() { return absl::OkStatus(); }
+  // Opens `step` for gradients handed over one by one (OpenStep). The default pushes
+  // nothing early, and its Send runs PushPull and returns a handle already done.
+  virtual std::unique_ptr<OpenStep> BeginStep(int64_t step);
+  // BeginStep then Send at once: the step sent, its weights awaited through the handle.
+  absl::StatusOr<std::unique_ptr<PendingStep>> StartStep(int64_t step, const std::vector<const float*>& grads);
 
   // The optimizer state of every key, for PREFIX-N.states.
   virtual absl::StatusOr<checkpoint::OptimizerStates> SaveStates() = 0;
@@ -120,16 +168,12 @@ class KVStore {
   virtual KVStoreStats stats() const { return {}; }
   virtual PushPullTiming last_timing() const { return {}; }
 
-  // Recovery (docs/recovery.md): after Init in a process that replaced a dead worker,
-  // the step to redo (the weights Init pulled are the ones that step starts from);
-  // -1 for a fresh start, which begins at init.start_version.
-  virtual int64_t resume_step() const { return -1; }
-
-  // After PushPull returned a status IsRollback() recognises, goes back to
-  // the servers' snapshot: the weights become exactly those of the order's step,
-  // which is returned (the caller resumes its data order there).
-  virtual absl::StatusOr<int64_t> Rollback() { return absl::UnimplementedError("this kvstore has no rollback"); }
+  // Rejoin and rollback (Recovery); null where the store has neither.
+  virtual Recovery* recovery() { return nullptr; }
 };
+
+// A handle whose step is over with `status`: what a synchronous store's steps return.
+std::unique_ptr<PendingStep> FinishedStep(absl::Status status);
 
 // The status a step returns when the scheduler ordered a rollback (ABORTED with the
 // order's reason, marked so that it is told apart from a failure).

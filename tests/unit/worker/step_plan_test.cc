@@ -1,5 +1,6 @@
 // PlanSteps: where training starts for a fresh run, a resume from a checkpoint, and a
-// replacement of a dead worker mid-epoch or at an epoch's first step.
+// replacement of a dead worker mid-epoch or at an epoch's first step; PlanRollback:
+// where it starts again after a rollback.
 #include "services/worker/step_plan.h"
 
 #include "gtest/gtest.h"
@@ -36,6 +37,18 @@ TEST(StepPlanTest, AReplacementAtAnEpochsFirstStepRedoesThePreviousEpochsEnd) {
   EXPECT_FALSE(PlanSteps(0, 0, 47).redo_epoch_end);
   EXPECT_FALSE(PlanSteps(3, 3 * 47, 47).redo_epoch_end);
   EXPECT_TRUE(PlanSteps(3, 4 * 47, 47).redo_epoch_end);
+}
+
+TEST(StepPlanTest, ARollbackGoesOnAtTheStepRolledBackToWithoutRedoingAnEpochEnd) {
+  const StepPlan mid = PlanRollback(2 * 47 + 5, 47);
+  EXPECT_EQ(mid.first_epoch, 2);
+  EXPECT_EQ(mid.first_batch, 5);
+  EXPECT_EQ(mid.resume_step, 99);
+  EXPECT_FALSE(mid.redo_epoch_end);
+  const StepPlan at_start = PlanRollback(2 * 47, 47);
+  EXPECT_EQ(at_start.first_epoch, 2);
+  EXPECT_EQ(at_start.first_batch, 0);
+  EXPECT_FALSE(at_start.redo_epoch_end) << "every worker finished epoch 1's end before step 94 merged";
 }
 
 }  // namespace

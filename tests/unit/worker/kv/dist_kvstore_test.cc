@@ -173,17 +173,72 @@ TEST(DistKVStoreTest, EarlyPushesAndLazyPullsGiveTheWeightsOfPushPull) {
         continue;
       }
       // As backward hands them over: the last parameter first, one of them twice.
-      ASSERT_TRUE(store.PushEarly(step, 2, grads[2]).ok());
-      ASSERT_TRUE(store.PushEarly(step, 0, grads[0]).ok());
-      ASSERT_TRUE(store.PushEarly(step, 0, grads[0]).ok());
-      ASSERT_TRUE(store.StartPushPull(step, grads).ok());
+      std::unique_ptr<OpenStep> open = store.BeginStep(step);
+      ASSERT_TRUE(open->pushes_early());
+      ASSERT_TRUE(open->Offer(2, grads[2]).ok());
+      ASSERT_TRUE(open->Offer(0, grads[0]).ok());
+      ASSERT_TRUE(open->Offer(0, grads[0]).ok());
+      absl::StatusOr<std::unique_ptr<PendingStep>> pending = open->Send(grads);
+      ASSERT_TRUE(pending.ok()) << pending.status();
       EXPECT_EQ(store.SaveStates().status().code(), absl::StatusCode::kFailedPrecondition)
-          << "nothing but AwaitParam while the pulls are out";
-      for (size_t p = 0; p < kSizes.size(); ++p) ASSERT_TRUE(store.AwaitParam(p).ok());
-      ASSERT_TRUE(store.FinishPushPull().ok());
+          << "nothing but the handle's waits while the pulls are out";
+      EXPECT_EQ(store.BeginStep(step + 1)->Offer(0, grads[0]).code(), absl::StatusCode::kFailedPrecondition)
+          << "an early push would overwrite the pending step's tickets";
+      for (size_t p = 0; p < kSizes.size(); ++p) ASSERT_TRUE((*pending)->WaitParam(p, absl::InfiniteFuture()).ok());
+      EXPECT_FALSE((*pending)->done());
+      ASSERT_TRUE((*pending)->Wait(absl::InfiniteFuture()).ok());
+      EXPECT_TRUE((*pending)->done());
     }
   });
   ExpectWeights(models, Reference(kSteps, Plain));
+}
+
+TEST(DistKVStoreTest, WaitParamReturnsOnceItsWeightsAreInAndAnExpiredDeadlineNamesWhatIsMissing) {
+  InProcessServers servers(2);
+  std::vector<Model> models;
+  absl::Notification offered, checked;
+  RunWorkers(servers, Options(), models, [&](int r, DistKVStore& store, Model& m) {
+    std::vector<const float*> grads = m.Grads(r, 0);
+    if (r == 1) {
+      // Only parameter 0's gradient goes out: its keys merge, the others wait for it.
+      std::unique_ptr<OpenStep> open = store.BeginStep(0);
+      ASSERT_TRUE(open->Offer(0, grads[0]).ok());
+      offered.Notify();
+      checked.WaitForNotification();
+      return;
+    }
+    absl::StatusOr<std::unique_ptr<PendingStep>> pending = store.StartStep(0, grads);
+    ASSERT_TRUE(pending.ok()) << pending.status();
+    offered.WaitForNotification();
+    ASSERT_TRUE((*pending)->WaitParam(0, absl::InfiniteFuture()).ok());
+    EXPECT_EQ(m.weights[0], Reference(1, Plain)[0]) << "parameter 0's weights of step 0 are in";
+    EXPECT_FALSE((*pending)->done());
+    const absl::Status late = (*pending)->WaitParam(2, absl::Now());
+    EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+    EXPECT_THAT(late.message(),
+                AllOf(HasSubstr("step 0: parameter 2 (p2) not in by the deadline"), HasSubstr("unanswered by server "),
+                      HasSubstr("of 12 keys of the step still out"), HasSubstr("on servers 0, 1")));
+    EXPECT_EQ((*pending)->Wait(absl::InfiniteFuture()), late) << "the step failed with it";
+    EXPECT_TRUE((*pending)->done());
+    EXPECT_TRUE(store.SaveStates().ok()) << "nothing of the failed step is outstanding";
+    checked.Notify();
+  });
+}
+
+TEST(DistKVStoreTest, AWaitWhoseDeadlinePassesFailsTheStepNamingTheParameterAndServers) {
+  InProcessServers servers(2);
+  std::vector<Model> models;
+  RunWorkers(servers, Options(), models, [&](int r, DistKVStore& store, Model& m) {
+    if (r == 1) return;  // worker 1 never pushes step 0
+    absl::StatusOr<std::unique_ptr<PendingStep>> pending = store.StartStep(0, m.Grads(r, 0));
+    ASSERT_TRUE(pending.ok()) << pending.status();
+    const absl::Status s = (*pending)->Wait(absl::Now() + absl::Milliseconds(20));
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_THAT(s.message(), AllOf(HasSubstr("step 0: parameter 0 (p0) not in by the deadline: key 0 unanswered by "
+                                             "server 0 at inprocess:0"),
+                                   HasSubstr("12 of 12 keys of the step still out, on servers 0, 1")));
+    EXPECT_GT(store.last_timing().wait + store.last_timing().pull, 0) << "the blocked time is counted";
+  });
 }
 
 TEST(DistKVStoreTest, AKilledServersReplicaGivesTheWeights) {
@@ -272,9 +327,10 @@ TEST(DistKVStoreTest, AReplacementRedoesTheStepItsPredecessorLeftHalfDoneBitForB
     ASSERT_TRUE(w0->Init(models[0].params, init).ok());
     for (int64_t step = 0; step < 2; ++step) ASSERT_TRUE(w0->PushPull(step, models[0].Grads(0, step)).ok());
     // Step 2 waits for worker 1, whose first process dies in it; its replacement redoes it.
-    ASSERT_TRUE(w0->StartPushPull(2, models[0].Grads(0, 2)).ok());
+    absl::StatusOr<std::unique_ptr<PendingStep>> step2 = w0->StartStep(2, models[0].Grads(0, 2));
+    ASSERT_TRUE(step2.ok()) << step2.status();
     step2_sent.Notify();
-    ASSERT_TRUE(w0->FinishPushPull().ok());
+    ASSERT_TRUE((*step2)->Wait(absl::InfiniteFuture()).ok());
   });
   {
     Model dying(1);
@@ -285,7 +341,8 @@ TEST(DistKVStoreTest, AReplacementRedoesTheStepItsPredecessorLeftHalfDoneBitForB
     // Only parameter 0's gradient of step 2 goes out: its key merges step 2 with worker
     // 0's, the others wait at version 2.
     step2_sent.WaitForNotification();
-    ASSERT_TRUE((*store)->PushEarly(2, 0, dying.Grads(1, 2)[0]).ok());
+    std::unique_ptr<OpenStep> open = (*store)->BeginStep(2);
+    ASSERT_TRUE(open->Offer(0, dying.Grads(1, 2)[0]).ok());
   }
   std::vector<kv::KeyVersion> versions;
   ASSERT_TRUE(servers.server(0).store().Versions({0}, -1, &versions).ok()) << "parameter 0 is key 0 on server 0";
@@ -293,7 +350,8 @@ TEST(DistKVStoreTest, AReplacementRedoesTheStepItsPredecessorLeftHalfDoneBitForB
   auto store = DistKVStore::Connect(Options(), job.replacement(1), servers.factory());
   ASSERT_TRUE(store.ok()) << store.status();
   ASSERT_TRUE((*store)->Init(models[1].params, init).ok());
-  ASSERT_EQ((*store)->resume_step(), 2) << "the lowest version any key is at";
+  ASSERT_NE((*store)->recovery(), nullptr);
+  ASSERT_EQ((*store)->recovery()->resume_step(), 2) << "the lowest version any key is at";
   ASSERT_TRUE((*store)->PushPull(2, models[1].Grads(1, 2)).ok());
   first.join();
   ExpectWeights(models, Reference(kSteps, Plain));

@@ -40,6 +40,31 @@ TEST(LocalKVStoreTest, AppliesSgdWithMomentumInPlace) {
   EXPECT_EQ(states->keys[0].version, 2);
 }
 
+TEST(LocalKVStoreTest, StepsAreDoneWhenSentAndOffersAreIgnored) {
+  std::vector<float> w = {1.0f, 2.0f};
+  LocalKVStore kv(KVStoreMode::kLocal);
+  ASSERT_TRUE(kv.Init({{"w", {2}, w.data(), 2}}, SgdInit(0.5, 0)).ok());
+  std::vector<float> g = {1.0f, -2.0f};
+  std::unique_ptr<OpenStep> open = kv.BeginStep(0);
+  EXPECT_FALSE(open->pushes_early());
+  ASSERT_TRUE(open->Offer(0, g.data()).ok());
+  EXPECT_EQ(w, (std::vector<float>{1.0f, 2.0f})) << "an offer sends nothing";
+  absl::StatusOr<std::unique_ptr<PendingStep>> step = open->Send({g.data()});
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_TRUE((*step)->done());
+  EXPECT_EQ(w, (std::vector<float>{0.5f, 3.0f})) << "the weights are in when Send returns";
+  EXPECT_TRUE((*step)->WaitParam(0, absl::InfinitePast()).ok());
+  EXPECT_TRUE((*step)->Wait(absl::InfinitePast()).ok());
+  EXPECT_EQ(kv.recovery(), nullptr);
+
+  // The step's error comes from the handle, as PushPull returns it.
+  absl::StatusOr<std::unique_ptr<PendingStep>> bad = kv.StartStep(1, {});
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  const absl::Status s = (*bad)->Wait(absl::InfinitePast());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("got 0 gradients for 1 parameters"));
+}
+
 TEST(LocalKVStoreTest, ResumeRestoresMomentumExactly) {
   std::vector<float> w1 = {1.0f, 2.0f}, g = {0.3f, -0.7f};
   LocalKVStore straight(KVStoreMode::kLocal);
