@@ -63,6 +63,12 @@ v1::InitKeysRequest NextInitKeysRequest(const std::vector<kv::KeyState>& keys,
   return req;
 }
 
+v1::GetStateRequest GetStateRequestProto(const std::vector<uint64_t>& keys) {
+  v1::GetStateRequest req;
+  for (uint64_t k : keys) req.add_keys(k);
+  return req;
+}
+
 absl::Status KeyStateFromProto(const v1::KeyState& ks, kv::KeyState* out) {
   out->key = ks.key();
   out->shape.assign(ks.shape().begin(), ks.shape().end());

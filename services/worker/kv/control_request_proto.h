@@ -29,6 +29,8 @@ v1::ConfigureRequest ConfigureRequestProto(KVStoreMode mode, int num_workers, co
 v1::InitKeysRequest NextInitKeysRequest(const std::vector<kv::KeyState>& keys,
                                         const std::vector<std::vector<int>>& chains, size_t* next);
 
+// `keys` empty: every key the server holds.
+v1::GetStateRequest GetStateRequestProto(const std::vector<uint64_t>& keys);
 // One streamed KeyState into `out` (filled as far as it could be read). A broken
 // answer is INTERNAL naming the key: the job's own server sent it, so it is not the
 // caller's argument.

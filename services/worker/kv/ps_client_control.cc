@@ -38,8 +38,7 @@ absl::Status PsClient::InitKeys(const std::vector<kv::KeyState>& keys, absl::Dur
 
 absl::StatusOr<std::vector<kv::KeyState>> PsClient::GetState(const std::vector<uint64_t>& keys,
                                                              absl::Duration timeout) {
-  v1::GetStateRequest req;
-  for (uint64_t k : keys) req.add_keys(k);
+  const v1::GetStateRequest req = GetStateRequestProto(keys);
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAfter(timeout));
   std::unique_ptr<grpc::ClientReader<v1::KeyState>> reader = impl_->stub->GetState(&ctx, req);

@@ -378,8 +378,7 @@ absl::Status InProcessChannel::InitKeys(const std::vector<kv::KeyState>& keys, a
 absl::StatusOr<std::vector<kv::KeyState>> InProcessChannel::GetState(const std::vector<uint64_t>& keys,
                                                                      absl::Duration /*timeout*/) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
-  v1::GetStateRequest req;
-  for (uint64_t k : keys) req.add_keys(k);
+  const v1::GetStateRequest req = GetStateRequestProto(keys);
   // As the server's stream: the keys are checked first, then each is sent in turn.
   absl::StatusOr<std::vector<uint64_t>> sent = server_->control().StateKeys(req);
   if (!sent.ok()) return Unary(sent.status(), "GetState");
