@@ -1,4 +1,6 @@
-// The ParameterServer gRPC service: a thin translation of RPCs into ShardStore calls
+// The ParameterServer gRPC service: a thin translation of RPCs into the gRPC-free
+// handlers over the ShardStore (ControlHandler for the control calls, PushPullReactor's
+// kv::PushPullHandler for the stream), plus the caller checks that need the gRPC context
 // (callback API, so a parked sync pull costs no thread).
 #pragma once
 
@@ -12,6 +14,7 @@
 #include "absl/time/time.h"
 #include "common/auth/node_auth.h"
 #include "common/kv/shard_store.h"
+#include "services/server/control_handler.h"
 #include "services/server/node_checks.h"
 #include "services/server/push_pull_reactor.h"
 #include "services/server/replica_catch_up.h"
@@ -20,9 +23,6 @@
 #include "common/defaults.h"
 
 namespace dtrain::server {
-
-// The longest replica chain a request may name (KeyInit.chain, joined servers).
-inline constexpr int kMaxChainLength = 64;
 
 struct PsServiceOptions {
   // How long a sync pull waits for the other workers' pushes before it fails with
@@ -82,20 +82,10 @@ class PsService final : public PsServiceBase {
   kv::ShardStore* store_;
   PsServiceOptions options_;
   NodeChecks checks_;
+  ControlHandler control_;
   absl::Mutex timer_mu_;
   bool stopping_ ABSL_GUARDED_BY(timer_mu_) = false;
   std::thread timer_;
 };
-
-// "dist_sync" / "dist_device_sync" -> kSync, "dist_ssp" -> kSsp, "dist_async" -> kAsync (through
-// ParseKVStoreMode); else INVALID_ARGUMENT.
-absl::StatusOr<kv::MergeMode> ParseKvStore(const std::string& kv_store);
-// The merge rule a Configure asks for: its `mode`, else (an older worker) its
-// `kv_store` name; both set and different, or a mode no server serves, is INVALID_ARGUMENT.
-absl::StatusOr<kv::MergeMode> MergeModeOf(const v1::ConfigureRequest& req);
-
-// Proto3 zeros that mean "unset" become defaults: name "" -> "sgd", rescale_grad 0 -> 1,
-// lr_factor 0 -> 1.
-kv::OptimizerOptions OptimizerFromProto(const v1::OptimizerConfig& p);
 
 }  // namespace dtrain::server

@@ -178,25 +178,6 @@ TEST(PsServiceTest, ConfigureRejectsUnknownKvStore) {
   EXPECT_EQ(ParseKvStore("dist_async").value(), kv::MergeMode::kAsync);
 }
 
-// The mode travels as v1::KvStoreMode; a request from an older worker names it in
-// kv_store instead, and a request naming two different modes is refused.
-TEST(PsServiceTest, ConfigureTakesTheModeEnumOrTheOlderName) {
-  v1::ConfigureRequest req;
-  req.set_mode(v1::KV_STORE_MODE_DIST_SSP);
-  EXPECT_EQ(MergeModeOf(req).value(), kv::MergeMode::kSsp);
-  req.set_kv_store("dist_ssp");
-  EXPECT_EQ(MergeModeOf(req).value(), kv::MergeMode::kSsp);
-  req.set_kv_store("dist_async");
-  EXPECT_THAT(std::string(MergeModeOf(req).status().message()), HasSubstr("name different kv-store modes"));
-  v1::ConfigureRequest older;
-  older.set_kv_store("dist_async");
-  EXPECT_EQ(MergeModeOf(older).value(), kv::MergeMode::kAsync);
-  v1::ConfigureRequest local;
-  local.set_mode(v1::KV_STORE_MODE_LOCAL);
-  EXPECT_THAT(std::string(MergeModeOf(local).status().message()), HasSubstr("not served by a parameter server"));
-  EXPECT_EQ(MergeModeOf(v1::ConfigureRequest()).status().code(), absl::StatusCode::kInvalidArgument);
-}
-
 TEST(PsServiceTest, GetStateRoundTrip) {
   Loopback ps;
   ASSERT_TRUE(ps.ok());

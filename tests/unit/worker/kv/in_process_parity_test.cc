@@ -319,6 +319,20 @@ void Control(Script& s) {
   absl::StatusOr<std::vector<kv::KeyVersion>> unknown = w0.GetVersions({77}, server::kRpc);
   s.Note("GetVersions of a key not held", unknown.status());
   s.Versions(s.worker(1), "w1 GetVersions");
+  // More keys than the server holds (duplicates), and a chain no job has.
+  absl::StatusOr<std::vector<kv::KeyState>> repeated = w0.GetState({5, 5, 5, 5}, server::kRpc);
+  s.Note("GetState of more keys than held", repeated.status());
+  absl::StatusOr<std::vector<kv::KeyVersion>> many = w0.GetVersions({9, 9, 9, 9}, server::kRpc);
+  s.Note("GetVersions of more keys than held", many.status());
+  std::vector<int> chain(65);
+  for (int i = 0; i < 65; ++i) chain[static_cast<size_t>(i)] = i;
+  s.Note("InitKeys with a chain of 65", w0.InitKeys({server::Key(13, {1})}, server::kRpc, {chain}));
+  absl::StatusOr<std::vector<kv::KeyVersion>> named = w0.GetVersions({12, 5}, server::kRpc);
+  std::string out;
+  if (named.ok()) {
+    for (const kv::KeyVersion& k : *named) absl::StrAppend(&out, k.key, "@", k.version, "/", k.last_push_step, " ");
+  }
+  s.Note("GetVersions of named keys", named.status(), out);
 }
 
 std::vector<Outcome> InProcess(const Scenario& scenario) {

@@ -14,10 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/kv/compression/gradient_codec.h"
-#include "common/kv/finite_check.h"
 #include "common/kv/push_pull_handler.h"
-#include "common/kvstore_mode_wire.h"
-#include "services/server/ps_service.h"
+#include "services/server/control_handler.h"
+#include "services/worker/kv/control_request_proto.h"
 #include "services/worker/kv/key_request_proto.h"
 #include "tests/unit/worker/kv/support/in_process_server.h"
 
@@ -223,16 +222,6 @@ class Answers final : public kv::AnswerSink, public std::enable_shared_from_this
   std::vector<ServerChannel::JoinNotice> joins_ ABSL_GUARDED_BY(mu_);
 };
 
-// As PsService::InitKeys without --allow-non-finite: initial weights or optimizer
-// state holding NaN or Inf are refused (in_process_parity_test pins the text).
-absl::Status CheckFiniteInit(const std::vector<float>& v, const char* what, uint64_t key) {
-  if (kv::AllFinite(v.data(), static_cast<int64_t>(v.size()))) return absl::OkStatus();
-  const int64_t at = kv::FirstNonFinite(v.data(), static_cast<int64_t>(v.size()));
-  return absl::InvalidArgumentError(absl::StrCat("key ", key, ": ", what, " element ", at, " is ",
-                                                 v[static_cast<size_t>(at)],
-                                                 " (dtrain-server --allow-non-finite accepts it)"));
-}
-
 class InProcessChannel final : public ServerChannel, public InProcessServer::Link {
  public:
   InProcessChannel(InProcessServer* server, int worker_rank, bool dead)
@@ -365,35 +354,23 @@ absl::Status InProcessChannel::WaitAll(absl::Time deadline) {
   return first;
 }
 
+// The control calls: built as PsClient builds them, answered by the server's own
+// ControlHandler, read as PsClient reads the answers (control_request_proto.h).
 absl::Status InProcessChannel::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                                          absl::Duration /*timeout*/, int staleness,
                                          kv::CompressionType pull_compression) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
-  // The mode as PsClient sends it, read as PsService reads it.
-  v1::ConfigureRequest req;
-  req.set_mode(dtrain::ToProto(mode));
-  const absl::StatusOr<kv::MergeMode> merge = dtrain::server::MergeModeOf(req);
-  if (!merge.ok()) return Unary(merge.status(), "Configure");
-  kv::StoreConfig config;
-  config.mode = *merge;
-  config.num_workers = num_workers;
-  config.staleness = staleness;
-  config.optimizer = optimizer;
-  config.keep_previous_version = config.mode == kv::MergeMode::kSync;  // as dtrain-server
-  config.pull_compression = pull_compression;
-  return Unary(server_->store().Configure(config), "Configure");
+  const v1::ConfigureRequest req = ConfigureRequestProto(mode, num_workers, optimizer, staleness, pull_compression);
+  return Unary(server_->control().Configure(req), "Configure");
 }
 
 absl::Status InProcessChannel::InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration /*timeout*/,
-                                        const std::vector<std::vector<int>>& /*chains*/) {
+                                        const std::vector<std::vector<int>>& chains) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
-  for (const kv::KeyState& k : keys) {
-    absl::Status s = CheckFiniteInit(k.values, "values", k.key);
-    if (s.ok()) s = CheckFiniteInit(k.optimizer_state, "optimizer_state", k.key);
-    if (s.ok())
-      s = server_->store().InitKey(k.key, k.shape, k.values.data(), static_cast<int64_t>(k.values.size()), k.version,
-                                   k.optimizer_state);
-    if (!s.ok()) return Unary(s, "InitKeys");
+  size_t next = 0;
+  while (next < keys.size()) {
+    const v1::InitKeysRequest req = NextInitKeysRequest(keys, chains, &next);
+    if (absl::Status s = server_->control().InitKeys(req); !s.ok()) return Unary(s, "InitKeys");
   }
   return absl::OkStatus();
 }
@@ -401,20 +378,31 @@ absl::Status InProcessChannel::InitKeys(const std::vector<kv::KeyState>& keys, a
 absl::StatusOr<std::vector<kv::KeyState>> InProcessChannel::GetState(const std::vector<uint64_t>& keys,
                                                                      absl::Duration /*timeout*/) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
+  const v1::GetStateRequest req = GetStateRequestProto(keys);
+  // As the server's stream: the keys are checked first, then each is sent in turn.
+  absl::StatusOr<std::vector<uint64_t>> sent = server_->control().StateKeys(req);
+  if (!sent.ok()) return Unary(sent.status(), "GetState");
   std::vector<kv::KeyState> out;
-  absl::Status s = Unary(server_->store().Snapshot(keys, &out), "GetState");
-  if (!s.ok()) return s;
+  v1::KeyState message;
+  for (uint64_t k : *sent) {
+    absl::Status s = server_->control().KeyStateOf(k, &message);
+    kv::KeyState state;
+    if (s.ok()) s = KeyStateFromProto(message, &state);
+    if (!s.ok()) return Unary(s, "GetState");
+    out.push_back(std::move(state));
+  }
   return out;
 }
 
 absl::StatusOr<std::vector<kv::KeyVersion>> InProcessChannel::GetVersions(const std::vector<uint64_t>& keys,
                                                                           absl::Duration /*timeout*/) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
-  // As PsService::GetVersions: the asking incarnation takes its rank here already.
-  absl::Status s = server_->store().AdmitWorker(sender_.worker_rank, sender_.job_id, sender_.incarnation);
-  std::vector<kv::KeyVersion> out;
-  if (s.ok()) s = server_->store().Versions(keys, sender_.worker_rank, &out);
-  if (!s.ok()) return Unary(s, "GetVersions");
+  const v1::GetVersionsRequest req =
+      GetVersionsRequestProto(keys, sender_.worker_rank, sender_.job_id, sender_.incarnation);
+  v1::GetVersionsResponse resp;
+  if (absl::Status s = server_->control().GetVersions(req, &resp); !s.ok()) return Unary(s, "GetVersions");
+  absl::StatusOr<std::vector<kv::KeyVersion>> out = VersionsFromProto(resp, keys.size());
+  if (!out.ok()) return Unary(out.status(), "GetVersions");
   return out;
 }
 

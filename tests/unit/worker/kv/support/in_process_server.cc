@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "services/server/control_handler.h"
 #include "services/server/ps_service.h"
 #include "services/server/snapshot_rollback.h"
 #include "services/server/snapshot_writer.h"
@@ -15,7 +16,9 @@ InProcessServer::InProcessServer(int rank, Clock clock, absl::Duration sync_time
       address_(absl::StrCat("inprocess:", rank)),
       clock_(std::move(clock)),
       sync_timeout_(sync_timeout),
-      store_(clock_) {}
+      store_(clock_),
+      control_(std::make_unique<dtrain::server::ControlHandler>(
+          &store_, dtrain::server::ControlOptions{dtrain::server::PsServiceOptions().allow_non_finite, nullptr})) {}
 
 InProcessServer::~InProcessServer() = default;
 

@@ -10,11 +10,12 @@
 // streams, and reads the handler's answers as PsClient reads them off the wire. What
 // stays here is what only a process or a transport has: the ShardStore, the server's
 // once-a-second CheckDeadlines (run from the channel's waits), a stream the server
-// closes after a refusal, a killed process, and the unary calls, which PsService
-// answers inside its gRPC reactors: they are mirrored here (the mode read by the
-// server's MergeModeOf, its checks of initial values). in_process_parity_test.cc runs
-// the same requests, unary ones included, through this channel and through PsClient
-// against the gRPC service and compares the answers byte for byte.
+// closes after a refusal, and a killed process. The control calls (Configure, InitKeys,
+// GetState, GetVersions) go the same way: built and read as PsClient does
+// (control_request_proto.h), answered by the server's own ControlHandler.
+// in_process_parity_test.cc runs the same requests, unary ones included, through this
+// channel and through PsClient against the gRPC service and compares the answers byte
+// for byte.
 //
 // Every time is read from the clock the servers were made with, so a test may hand a
 // clock that moves on by itself (TickingClock) and a 2 minute sync timeout passes in
@@ -39,6 +40,7 @@
 #include "services/worker/kv/server_channel.h"
 
 namespace dtrain::server {
+class ControlHandler;
 class SnapshotRollback;
 class SnapshotWriter;
 }  // namespace dtrain::server
@@ -75,6 +77,9 @@ class InProcessServer {
   int rank() const { return rank_; }
   const std::string& address() const { return address_; }  // "inprocess:RANK"
   kv::ShardStore& store() { return store_; }
+  // What answers the control calls, as dtrain-server's PsService has it answer them
+  // (its default flags, no replication).
+  const dtrain::server::ControlHandler& control() const { return *control_; }
 
   // Replication: the gate dtrain-server's ReplicaCatchUp is (answers held until a
   // restarted chain member holds the key, then naming it). Set before the first
@@ -120,6 +125,7 @@ class InProcessServer {
   const Clock clock_;
   const absl::Duration sync_timeout_;
   kv::ShardStore store_;
+  std::unique_ptr<dtrain::server::ControlHandler> control_;
   kv::AnswerGate* gate_ = nullptr;
   std::unique_ptr<dtrain::server::SnapshotWriter> snapshots_;
   std::unique_ptr<dtrain::server::SnapshotRollback> rollback_;
