@@ -105,9 +105,4 @@ absl::Status CompareClusterSpecs(absl::string_view scheduler_text, absl::string_
       "cluster spec mismatch: ", diff, "; every node must be started with the same --ps_hosts and --worker_hosts"));
 }
 
-std::string ClusterSpecFromEnvironment() {
-  const char* v = std::getenv(kClusterSpecEnv);
-  return v == nullptr ? std::string() : std::string(v);
-}
-
 }  // namespace dtrain

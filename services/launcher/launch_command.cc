@@ -227,6 +227,8 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
 class TempDir {
  public:
   TempDir() {
+    // TMPDIR is the system's convention for where temporary files go, not a dtrain
+    // setting, so it has no flag: read as every mkdtemp user reads it.
     const char* base = std::getenv("TMPDIR");
     std::string tmpl = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/dtrain-launch-XXXXXX");
     if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
