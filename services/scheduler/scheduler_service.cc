@@ -27,6 +27,43 @@ absl::Time ReplyBy(const grpc::ServerContext& context) {
   return deadline - std::min(absl::Seconds(1), (deadline - now) / 2);
 }
 
+// "worker (pid 77 on host-b)": a registering node, for log lines.
+std::string WhoRegisters(const v1::RegisterRequest& request, Role role) {
+  return absl::StrCat(RoleName(role), " (pid ", request.pid(), " on ", request.hostname(), ")");
+}
+
+// The registration Membership is to see, or why the request is refused before it:
+// no role (the role is read once, here), a certificate that may not register as what
+// the request asks (with TLS), or another cluster spec than the scheduler's.
+absl::StatusOr<Registration> Admissible(const grpc::ServerContext& context, const v1::RegisterRequest& request,
+                                        const SchedulerServiceOptions& options) {
+  absl::StatusOr<Registration> registration = RegistrationFromProto(request);
+  if (!registration.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of pid " << request.pid() << " on " << request.hostname() << ": "
+                        << registration.status().message();
+    return registration.status();
+  }
+  const Role role = registration->role;
+  if (!options.token_key.empty()) {
+    // A certificate names what its holder may be: a worker-1 certificate registers as
+    // worker 1 (asked for or not), a "worker" one as any worker (peer_identity.h).
+    const auth::Caller caller = auth::IdentifyCaller(context, options.token_key);
+    absl::Status s =
+        auth::MayRegisterAs(caller.identity, role, request.requested_rank(), &registration->requested_rank);
+    if (!s.ok()) return auth::Refused(caller, s);
+  }
+  // Before membership: a node told another cluster would be refused for its sizes at
+  // best, with a message that does not say which host list differs.
+  const std::string node_name = request.requested_rank() >= 0
+                                    ? absl::StrCat(RoleName(role), " ", request.requested_rank())
+                                    : absl::StrCat("a ", RoleName(role));
+  if (absl::Status s = CompareClusterSpecs(options.cluster_spec, request.cluster_spec(), node_name); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of " << WhoRegisters(request, role) << ": " << s.message();
+    return s;
+  }
+  return registration;
+}
+
 }  // namespace
 
 SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers, SchedulerServiceOptions options)
@@ -34,32 +71,10 @@ SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers,
 
 grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                                         v1::RegisterResponse* response) {
-  // The role is read once, here: a request that names none is refused before anything else.
-  absl::StatusOr<Registration> registration = RegistrationFromProto(*request);
-  if (!registration.ok()) {
-    DTRAIN_LOG(WARNING) << "refused registration of pid " << request->pid() << " on " << request->hostname() << ": "
-                        << registration.status().message();
-    return ToGrpc(registration.status());
-  }
+  absl::StatusOr<Registration> registration = Admissible(*context, *request, options_);
+  if (!registration.ok()) return ToGrpc(registration.status());
   const Role role = registration->role;
-  const std::string who = absl::StrCat(RoleName(role), " (pid ", request->pid(), " on ", request->hostname(), ")");
-  if (!options_.token_key.empty()) {
-    // A certificate names what its holder may be: a worker-1 certificate registers as
-    // worker 1 (asked for or not), a "worker" one as any worker (peer_identity.h).
-    const auth::Caller caller = auth::IdentifyCaller(*context, options_.token_key);
-    absl::Status s =
-        auth::MayRegisterAs(caller.identity, role, request->requested_rank(), &registration->requested_rank);
-    if (!s.ok()) return ToGrpc(auth::Refused(caller, s));
-  }
-  // Before membership: a node told another cluster would be refused for its sizes at
-  // best, with a message that does not say which host list differs.
-  const std::string node_name = request->requested_rank() >= 0
-                                    ? absl::StrCat(RoleName(role), " ", request->requested_rank())
-                                    : absl::StrCat("a ", RoleName(role));
-  if (absl::Status s = CompareClusterSpecs(options_.cluster_spec, request->cluster_spec(), node_name); !s.ok()) {
-    DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << s.message();
-    return ToGrpc(s);
-  }
+  const std::string who = WhoRegisters(*request, role);
   uint64_t ticket = 0;
   absl::StatusOr<int> rank = membership_->Register(*registration, &ticket);
   if (!rank.ok()) {
