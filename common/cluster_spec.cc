@@ -1,7 +1,6 @@
 #include "common/cluster_spec.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
