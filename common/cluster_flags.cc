@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/cluster_spec.h"
 #include "common/net_address.h"
 
 namespace dtrain {
@@ -30,12 +31,18 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, Role role) {
   flags.AddInt("port", &out->port, "port this node listens on; 0: any free one", {"DTRAIN_PORT"});
   flags.AddDouble("heartbeat-interval", &out->heartbeat_interval_s, "seconds between heartbeats to the scheduler",
                   {"DTRAIN_HEARTBEAT_INTERVAL"});
+  flags.AddString("cluster-spec", &out->cluster_spec,
+                  "the job's static cluster spec, ps=H:P,...;worker=H:P,... (set by dtrain run --ps_hosts ...); "
+                  "sent when registering, so that the scheduler refuses a node told another cluster",
+                  {kClusterSpecEnv});
   AddTlsFlags(flags, &out->tls);
 }
 
 namespace {
 
 // An environment variable through `env` (the process environment when `env` is empty); "" when unset.
+// Read here, not through a FlagSet binding: ps-lite spells one setting (--scheduler)
+// as two variables, and a binding gives one flag one variable.
 std::string LookupEnv(const FlagSet::EnvLookup& env, const char* name) {
   const char* v = env ? env(name) : std::getenv(name);
   return v == nullptr ? std::string() : std::string(v);

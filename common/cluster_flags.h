@@ -29,6 +29,9 @@ struct ClusterFlags {
   int64_t port = 0;                   // my listening port (0: any free one); DTRAIN_PORT
   std::string host_origin;            // set by FinishClusterFlags: how `host` was chosen, for the log
   double heartbeat_interval_s = kDefaultHeartbeatIntervalSeconds;  // DTRAIN_HEARTBEAT_INTERVAL
+  // A spec-launched job's canonical cluster spec (common/cluster_spec.h), sent when
+  // registering; "" for none. DTRAIN_CLUSTER_SPEC, which `dtrain run` sets.
+  std::string cluster_spec;
   // --tls-cert/--tls-key/--tls-ca/--insecure (DTRAIN_TLS_*); main applies them with
   // ApplyTlsFlags, knowing whether it listens.
   TlsFlags tls;

@@ -1,7 +1,6 @@
 #include "common/cluster_spec.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -103,11 +102,6 @@ absl::Status CompareClusterSpecs(absl::string_view scheduler_text, absl::string_
   if (diff.empty()) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
       "cluster spec mismatch: ", diff, "; every node must be started with the same --ps_hosts and --worker_hosts"));
-}
-
-std::string ClusterSpecFromEnvironment() {
-  const char* v = std::getenv(kClusterSpecEnv);
-  return v == nullptr ? std::string() : std::string(v);
 }
 
 }  // namespace dtrain

@@ -23,6 +23,7 @@
 namespace dtrain {
 
 // Set by `dtrain run` for the processes of a spec-launched job: the canonical text.
+// Every role reads it as its --cluster-spec flag's environment name.
 inline constexpr char kClusterSpecEnv[] = "DTRAIN_CLUSTER_SPEC";
 
 // Longer canonical texts are refused when parsed, so a Register request stays small
@@ -59,8 +60,5 @@ std::string DescribeClusterSpecDifference(const ClusterSpec& mine, absl::string_
 // `node_name` is "worker 1", "server 0".
 absl::Status CompareClusterSpecs(absl::string_view scheduler_text, absl::string_view node_text,
                                  absl::string_view node_name);
-
-// kClusterSpecEnv from the environment ("" when unset).
-std::string ClusterSpecFromEnvironment();
 
 }  // namespace dtrain

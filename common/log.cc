@@ -16,6 +16,10 @@ namespace {
 std::mutex g_identity_mu;
 std::string g_identity;  // "[worker 1] " or empty
 
+// Read from the environment, not through a FlagSet: the switch is `dtrain launch`'s word
+// to its children (it prefixes their lines itself), not a setting anyone passes, and
+// the logger is process-wide state that code holding no flags sets (SetLogIdentity
+// again once a worker knows its final rank).
 bool IdentityEnabled() {
   const char* v = std::getenv("DTRAIN_LOG_IDENTITY");
   return v == nullptr || std::strcmp(v, "0") != 0;

@@ -1,23 +1,26 @@
-// A node's role in a job: the one C++ type for it. The wire spells it v1::Role; the
-// command line, certificates and log lines spell it "scheduler", "server", "worker".
+// A node's role in a job: the one C++ type for it. The wire spells it v1::Role
+// (common/role_wire.h); the command line, certificates, tokens and log lines spell it
+// "scheduler", "server", "worker".
+//
+// There is no "unspecified" role. The wire has ROLE_UNSPECIFIED (a request that names
+// none), but that is refused where the wire is read (RoleFromProto), and a text that
+// names no role where a text is read (ParseRole); past those two places every role is
+// one of the three. Where a role may be absent, the C++ says so: std::optional<Role>
+// (the launcher's JobSpecFlags, a certificate that names no role).
 #pragma once
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "dtrain/v1/scheduler.pb.h"
 
 namespace dtrain {
 
+// In the wire's order (scheduler, server, worker): sorted by role, servers come first.
 enum class Role { kScheduler, kServer, kWorker };
 
 // "scheduler", "server" or "worker".
 const char* RoleName(Role role);
-// The inverse of RoleName; anything else is INVALID_ARGUMENT listing the three.
+// The inverse of RoleName; anything else is INVALID_ARGUMENT naming the text and
+// listing the three.
 absl::StatusOr<Role> ParseRole(absl::string_view name);
-
-v1::Role ToProto(Role role);
-// ROLE_UNSPECIFIED (an older client, or none said) and unknown numbers are
-// INVALID_ARGUMENT: every request that carries a role must say which.
-absl::StatusOr<Role> RoleFromProto(v1::Role role);
 
 }  // namespace dtrain

@@ -223,11 +223,11 @@ class SchedulerClient::Heartbeat {
   std::thread thread_;  // last: starts once everything above is set
 };
 
-SchedulerClient::SchedulerClient(const std::string& address)
+SchedulerClient::SchedulerClient(const std::string& address, std::string cluster_spec)
     : address_(address),
       channel_(MakeChannel(address)),
       stub_(v1::Scheduler::NewStub(channel_)),
-      cluster_spec_(ClusterSpecFromEnvironment()) {}
+      cluster_spec_(std::move(cluster_spec)) {}
 
 // Stops the heartbeat before the stub and channel it uses go; a registration again
 // in progress (on the heartbeat thread) is cancelled first.

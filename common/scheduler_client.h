@@ -28,8 +28,10 @@ namespace dtrain {
 
 class SchedulerClient {
  public:
-  // Does not contact the scheduler yet.
-  explicit SchedulerClient(const std::string& address);
+  // Does not contact the scheduler yet. `cluster_spec`: a spec-launched job's canonical
+  // cluster spec (common/cluster_spec.h, --cluster-spec), sent with every registration
+  // so that the scheduler refuses a node told another cluster; "" for none.
+  explicit SchedulerClient(const std::string& address, std::string cluster_spec = "");
   ~SchedulerClient();  // stops the heartbeat stream
 
   // Blocks until every expected node registered, or `timeout` (the scheduler names
@@ -56,7 +58,7 @@ class SchedulerClient {
     std::function<void(const v1::RollbackOrder& order)> on_rollback;
     // How long a broken stream is retried before on_shutdown; matches the
     // scheduler's default --heartbeat-timeout, after which it has declared us dead.
-    absl::Duration reconnect_for = absl::Seconds(10);
+    absl::Duration reconnect_for = absl::Seconds(kDefaultHeartbeatTimeoutSeconds);
     // How long a registration again at a restarted scheduler may wait (it answers
     // once every node of the job is back); then on_shutdown, failed.
     absl::Duration reregister_timeout = absl::Seconds(kDefaultRegisterTimeoutSeconds);
@@ -158,10 +160,7 @@ class SchedulerClient {
   int rank_ = -1;
   std::string job_id_;
   int replication_ = 0;
-  // A spec-launched job's cluster spec (common/cluster_spec.h), from the environment
-  // `dtrain run` gave this process: every role's registration carries it with no flag
-  // to plumb through each main.
-  const std::string cluster_spec_;
+  const std::string cluster_spec_;  // sent with every registration
   uint64_t incarnation_ = 0;
   bool rejoined_ = false;
   // What Register sent, for registering again.

@@ -44,13 +44,12 @@ Caller IdentifyCaller(const grpc::ServerContextBase& ctx, absl::string_view toke
   return c;
 }
 
-absl::Status RequireNode(const Caller& caller, absl::string_view role, int rank, uint64_t incarnation,
-                         absl::string_view what) {
+absl::Status RequireNode(const Caller& caller, Role role, int rank, uint64_t incarnation, absl::string_view what) {
   if (!caller.token) return NoToken(caller, what);
   const TokenClaims& t = *caller.token;
   if (t.role == role && t.rank == rank && incarnation == t.incarnation) return absl::OkStatus();
-  return absl::PermissionDeniedError(
-      absl::StrCat(what, " refused: ", Who(caller), " may not act as ", role, " ", rank, " incarnation ", incarnation));
+  return absl::PermissionDeniedError(absl::StrCat(what, " refused: ", Who(caller), " may not act as ", RoleName(role),
+                                                  " ", rank, " incarnation ", incarnation));
 }
 
 absl::Status RequireAnyOf(const Caller& caller, absl::string_view what,
@@ -63,7 +62,7 @@ absl::Status RequireAnyOf(const Caller& caller, absl::string_view what,
 absl::Status RequireReader(const Caller& caller, absl::string_view what) {
   const PeerIdentity& id = caller.identity;
   const bool scheduler_cert =
-      id.kind == PeerIdentity::Kind::kAnyNode || (id.kind == PeerIdentity::Kind::kNode && id.role == "scheduler");
+      id.kind == PeerIdentity::Kind::kAnyNode || (id.kind == PeerIdentity::Kind::kNode && id.role == Role::kScheduler);
   if (id.kind == PeerIdentity::Kind::kOperator || scheduler_cert || caller.token) return absl::OkStatus();
   if (!caller.token_error.ok()) return NoToken(caller, what);
   return absl::PermissionDeniedError(absl::StrCat(

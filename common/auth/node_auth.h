@@ -9,12 +9,12 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/auth/node_token.h"
 #include "common/auth/peer_identity.h"
 
@@ -36,8 +36,7 @@ Caller IdentifyCaller(const grpc::ServerContextBase& ctx, absl::string_view toke
 // says incarnation 0 matches no token: with TLS every node knows its incarnation, and
 // 0 would mean "whoever holds the rank now"). PERMISSION_DENIED (UNAUTHENTICATED without a valid
 // token) naming the certificate and what it tried to act as; `what` names the call.
-absl::Status RequireNode(const Caller& caller, absl::string_view role, int rank, uint64_t incarnation,
-                         absl::string_view what);
+absl::Status RequireNode(const Caller& caller, Role role, int rank, uint64_t incarnation, absl::string_view what);
 
 // The caller holds a token for `role` (any rank): servers answer their shard's
 // Configure/InitKeys only to worker 0 and to the other servers (replica catch-up).

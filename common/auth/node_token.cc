@@ -26,7 +26,16 @@ std::string Hmac(absl::string_view key, absl::string_view text) {
   return std::string(reinterpret_cast<const char*>(out), len);
 }
 
-std::string Payload(const TokenClaims& c) { return absl::StrCat(c.role, ".", c.rank, ".", c.incarnation); }
+std::string Payload(const TokenClaims& c) { return absl::StrCat(RoleName(c.role), ".", c.rank, ".", c.incarnation); }
+
+// The role a token's text names; only the roles that register (server, worker) are
+// ever minted, so any other text, "scheduler" included, is no token's.
+bool TokenRole(absl::string_view text, Role* role) {
+  const absl::StatusOr<Role> parsed = ParseRole(text);
+  if (!parsed.ok() || *parsed == Role::kScheduler) return false;
+  *role = *parsed;
+  return true;
+}
 
 }  // namespace
 
@@ -44,12 +53,11 @@ absl::StatusOr<TokenClaims> VerifyToken(absl::string_view key, absl::string_view
   if (token.size() > kMaxTokenBytes) return absl::UnauthenticatedError("node token too long");
   const std::vector<absl::string_view> parts = absl::StrSplit(token, '.');
   TokenClaims c;
-  if (parts.size() != 4 || (parts[0] != "server" && parts[0] != "worker") || !absl::SimpleAtoi(parts[1], &c.rank) ||
-      c.rank < 0 || !absl::SimpleAtoi(parts[2], &c.incarnation) || parts[3].size() != 2 * kMacBytes ||
+  if (parts.size() != 4 || !TokenRole(parts[0], &c.role) || !absl::SimpleAtoi(parts[1], &c.rank) || c.rank < 0 ||
+      !absl::SimpleAtoi(parts[2], &c.incarnation) || parts[3].size() != 2 * kMacBytes ||
       parts[3].find_first_not_of("0123456789abcdef") != absl::string_view::npos) {
     return absl::UnauthenticatedError("node token not well formed");
   }
-  c.role = std::string(parts[0]);
   const std::string mac = absl::HexStringToBytes(parts[3]);
   // Compares only canonical forms ("01" and "1" are the same number), constant-time.
   const std::string want = Hmac(key, absl::StrCat("dtrain-token-v1|", Payload(c)));
@@ -60,7 +68,9 @@ absl::StatusOr<TokenClaims> VerifyToken(absl::string_view key, absl::string_view
   return c;
 }
 
-std::string Describe(const TokenClaims& c) { return absl::StrCat(c.role, " ", c.rank, " incarnation ", c.incarnation); }
+std::string Describe(const TokenClaims& c) {
+  return absl::StrCat(RoleName(c.role), " ", c.rank, " incarnation ", c.incarnation);
+}
 
 void TokenKeyring::Set(std::string key) {
   absl::MutexLock lock(&mu_);

@@ -15,19 +15,22 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/role.h"
 
 namespace dtrain::auth {
 
 inline constexpr char kTokenMetadataKey[] = "x-dtrain-token";
 
 struct TokenClaims {
-  std::string role;  // "server" or "worker"
+  // kServer or kWorker: tokens are minted for registered nodes only, and a token text
+  // naming any other role does not verify. Spelled RoleName(role) in the token.
+  Role role = Role::kWorker;
   int rank = -1;
   uint64_t incarnation = 0;
   bool operator==(const TokenClaims& o) const {

@@ -2,14 +2,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/role.h"
 
 namespace dtrain::auth {
-namespace {
-
-bool IsClusterRole(absl::string_view role) { return ParseRole(role).ok(); }
-
-}  // namespace
 
 PeerIdentity IdentityFromCommonName(absl::string_view common_name) {
   PeerIdentity id;
@@ -20,19 +14,22 @@ PeerIdentity IdentityFromCommonName(absl::string_view common_name) {
     id.kind = PeerIdentity::Kind::kAnyNode;
   } else if (label == "operator") {
     id.kind = PeerIdentity::Kind::kOperator;
-  } else if (IsClusterRole(label)) {
+  } else if (absl::StatusOr<Role> role = ParseRole(label); role.ok()) {
     id.kind = PeerIdentity::Kind::kNode;
-    id.role = std::string(label);
+    id.role = *role;
   } else {
     id.kind = PeerIdentity::Kind::kOther;
     const size_t dash = label.rfind('-');
     int rank = -1;
+    // A name that is no role ("client", "infer") is not an error: it is kOther.
+    // Without a dash this parses the whole label again, which is no role (above).
+    const absl::StatusOr<Role> ranked_role = ParseRole(label.substr(0, dash));
     // "worker-1": only digits after the dash, no sign or leading junk.
-    if (dash != absl::string_view::npos && dash + 1 < label.size() && IsClusterRole(label.substr(0, dash)) &&
+    if (ranked_role.ok() && dash + 1 < label.size() &&
         label.substr(dash + 1).find_first_not_of("0123456789") == absl::string_view::npos &&
         label.size() - dash - 1 <= 9 && absl::SimpleAtoi(label.substr(dash + 1), &rank)) {
       id.kind = PeerIdentity::Kind::kNode;
-      id.role = std::string(label.substr(0, dash));
+      id.role = *ranked_role;
       id.rank = rank;
     }
   }
@@ -44,8 +41,9 @@ std::string Describe(const PeerIdentity& id) {
   return absl::StrCat("certificate ", id.name);
 }
 
-absl::Status MayRegisterAs(const PeerIdentity& id, absl::string_view role, int requested_rank, int* rank_to_request) {
-  const std::string asked = requested_rank >= 0 ? absl::StrCat(role, " ", requested_rank) : absl::StrCat("a ", role);
+absl::Status MayRegisterAs(const PeerIdentity& id, Role role, int requested_rank, int* rank_to_request) {
+  const std::string asked =
+      requested_rank >= 0 ? absl::StrCat(RoleName(role), " ", requested_rank) : absl::StrCat("a ", RoleName(role));
   switch (id.kind) {
     case PeerIdentity::Kind::kAnyNode: return absl::OkStatus();
     case PeerIdentity::Kind::kNode:

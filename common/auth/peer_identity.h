@@ -12,10 +12,12 @@
 // scheduler's per-incarnation token (node_token.h) binds each call to the incarnation.
 #pragma once
 
+#include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "common/role.h"
 
 namespace dtrain::auth {
 
@@ -28,9 +30,9 @@ struct PeerIdentity {
     kOther,     // a certificate of the job's CA for something else (infer, client)
   };
   Kind kind = Kind::kNone;
-  std::string role;  // kNode: "scheduler", "server" or "worker"
-  int rank = -1;     // kNode: the rank, or -1 for any
-  std::string name;  // the CN as presented, for messages ("worker-1.mnist"); "" for kNone
+  std::optional<Role> role;  // kNode: the role its name spells; empty otherwise
+  int rank = -1;             // kNode: the rank, or -1 for any
+  std::string name;          // the CN as presented, for messages ("worker-1.mnist"); "" for kNone
 };
 
 // The identity a certificate's common name gives (empty: kNone).
@@ -39,10 +41,10 @@ PeerIdentity IdentityFromCommonName(absl::string_view common_name);
 // "certificate worker-1.mnist" / "no client certificate": for messages.
 std::string Describe(const PeerIdentity& id);
 
-// Whether `id` may register as `role` ("server", "worker") with `requested_rank`
+// Whether `id` may register as `role` (a server or a worker) with `requested_rank`
 // (-1: any). When the certificate names one rank, *rank_to_request is set to it (a
 // node started without a rank gets the one its certificate names); otherwise it is
 // left as it was. PERMISSION_DENIED naming the certificate and what it asked for.
-absl::Status MayRegisterAs(const PeerIdentity& id, absl::string_view role, int requested_rank, int* rank_to_request);
+absl::Status MayRegisterAs(const PeerIdentity& id, Role role, int requested_rank, int* rank_to_request);
 
 }  // namespace dtrain::auth

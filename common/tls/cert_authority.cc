@@ -119,8 +119,8 @@ absl::StatusOr<std::pair<std::string, std::string>> WriteKeyAndCert(const std::s
   return std::pair{key, crt};
 }
 
-std::string LeafName(const std::string& role, int rank, const std::string& job) {
-  return absl::StrCat(role, "-", rank, ".", job);
+std::string LeafName(Role role, int rank, const std::string& job) {
+  return absl::StrCat(RoleName(role), "-", rank, ".", job);
 }
 
 absl::StatusOr<CertAuthority> CertAuthority::Create(const std::string& job, absl::Duration validity) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/role.h"
 
 namespace dtrain::tls {
 
@@ -45,7 +46,8 @@ class CertAuthority {
 absl::StatusOr<std::pair<std::string, std::string>> WriteKeyAndCert(const std::string& dir, const std::string& stem,
                                                                     const KeyAndCert& kc);
 
-// "worker-1.JOB": the name a process's certificate carries (role "worker", rank 1).
-std::string LeafName(const std::string& role, int rank, const std::string& job);
+// "worker-1.JOB": the name a process's certificate carries (worker 1), as
+// auth::IdentityFromCommonName reads it back.
+std::string LeafName(Role role, int rank, const std::string& job);
 
 }  // namespace dtrain::tls

@@ -109,11 +109,12 @@ absl::Status MakeCerts(const CertsFlags& f) {
   if (!ca.ok()) return ca.status();
   std::printf("%s %s/ca.crt (and ca.key, 0600: keep it private)\n", created ? "made" : "using", f.dir.c_str());
   std::vector<std::pair<std::string, std::string>> leaves;  // file stem, certificate name
-  if (f.num_workers > 0 || f.num_servers > 0) leaves.emplace_back("scheduler-0", tls::LeafName("scheduler", 0, f.job));
+  if (f.num_workers > 0 || f.num_servers > 0)
+    leaves.emplace_back("scheduler-0", tls::LeafName(Role::kScheduler, 0, f.job));
   for (int i = 0; i < f.num_servers; ++i)
-    leaves.emplace_back(absl::StrCat("server-", i), tls::LeafName("server", i, f.job));
+    leaves.emplace_back(absl::StrCat("server-", i), tls::LeafName(Role::kServer, i, f.job));
   for (int i = 0; i < f.num_workers; ++i)
-    leaves.emplace_back(absl::StrCat("worker-", i), tls::LeafName("worker", i, f.job));
+    leaves.emplace_back(absl::StrCat("worker-", i), tls::LeafName(Role::kWorker, i, f.job));
   for (const std::string& n : CommaList(f.names)) leaves.emplace_back(n, absl::StrCat(n, ".", f.job));
   // Loopback names always: a job tried on one machine then dials names its certificates
   // carry, and gRPC's server does not log a name mismatch per connection.

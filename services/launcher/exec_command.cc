@@ -61,6 +61,8 @@ bool Has(const std::vector<std::string>& args, std::initializer_list<const char*
 
 int RunCommand(const std::vector<std::string>& args) {
   if (IsTfClusterRun(args)) return TfRunCommand(args);
+  // Read before any FlagSet, and by none: the role picks which binary parses `args`
+  // (they are its flags, not ours), so no flag of this command could carry it.
   const char* role = std::getenv("DTRAIN_ROLE");
   if (role == nullptr || *role == '\0') role = std::getenv("DMLC_ROLE");
   if (role == nullptr || *role == '\0') {

@@ -227,6 +227,8 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
 class TempDir {
  public:
   TempDir() {
+    // TMPDIR is the system's convention for where temporary files go, not a dtrain
+    // setting, so it has no flag: read as every mkdtemp user reads it.
     const char* base = std::getenv("TMPDIR");
     std::string tmpl = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/dtrain-launch-XXXXXX");
     if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
@@ -437,7 +439,7 @@ struct Job {
   std::vector<ChildSpec> server_specs;  // as started, for PinServerPorts
 
   // `e` plus one child's own environment: its metrics port file and its certificate.
-  EnvList WithChildEnv(EnvList e, const std::string& role, int rank) const {
+  EnvList WithChildEnv(EnvList e, Role role, int rank) const {
     for (auto& kv : metrics.EnvFor(role, rank)) e.push_back(std::move(kv));
     if (tls.has_value()) {
       for (auto& kv : tls->EnvFor(role, rank)) e.push_back(std::move(kv));
@@ -448,7 +450,7 @@ struct Job {
   // Starts server or worker `rank`; false after reporting why not.
   bool StartChild(Role kind, int rank, std::vector<std::string> args) {
     const std::string role = RoleName(kind);
-    auto child_env = WithChildEnv(env, role, rank);
+    auto child_env = WithChildEnv(env, kind, rank);
     child_env.emplace_back("DTRAIN_RANK", std::to_string(rank));
     ChildSpec spec{absl::StrCat(role, " ", rank), absl::StrCat(f.bin_dir, "/dtrain-", role), std::move(args),
                    std::move(child_env)};
@@ -463,7 +465,7 @@ struct Job {
 // when the launch must end (everything stopped).
 std::optional<int> StartJobScheduler(Job& job) {
   const int port =
-      StartScheduler(job.sup, job.f, job.tmp + "/scheduler.port", job.WithChildEnv(job.env, "scheduler", 0));
+      StartScheduler(job.sup, job.f, job.tmp + "/scheduler.port", job.WithChildEnv(job.env, Role::kScheduler, 0));
   if (g_signal != 0) {
     job.sup.StopAll();
     return 128 + g_signal;

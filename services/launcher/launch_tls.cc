@@ -27,18 +27,18 @@ absl::StatusOr<LaunchTls> LaunchTls::Create(const std::string& parent, const std
   absl::StatusOr<tls::CertAuthority> ca = tls::CertAuthority::Create(job, kValidity);
   if (!ca.ok()) return ca.status();
   if (absl::Status s = WriteFileAtomically(dir + "/ca.crt", ca->ca().cert_pem); !s.ok()) return s;
-  auto issue = [&](const std::string& role, int rank) -> absl::Status {
+  auto issue = [&](Role role, int rank) -> absl::Status {
     absl::StatusOr<tls::KeyAndCert> kc =
         ca->Issue(tls::LeafName(role, rank, job), {"localhost", "127.0.0.1"}, kValidity);
     if (!kc.ok()) return kc.status();
-    return tls::WriteKeyAndCert(dir, absl::StrCat(role, "-", rank), *kc).status();
+    return tls::WriteKeyAndCert(dir, absl::StrCat(RoleName(role), "-", rank), *kc).status();
   };
-  if (absl::Status s = issue("scheduler", 0); !s.ok()) return s;
+  if (absl::Status s = issue(Role::kScheduler, 0); !s.ok()) return s;
   for (int i = 0; i < servers; ++i) {
-    if (absl::Status s = issue("server", i); !s.ok()) return s;
+    if (absl::Status s = issue(Role::kServer, i); !s.ok()) return s;
   }
   for (int i = 0; i < workers; ++i) {
-    if (absl::Status s = issue("worker", i); !s.ok()) return s;
+    if (absl::Status s = issue(Role::kWorker, i); !s.ok()) return s;
   }
   // For `dtrain status` (and dtrain-server GetState) while the run lasts: an operator
   // reads the job's state but can never join it (common/auth/peer_identity.h).
@@ -48,8 +48,8 @@ absl::StatusOr<LaunchTls> LaunchTls::Create(const std::string& parent, const std
   return LaunchTls(dir);
 }
 
-std::vector<std::pair<std::string, std::string>> LaunchTls::EnvFor(const std::string& role, int rank) const {
-  const std::string stem = absl::StrCat(dir_, "/", role, "-", rank);
+std::vector<std::pair<std::string, std::string>> LaunchTls::EnvFor(Role role, int rank) const {
+  const std::string stem = absl::StrCat(dir_, "/", RoleName(role), "-", rank);
   return {{"DTRAIN_TLS_CA", dir_ + "/ca.crt"},
           {"DTRAIN_TLS_CERT", stem + ".crt"},
           {"DTRAIN_TLS_KEY", stem + ".key"},

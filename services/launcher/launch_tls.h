@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/role.h"
 
 namespace dtrain::launcher {
 
@@ -21,7 +22,7 @@ class LaunchTls {
   static absl::StatusOr<LaunchTls> Create(const std::string& dir, const std::string& job, int servers, int workers);
 
   // DTRAIN_TLS_CA, DTRAIN_TLS_CERT, DTRAIN_TLS_KEY for that child.
-  std::vector<std::pair<std::string, std::string>> EnvFor(const std::string& role, int rank) const;
+  std::vector<std::pair<std::string, std::string>> EnvFor(Role role, int rank) const;
 
   const std::string& dir() const { return dir_; }
 

@@ -12,33 +12,35 @@
 
 namespace dtrain::launcher {
 
-std::string MetricsTarget::name() const { return role == "scheduler" ? role : absl::StrCat(role, " ", rank); }
+std::string MetricsTarget::name() const {
+  return role == Role::kScheduler ? RoleName(role) : absl::StrCat(RoleName(role), " ", rank);
+}
 
 MetricsTargets::MetricsTargets(int64_t base_port, const std::string& dir, bool with_scheduler, int servers, int workers)
     : base_port_(base_port) {
   if (!enabled()) return;
-  auto add = [&](const std::string& role, int rank) {
+  auto add = [&](Role role, int rank) {
     MetricsTarget t;
     t.role = role;
     t.rank = rank;
     const int index = static_cast<int>(targets_.size()) + (with_scheduler ? 0 : 1);
     t.requested_port = base_port_ == 0 ? 0 : static_cast<int>(base_port_) + index;
-    t.port_file = absl::StrCat(dir, "/", role, "-", rank, ".metrics-port");
+    t.port_file = absl::StrCat(dir, "/", RoleName(role), "-", rank, ".metrics-port");
     targets_.push_back(std::move(t));
   };
-  if (with_scheduler) add("scheduler", 0);
-  for (int i = 0; i < servers; ++i) add("server", i);
-  for (int i = 0; i < workers; ++i) add("worker", i);
+  if (with_scheduler) add(Role::kScheduler, 0);
+  for (int i = 0; i < servers; ++i) add(Role::kServer, i);
+  for (int i = 0; i < workers; ++i) add(Role::kWorker, i);
 }
 
-const MetricsTarget* MetricsTargets::Find(const std::string& role, int rank) const {
+const MetricsTarget* MetricsTargets::Find(Role role, int rank) const {
   for (const auto& t : targets_) {
     if (t.role == role && t.rank == rank) return &t;
   }
   return nullptr;
 }
 
-std::vector<std::pair<std::string, std::string>> MetricsTargets::EnvFor(const std::string& role, int rank) const {
+std::vector<std::pair<std::string, std::string>> MetricsTargets::EnvFor(Role role, int rank) const {
   const MetricsTarget* t = Find(role, rank);
   if (t == nullptr) return {{"DTRAIN_METRICS_PORT", "-1"}, {"DTRAIN_METRICS_PORT_FILE", ""}};
   // Loopback only: a local job's endpoints need not be reachable from elsewhere.
@@ -77,7 +79,7 @@ std::string MetricsTargets::FileSd(const std::string& host) const {
     if (t.port == 0) continue;
     // Labels the exposition does not carry already (role and rank it does).
     entries.push_back(absl::StrCat("  {\"targets\": [\"", JoinHostPort(host, t.port),
-                                   "\"], \"labels\": {\"dtrain_process\": \"", t.role, "-", t.rank, "\"}}"));
+                                   "\"], \"labels\": {\"dtrain_process\": \"", RoleName(t.role), "-", t.rank, "\"}}"));
   }
   return absl::StrCat("[\n", absl::StrJoin(entries, ",\n"), "\n]\n");
 }

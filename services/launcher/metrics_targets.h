@@ -15,11 +15,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "common/role.h"
 
 namespace dtrain::launcher {
 
 struct MetricsTarget {
-  std::string role;  // "scheduler", "server", "worker"
+  Role role = Role::kScheduler;
   int rank = 0;
   int requested_port = 0;
   std::string port_file;
@@ -34,7 +35,7 @@ class MetricsTargets {
 
   bool enabled() const { return base_port_ >= 0; }
   // Environment for a child; `role` and `rank` as given to the constructor.
-  std::vector<std::pair<std::string, std::string>> EnvFor(const std::string& role, int rank) const;
+  std::vector<std::pair<std::string, std::string>> EnvFor(Role role, int rank) const;
 
   // Reads the port files that have appeared since; true once every target has a port.
   bool Collect();
@@ -46,7 +47,7 @@ class MetricsTargets {
   std::string FileSd(const std::string& host) const;
 
  private:
-  const MetricsTarget* Find(const std::string& role, int rank) const;
+  const MetricsTarget* Find(Role role, int rank) const;
 
   int64_t base_port_;
   std::vector<MetricsTarget> targets_;

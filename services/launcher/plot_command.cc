@@ -134,6 +134,8 @@ int PlotCommand(const std::vector<std::string>& args) {
     std::fprintf(stderr, "dtrain plot: %s\n", std::string(rows.status().message()).c_str());
     return 1;
   }
+  // TMPDIR is the system's convention for where temporary files go, not a dtrain
+  // setting, so it has no flag: read as every mkdtemp user reads it.
   const char* base = std::getenv("TMPDIR");
   std::string dir = absl::StrCat(base != nullptr && *base != '\0' ? base : "/tmp", "/dtrain-plot-XXXXXX");
   if (::mkdtemp(dir.data()) == nullptr) {

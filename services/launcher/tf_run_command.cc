@@ -124,6 +124,9 @@ absl::Status ParseTfRunFlags(const std::vector<std::string>& args, TfRunFlags* f
 }
 
 absl::StatusOr<TfClusterLaunch> LoadSpec(const TfRunFlags& f, std::vector<std::string>* notes) {
+  // TensorFlow's own variable, read as IsTfClusterRun reads it (which must, before any
+  // flag is parsed, to pick this command at all): the alternative to the flags, not a
+  // flag's environment name.
   const char* tf_config = std::getenv("TF_CONFIG");
   const bool has_flags =
       !f.tf.ps_hosts.empty() || !f.tf.worker_hosts.empty() || !f.tf.job_name.empty() || f.tf.task_index != -1;
@@ -201,7 +204,8 @@ bool IsTfClusterRun(const std::vector<std::string>& args) {
       if (name == tf) return true;
     }
   }
-  // TF_CONFIG alone: only when no dtrain role is named (a pod may carry both).
+  // TF_CONFIG alone: only when no dtrain role is named (a pod may carry both). Read
+  // before any FlagSet, as `dtrain run` picks the command (and so the flags) from them.
   auto set = [](const char* name) {
     const char* v = std::getenv(name);
     return v != nullptr && *v != '\0';

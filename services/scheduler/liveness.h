@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/defaults.h"
 
 namespace dtrain::scheduler {
 
@@ -25,7 +26,7 @@ struct LivenessRecord {
 
 struct LivenessOptions {
   // A node that sent nothing for this long is dead.
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration heartbeat_timeout = absl::Seconds(kDefaultHeartbeatTimeoutSeconds);
   // How long a dead worker may take to come back (zero: a death is final).
   absl::Duration rejoin_timeout = absl::ZeroDuration();
   Clock clock;  // null: absl::Now

@@ -22,8 +22,8 @@ Membership::Membership(MembershipOptions options)
     : options_(std::move(options)),
       liveness_(LivenessOptions{options_.heartbeat_timeout, options_.rejoin_timeout, options_.clock}),
       start_(liveness_.Now()),
-      workers_(RoleName(Role::kWorker), options_.num_workers),
-      servers_(RoleName(Role::kServer), options_.num_servers),
+      workers_(Role::kWorker, options_.num_workers),
+      servers_(Role::kServer, options_.num_servers),
       job_(options_.job_id) {}
 
 int Membership::Expected(Role role) const {

@@ -28,6 +28,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/defaults.h"
+#include "common/kvstore_mode.h"
 #include "services/scheduler/job_identity.h"
 #include "services/scheduler/liveness.h"
 #include "services/scheduler/membership_types.h"
@@ -40,9 +42,9 @@ struct MembershipOptions {
   int num_servers = 1;
   // Replicas per key range (--replication); a node registering another is refused.
   int replication = 1;
-  std::string kv_store = "dist_sync";
+  KVStoreMode kv_store = kDefaultJobMode;
   // A node that sent nothing for this long is DEAD.
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration heartbeat_timeout = absl::Seconds(kDefaultHeartbeatTimeoutSeconds);
   // The job's id (--job-id). Empty: learned from the nodes, a survivor's id over a new
   // process's (JobIdentity), else made up once every node registered.
   std::string job_id;

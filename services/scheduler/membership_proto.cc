@@ -1,28 +1,14 @@
 #include "services/scheduler/membership_proto.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace dtrain::scheduler {
 
-Role RoleFromProto(v1::Role role) {
-  switch (role) {
-    case v1::ROLE_WORKER: return Role::kWorker;
-    case v1::ROLE_SERVER: return Role::kServer;
-    case v1::ROLE_SCHEDULER: return Role::kScheduler;
-    default: return Role::kUnspecified;
-  }
+absl::StatusOr<NodeKey> KeyOf(v1::Role role, int rank, const char* what) {
+  absl::StatusOr<Role> r = RoleFromProto(role);
+  if (!r.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", r.status().message()));
+  return NodeKey{*r, rank};
 }
-
-v1::Role RoleToProto(Role role) {
-  switch (role) {
-    case Role::kWorker: return v1::ROLE_WORKER;
-    case Role::kServer: return v1::ROLE_SERVER;
-    case Role::kScheduler: return v1::ROLE_SCHEDULER;
-    default: return v1::ROLE_UNSPECIFIED;
-  }
-}
-
-NodeKey KeyOf(v1::Role role, int rank) { return NodeKey{RoleFromProto(role), rank}; }
-
-std::string RoleName(v1::Role role) { return RoleName(RoleFromProto(role)); }
 
 namespace {
 
@@ -39,9 +25,11 @@ v1::NodeState StateToProto(NodeState state) {
 
 }  // namespace
 
-Registration RegistrationFromProto(const v1::RegisterRequest& request) {
+absl::StatusOr<Registration> RegistrationFromProto(const v1::RegisterRequest& request) {
+  absl::StatusOr<Role> role = RoleFromProto(request.role());
+  if (!role.ok()) return absl::InvalidArgumentError(absl::StrCat("RegisterRequest: ", role.status().message()));
   Registration r;
-  r.role = RoleFromProto(request.role());
+  r.role = *role;
   r.address = request.address();
   r.requested_rank = request.requested_rank();
   r.hostname = request.hostname();
@@ -68,7 +56,7 @@ EpochFigures EpochFromProto(const v1::EpochReport& report) {
 
 v1::NodeInfo NodeToProto(const NodeRecord& node) {
   v1::NodeInfo info;
-  info.set_role(RoleToProto(node.role));
+  info.set_role(ToProto(node.role));
   info.set_rank(node.rank);
   info.set_address(node.address);
   info.set_state(StateToProto(node.state));
@@ -104,7 +92,7 @@ v1::ClusterView ViewToProto(const ClusterShape& view) {
   v1::ClusterView out;
   out.set_num_workers(view.num_workers);
   out.set_num_servers(view.num_servers);
-  out.set_kv_store(view.kv_store);
+  out.set_kv_store(KVStoreModeName(view.kv_store));  // the wire spells the mode by name
   out.set_job_id(view.job_id);
   out.set_replication(view.replication);
   for (const NodeRecord& s : view.servers) *out.add_servers() = NodeToProto(s);

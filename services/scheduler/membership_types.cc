@@ -4,15 +4,6 @@
 
 namespace dtrain::scheduler {
 
-std::string RoleName(Role role) {
-  switch (role) {
-    case Role::kWorker: return "worker";
-    case Role::kServer: return "server";
-    case Role::kScheduler: return "scheduler";
-    default: return "unknown-role";
-  }
-}
-
 std::string NodeName(const NodeKey& key) { return absl::StrCat(RoleName(key.role), " ", key.rank); }
 
 std::string StateName(NodeState state) {

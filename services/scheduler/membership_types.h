@@ -7,10 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "common/defaults.h"
+#include "common/kvstore_mode.h"
+#include "common/role.h"
+
 namespace dtrain::scheduler {
 
-// In the wire's order: servers sort before workers.
-enum class Role { kUnspecified = 0, kScheduler = 1, kServer = 2, kWorker = 3 };
+// The role is the common dtrain::Role (common/role.h). It has no "unspecified": a
+// request that names none is refused where the wire is read (membership_proto.h),
+// so every key and record here holds a real role. Its order is the wire's: servers
+// sort before workers (NodeKey::operator<).
 
 enum class NodeState {
   kUnspecified = 0,
@@ -22,14 +28,12 @@ enum class NodeState {
 };
 
 struct NodeKey {
-  Role role = Role::kUnspecified;
+  Role role = Role::kWorker;  // always set by whoever makes the key
   int rank = -1;
   bool operator<(const NodeKey& o) const { return role != o.role ? role < o.role : rank < o.rank; }
   bool operator==(const NodeKey& o) const { return role == o.role && rank == o.rank; }
 };
 
-// "worker", "server", "scheduler".
-std::string RoleName(Role role);
 // "worker 1".
 std::string NodeName(const NodeKey& key);
 // "NODE_STATE_ALIVE": how texts name a state (as the wire's enum does).
@@ -47,7 +51,7 @@ struct EpochFigures {
 
 // A node as Membership sees it.
 struct NodeRecord {
-  Role role = Role::kUnspecified;
+  Role role = Role::kWorker;  // always set by whoever fills the record
   int rank = -1;
   std::string address;
   NodeState state = NodeState::kUnspecified;
@@ -65,7 +69,7 @@ struct NodeRecord {
 
 // A node asking for a rank.
 struct Registration {
-  Role role = Role::kUnspecified;
+  Role role = Role::kWorker;  // membership admits only servers and workers
   std::string address;
   int requested_rank = -1;  // -1: any
   std::string hostname;
@@ -83,7 +87,7 @@ struct ClusterShape {
   int num_workers = 0;
   int num_servers = 0;
   std::vector<NodeRecord> servers;
-  std::string kv_store;
+  KVStoreMode kv_store = kDefaultJobMode;
   std::string job_id;
   int replication = 1;
 };

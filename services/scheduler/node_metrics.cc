@@ -21,11 +21,15 @@ std::string StateLabel(v1::NodeState state) {
 
 void RecordNodeMetrics(const std::vector<v1::NodeInfo>& nodes, const std::optional<v1::WorkerLag>& lag,
                        scheduler::SchedulerMetrics& out) {
-  std::map<std::pair<std::string, std::string>, int64_t> counts;
-  for (const char* role : {"worker", "server"}) {
+  std::map<std::pair<Role, std::string>, int64_t> counts;
+  for (Role role : {Role::kWorker, Role::kServer}) {
     for (const char* state : {"registered", "alive", "dead", "finished", "rejoining"}) counts[{role, state}] = 0;
   }
-  for (const v1::NodeInfo& n : nodes) ++counts[{RoleName(n.role()), StateLabel(n.state())}];
+  for (const v1::NodeInfo& n : nodes) {
+    // The scheduler's own nodes always have a role; one without has no series to count in.
+    const absl::StatusOr<Role> role = RoleFromProto(n.role());
+    if (role.ok()) ++counts[{*role, StateLabel(n.state())}];
+  }
   for (const auto& [key, count] : counts) out.SetNodeCount(key.first, key.second, count);
   if (lag) out.SetWorkerSteps(lag->slowest_step(), lag->slowest_rank(), lag->fastest_step());
 }

@@ -7,7 +7,7 @@
 
 namespace dtrain::scheduler {
 
-RankTable::RankTable(std::string role, int size) : role_(std::move(role)), size_(size) {}
+RankTable::RankTable(Role role, int size) : role_(role), size_(size) {}
 
 int RankTable::LowestFree(const std::vector<RankOccupant>& occupants) {
   for (size_t r = 0; r < occupants.size(); ++r) {
@@ -25,11 +25,13 @@ absl::StatusOr<int> RankTable::Pick(int requested, uint64_t held, bool started,
     for (int r = 0; r < size_; ++r) {
       if (!occupants[r].live) return r;
     }
-    return absl::ResourceExhaustedError(absl::StrCat("all ", size_, " ", role_, " ranks are held by live nodes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("all ", size_, " ", RoleName(role_), " ranks are held by live nodes"));
   }
   if (requested >= size_) {
-    return absl::InvalidArgumentError(absl::StrCat("requested ", role_, " rank ", requested, " but the job has ", size_,
-                                                   " ", role_, "s (ranks 0..", size_ - 1, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("requested ", RoleName(role_), " rank ", requested,
+                                                   " but the job has ", size_, " ", RoleName(role_), "s (ranks 0..",
+                                                   size_ - 1, ")"));
   }
   const RankOccupant& holder = occupants[requested];
   if (holder.present && holder.provisional && !started) {
@@ -41,8 +43,8 @@ absl::StatusOr<int> RankTable::Pick(int requested, uint64_t held, bool started,
     // A process that knows its incarnation: the newer one holds the rank.
     if (held < holder.incarnation) return absl::FailedPreconditionError(FencedText(requested, held, holder));
   } else if (holder.live) {
-    return absl::AlreadyExistsError(absl::StrCat(role_, " rank ", requested, " is already held by pid ", holder.pid,
-                                                 " on ", holder.hostname, " (", holder.state, ")"));
+    return absl::AlreadyExistsError(absl::StrCat(RoleName(role_), " rank ", requested, " is already held by pid ",
+                                                 holder.pid, " on ", holder.hostname, " (", holder.state, ")"));
   }
   return requested;
 }
@@ -69,8 +71,8 @@ void RankTable::NoteAdmittedElsewhere(int rank, uint64_t incarnation) {
 }
 
 std::string RankTable::FencedText(int rank, uint64_t stale, const RankOccupant& holder) const {
-  return absl::StrCat("fenced: ", role_, " ", rank, " incarnation ", stale, " replaced by ", holder.incarnation,
-                      " (pid ", holder.pid, " on ", holder.hostname, ")");
+  return absl::StrCat("fenced: ", RoleName(role_), " ", rank, " incarnation ", stale, " replaced by ",
+                      holder.incarnation, " (pid ", holder.pid, " on ", holder.hostname, ")");
 }
 
 }  // namespace dtrain::scheduler

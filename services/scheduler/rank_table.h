@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/role.h"
 
 namespace dtrain::scheduler {
 
@@ -31,8 +32,8 @@ struct RankOccupant {
 
 class RankTable {
  public:
-  // `role`: "worker" or "server", for texts; `size`: the job's ranks of that role.
-  RankTable(std::string role, int size);
+  // `role`: a server's or a worker's (named in texts); `size`: the job's ranks of that role.
+  RankTable(Role role, int size);
 
   // The rank a registration gets. `requested` < 0: the lowest rank nobody holds, else
   // the lowest one not held by a live node (a restart). A requested rank held
@@ -62,13 +63,13 @@ class RankTable {
   std::string FencedText(int rank, uint64_t stale, const RankOccupant& holder) const;
 
   int size() const { return size_; }
-  const std::string& role() const { return role_; }
+  Role role() const { return role_; }
 
  private:
   // The lowest rank with no occupant, or -1.
   static int LowestFree(const std::vector<RankOccupant>& occupants);
 
-  const std::string role_;
+  const Role role_;
   const int size_;
   // The last incarnation handed out per rank (outlives the node's entry).
   std::map<int, uint64_t> last_;

@@ -182,7 +182,7 @@ int Run(int argc, char** argv) {
   mo.num_workers = static_cast<int>(f.job.num_workers);
   mo.num_servers = static_cast<int>(f.job.num_servers);
   mo.replication = static_cast<int>(f.job.replication);
-  mo.kv_store = KVStoreModeName(f.job.mode);
+  mo.kv_store = f.job.mode;
   mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
   mo.job_id = f.job.job_id;
   mo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);

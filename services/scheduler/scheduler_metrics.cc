@@ -10,16 +10,17 @@ using metrics::internal::AddHistogram;
 
 SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
   prometheus::Registry& r = registry.families();
-  for (const char* role : {"worker", "server"}) {
+  for (Role role : {Role::kWorker, Role::kServer}) {
+    const char* label = RoleName(role);
     for (const char* state : {"registered", "alive", "dead", "finished", "rejoining"}) {
       nodes_[{role, state}] = &AddGauge(r, "dtrain_scheduler_nodes", "Nodes of the job by role and state.",
-                                        {{"node_role", role}, {"state", state}});
+                                        {{"node_role", label}, {"state", state}});
     }
     deaths_[role] = &AddCounter(r, "dtrain_scheduler_deaths_total",
-                                "Nodes declared dead (heartbeat stream broke or went silent).", {{"node_role", role}});
+                                "Nodes declared dead (heartbeat stream broke or went silent).", {{"node_role", label}});
     rejoins_[role] =
         &AddCounter(r, "dtrain_scheduler_rejoins_total",
-                    "New processes that took a rank after the job started (restarts).", {{"node_role", role}});
+                    "New processes that took a rank after the job started (restarts).", {{"node_role", label}});
   }
   const std::vector<double> buckets = {0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300};
   for (const char* group : {"workers", "servers", "all"}) {
@@ -46,17 +47,17 @@ SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
                             "Steps recomputed because of rollbacks (the job's step minus the snapshot's).");
 }
 
-void SchedulerMetrics::SetNodeCount(const std::string& node_role, const std::string& state, int64_t count) {
+void SchedulerMetrics::SetNodeCount(Role node_role, const std::string& state, int64_t count) {
   auto it = nodes_.find({node_role, state});
   if (it != nodes_.end()) it->second->Set(static_cast<double>(count));
 }
 
-void SchedulerMetrics::NodeRejoined(const std::string& node_role) {
+void SchedulerMetrics::NodeRejoined(Role node_role) {
   auto it = rejoins_.find(node_role);
   if (it != rejoins_.end()) it->second->Increment();
 }
 
-void SchedulerMetrics::NodeDied(const std::string& node_role) {
+void SchedulerMetrics::NodeDied(Role node_role) {
   auto it = deaths_.find(node_role);
   if (it != deaths_.end()) it->second->Increment();
 }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/metrics/registry.h"
+#include "common/role.h"
 
 namespace prometheus {
 class Counter;
@@ -19,16 +20,17 @@ namespace dtrain::scheduler {
 
 class SchedulerMetrics {
  public:
-  // Node roles "worker", "server"; states "registered", "alive", "dead", "finished", "rejoining";
-  // barrier groups "workers", "servers", "all". Every combination is exported from the
-  // start (as 0), so a dashboard sees a dead count of 0 rather than no data.
+  // Node roles worker and server (labelled "worker", "server"); states "registered", "alive", "dead", "finished",
+  // "rejoining"; barrier groups "workers", "servers", "all". Every combination is exported from the start (as 0), so a
+  // dashboard sees a dead count of 0 rather than no data.
   explicit SchedulerMetrics(metrics::MetricsRegistry& registry);
 
-  // Sets dtrain_scheduler_nodes{node_role, state}; unknown names are ignored.
-  void SetNodeCount(const std::string& node_role, const std::string& state, int64_t count);
-  void NodeDied(const std::string& node_role);
+  // Sets dtrain_scheduler_nodes{node_role, state}; the scheduler's role and unknown
+  // states are ignored (no series has them).
+  void SetNodeCount(Role node_role, const std::string& state, int64_t count);
+  void NodeDied(Role node_role);
   // A new process took a rank after the job started (dtrain_scheduler_rejoins_total).
-  void NodeRejoined(const std::string& node_role);
+  void NodeRejoined(Role node_role);
   // A server died while its ranges have other replicas (--replication > 1): the
   // workers go on with the next one (dtrain_scheduler_failovers_total).
   void ServerFailedOver();
@@ -39,9 +41,9 @@ class SchedulerMetrics {
   void RolledBack(int64_t steps_lost);
 
  private:
-  std::map<std::pair<std::string, std::string>, prometheus::Gauge*> nodes_;
-  std::map<std::string, prometheus::Counter*> deaths_;
-  std::map<std::string, prometheus::Counter*> rejoins_;
+  std::map<std::pair<Role, std::string>, prometheus::Gauge*> nodes_;
+  std::map<Role, prometheus::Counter*> deaths_;
+  std::map<Role, prometheus::Counter*> rejoins_;
   std::map<std::string, prometheus::Histogram*> barrier_wait_;
   std::map<std::string, prometheus::Counter*> barrier_failures_;
   prometheus::Gauge* slowest_step_;

@@ -27,6 +27,43 @@ absl::Time ReplyBy(const grpc::ServerContext& context) {
   return deadline - std::min(absl::Seconds(1), (deadline - now) / 2);
 }
 
+// "worker (pid 77 on host-b)": a registering node, for log lines.
+std::string WhoRegisters(const v1::RegisterRequest& request, Role role) {
+  return absl::StrCat(RoleName(role), " (pid ", request.pid(), " on ", request.hostname(), ")");
+}
+
+// The registration Membership is to see, or why the request is refused before it:
+// no role (the role is read once, here), a certificate that may not register as what
+// the request asks (with TLS), or another cluster spec than the scheduler's.
+absl::StatusOr<Registration> Admissible(const grpc::ServerContext& context, const v1::RegisterRequest& request,
+                                        const SchedulerServiceOptions& options) {
+  absl::StatusOr<Registration> registration = RegistrationFromProto(request);
+  if (!registration.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of pid " << request.pid() << " on " << request.hostname() << ": "
+                        << registration.status().message();
+    return registration.status();
+  }
+  const Role role = registration->role;
+  if (!options.token_key.empty()) {
+    // A certificate names what its holder may be: a worker-1 certificate registers as
+    // worker 1 (asked for or not), a "worker" one as any worker (peer_identity.h).
+    const auth::Caller caller = auth::IdentifyCaller(context, options.token_key);
+    absl::Status s =
+        auth::MayRegisterAs(caller.identity, role, request.requested_rank(), &registration->requested_rank);
+    if (!s.ok()) return auth::Refused(caller, s);
+  }
+  // Before membership: a node told another cluster would be refused for its sizes at
+  // best, with a message that does not say which host list differs.
+  const std::string node_name = request.requested_rank() >= 0
+                                    ? absl::StrCat(RoleName(role), " ", request.requested_rank())
+                                    : absl::StrCat("a ", RoleName(role));
+  if (absl::Status s = CompareClusterSpecs(options.cluster_spec, request.cluster_spec(), node_name); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of " << WhoRegisters(request, role) << ": " << s.message();
+    return s;
+  }
+  return registration;
+}
+
 }  // namespace
 
 SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers, SchedulerServiceOptions options)
@@ -34,35 +71,17 @@ SchedulerService::SchedulerService(Membership* membership, BarrierSet* barriers,
 
 grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::RegisterRequest* request,
                                         v1::RegisterResponse* response) {
-  const std::string who =
-      absl::StrCat(RoleName(request->role()), " (pid ", request->pid(), " on ", request->hostname(), ")");
-  v1::RegisterRequest admitted_request = *request;
-  if (!options_.token_key.empty()) {
-    // A certificate names what its holder may be: a worker-1 certificate registers as
-    // worker 1 (asked for or not), a "worker" one as any worker (peer_identity.h).
-    const auth::Caller caller = auth::IdentifyCaller(*context, options_.token_key);
-    int rank_to_request = request->requested_rank();
-    absl::Status s =
-        auth::MayRegisterAs(caller.identity, RoleName(request->role()), request->requested_rank(), &rank_to_request);
-    if (!s.ok()) return ToGrpc(auth::Refused(caller, s));
-    admitted_request.set_requested_rank(rank_to_request);
-  }
-  // Before membership: a node told another cluster would be refused for its sizes at
-  // best, with a message that does not say which host list differs.
-  const std::string node_name = request->requested_rank() >= 0
-                                    ? absl::StrCat(RoleName(request->role()), " ", request->requested_rank())
-                                    : absl::StrCat("a ", RoleName(request->role()));
-  if (absl::Status s = CompareClusterSpecs(options_.cluster_spec, request->cluster_spec(), node_name); !s.ok()) {
-    DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << s.message();
-    return ToGrpc(s);
-  }
+  absl::StatusOr<Registration> registration = Admissible(*context, *request, options_);
+  if (!registration.ok()) return ToGrpc(registration.status());
+  const Role role = registration->role;
+  const std::string who = WhoRegisters(*request, role);
   uint64_t ticket = 0;
-  absl::StatusOr<int> rank = membership_->Register(RegistrationFromProto(admitted_request), &ticket);
+  absl::StatusOr<int> rank = membership_->Register(*registration, &ticket);
   if (!rank.ok()) {
     DTRAIN_LOG(WARNING) << "refused registration of " << who << ": " << rank.status().message();
     return ToGrpc(rank.status());
   }
-  NodeKey self = KeyOf(request->role(), *rank);
+  NodeKey self{role, *rank};
   DTRAIN_LOG(INFO) << NodeName(self) << (request->requested_rank() >= 0 ? " (as requested)" : "") << " joined: pid "
                    << request->pid() << " on " << request->hostname()
                    << (request->address().empty() ? "" : ", serving at " + request->address()) << "; "
@@ -82,8 +101,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
     return ToGrpc(final_rank.status());
   }
   if (*final_rank != *rank) {
-    self = KeyOf(request->role(), *final_rank);
-    DTRAIN_LOG(INFO) << RoleName(request->role()) << " pid " << request->pid() << " gave rank " << *rank
+    self.rank = *final_rank;
+    DTRAIN_LOG(INFO) << RoleName(role) << " pid " << request->pid() << " gave rank " << *rank
                      << " to the node that asked for it and is " << NodeName(self);
   }
   absl::StatusOr<Membership::Admission> admitted = membership_->Admitted(ticket);
@@ -95,17 +114,16 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
                                 ? absl::StrCat("; incarnation ", admitted->replaced_incarnation, " is fenced")
                                 : std::string());
     if (options_.metrics != nullptr && admitted->node.restarts > 0) {
-      options_.metrics->NodeRejoined(RoleName(self.role));
+      options_.metrics->NodeRejoined(self.role);
     }
   }
   response->set_rank(*final_rank);
   response->set_incarnation(admitted->node.incarnation);
   response->set_rejoined(admitted->rejoined);
   if (!options_.token_key.empty()) {
-    response->set_token(
-        auth::MintToken(options_.token_key, {RoleName(request->role()), *final_rank, admitted->node.incarnation}));
+    response->set_token(auth::MintToken(options_.token_key, {role, *final_rank, admitted->node.incarnation}));
     // Servers check workers' tokens themselves (no call to the scheduler per stream).
-    if (request->role() == v1::ROLE_SERVER) response->set_token_key(options_.token_key);
+    if (role == Role::kServer) response->set_token_key(options_.token_key);
   }
   *response->mutable_cluster() = ViewToProto(membership_->View());
   response->set_job_id(response->cluster().job_id());
@@ -116,7 +134,7 @@ absl::Status SchedulerService::CheckToken(const grpc::ServerContextBase& context
                                           uint64_t incarnation, const std::string& what) const {
   if (options_.token_key.empty()) return absl::OkStatus();
   const auth::Caller caller = auth::IdentifyCaller(context, options_.token_key);
-  absl::Status s = auth::RequireNode(caller, RoleName(self.role), self.rank, incarnation, what);
+  absl::Status s = auth::RequireNode(caller, self.role, self.rank, incarnation, what);
   return s.ok() ? s : auth::Refused(caller, s);
 }
 
@@ -126,7 +144,7 @@ bool SchedulerService::HeartbeatStream::Fenced() const {
 
 absl::Status SchedulerService::OpenHeartbeat(const grpc::ServerContextBase& context,
                                              const v1::HeartbeatRequest& request, HeartbeatStream* st) {
-  st->self = KeyOf(request.role(), request.rank());
+  DTRAIN_ASSIGN_OR_RETURN(st->self, KeyOf(request.role(), request.rank(), "HeartbeatRequest"));
   st->incarnation = request.incarnation();
   // A heartbeat in another node's name would keep a dead node "alive" or, broken
   // off, get a live one declared dead: the stream is its sender's only.
@@ -224,7 +242,9 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
         absl::InvalidArgumentError(absl::StrCat("barrier '", request->name(), "': timeout_ms must be positive")));
   }
   const absl::Time deadline = std::min(ReplyBy(*context), absl::Now() + absl::Milliseconds(request->timeout_ms()));
-  const NodeKey self = KeyOf(request->role(), request->rank());
+  const absl::StatusOr<NodeKey> key = KeyOf(request->role(), request->rank(), "BarrierRequest");
+  if (!key.ok()) return ToGrpc(key.status());
+  const NodeKey self = *key;
   if (absl::Status s = CheckToken(*context, self, request->incarnation(), "barrier"); !s.ok()) return ToGrpc(s);
   if (absl::Status s = membership_->CheckCaller(self, request->job_id(), request->incarnation()); !s.ok()) {
     DTRAIN_LOG(WARNING) << "refused barrier '" << request->name() << "' from " << NodeName(self) << ": " << s.message();
@@ -243,7 +263,9 @@ grpc::Status SchedulerService::Barrier(grpc::ServerContext* context, const v1::B
 
 grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::LeaveRequest* request,
                                      v1::LeaveResponse* /*response*/) {
-  const NodeKey self = KeyOf(request->role(), request->rank());
+  const absl::StatusOr<NodeKey> key = KeyOf(request->role(), request->rank(), "LeaveRequest");
+  if (!key.ok()) return ToGrpc(key.status());
+  const NodeKey self = *key;
   if (absl::Status s = CheckToken(*context, self, request->incarnation(), "Leave"); !s.ok()) return ToGrpc(s);
   if (absl::Status s = membership_->CheckCaller(self, request->job_id(), request->incarnation()); !s.ok()) {
     DTRAIN_LOG(WARNING) << "refused Leave from " << NodeName(self) << ": " << s.message();
@@ -267,8 +289,7 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context, const v1:
     absl::Status s = auth::RequireReader(caller, "GetStatus");
     if (s.ok() && caller.token) {
       // A token of a process that has been replaced opens nothing.
-      std::optional<NodeRecord> holder = membership_->Find(
-          KeyOf(caller.token->role == "server" ? v1::ROLE_SERVER : v1::ROLE_WORKER, caller.token->rank));
+      std::optional<NodeRecord> holder = membership_->Find(NodeKey{caller.token->role, caller.token->rank});
       if (!holder || holder->incarnation != caller.token->incarnation) {
         s = absl::PermissionDeniedError(absl::StrCat("GetStatus refused: the token of ", auth::Describe(*caller.token),
                                                      " is not of the rank's current process"));
@@ -383,7 +404,7 @@ void SchedulerService::OnDeath(const NodeRecord& node, const std::string& why) {
   } else {
     barriers_->NodeDied(key, why);
   }
-  if (options_.metrics != nullptr) options_.metrics->NodeDied(RoleName(key.role));
+  if (options_.metrics != nullptr) options_.metrics->NodeDied(key.role);
   const int replication = membership_->View().replication;
   if (key.role == Role::kServer && replication > 1) {
     // The workers route around it themselves (services/worker/kv/dist_kvstore.h); the

@@ -5,7 +5,7 @@
 namespace dtrain::server {
 namespace {
 
-bool IsWorker(const auth::TokenClaims& t) { return t.role == "worker"; }
+bool IsWorker(const auth::TokenClaims& t) { return t.role == Role::kWorker; }
 
 }  // namespace
 
@@ -22,7 +22,7 @@ absl::Status NodeChecks::ForSetup(const grpc::ServerContextBase& ctx, absl::stri
   if (!enforcing()) return absl::OkStatus();
   const auth::Caller caller = Identify(ctx);
   absl::Status s = auth::RequireAnyOf(
-      caller, what, [](const auth::TokenClaims& t) { return t.role == "server" || (IsWorker(t) && t.rank == 0); });
+      caller, what, [](const auth::TokenClaims& t) { return t.role == Role::kServer || (IsWorker(t) && t.rank == 0); });
   if (s.ok()) s = NotFenced(*caller.token);
   return s.ok() ? s : auth::Refused(caller, s);
 }
@@ -30,7 +30,7 @@ absl::Status NodeChecks::ForSetup(const grpc::ServerContextBase& ctx, absl::stri
 absl::Status NodeChecks::ForVersions(const grpc::ServerContextBase& ctx, int worker_rank, uint64_t incarnation) const {
   if (!enforcing()) return absl::OkStatus();
   const auth::Caller caller = Identify(ctx);
-  absl::Status s = worker_rank >= 0 ? auth::RequireNode(caller, "worker", worker_rank, incarnation, "GetVersions")
+  absl::Status s = worker_rank >= 0 ? auth::RequireNode(caller, Role::kWorker, worker_rank, incarnation, "GetVersions")
                                     : auth::RequireAnyOf(caller, "GetVersions", IsWorker);
   if (s.ok()) s = NotFenced(*caller.token);
   return s.ok() ? s : auth::Refused(caller, s);

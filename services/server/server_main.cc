@@ -230,7 +230,7 @@ absl::StatusOr<int> Register(const ServerFlags& f, const std::string& address, k
                              SnapshotWriter* snapshots, ShutdownSignal& stop, ReplicaCatchUp* catch_up,
                              auth::TokenKeyring* node_tokens, std::unique_ptr<SnapshotRollback>* rollback,
                              std::unique_ptr<SchedulerClient>* scheduler) {
-  *scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler);
+  *scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler, f.cluster.cluster_spec);
   if (snapshots != nullptr) {
     SchedulerClient* client = scheduler->get();
     *rollback = std::make_unique<SnapshotRollback>(

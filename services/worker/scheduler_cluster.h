@@ -25,13 +25,14 @@ struct JoinOptions {
   int requested_rank = -1;         // -1: any
   std::string host = "127.0.0.1";  // advertised to the scheduler
   absl::Duration register_timeout = absl::Seconds(kDefaultRegisterTimeoutSeconds);
-  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_interval = absl::Seconds(kDefaultHeartbeatIntervalSeconds);
   // How long a dead worker may take to rejoin before this one fails (0: at once,
   // naming it). The scheduler's own --rejoin-timeout fails the whole job likewise.
   absl::Duration rejoin_timeout = absl::ZeroDuration();
   // How often an extended wait logs whom it waits for.
   absl::Duration rejoin_log_every = absl::Seconds(10);
-  std::string job_id;  // empty: the scheduler's
+  std::string job_id;        // empty: the scheduler's
+  std::string cluster_spec;  // --cluster-spec, sent when registering; "" for none
 };
 
 class SchedulerCluster final : public Cluster {
@@ -63,7 +64,7 @@ class SchedulerCluster final : public Cluster {
 
  private:
   SchedulerCluster(const std::string& scheduler, const JoinOptions& o)
-      : peers_(o.rejoin_timeout, o.rejoin_log_every), scheduler_(scheduler) {}
+      : peers_(o.rejoin_timeout, o.rejoin_log_every), scheduler_(scheduler, o.cluster_spec) {}
   void OnJobEnded(const std::string& reason);
   void OnPeerDead(const v1::NodeInfo& node);
   void OnPeerRejoined(const v1::NodeInfo& node);

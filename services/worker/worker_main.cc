@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options
   j.heartbeat_interval = absl::Seconds(flags.heartbeat_interval_s);
   j.rejoin_timeout = absl::Seconds(flags.job.rejoin_timeout_s);
   j.job_id = flags.job.job_id;
+  j.cluster_spec = flags.cluster_spec;
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCluster> c, SchedulerCluster::Join(j));
   return std::unique_ptr<Cluster>(std::move(c));
 }

@@ -144,8 +144,9 @@ int main(int argc, char** argv) {
   } cleanup{dir};
   auto ca = dtrain::tls::CertAuthority::Create("bench", absl::Hours(1));
   if (!ca.ok()) return 1;
-  for (const char* who : {"server", "worker"}) {
-    auto kc = ca->Issue(dtrain::tls::LeafName(who, 0, "bench"), {}, absl::Hours(1));
+  for (dtrain::Role role : {dtrain::Role::kServer, dtrain::Role::kWorker}) {
+    const char* who = dtrain::RoleName(role);
+    auto kc = ca->Issue(dtrain::tls::LeafName(role, 0, "bench"), {}, absl::Hours(1));
     if (!kc.ok() || !dtrain::tls::WriteKeyAndCert(dir, who, *kc).ok()) return 1;
   }
   if (!dtrain::tls::WriteKeyAndCert(dir, "ca", ca->ca()).ok()) return 1;
@@ -165,7 +166,7 @@ int main(int argc, char** argv) {
   dtrain::TransportSecurity security;
   security.tls = true;
   security.ca_pem = ca->ca().cert_pem;
-  auto worker = ca->Issue(dtrain::tls::LeafName("worker", 0, "bench"), {}, absl::Hours(1));
+  auto worker = ca->Issue(dtrain::tls::LeafName(dtrain::Role::kWorker, 0, "bench"), {}, absl::Hours(1));
   security.cert_pem = worker->cert_pem;
   security.key_pem = worker->key_pem;
   dtrain::SetTransportSecurity(security);

@@ -90,7 +90,7 @@ int Run(int argc, char** argv) {
     return ExitCodeFor("worker", 0);
   }
 
-  dtrain::SchedulerClient client(cluster.scheduler);
+  dtrain::SchedulerClient client(cluster.scheduler, cluster.cluster_spec);
   client.set_job_id(cluster.job.job_id);
   auto reg = client.Register(worker ? dtrain::v1::ROLE_WORKER : dtrain::v1::ROLE_SERVER, "127.0.0.1:1",
                              static_cast<int>(cluster.rank), static_cast<int>(cluster.job.num_workers),

@@ -68,8 +68,8 @@ TEST(IdentityTest, ValidCertificatesCannotActAsAnotherNodeAndTheJobEndsUnharmed)
   absl::StatusOr<std::string> scheduler_key = ReadFileLimited(tls + "/scheduler-0.key", 1 << 16);
   ASSERT_TRUE(scheduler_key.ok()) << scheduler_key.status();
   const std::string key = auth::DeriveTokenKey(*scheduler_key);
-  const std::string worker0_token = auth::MintToken(key, {"worker", 0, 1});
-  const std::string worker1_token = auth::MintToken(key, {"worker", 1, 1});
+  const std::string worker0_token = auth::MintToken(key, {Role::kWorker, 0, 1});
+  const std::string worker1_token = auth::MintToken(key, {Role::kWorker, 1, 1});
 
   // The scheduler.
   ExpectCode(RegisterAs(scheduler, as_worker1, v1::ROLE_WORKER, 0), grpc::StatusCode::PERMISSION_DENIED,

@@ -106,6 +106,22 @@ TEST(ClusterFlagsTest, DmlcIdsAreTheRequestedRankOfTheirRole) {
   EXPECT_EQ(dtrain_rank.rank, 0);  // dtrain's own name wins
 }
 
+// A spec-launched job's cluster spec reaches every role's flags from the variable
+// `dtrain run` sets; the flag wins over it.
+TEST(ClusterFlagsTest, TheClusterSpecComesFromItsVariableOrTheFlag) {
+  const std::map<std::string, std::string> env = {{"DTRAIN_SCHEDULER_ADDR", "h:1"},
+                                                  {"DTRAIN_CLUSTER_SPEC", "ps=h:2;worker=h:1"}};
+  for (Role role : {Role::kServer, Role::kWorker}) {
+    ClusterFlags from_env, from_flag, none;
+    ASSERT_TRUE(Parse({}, env, &from_env, true, role).ok());
+    EXPECT_EQ(from_env.cluster_spec, "ps=h:2;worker=h:1") << RoleName(role);
+    ASSERT_TRUE(Parse({"--cluster-spec", "ps=h:3;worker=h:1"}, env, &from_flag, true, role).ok());
+    EXPECT_EQ(from_flag.cluster_spec, "ps=h:3;worker=h:1") << RoleName(role);
+    ASSERT_TRUE(Parse({"--scheduler", "h:1"}, {}, &none, true, role).ok());
+    EXPECT_EQ(none.cluster_spec, "") << RoleName(role);
+  }
+}
+
 // Recovery: every role (servers too) takes the job id and the rejoin timeout, from
 // flags or DTRAIN_JOB_ID / DTRAIN_REJOIN_TIMEOUT.
 // --replication / DTRAIN_REPLICATION: 1 by default, at most --num-servers.

@@ -1,5 +1,6 @@
-// Role: one enum, its names, and the wire's v1::Role both ways.
-#include "common/role.h"
+// Role: one enum, its names (common/role.h), and the wire's v1::Role both ways
+// (common/role_wire.h).
+#include "common/role_wire.h"
 
 #include "gtest/gtest.h"
 
@@ -21,6 +22,10 @@ TEST(RoleTest, UnknownNamesAndUnspecifiedRolesAreRefused) {
   const absl::StatusOr<Role> ps = ParseRole("ps");
   EXPECT_EQ(ps.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ps.status().message(), "unknown role 'ps' (known: scheduler, server, worker)");
+  // Exactly the three names: no case folding, no prefixes, nothing for the empty text.
+  EXPECT_EQ(ParseRole("Worker").status().message(), "unknown role 'Worker' (known: scheduler, server, worker)");
+  EXPECT_FALSE(ParseRole("work").ok());
+  EXPECT_EQ(ParseRole("").status().message(), "unknown role '' (known: scheduler, server, worker)");
   EXPECT_EQ(RoleFromProto(v1::ROLE_UNSPECIFIED).status().message(), "no role: ROLE_UNSPECIFIED");
   EXPECT_EQ(RoleFromProto(static_cast<v1::Role>(9)).status().message(), "no role: value 9");
 }

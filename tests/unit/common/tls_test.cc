@@ -31,7 +31,7 @@ Job MakeJob(const std::string& name) {
   absl::StatusOr<tls::CertAuthority> ca = tls::CertAuthority::Create(name, kDay);
   EXPECT_TRUE(ca.ok()) << ca.status();
   // No IP or "localhost" SAN on purpose: the handshake below dials 127.0.0.1.
-  absl::StatusOr<tls::KeyAndCert> node = ca->Issue(tls::LeafName("worker", 0, name), {}, kDay);
+  absl::StatusOr<tls::KeyAndCert> node = ca->Issue(tls::LeafName(Role::kWorker, 0, name), {}, kDay);
   EXPECT_TRUE(node.ok()) << node.status();
   return Job{*std::move(ca), *std::move(node)};
 }

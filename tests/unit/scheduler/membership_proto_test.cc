@@ -19,7 +19,9 @@ TEST(MembershipProtoTest, ARegistrationKeepsEveryField) {
   req.set_replication(2);
   req.add_worker_incarnations(3);
   req.add_worker_incarnations(1);
-  const Registration r = RegistrationFromProto(req);
+  const absl::StatusOr<Registration> parsed = RegistrationFromProto(req);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const Registration& r = *parsed;
   EXPECT_EQ(r.role, Role::kServer);
   EXPECT_EQ(r.address, "10.0.0.2:9000");
   EXPECT_EQ(r.requested_rank, 1);
@@ -31,10 +33,21 @@ TEST(MembershipProtoTest, ARegistrationKeepsEveryField) {
   EXPECT_EQ(r.incarnation, 4u);
   EXPECT_EQ(r.replication, 2);
   EXPECT_EQ(r.worker_incarnations, (std::vector<uint64_t>{3, 1}));
-  // A role this scheduler does not know is refused by name, as "unknown-role".
+}
+
+TEST(MembershipProtoTest, ARequestWithoutAKnownRoleIsRefusedNamingTheRequestAndTheValue) {
+  v1::RegisterRequest req;
+  req.set_requested_rank(1);
+  const absl::StatusOr<Registration> none = RegistrationFromProto(req);
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(none.status().message(), "RegisterRequest: no role: ROLE_UNSPECIFIED");
   req.set_role(static_cast<v1::Role>(42));
-  EXPECT_EQ(RegistrationFromProto(req).role, Role::kUnspecified);
-  EXPECT_EQ(RoleName(static_cast<v1::Role>(42)), "unknown-role");
+  EXPECT_EQ(RegistrationFromProto(req).status().message(), "RegisterRequest: no role: value 42");
+
+  const absl::StatusOr<NodeKey> key = KeyOf(v1::ROLE_UNSPECIFIED, 0, "HeartbeatRequest");
+  EXPECT_EQ(key.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(key.status().message(), "HeartbeatRequest: no role: ROLE_UNSPECIFIED");
+  EXPECT_EQ(KeyOf(v1::ROLE_WORKER, 3, "LeaveRequest").value(), (NodeKey{Role::kWorker, 3}));
 }
 
 TEST(MembershipProtoTest, ANodeGoesOutWithEveryField) {
@@ -84,7 +97,7 @@ TEST(MembershipProtoTest, TheViewKeepsItsServersInOrder) {
   ClusterShape view;
   view.num_workers = 2;
   view.num_servers = 2;
-  view.kv_store = "dist_async";
+  view.kv_store = KVStoreMode::kDistAsync;
   view.job_id = "job-a";
   view.replication = 2;
   view.servers.resize(2);
@@ -100,7 +113,7 @@ TEST(MembershipProtoTest, TheViewKeepsItsServersInOrder) {
   ASSERT_EQ(out.servers_size(), 2);
   EXPECT_EQ(out.servers(1).rank(), 1);
   EXPECT_EQ(out.servers(1).role(), v1::ROLE_SERVER);
-  EXPECT_EQ(KeyOf(v1::ROLE_SERVER, 1), (NodeKey{Role::kServer, 1}));
+  EXPECT_EQ(KeyOf(v1::ROLE_SERVER, 1, "BarrierRequest").value(), (NodeKey{Role::kServer, 1}));
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ TEST_F(MembershipTest, AssignsLowestFreeRankAndHonoursRequests) {
   EXPECT_EQ(view.servers[1].rank, 1);
   EXPECT_EQ(view.servers[1].address, "10.0.0.1:9001");
   EXPECT_EQ(view.num_workers, 3);
-  EXPECT_EQ(view.kv_store, "dist_sync");
+  EXPECT_EQ(view.kv_store, KVStoreMode::kDistSync);
 }
 
 TEST_F(MembershipTest, RefusesConflictsAndBadRequests) {

@@ -24,7 +24,7 @@ bool Says(const absl::Status& s, absl::StatusCode code, const std::string& text)
 }
 
 TEST(RankTableTest, UnrequestedRanksGoToTheLowestFreeThenTheLowestDead) {
-  RankTable t("worker", 3);
+  RankTable t(Role::kWorker, 3);
   int moved = 0;
   std::vector<RankOccupant> ranks(3);
   EXPECT_EQ(*t.Pick(-1, 0, false, ranks, &moved), 0);
@@ -42,7 +42,7 @@ TEST(RankTableTest, UnrequestedRanksGoToTheLowestFreeThenTheLowestDead) {
 }
 
 TEST(RankTableTest, RefusesRanksPastTheJobAndRanksHeldByLiveNodes) {
-  RankTable t("server", 2);
+  RankTable t(Role::kServer, 2);
   int moved = 0;
   std::vector<RankOccupant> ranks = {Held(1), RankOccupant()};
   EXPECT_TRUE(Says(t.Pick(2, 0, false, ranks, &moved).status(), absl::StatusCode::kInvalidArgument,
@@ -54,7 +54,7 @@ TEST(RankTableTest, RefusesRanksPastTheJobAndRanksHeldByLiveNodes) {
 }
 
 TEST(RankTableTest, ARequestTakesAProvisionalRankBeforeTheJobStarts) {
-  RankTable t("worker", 2);
+  RankTable t(Role::kWorker, 2);
   int moved = -1;
   std::vector<RankOccupant> ranks = {Held(1, true, /*provisional=*/true), RankOccupant()};
   EXPECT_EQ(*t.Pick(0, 0, false, ranks, &moved), 0);
@@ -69,7 +69,7 @@ TEST(RankTableTest, ARequestTakesAProvisionalRankBeforeTheJobStarts) {
 }
 
 TEST(RankTableTest, AHeldIncarnationTakesTheRankFromOlderOnesAndIsFencedByNewer) {
-  RankTable t("worker", 2);
+  RankTable t(Role::kWorker, 2);
   int moved = 0;
   std::vector<RankOccupant> ranks = {Held(2), RankOccupant()};
   EXPECT_EQ(*t.Pick(0, 3, true, ranks, &moved), 0);
@@ -79,7 +79,7 @@ TEST(RankTableTest, AHeldIncarnationTakesTheRankFromOlderOnesAndIsFencedByNewer)
 }
 
 TEST(RankTableTest, IncarnationsCountNewProcessesOnceTheJobStarted) {
-  RankTable t("worker", 2);
+  RankTable t(Role::kWorker, 2);
   EXPECT_EQ(t.Admit(0, 0, /*started=*/false), 1u);
   EXPECT_EQ(t.Admit(0, 0, false), 1u);  // before the start nobody is fenced
   EXPECT_EQ(t.Admit(0, 0, /*started=*/true), 2u);
@@ -90,7 +90,7 @@ TEST(RankTableTest, IncarnationsCountNewProcessesOnceTheJobStarted) {
 }
 
 TEST(RankTableTest, AReplacementGoesAboveWhatTheServersAdmitted) {
-  RankTable t("worker", 3);
+  RankTable t(Role::kWorker, 3);
   EXPECT_EQ(t.Admit(0, 0, false), 1u);
   EXPECT_EQ(t.Replace(0), 2u);
   t.NoteAdmittedElsewhere(1, 4);

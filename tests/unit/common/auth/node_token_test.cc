@@ -12,13 +12,26 @@ namespace {
 const std::string kKey = DeriveTokenKey("-----BEGIN PRIVATE KEY-----\nscheduler\n-----END PRIVATE KEY-----\n");
 
 TEST(NodeTokenTest, AMintedTokenVerifiesToItsClaims) {
-  const TokenClaims claims{"worker", 1, 2};
+  const TokenClaims claims{Role::kWorker, 1, 2};
   const std::string token = MintToken(kKey, claims);
   EXPECT_EQ(token.rfind("worker.1.2.", 0), 0u) << token;
   absl::StatusOr<TokenClaims> got = VerifyToken(kKey, token);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, claims);
   EXPECT_EQ(Describe(*got), "worker 1 incarnation 2");
+}
+
+TEST(NodeTokenTest, TheTokenTextSpellsTheRoleByName) {
+  for (const TokenClaims& claims : {TokenClaims{Role::kServer, 0, 1}, TokenClaims{Role::kWorker, 3, 7}}) {
+    const std::string token = MintToken(kKey, claims);
+    const std::string prefix = claims.role == Role::kServer ? "server.0.1." : "worker.3.7.";
+    EXPECT_EQ(token.rfind(prefix, 0), 0u) << token;
+    EXPECT_EQ(VerifyToken(kKey, token).value(), claims);
+  }
+  // The scheduler registers nothing, so no token names it, even one with a valid MAC.
+  const std::string scheduler_token = MintToken(kKey, {Role::kScheduler, 0, 1});
+  EXPECT_EQ(scheduler_token.rfind("scheduler.0.1.", 0), 0u) << scheduler_token;
+  EXPECT_EQ(VerifyToken(kKey, scheduler_token).status().message(), "node token not well formed");
 }
 
 TEST(NodeTokenTest, TheKeyIsStableAndDependsOnThePrivateKey) {
@@ -30,7 +43,7 @@ TEST(NodeTokenTest, TheKeyIsStableAndDependsOnThePrivateKey) {
 }
 
 TEST(NodeTokenTest, ChangedClaimsOrAnotherKeyAreRefused) {
-  const std::string token = MintToken(kKey, {"worker", 1, 2});
+  const std::string token = MintToken(kKey, {Role::kWorker, 1, 2});
   const std::string mac = token.substr(token.rfind('.') + 1);
   // Another rank, incarnation or role with the same MAC: the claims are what is signed.
   for (const std::string& forged :

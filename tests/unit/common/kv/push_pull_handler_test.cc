@@ -180,7 +180,7 @@ TEST_F(PushPullHandlerTest, AStreamBoundToOneWorkerRefusesAnother) {
   Configure(2);
   StreamOptions options;
   auth::TokenClaims bound;
-  bound.role = "worker";
+  bound.role = Role::kWorker;
   bound.rank = 1;
   bound.incarnation = 0;
   options.bound_worker = bound;

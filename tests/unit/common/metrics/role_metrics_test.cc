@@ -106,9 +106,10 @@ TEST(SchedulerMetricsTest, NodesDeathsBarriersLag) {
   MetricsRegistry registry("scheduler");
   registry.SetRank(0);
   scheduler::SchedulerMetrics m(registry);
-  m.SetNodeCount("worker", "alive", 2);
-  m.SetNodeCount("nonsense", "alive", 9);  // ignored
-  m.NodeDied("server");
+  m.SetNodeCount(Role::kWorker, "alive", 2);
+  m.SetNodeCount(Role::kScheduler, "alive", 9);  // ignored: the scheduler is no node of the job
+  m.SetNodeCount(Role::kWorker, "nonsense", 9);  // ignored
+  m.NodeDied(Role::kServer);
   m.BarrierWaited("workers", 0.2, true);
   m.BarrierWaited("workers", 5, false);
   m.SetWorkerSteps(90, 1, 100);
