@@ -23,15 +23,6 @@ struct ServerEndpoint {
   bool dead = false;
 };
 
-// The scheduler's order to go back to the servers' snapshot of `step`:
-// every server has reloaded it; this worker pulls exactly version `step` and resumes there.
-struct RollbackOrder {
-  uint64_t generation = 0;  // one more per rollback
-  int64_t step = 0;
-  std::string reason;                   // "rolled back from step 812 to step 800: server 1 lost its shard"
-  std::vector<ServerEndpoint> servers;  // as registered now: a restarted one may have moved
-};
-
 // One worker's figures of one epoch, for the job-wide progress line and
 // the validation combined over every worker's part of the test set.
 struct EpochFigures {
@@ -43,12 +34,7 @@ struct EpochFigures {
   double eval_loss_sum = 0;  // the part's summed cross-entropy
 };
 
-// A worker the scheduler reports dead and not (yet) back.
-struct DeadPeer {
-  int rank = 0;
-  absl::Time since;    // this machine's clock
-  std::string reason;  // "heartbeat stream broke", "silent for 3 s", ...
-};
+class ClusterRecovery;  // cluster_recovery.h
 
 class Cluster {
  public:
@@ -81,41 +67,9 @@ class Cluster {
     return absl::UnimplementedError("this cluster cannot gather the workers' epoch figures");
   }
 
-  // Recovery (docs/recovery.md). This process took its rank after the job started,
-  // replacing a dead one: the servers are configured and hold the weights, so it
-  // must skip Configure/InitKeys and the "init" barrier and resume instead
-  // (DistKVStore::Rejoin).
-  virtual bool rejoined() const { return false; }
-  // While true, this worker's heartbeats say it is catching up (the scheduler and
-  // `dtrain status` show REJOINING, then ALIVE once false again). A rejoined worker
-  // sets it from right after Join until its first redone step is done. A change
-  // reaches the scheduler at once. No-op without a scheduler.
-  virtual void SetResuming(bool /*resuming*/) {}
-  // The other workers the scheduler reports dead and not back, by rank.
-  virtual std::vector<DeadPeer> DeadPeers() const { return {}; }
-  // For a wait on the other workers that ran out of its own time (a sync step): true
-  // while a worker is dead and may still rejoin within --rejoin-timeout (keep waiting;
-  // logs "waiting for worker 1 to rejoin (dead for 12 s)" every few seconds); false
-  // when no worker is dead; ABORTED naming the dead worker when it may not come back.
-  // TODO(recovery): DistKVStore::PushPull calls it when a server's wait times out.
-  virtual absl::StatusOr<bool> ExtendWaitForRejoin() { return false; }
-  // This process's incarnation of its rank and the job id, from the scheduler; sent to
-  // the servers so that they fence a replaced incarnation. 0 / "": not known (no
-  // scheduler), nothing is sent and the servers do not fence.
-  virtual uint64_t incarnation() const { return 0; }
-  virtual std::string job_id() const { return ""; }
-
-  // A rollback to the servers' snapshots the scheduler ordered and this worker has not carried out
-  // (RollbackDone with its generation). A step waiting on the servers notices it
-  // within a second (DistKVStore::AwaitSlice).
-  virtual std::optional<RollbackOrder> PendingRollback() const { return std::nullopt; }
-  virtual void RollbackDone(uint64_t /*generation*/) {}
-  // A step waits for a rollback order (told to the scheduler, which after a restart
-  // sends an order it took up from the servers only to the workers that wait).
-  virtual void AwaitingRollback(bool /*awaiting*/) {}
-  // The scheduler said every server snapshots: a server lost mid-step is followed by
-  // a rollback order, so the step waits for it instead of failing.
-  virtual bool RollbackEnabled() const { return false; }
+  // Rejoin, dead peers, fencing identity and rollback orders (cluster_recovery.h);
+  // null where the cluster has none of them (no scheduler).
+  virtual ClusterRecovery* recovery() { return nullptr; }
 };
 
 // A job of one worker and no servers (kvstore local, device).

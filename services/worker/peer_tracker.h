@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "services/worker/cluster.h"
+#include "services/worker/cluster_recovery.h"
 
 namespace dtrain::worker {
 

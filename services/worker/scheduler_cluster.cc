@@ -44,7 +44,7 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
                    << ", incarnation " << c->scheduler_.incarnation();
   if (c->rejoined_) {
     // TODO(recovery): resume instead of initialising (docs/recovery.md, "A rejoining
-    // worker resumes exactly"); the trainer reads Cluster::rejoined().
+    // worker resumes exactly"); the trainer reads ClusterRecovery::rejoined().
     DTRAIN_LOG(WARNING) << "this process replaces worker " << c->rank_ << " of a running job (incarnation "
                         << c->scheduler_.incarnation() << ")";
   }

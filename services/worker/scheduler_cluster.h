@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/scheduler_client.h"
 #include "services/worker/cluster.h"
+#include "services/worker/cluster_recovery.h"
 #include "services/worker/peer_tracker.h"
 #include "common/defaults.h"
 
@@ -35,7 +36,8 @@ struct JoinOptions {
   std::string cluster_spec;  // --cluster-spec, sent when registering; "" for none
 };
 
-class SchedulerCluster final : public Cluster {
+// Its own recovery part: the scheduler tells of rejoins, dead peers and rollbacks.
+class SchedulerCluster final : public Cluster, public ClusterRecovery {
  public:
   // Registers as a worker (blocking until every node registered, or the register
   // timeout, whose error names who is missing) and starts the heartbeat.
@@ -51,6 +53,8 @@ class SchedulerCluster final : public Cluster {
   void ReportEpoch(const EpochFigures& figures) override;
   // Polls GetStatus until every worker's report is there (epoch_reports.h).
   absl::StatusOr<std::vector<EpochFigures>> GatherEpoch(int64_t epoch, absl::Duration timeout) override;
+  ClusterRecovery* recovery() override { return this; }
+
   bool rejoined() const override { return rejoined_; }
   void SetResuming(bool resuming) override;
   std::vector<DeadPeer> DeadPeers() const override { return peers_.DeadPeers(); }

@@ -21,6 +21,7 @@
 #include "common/checkpoint/checkpoint.h"
 #include "common/checkpoint/safetensors.h"
 #include "common/kv/finite_check.h"
+#include "services/worker/cluster_recovery.h"
 #include "services/worker/dataset.h"
 #include "services/worker/early_pushes.h"
 #include "services/worker/lazy_pulls.h"
@@ -355,7 +356,8 @@ absl::Status StartRun(const TrainOptions& o, Cluster& cluster, const Data& data,
                       RunStart* s) {
   s->writes_files = cluster.rank() == 0 && !o.model_prefix.empty();
   // A rejoined worker 0 continues its predecessor's run: the checkpoints there are its own.
-  const bool rejoined = cluster.rejoined();
+  const ClusterRecovery* recovery = cluster.recovery();
+  const bool rejoined = recovery != nullptr && recovery->rejoined();
   if (s->writes_files) DTRAIN_RETURN_IF_ERROR(rejoined ? SweepCheckpointTemps(o) : PrepareCheckpointPrefix(o));
   s->init = MakeInit(o, data.batches, cluster.num_workers());
   s->run = RunRecordFor(o, cluster.num_workers(), "");

@@ -22,7 +22,11 @@ absl::StatusOr<std::unique_ptr<ServerChannel>> ConnectPsClient(int server_rank, 
 }
 
 DistKVStore::DistKVStore(DistOptions options, Cluster& cluster, ChannelFactory connect, Clock clock)
-    : options_(options), cluster_(cluster), connect_(std::move(connect)), now_(std::move(clock)) {}
+    : options_(options),
+      cluster_(cluster),
+      cluster_recovery_(cluster.recovery()),
+      connect_(std::move(connect)),
+      now_(std::move(clock)) {}
 
 DistKVStore::~DistKVStore() = default;
 
@@ -84,7 +88,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   compressor_ = PushCompressor(options_.compression, options_.gradient_scale);
   compressor_.Reset(placement_);
   const absl::Duration timeout = options_.sync_timeout;
-  if (cluster_.rejoined()) return Rejoin(init);
+  if (cluster_recovery_ != nullptr && cluster_recovery_->rejoined()) return Rejoin(init);
 
   // Worker 0 configures the servers and gives every key its first value, as MXNet's
   // kv.init + set_optimizer from rank 0.
@@ -133,7 +137,12 @@ absl::StatusOr<std::unique_ptr<ServerChannel>> DistKVStore::ConnectServer(int ra
   client->SetPullCompression(options_.pull_compression);
   // Every request then carries who we are, so the servers fence the incarnation this
   // process replaced (and refuse us once we are replaced ourselves).
-  client->SetIdentity(cluster_.job_id(), cluster_.incarnation());
+  // Without a recovery part there is no identity: "" and 0 send nothing.
+  if (cluster_recovery_ == nullptr) {
+    client->SetIdentity("", 0);
+  } else {
+    client->SetIdentity(cluster_recovery_->job_id(), cluster_recovery_->incarnation());
+  }
   return client;
 }
 

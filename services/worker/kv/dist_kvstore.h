@@ -31,6 +31,7 @@
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/placement.h"
 #include "services/worker/cluster.h"
+#include "services/worker/cluster_recovery.h"
 #include "services/worker/kv/kvstore.h"
 #include "services/worker/kv/server_channel.h"
 #include "services/worker/kv/push_compressor.h"
@@ -132,7 +133,7 @@ class DistKVStore : public KVStore {
   // Worker 0's part of Init: configures every server and gives each key its value.
   absl::Status ConfigureServers(const KVStoreInit& init);
   absl::Status WaitAllServers(absl::Time deadline);
-  // Init of a process that replaced a dead worker (Cluster::rejoined()): the servers
+  // Init of a process that replaced a dead worker (ClusterRecovery::rejoined()): the servers
   // are configured and training runs, so it asks them for the keys' versions, takes
   // the step to redo and pulls the weights that step starts from.
   absl::Status Rejoin(const KVStoreInit& init);
@@ -159,6 +160,8 @@ class DistKVStore : public KVStore {
   // the scheduler's rollback order and returns RollbackStatus; the job's end or the
   // timeout return `error`.
   absl::Status AwaitRollback(const absl::Status& error);
+  // The scheduler's rollback order not yet carried out; none without a recovery part.
+  std::optional<RollbackOrder> PendingRollback() const;
   // Opens new streams to every server of `servers` (rank order).
   absl::Status Reconnect(const std::vector<ServerEndpoint>& servers);
   // A client for server `rank` at `address`, with this worker's pull timeout and identity.
@@ -185,6 +188,8 @@ class DistKVStore : public KVStore {
 
   DistOptions options_;
   Cluster& cluster_;
+  // cluster_.recovery(), asked once; null: never rejoined, no identity, no rollbacks.
+  ClusterRecovery* const cluster_recovery_;
   ChannelFactory connect_;
   Clock now_;
   std::vector<std::unique_ptr<ServerChannel>> servers_;

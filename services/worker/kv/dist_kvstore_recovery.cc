@@ -16,11 +16,16 @@
 
 namespace dtrain::worker {
 
+std::optional<RollbackOrder> DistKVStore::PendingRollback() const {
+  if (cluster_recovery_ == nullptr) return std::nullopt;
+  return cluster_recovery_->PendingRollback();
+}
+
 absl::StatusOr<int64_t> DistKVStore::Rollback() {
   // A failed step still pending (the one the order stopped) is over: nothing of it is
   // kept, and its handle's waits fail FAILED_PRECONDITION from now on.
   if (pending_step_ >= 0) FinishPending(pending_id_, absl::InfiniteFuture()).IgnoreError();
-  const std::optional<RollbackOrder> order = cluster_.PendingRollback();
+  const std::optional<RollbackOrder> order = PendingRollback();
   if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
   if (!StepsAreExact(options_.mode)) {
     return absl::FailedPreconditionError(
@@ -48,7 +53,7 @@ absl::StatusOr<int64_t> DistKVStore::Rollback() {
     return absl::FailedPreconditionError(absl::StrCat("rolling back to step ", t, ": key ", placement_.slices[i].key,
                                                       " came back at version ", pulled[i]));
   }
-  cluster_.RollbackDone(order->generation);
+  cluster_recovery_->RollbackDone(order->generation);  // an order came from it
   resume_step_ = t;
   DTRAIN_LOG(WARNING) << order->reason << ": worker " << cluster_.rank() << " pulled the weights of step " << t
                       << " and redoes the steps from there";
@@ -62,13 +67,14 @@ absl::Status DistKVStore::AwaitRollback(const absl::Status& error) {
   const absl::StatusCode code = error.code();
   const bool may_be_rollback = code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kAborted ||
                                code == absl::StatusCode::kCancelled || code == absl::StatusCode::kFailedPrecondition;
-  if (!StepsAreExact(options_.mode) || !may_be_rollback || !cluster_.RollbackEnabled()) return error;
+  if (!StepsAreExact(options_.mode) || !may_be_rollback) return error;
+  if (cluster_recovery_ == nullptr || !cluster_recovery_->RollbackEnabled()) return error;
   const absl::Time deadline = now_() + options_.sync_timeout;
   bool logged = false;
-  cluster_.AwaitingRollback(true);
-  absl::Cleanup done_waiting = [this] { cluster_.AwaitingRollback(false); };
+  cluster_recovery_->AwaitingRollback(true);
+  absl::Cleanup done_waiting = [this] { cluster_recovery_->AwaitingRollback(false); };
   while (now_() < deadline) {
-    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
+    if (std::optional<RollbackOrder> r = PendingRollback()) return RollbackStatus(r->reason);
     if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     if (!logged) {
       DTRAIN_LOG(WARNING) << error.message() << ": waiting up to " << absl::FormatDuration(options_.sync_timeout)
@@ -134,7 +140,7 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
   joined_ = now_();
   resuming_ = true;
-  cluster_.SetResuming(true);
+  cluster_recovery_->SetResuming(true);  // Init rejoins only where the recovery part said so
   // GetVersions also fences the incarnation we replace, before our first push.
   DTRAIN_ASSIGN_OR_RETURN(Versions versions, FetchVersions());
   const std::string missing = MissingKeys(versions);
@@ -203,8 +209,9 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
                      " (a dtrain-server without exact pulls?); redoing the step from it would not be bit-exact"));
   }
   resume_step_ = t;
-  DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation " << cluster_.incarnation()
-                      << ": " << (StepsAreExact(options_.mode) ? "redoing step " : "going on at step ") << t;
+  DTRAIN_LOG(WARNING) << "rejoined the job as worker " << cluster_.rank() << " incarnation "
+                      << cluster_recovery_->incarnation() << ": "
+                      << (StepsAreExact(options_.mode) ? "redoing step " : "going on at step ") << t;
   return absl::OkStatus();
 }
 

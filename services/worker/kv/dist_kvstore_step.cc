@@ -71,7 +71,7 @@ absl::Status DistKVStore::SendStep(int64_t step, const std::vector<bool>& offere
   const bool some_early_sent = std::find(offered.begin(), offered.end(), true) != offered.end();
   absl::Status stop = cluster_.JobStatus();
   if (stop.ok()) {
-    if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) stop = RollbackStatus(r->reason);
+    if (std::optional<RollbackOrder> r = PendingRollback()) stop = RollbackStatus(r->reason);
   }
   if (!stop.ok()) {
     if (some_early_sent) WaitAllServers(now_()).IgnoreError();  // no answer may land after we return
@@ -175,7 +175,7 @@ absl::Status DistKVStore::FinishPending(uint64_t id, absl::Time deadline) {
   if (resuming_) {
     // The redone step is in: this rank has caught up with the job.
     resuming_ = false;
-    cluster_.SetResuming(false);
+    if (cluster_recovery_ != nullptr) cluster_recovery_->SetResuming(false);
     DTRAIN_LOG(WARNING) << "caught up: step " << step << " done " << absl::FormatDuration(now_() - joined_)
                         << " after rejoining";
   }
@@ -225,7 +225,7 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
     // the job stops the step within a second, not at the sync timeout.
     while (!(answered = server.WaitUntil(sent.ticket, std::min(until, now_() + kJobCheckEvery)))) {
       if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
-      if (std::optional<RollbackOrder> r = cluster_.PendingRollback()) return RollbackStatus(r->reason);
+      if (std::optional<RollbackOrder> r = PendingRollback()) return RollbackStatus(r->reason);
       if (now_() >= until) break;
     }
     if (!answered && until < deadline) {
@@ -244,7 +244,9 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
     // The step waited its full sync timeout. If that is because a worker died and may
     // still be replaced (--rejoin-timeout), wait again: the pushes are in, so only the
     // pull is asked again (the server dropped its parked one with its answer).
-    DTRAIN_ASSIGN_OR_RETURN(const bool extend, cluster_.ExtendWaitForRejoin());
+    // Without a recovery part no dead worker is known: the wait is over.
+    if (cluster_recovery_ == nullptr) return st;
+    DTRAIN_ASSIGN_OR_RETURN(const bool extend, cluster_recovery_->ExtendWaitForRejoin());
     if (!extend || IsAsync(options_.mode)) return st;
     if (absl::Status job = cluster_.JobStatus(); !job.ok()) return job;
     extended_since = now_();

@@ -110,12 +110,14 @@ ChannelFactory InProcessServers::factory() {
   };
 }
 
-// One worker's Cluster of a FakeJob.
-class FakeJob::Member final : public Cluster {
+// One worker's Cluster of a FakeJob. The job has no scheduler: a first process has no
+// recovery part (as LocalCluster); a replacement's says it rejoined, and nothing more
+// (no fencing identity, no dead peers, no rollback orders).
+class FakeJob::Member final : public Cluster, public ClusterRecovery {
  public:
   Member(FakeJob* job, int rank, bool rejoined) : job_(job), rank_(rank), rejoined_(rejoined) {}
   int rank() const override { return rank_; }
-  bool rejoined() const override { return rejoined_; }
+  ClusterRecovery* recovery() override { return rejoined_ ? this : nullptr; }
   int num_workers() const override { return job_->num_workers_; }
   const std::vector<ServerEndpoint>& servers() const override { return job_->servers_; }
   absl::Status Barrier(const std::string& name, absl::Duration timeout) override {
@@ -124,6 +126,17 @@ class FakeJob::Member final : public Cluster {
   void ReportProgress(int64_t, double) override {}
   absl::Status JobStatus() const override { return job_->Status(); }
   absl::Status Finish(bool, const std::string&) override { return absl::OkStatus(); }
+
+  bool rejoined() const override { return rejoined_; }
+  void SetResuming(bool) override {}
+  std::vector<DeadPeer> DeadPeers() const override { return {}; }
+  absl::StatusOr<bool> ExtendWaitForRejoin() override { return false; }
+  uint64_t incarnation() const override { return 0; }
+  std::string job_id() const override { return ""; }
+  std::optional<RollbackOrder> PendingRollback() const override { return std::nullopt; }
+  void RollbackDone(uint64_t) override {}
+  void AwaitingRollback(bool) override {}
+  bool RollbackEnabled() const override { return false; }
 
  private:
   FakeJob* job_;

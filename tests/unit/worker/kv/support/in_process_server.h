@@ -158,7 +158,7 @@ class FakeJob {
   // Worker `rank`'s view; lives as long as the job.
   Cluster& worker(int rank);
   // A process that took rank `rank` over after the job started, replacing a dead one
-  // (Cluster::rejoined); lives as long as the job.
+  // (ClusterRecovery::rejoined); lives as long as the job.
   Cluster& replacement(int rank);
   // Ends the job (JobStatus ABORTED with `why`) for every worker.
   void End(const std::string& why);
