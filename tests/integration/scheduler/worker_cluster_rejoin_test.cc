@@ -14,6 +14,8 @@
 namespace dtrain::testing {
 namespace {
 
+using worker::Cluster;
+using worker::ClusterRecovery;
 using worker::JoinOptions;
 using worker::SchedulerCluster;
 
@@ -68,8 +70,11 @@ TEST(WorkerClusterRejoinTest, ADeadPeerIsWaitedForThenItsReplacementRejoins) {
   // The replacement takes rank 1 as incarnation 2 and is told it rejoined.
   auto replacement = SchedulerCluster::Join(Options(sched.address, 1, absl::Seconds(30)));
   ASSERT_TRUE(replacement.ok()) << replacement.status() << sched.process->output();
-  EXPECT_TRUE((*replacement)->rejoined());
-  EXPECT_EQ((*replacement)->incarnation(), 2u);
+  // As the trainer and DistKVStore see it: through the Cluster's recovery part.
+  ClusterRecovery* back = static_cast<Cluster&>(**replacement).recovery();
+  ASSERT_NE(back, nullptr) << "a scheduler's cluster has a recovery part";
+  EXPECT_TRUE(back->rejoined());
+  EXPECT_EQ(back->incarnation(), 2u);
   EXPECT_TRUE(Eventually([&] { return c0.DeadPeers().empty(); }, kTimeout))
       << "worker 0 never heard that worker 1 rejoined\n"
       << sched.process->output();
