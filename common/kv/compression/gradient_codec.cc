@@ -46,10 +46,10 @@ absl::Status ValidateSpec(const CompressionSpec& spec) {
   return absl::InvalidArgumentError(absl::StrCat("unknown gradient compression ", static_cast<int>(spec.type)));
 }
 
-std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec) {
+std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec, const EncodeOptions& options) {
   switch (spec.type) {
-    case CompressionType::kTwoBit: return std::make_unique<TwoBitCodec>(spec.threshold);
-    case CompressionType::kOneBit: return std::make_unique<OneBitCodec>();
+    case CompressionType::kTwoBit: return std::make_unique<TwoBitCodec>(spec.threshold, options.residual_bound);
+    case CompressionType::kOneBit: return std::make_unique<OneBitCodec>(options.residual_bound);
     case CompressionType::kFp16: return std::make_unique<Fp16Codec>();
     case CompressionType::kInt8: return std::make_unique<Int8Codec>();
     default: return nullptr;

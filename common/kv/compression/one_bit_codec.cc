@@ -1,7 +1,9 @@
 #include "common/kv/compression/one_bit_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace dtrain::kv {
 
@@ -18,13 +20,16 @@ void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char
   const float scale = numel > 0 ? static_cast<float>(sum / static_cast<double>(numel)) : 0.0f;
   std::memcpy(bytes, &scale, sizeof(scale));
   uint8_t* bits = bytes + sizeof(scale);
+  const float limit = residual_bound_ > 0 ? residual_bound_ * scale : std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < numel; ++i) {
-    if (residual[i] >= 0) {
+    float r = residual[i];
+    if (r >= 0) {
       bits[i >> 3] |= static_cast<uint8_t>(0x80u >> (i & 7));
-      residual[i] -= scale;
+      r -= scale;
     } else {
-      residual[i] += scale;
+      r += scale;
     }
+    residual[i] = std::clamp(r, -limit, limit);
   }
 }
 

@@ -6,6 +6,9 @@
 // Layout (MXNet's): 16 values per 32-bit word, four per byte, the first value of a
 // byte in its two high bits; 0b11 = +threshold, 0b10 = -threshold, 0b00 (or 0b01) = 0.
 // A partial last word is zero-padded.
+//
+// With a residual bound B > 0 (EncodeOptions, the pushes), every residual is clipped to
+// +-B * threshold after the packing: what a value owes beyond B quanta is dropped.
 #pragma once
 
 #include "common/kv/compression/gradient_codec.h"
@@ -14,7 +17,9 @@ namespace dtrain::kv {
 
 class TwoBitCodec final : public GradientCodec {
  public:
-  explicit TwoBitCodec(float threshold) : threshold_(threshold) {}
+  // `residual_bound`: in quanta, >= 0; 0 keeps the whole residual.
+  explicit TwoBitCodec(float threshold, float residual_bound = 0)
+      : threshold_(threshold), residual_limit_(ResidualLimit(threshold, residual_bound)) {}
 
   CompressionType type() const override { return CompressionType::kTwoBit; }
   // 4 bytes per 16 values (rounded up).
@@ -25,7 +30,11 @@ class TwoBitCodec final : public GradientCodec {
   float threshold() const { return threshold_; }
 
  private:
+  // The largest |residual| kept: bound * threshold, or infinity for bound 0.
+  static float ResidualLimit(float threshold, float bound);
+
   const float threshold_;
+  const float residual_limit_;
 };
 
 }  // namespace dtrain::kv

@@ -6,7 +6,7 @@ PushCompressor::PushCompressor(const kv::CompressionSpec& spec, double gradient_
   if (wire_spec_.type == kv::CompressionType::kTwoBit) {
     wire_spec_.threshold = static_cast<float>(spec.threshold / gradient_scale);
   }
-  codec_ = kv::MakeCodec(wire_spec_);
+  codec_ = kv::MakeCodec(wire_spec_, kv::EncodeOptions{kPushResidualBound});
 }
 
 void PushCompressor::Reset(const kv::Placement& placement) {

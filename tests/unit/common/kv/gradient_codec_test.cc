@@ -113,6 +113,47 @@ TEST(TwoBitCodecTest, DecodesEveryBitPatternAndAnotherThreshold) {
   EXPECT_THAT(out, ElementsAre(0.25f, -0.25f, 0.0f, 0.0f));
 }
 
+// The pushes' bound (EncodeOptions::residual_bound): what a value owes beyond the bound's
+// quanta is dropped, so when its gradient turns the next push already carries the new
+// sign, where the whole residual would go on sending the old one.
+TEST(TwoBitCodecTest, ResidualBoundDropsWhatIsOwedBeyondIt) {
+  const auto bounded = MakeCodec({CompressionType::kTwoBit, 0.5f}, EncodeOptions{1.0f});
+  TwoBitCodec whole(0.5f);
+  const std::vector<float> grad = {2.0f, 0.7f, 0.3f, -0.3f, -0.6f, -3.0f};
+  std::vector<float> r_bounded(grad.size(), 0.0f), r_whole(grad.size(), 0.0f);
+  EXPECT_THAT(RoundTrip(*bounded, grad, r_bounded), ElementsAre(0.5f, 0.5f, 0.0f, 0.0f, -0.5f, -0.5f));
+  EXPECT_THAT(RoundTrip(whole, grad, r_whole), ElementsAre(0.5f, 0.5f, 0.0f, 0.0f, -0.5f, -0.5f));
+  EXPECT_THAT(r_whole, ElementsAre(1.5f, 0.7f - 0.5f, 0.3f, -0.3f, -0.6f + 0.5f, -2.5f));
+  // Within a quantum nothing changes; beyond it, one quantum is kept.
+  EXPECT_THAT(r_bounded, ElementsAre(0.5f, 0.7f - 0.5f, 0.3f, -0.3f, -0.6f + 0.5f, -0.5f));
+  // The gradient turns: the bounded residual sends the new sign, the whole one the old.
+  const std::vector<float> turned = {-1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f};
+  EXPECT_THAT(RoundTrip(*bounded, turned, r_bounded), ElementsAre(-0.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.5f));
+  EXPECT_THAT(RoundTrip(whole, turned, r_whole), ElementsAre(0.5f, 0.0f, 0.0f, 0.0f, 0.0f, -0.5f));
+}
+
+TEST(OneBitCodecTest, ResidualBoundIsInUnitsOfTheScale) {
+  const auto bounded = MakeCodec({CompressionType::kOneBit, 0.0f}, EncodeOptions{1.0f});
+  const std::vector<float> grad = {4.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> r_bounded(grad.size(), 0.0f), r_whole(grad.size(), 0.0f);
+  // scale = 4 / 4 = 1: every value goes as +1.
+  EXPECT_THAT(RoundTrip(*bounded, grad, r_bounded), ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
+  EXPECT_THAT(RoundTrip(OneBitCodec(), grad, r_whole), ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
+  EXPECT_THAT(r_whole, ElementsAre(3.0f, -1.0f, -1.0f, -1.0f));
+  EXPECT_THAT(r_bounded, ElementsAre(1.0f, -1.0f, -1.0f, -1.0f));
+}
+
+TEST(GradientCodecTest, ResidualBoundLeavesFp16AndInt8Alone) {
+  const std::vector<float> grad = {0.1f, -2.0f, 1e-4f, 3.3f};
+  for (CompressionType t : {CompressionType::kFp16, CompressionType::kInt8}) {
+    std::vector<float> r_bounded(grad.size(), 0.0f), r_whole(grad.size(), 0.0f);
+    EXPECT_EQ(RoundTrip(*MakeCodec({t, 0.0f}, EncodeOptions{1.0f}), grad, r_bounded),
+              RoundTrip(*MakeCodec({t, 0.0f}), grad, r_whole))
+        << CompressionTypeName(t);
+    EXPECT_EQ(r_bounded, r_whole) << CompressionTypeName(t);
+  }
+}
+
 TEST(OneBitCodecTest, SignTimesTheMeanMagnitude) {
   OneBitCodec codec;
   const std::vector<float> grad = {1.0f, -3.0f, 0.0f, 2.0f};

@@ -67,6 +67,28 @@ TEST(PushCompressorTest, PackedBytesAndErrorFeedback) {
   for (float r : c.residual(0)) EXPECT_EQ(r, 0.0f);
 }
 
+TEST(PushCompressorTest, TwoBitAndOneBitKeepAtMostOneQuantumOwed) {
+  const kv::Placement placement = TwoSlices();
+  const int64_t n = placement.slices[0].length;
+  const std::vector<float> grad = {3.0f, -0.2f, 0.1f, 0.0f, -5.0f, 0.3f};
+  ASSERT_EQ(static_cast<int64_t>(grad.size()), n);
+  // 2bit: the quantum is the wire threshold (0.5 / 2 = 0.25).
+  PushCompressor two({kv::CompressionType::kTwoBit, 0.5f}, 2.0);
+  two.Reset(placement);
+  two.Pack(0, grad.data(), n);
+  EXPECT_FLOAT_EQ(two.residual(0)[0], 0.25f) << "2.75 owed, one quantum kept";
+  EXPECT_FLOAT_EQ(two.residual(0)[4], -0.25f);
+  EXPECT_FLOAT_EQ(two.residual(0)[1], -0.2f) << "below a quantum: all of it kept";
+  // 1bit: the quantum is the message's scale, mean |grad| = 8.6 / 6.
+  PushCompressor one({kv::CompressionType::kOneBit, 0.0f}, 2.0);
+  one.Reset(placement);
+  one.Pack(0, grad.data(), n);
+  const float scale = 8.6f / 6.0f;
+  EXPECT_NEAR(one.residual(0)[0], scale, 1e-5f);
+  EXPECT_NEAR(one.residual(0)[4], -scale, 1e-5f);
+  EXPECT_NEAR(one.residual(0)[1], -0.2f + scale, 1e-5f);
+}
+
 TEST(PushCompressorTest, ResetForgetsWhatWasOwed) {
   const kv::Placement placement = TwoSlices();
   PushCompressor c({kv::CompressionType::kOneBit, 0.0f}, 1.0);
