@@ -82,7 +82,8 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   AddParsedValue(f, "gc-type", &o->compression.type, kv::ParseCompressionType,
                  kv::CompressionTypeName(o->compression.type),
                  "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
-                 "(sign times the mean magnitude), fp16 or int8; what is not sent is added to the next push. "
+                 "(sign times the mean magnitude), fp16 or int8; what is not sent is added to the next push (2bit, "
+                 "1bit: up to one quantum per value, the rest dropped). "
                  "In dist_sync and dist_device_sync the pulls are then compressed too (int8 after 2bit, 1bit or "
                  "int8 pushes, fp16 after fp16) unless --pull-gc-type says otherwise");
   f.AddParsed(
@@ -94,7 +95,7 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
         o->pull_compression_given = true;
         return absl::OkStatus();
       },
-      "as --gc-type",
+      "follows --gc-type",
       "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value and a "
       "scale) or 1bit; each step's weight change is packed once by the servers, which keep what packing "
       "lost and add it to a later step's, so every worker still holds the same weights. Not given: the "
