@@ -56,6 +56,15 @@ std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec, const Enco
   }
 }
 
+float UniformAt(uint64_t seed, int64_t i) {
+  // splitmix64's finaliser over the seed and the index.
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // 24 bits: exact in a float
+}
+
 absl::Status CheckPackedBytes(const GradientCodec& codec, int64_t packed_bytes, int64_t numel) {
   const int64_t want = codec.PackedBytes(numel);
   if (packed_bytes == want) return absl::OkStatus();

@@ -91,6 +91,10 @@ struct EncodeOptions {
 // The codec for `spec` (which ValidateSpec accepts); null for kNone.
 std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec, const EncodeOptions& options = {});
 
+// Shared by the codecs' rounded (push) encodings: a uniform float in [0, 1) from value
+// `i` of stream `seed`, the same on every machine.
+float UniformAt(uint64_t seed, int64_t i);
+
 // Shared by the codecs: the length check of Decode.
 absl::Status CheckPackedBytes(const GradientCodec& codec, int64_t packed_bytes, int64_t numel);
 

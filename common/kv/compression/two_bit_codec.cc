@@ -36,6 +36,26 @@ void TwoBitCodec::Encode(const float* grad, float* residual, int64_t numel, char
   }
 }
 
+void TwoBitCodec::EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const {
+  auto* bytes = reinterpret_cast<uint8_t*>(out);
+  std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
+  const float q = threshold_, limit = residual_limit_;
+  for (int64_t i = 0; i < numel; ++i) {
+    const float v = residual[i] + grad[i];
+    const float u = UniformAt(seed, i);
+    uint8_t& b = bytes[i >> 2];
+    float r = v;
+    if (v >= q || (v > 0 && u * q < v)) {
+      b |= kPosBits[i & 3];
+      r = v - q;
+    } else if (v <= -q || (v < 0 && u * q < -v)) {
+      b |= kNegBits[i & 3];
+      r = v + q;
+    }
+    residual[i] = std::clamp(r, -limit, limit);
+  }
+}
+
 absl::Status TwoBitCodec::Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const {
   if (absl::Status s = CheckPackedBytes(*this, packed_bytes, numel); !s.ok()) return s;
   const auto* bytes = reinterpret_cast<const uint8_t*>(packed);

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "common/kv/compression/gradient_codec.h"
+#include "common/kv/compression/one_bit_codec.h"
+#include "common/kv/compression/two_bit_codec.h"
 #include "common/kv/placement.h"
 #include "services/worker/kv/server_channel.h"
 
@@ -39,7 +41,9 @@ class PushCompressor {
   // rollback: the gradients they carried belonged to abandoned steps).
   void Reset(const kv::Placement& placement);
   // Slice `i`'s gradient (`numel` floats, as Reset sized it) plus its residual, packed;
-  // the residual keeps what was not sent (2bit, 1bit: up to kPushResidualBound quanta). The bytes stay valid until the
+  // the residual keeps what was not sent (2bit, 1bit: up to kPushResidualBound quanta).
+  // 2bit and 1bit round the values short of a quantum at random, seeded by `i` and the
+  // pushes of slice `i` since Reset (EncodeRounded). The bytes stay valid until the
   // next Pack of slice `i` or Reset.
   PushData Pack(size_t i, const float* grad, int64_t numel);
   // Slice `i`'s residual (tests, and whoever needs to see what is owed).
@@ -50,6 +54,10 @@ class PushCompressor {
   std::unique_ptr<kv::GradientCodec> codec_;
   std::vector<std::vector<float>> residual_;
   std::vector<std::string> packed_;
+  // 2bit, 1bit: codec_ as itself, for its rounded encoding (EncodeRounded); null otherwise.
+  const kv::TwoBitCodec* two_bit_ = nullptr;
+  const kv::OneBitCodec* one_bit_ = nullptr;
+  std::vector<uint64_t> packs_;  // per slice, the pushes packed since Reset: the rounding's seed
 };
 
 }  // namespace dtrain::worker
