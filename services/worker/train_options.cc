@@ -21,6 +21,37 @@ absl::StatusOr<std::vector<int64_t>> ParseEpochList(const std::string& text) {
   return epochs;
 }
 
+// --gc-type, --pull-gc-type (which notes that it was given: FinishTrainFlags derives it
+// from --gc-type otherwise) and --gc-threshold.
+void AddCompressionFlags(FlagSet& f, TrainOptions* o) {
+  AddParsedValue(f, "gc-type", &o->compression.type, kv::ParseCompressionType,
+                 kv::CompressionTypeName(o->compression.type),
+                 "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
+                 "(sign times the mean magnitude), fp16 or int8; what is not sent is added to the next push (2bit, "
+                 "1bit: a value short of a quantum goes as one at random, in proportion, and at most one "
+                 "quantum per value is owed, the rest dropped). "
+                 "In dist_sync and dist_device_sync the pulls are then compressed too (int8 after 2bit, 1bit or "
+                 "int8 pushes, fp16 after fp16) unless --pull-gc-type says otherwise");
+  f.AddParsed(
+      "pull-gc-type",
+      [o](const std::string& text) -> absl::Status {
+        absl::StatusOr<kv::CompressionType> parsed = kv::ParseCompressionType(text);
+        if (!parsed.ok()) return parsed.status();
+        o->pull_compression = *parsed;
+        o->pull_compression_given = true;
+        return absl::OkStatus();
+      },
+      "follows --gc-type",
+      "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value and a "
+      "scale) or 1bit; each step's weight change is packed once by the servers, which keep what packing "
+      "lost and add it to a later step's, so every worker still holds the same weights. Not given: the "
+      "pulls follow --gc-type (int8 after 2bit, 1bit or int8, fp16 after fp16), none in other modes");
+  f.AddDouble("gc-threshold", &o->gc_threshold,
+              "2bit: values reaching +-threshold are sent as +-threshold, in MXNet's units: gradients summed "
+              "over the batch, so the quantum on dtrain's mean gradients is threshold / --batch-size "
+              "(0.5 with batch 64: 0.0078125)");
+}
+
 }  // namespace
 
 void AddTrainFlags(FlagSet& f, TrainOptions* o) {
@@ -79,31 +110,7 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("cpu-replicas", &o->cpu_replicas,
            "for tests: train N model replicas on the CPU, each on its slice of the batch, through the --gpus "
            "path (local aggregation, the host model's gradients pushed); 0: the one model, as usual");
-  AddParsedValue(f, "gc-type", &o->compression.type, kv::ParseCompressionType,
-                 kv::CompressionTypeName(o->compression.type),
-                 "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
-                 "(sign times the mean magnitude), fp16 or int8; what is not sent is added to the next push (2bit, "
-                 "1bit: up to one quantum per value, the rest dropped). "
-                 "In dist_sync and dist_device_sync the pulls are then compressed too (int8 after 2bit, 1bit or "
-                 "int8 pushes, fp16 after fp16) unless --pull-gc-type says otherwise");
-  f.AddParsed(
-      "pull-gc-type",
-      [o](const std::string& text) -> absl::Status {
-        absl::StatusOr<kv::CompressionType> parsed = kv::ParseCompressionType(text);
-        if (!parsed.ok()) return parsed.status();
-        o->pull_compression = *parsed;
-        o->pull_compression_given = true;
-        return absl::OkStatus();
-      },
-      "follows --gc-type",
-      "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value and a "
-      "scale) or 1bit; each step's weight change is packed once by the servers, which keep what packing "
-      "lost and add it to a later step's, so every worker still holds the same weights. Not given: the "
-      "pulls follow --gc-type (int8 after 2bit, 1bit or int8, fp16 after fp16), none in other modes");
-  f.AddDouble("gc-threshold", &o->gc_threshold,
-              "2bit: values reaching +-threshold are sent as +-threshold, in MXNet's units: gradients summed "
-              "over the batch, so the quantum on dtrain's mean gradients is threshold / --batch-size "
-              "(0.5 with batch 64: 0.0078125)");
+  AddCompressionFlags(f, o);
 }
 
 namespace {

@@ -68,10 +68,11 @@ TEST(CompressionTest, TwoBitLenetLearnsWithWorkersBitIdenticalAndSixteenfoldLess
   ASSERT_EQ(fnv0.size(), 1u) << out;
   ASSERT_EQ(fnv1.size(), 1u) << out;
   EXPECT_EQ(fnv0[0], fnv1[0]) << "compressed dist_sync workers ended with different weights";
-  // Measured 0.691 (uncompressed: 0.734) after these 46 steps of 64 per worker; 0.664
-  // before the push residual was bounded and the pull followed the push (weights
-  // e23999be8b6907a5 then, 8ac3a5308a259ba3 now, on the machine that measured them).
-  EXPECT_GE(Accuracy(out, "[worker 0]"), 0.60) << out;
+  // Measured 0.739 (uncompressed: 0.734) after these 46 steps of 64 per worker; 0.664
+  // before the push residual was bounded, short values rounded at random and the pull
+  // made to follow the push (weights e23999be8b6907a5 then, 6e0eeb713d3dfcb2 now, on the
+  // machine that measured them). 0.70 fails the MXNet-style 2bit of before.
+  EXPECT_GE(Accuracy(out, "[worker 0]"), 0.70) << out;
   EXPECT_EQ(Accuracy(out, "[worker 0]"), Accuracy(out, "[worker 1]"));
   // 16 values per 32-bit word; LeNet's slices are nearly all multiples of 16.
   EXPECT_GT(Ratio(out, "[worker 0]"), 15.9) << out;
