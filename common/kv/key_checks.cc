@@ -45,4 +45,15 @@ int64_t KeyBytes(int64_t numel, int64_t state_floats, bool keep_previous, const 
   return ((keep_previous ? 2 : 1) * numel + spare + state_floats) * static_cast<int64_t>(sizeof(float)) + packed_bytes;
 }
 
+std::string PullResidualHint(bool pull_packed, int64_t have, int64_t want, int64_t numel) {
+  if (pull_packed && have == want - numel) {
+    return ". It has no pull residual: it was written with float32 pulls; --pull-gc-type none resumes it "
+           "(a compressed --gc-type compresses the pull too unless told otherwise)";
+  }
+  if (!pull_packed && have == want + numel) {
+    return ". It has a pull residual: resume with the --pull-gc-type it was written with";
+  }
+  return "";
+}
+
 }  // namespace dtrain::kv

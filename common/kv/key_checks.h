@@ -31,4 +31,11 @@ absl::Status CheckNewKey(uint64_t key, const std::vector<int64_t>& shape, const 
 // that came with the request.
 int64_t KeyBytes(int64_t numel, int64_t state_floats, bool keep_previous, const GradientCodec* pull_codec);
 
+// What to add to the error for a resumed key whose optimizer state has `have` floats where
+// the store wants `want`: when that is exactly one pull residual (`numel` floats) off, the
+// likeliest cause, since a compressed --gc-type brings a compressed pull unless
+// --pull-gc-type says otherwise (a checkpoint written before that default has none).
+// Empty otherwise. `pull_packed`: the store packs pulls.
+std::string PullResidualHint(bool pull_packed, int64_t have, int64_t want, int64_t numel);
+
 }  // namespace dtrain::kv

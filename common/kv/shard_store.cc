@@ -235,11 +235,12 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
   DTRAIN_RETURN_IF_ERROR(CheckNewKey(key, shape, values, numel, version));
   const int64_t state_size = setup->state_slots * numel;
   if (!state.empty() && static_cast<int64_t>(state.size()) != state_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("key ", key, ": optimizer state has ", state.size(), " floats, want ", state_size, " (",
-                     setup->config.optimizer.name, " state for ", numel, " elements",
-                     setup->pull_codec != nullptr ? ", plus the pull compression's residual" : "",
-                     "; was the checkpoint written with another --optimizer, --momentum or --pull-gc-type?)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key ", key, ": optimizer state has ", state.size(), " floats, want ", state_size, " (",
+        setup->config.optimizer.name, " state for ", numel, " elements",
+        setup->pull_codec != nullptr ? ", plus the pull compression's residual" : "",
+        "; was the checkpoint written with another --optimizer, --momentum or --pull-gc-type?)",
+        PullResidualHint(setup->pull_codec != nullptr, static_cast<int64_t>(state.size()), state_size, numel)));
   }
   auto it = impl_->keys.find(key);
   if (it != impl_->keys.end()) {

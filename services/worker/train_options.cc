@@ -21,6 +21,37 @@ absl::StatusOr<std::vector<int64_t>> ParseEpochList(const std::string& text) {
   return epochs;
 }
 
+// --gc-type, --pull-gc-type (which notes that it was given: FinishTrainFlags derives it
+// from --gc-type otherwise) and --gc-threshold.
+void AddCompressionFlags(FlagSet& f, TrainOptions* o) {
+  AddParsedValue(f, "gc-type", &o->compression.type, kv::ParseCompressionType,
+                 kv::CompressionTypeName(o->compression.type),
+                 "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
+                 "(sign times the mean magnitude), fp16 or int8; what is not sent is added to the next push (2bit, "
+                 "1bit: a value short of a quantum goes as one at random, in proportion, and at most one "
+                 "quantum per value is owed, the rest dropped). "
+                 "In dist_sync and dist_device_sync the pulls are then compressed too (int8 after 2bit, 1bit or "
+                 "int8 pushes, fp16 after fp16) unless --pull-gc-type says otherwise");
+  f.AddParsed(
+      "pull-gc-type",
+      [o](const std::string& text) -> absl::Status {
+        absl::StatusOr<kv::CompressionType> parsed = kv::ParseCompressionType(text);
+        if (!parsed.ok()) return parsed.status();
+        o->pull_compression = *parsed;
+        o->pull_compression_given = true;
+        return absl::OkStatus();
+      },
+      "follows --gc-type",
+      "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value and a "
+      "scale) or 1bit; each step's weight change is packed once by the servers, which keep what packing "
+      "lost and add it to a later step's, so every worker still holds the same weights. Not given: the "
+      "pulls follow --gc-type (int8 after 2bit, 1bit or int8, fp16 after fp16), none in other modes");
+  f.AddDouble("gc-threshold", &o->gc_threshold,
+              "2bit: values reaching +-threshold are sent as +-threshold, in MXNet's units: gradients summed "
+              "over the batch, so the quantum on dtrain's mean gradients is threshold / --batch-size "
+              "(0.5 with batch 64: 0.0078125)");
+}
+
 }  // namespace
 
 void AddTrainFlags(FlagSet& f, TrainOptions* o) {
@@ -79,16 +110,7 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("cpu-replicas", &o->cpu_replicas,
            "for tests: train N model replicas on the CPU, each on its slice of the batch, through the --gpus "
            "path (local aggregation, the host model's gradients pushed); 0: the one model, as usual");
-  AddParsedValue(f, "gc-type", &o->compression.type, kv::ParseCompressionType,
-                 kv::CompressionTypeName(o->compression.type),
-                 "gradient compression of the pushes (dist_* kv-stores): none, 2bit (+-threshold or 0), 1bit "
-                 "(sign times the mean magnitude) or fp16; what is not sent is added to the next push");
-  AddParsedValue(f, "pull-gc-type", &o->pull_compression, kv::ParseCompressionType,
-                 kv::CompressionTypeName(o->pull_compression),
-                 "compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 (a byte per value "
-                 "and a scale) or 1bit; each step's weight change is packed once by the servers, which keep what "
-                 "packing lost and add it to a later step's, so every worker still holds the same weights");
-  f.AddDouble("gc-threshold", &o->gc_threshold, "2bit: values reaching +-threshold are sent as +-threshold");
+  AddCompressionFlags(f, o);
 }
 
 namespace {
@@ -156,7 +178,28 @@ absl::Status CheckSchedule(const TrainOptions& o) {
   return absl::OkStatus();
 }
 
-// --gc-threshold into o->compression; checks --gc-type and --pull-gc-type against the mode.
+// The pull codec a --gc-type implies where --pull-gc-type is not given: a push that is
+// compressed leaves the float32 pull setting the pace on a full-duplex link (the wide mlp
+// at 300 Mbit/s: 2bit pushes alone ran at 1.01x DDP), so the pull is packed too. 2bit
+// itself cannot pack pulls (its fixed quantum suits gradients, not weight changes) and
+// 1bit pulls cost accuracy that int8 ones do not (docs/tuning.md), so both get int8; fp16
+// and int8 keep their own, near lossless, codec.
+kv::CompressionType DefaultPullCompression(kv::CompressionType push) {
+  switch (push) {
+    case kv::CompressionType::kNone: return kv::CompressionType::kNone;
+    case kv::CompressionType::kFp16: return kv::CompressionType::kFp16;
+    default: return kv::CompressionType::kInt8;
+  }
+}
+
+// Only the steps of dist_sync and dist_device_sync give the servers a weight change to pack.
+bool PullCompressible(KVStoreMode mode) {
+  return mode == KVStoreMode::kDistSync || mode == KVStoreMode::kDistDeviceSync;
+}
+
+// --gc-threshold into o->compression; checks --gc-type and --pull-gc-type against the
+// mode and, when --pull-gc-type is not given, derives it from --gc-type (none where the
+// mode cannot pack pulls: a default never turns a valid command into an error).
 absl::Status ResolveCompression(TrainOptions* o) {
   const kv::CompressionType gc = o->compression.type;
   o->compression.threshold = static_cast<float>(o->gc_threshold);
@@ -167,12 +210,15 @@ absl::Status ResolveCompression(TrainOptions* o) {
     return BadFlag("gc-type", absl::StrCat("compresses the pushes to the servers: it needs a dist_* --kv-store, not ",
                                            KVStoreModeName(o->mode)));
   }
+  if (!o->pull_compression_given) {
+    o->pull_compression = PullCompressible(o->mode) ? DefaultPullCompression(gc) : kv::CompressionType::kNone;
+    return absl::OkStatus();
+  }
   const kv::CompressionType pull_gc = o->pull_compression;
   if (pull_gc == kv::CompressionType::kTwoBit) {
     return BadFlag("pull-gc-type", "2bit's fixed quantum does not fit weight changes: use fp16, int8 or 1bit");
   }
-  if (pull_gc != kv::CompressionType::kNone && o->mode != KVStoreMode::kDistSync &&
-      o->mode != KVStoreMode::kDistDeviceSync) {
+  if (pull_gc != kv::CompressionType::kNone && !PullCompressible(o->mode)) {
     return BadFlag("pull-gc-type", absl::StrCat("sends each step's weight change, which needs the steps of "
                                                 "dist_sync or dist_device_sync, not --kv-store ",
                                                 KVStoreModeName(o->mode)));

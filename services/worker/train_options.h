@@ -64,13 +64,18 @@ struct TrainOptions {
   // without a GPU, for tests. 0: the one host model.
   int64_t cpu_replicas = 0;
   // Gradient compression of the pushes (MXNet's fit.py --gc-type / --gc-threshold):
-  // none, 2bit, 1bit or fp16; the threshold is 2bit's quantum.
+  // none, 2bit, 1bit, fp16 or int8; the threshold is 2bit's quantum in MXNet's units
+  // (gradients summed over the batch; the kvstore divides it by the batch size).
   // --gc-type sets compression.type; FinishTrainFlags sets compression.threshold from
   // --gc-threshold.
   double gc_threshold = 0.5;
   kv::CompressionSpec compression;
-  // Compression of the pulls (dist_sync): none, fp16, int8 or 1bit (kv::StoreConfig).
+  // Compression of the pulls (dist_sync, dist_device_sync): none, fp16, int8 or 1bit
+  // (kv::StoreConfig). --pull-gc-type sets it and pull_compression_given; without the
+  // flag FinishTrainFlags derives it from compression.type (int8 after 2bit, 1bit or
+  // int8, fp16 after fp16; none in the modes that cannot pack pulls).
   kv::CompressionType pull_compression = kv::CompressionType::kNone;
+  bool pull_compression_given = false;
   // Resolved from network + hidden + num_layers.
   models::NetworkSpec network_spec;  // hidden filled in: {128, 64} for the default mlp
 };

@@ -1,7 +1,7 @@
 // Gradient compression end to end: `dtrain launch` with --gc-type 2bit
 // trains LeNet, every dist_sync worker ends with the same weights, the wire carries
-// 1/16 of the float32 bytes, and a worker killed mid-run rejoins (its residual is
-// lost: the job goes on, not bit-identical to an uninterrupted one). With
+// 1/16 of the float32 bytes (and the pull, following the push, a quarter), and a worker killed mid-run rejoins (its
+// residual is lost: the job goes on, not bit-identical to an uninterrupted one). With
 // --pull-gc-type the pulls are packed too, the workers still agree bit for bit, and
 // since the pull's residual lives on the servers a killed worker's recovery stays exact.
 #include <signal.h>
@@ -68,12 +68,19 @@ TEST(CompressionTest, TwoBitLenetLearnsWithWorkersBitIdenticalAndSixteenfoldLess
   ASSERT_EQ(fnv0.size(), 1u) << out;
   ASSERT_EQ(fnv1.size(), 1u) << out;
   EXPECT_EQ(fnv0[0], fnv1[0]) << "compressed dist_sync workers ended with different weights";
-  // Measured 0.664 (uncompressed: 0.734) after these 46 steps of 64 per worker.
-  EXPECT_GE(Accuracy(out, "[worker 0]"), 0.60) << out;
+  // Measured 0.739 (uncompressed: 0.734) after these 46 steps of 64 per worker; 0.664
+  // before the push residual was bounded, short values rounded at random and the pull
+  // made to follow the push (weights e23999be8b6907a5 then, 6e0eeb713d3dfcb2 now, on the
+  // machine that measured them). 0.70 fails the MXNet-style 2bit of before.
+  EXPECT_GE(Accuracy(out, "[worker 0]"), 0.70) << out;
   EXPECT_EQ(Accuracy(out, "[worker 0]"), Accuracy(out, "[worker 1]"));
   // 16 values per 32-bit word; LeNet's slices are nearly all multiples of 16.
   EXPECT_GT(Ratio(out, "[worker 0]"), 15.9) << out;
   EXPECT_LE(Ratio(out, "[worker 0]"), 16.0) << out;
+  // No --pull-gc-type: the pull follows the compressed push, as int8 (the ratio as in
+  // the test below).
+  EXPECT_NE(out.find("pull compression int8"), std::string::npos) << out;
+  EXPECT_GT(PullRatio(out, "[worker 0]"), 3.6) << out;
 }
 
 TEST(CompressionTest, BothWaysLenetLearnsWithWorkersBitIdentical) {

@@ -46,14 +46,23 @@ absl::Status ValidateSpec(const CompressionSpec& spec) {
   return absl::InvalidArgumentError(absl::StrCat("unknown gradient compression ", static_cast<int>(spec.type)));
 }
 
-std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec) {
+std::unique_ptr<GradientCodec> MakeCodec(const CompressionSpec& spec, const EncodeOptions& options) {
   switch (spec.type) {
-    case CompressionType::kTwoBit: return std::make_unique<TwoBitCodec>(spec.threshold);
-    case CompressionType::kOneBit: return std::make_unique<OneBitCodec>();
+    case CompressionType::kTwoBit: return std::make_unique<TwoBitCodec>(spec.threshold, options.residual_bound);
+    case CompressionType::kOneBit: return std::make_unique<OneBitCodec>(options.residual_bound);
     case CompressionType::kFp16: return std::make_unique<Fp16Codec>();
     case CompressionType::kInt8: return std::make_unique<Int8Codec>();
     default: return nullptr;
   }
+}
+
+float UniformAt(uint64_t seed, int64_t i) {
+  // splitmix64's finaliser over the seed and the index.
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (static_cast<uint64_t>(i) + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);  // 24 bits: exact in a float
 }
 
 absl::Status CheckPackedBytes(const GradientCodec& codec, int64_t packed_bytes, int64_t numel) {

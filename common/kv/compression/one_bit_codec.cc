@@ -1,7 +1,9 @@
 #include "common/kv/compression/one_bit_codec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace dtrain::kv {
 
@@ -18,13 +20,38 @@ void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char
   const float scale = numel > 0 ? static_cast<float>(sum / static_cast<double>(numel)) : 0.0f;
   std::memcpy(bytes, &scale, sizeof(scale));
   uint8_t* bits = bytes + sizeof(scale);
+  const float limit = residual_bound_ > 0 ? residual_bound_ * scale : std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < numel; ++i) {
-    if (residual[i] >= 0) {
+    float r = residual[i];
+    if (r >= 0) {
       bits[i >> 3] |= static_cast<uint8_t>(0x80u >> (i & 7));
-      residual[i] -= scale;
+      r -= scale;
     } else {
-      residual[i] += scale;
+      r += scale;
     }
+    residual[i] = std::clamp(r, -limit, limit);
+  }
+}
+
+void OneBitCodec::EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const {
+  auto* bytes = reinterpret_cast<uint8_t*>(out);
+  std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
+  double sum = 0;
+  for (int64_t i = 0; i < numel; ++i) {
+    residual[i] += grad[i];
+    sum += std::fabs(static_cast<double>(residual[i]));
+  }
+  const float scale = numel > 0 ? static_cast<float>(sum / static_cast<double>(numel)) : 0.0f;
+  std::memcpy(bytes, &scale, sizeof(scale));
+  uint8_t* bits = bytes + sizeof(scale);
+  const float limit = residual_bound_ > 0 ? residual_bound_ * scale : std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < numel; ++i) {
+    const float v = residual[i];
+    // v >= s always +, v <= -s always -, in between + with probability (1 + v / s) / 2;
+    // scale 0 (all zero) sends +0.
+    const bool pos = v >= scale || (v > -scale && UniformAt(seed, i) * 2.0f * scale < scale + v);
+    if (pos) bits[i >> 3] |= static_cast<uint8_t>(0x80u >> (i & 7));
+    residual[i] = std::clamp(pos ? v - scale : v + scale, -limit, limit);
   }
 }
 

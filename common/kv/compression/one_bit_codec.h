@@ -6,6 +6,9 @@
 // Layout: the scale (float32, little-endian), then one bit per value, eight per byte,
 // the first value in a byte's high bit; 1 = +scale, 0 = -scale. The bits are padded
 // with zeros to a whole 32-bit word.
+//
+// With a residual bound B > 0 (EncodeOptions, the pushes), every residual is clipped to
+// +-B * scale after the packing: what a value owes beyond B quanta is dropped.
 #pragma once
 
 #include "common/kv/compression/gradient_codec.h"
@@ -14,11 +17,25 @@ namespace dtrain::kv {
 
 class OneBitCodec final : public GradientCodec {
  public:
+  // `residual_bound`: in quanta (the message's scale), >= 0; 0 keeps the whole residual.
+  explicit OneBitCodec(float residual_bound = 0) : residual_bound_(residual_bound) {}
+
   CompressionType type() const override { return CompressionType::kOneBit; }
   // 4 bytes of scale, then 4 bytes per 32 values (rounded up).
   int64_t PackedBytes(int64_t numel) const override { return 4 + (numel + 31) / 32 * 4; }
   void Encode(const float* grad, float* residual, int64_t numel, char* out) const override;
   absl::Status Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const override;
+
+  // The pushes' encoding: as Encode for a value v at least the scale s from zero, but one
+  // within it goes as +s with probability (1 + v / s) / 2, else as -s, so that v is sent
+  // on average, and the residual keeps v - sent. Unbiased as 2bit's; on the wide mlp (2
+  // workers, 3 x 6400 examples) 0.787-0.797 validation accuracy depending on the random
+  // stream, against 0.789 rounded to nearest and 0.811 uncompressed. Random numbers from
+  // `seed` and the value's index alone (UniformAt).
+  void EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const;
+
+ private:
+  const float residual_bound_;
 };
 
 }  // namespace dtrain::kv

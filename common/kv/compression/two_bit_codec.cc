@@ -1,6 +1,8 @@
 #include "common/kv/compression/two_bit_codec.h"
 
+#include <algorithm>
 #include <cstring>
+#include <limits>
 
 namespace dtrain::kv {
 namespace {
@@ -11,22 +13,46 @@ constexpr uint8_t kNegBits[4] = {0x80, 0x20, 0x08, 0x02};
 
 }  // namespace
 
+float TwoBitCodec::ResidualLimit(float threshold, float bound) {
+  return bound > 0 ? bound * threshold : std::numeric_limits<float>::infinity();
+}
+
 void TwoBitCodec::Encode(const float* grad, float* residual, int64_t numel, char* out) const {
   auto* bytes = reinterpret_cast<uint8_t*>(out);
   std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
-  const float pos = threshold_, neg = -threshold_;
+  const float pos = threshold_, neg = -threshold_, limit = residual_limit_;
   for (int64_t i = 0; i < numel; ++i) {
     const float v = residual[i] + grad[i];
     uint8_t& b = bytes[i >> 2];
+    float r = v;
     if (v >= pos) {
       b |= kPosBits[i & 3];
-      residual[i] = v - pos;
+      r = v - pos;
     } else if (v <= neg) {
       b |= kNegBits[i & 3];
-      residual[i] = v - neg;
-    } else {
-      residual[i] = v;
+      r = v - neg;
     }
+    residual[i] = std::clamp(r, -limit, limit);
+  }
+}
+
+void TwoBitCodec::EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const {
+  auto* bytes = reinterpret_cast<uint8_t*>(out);
+  std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
+  const float q = threshold_, limit = residual_limit_;
+  for (int64_t i = 0; i < numel; ++i) {
+    const float v = residual[i] + grad[i];
+    const float u = UniformAt(seed, i);
+    uint8_t& b = bytes[i >> 2];
+    float r = v;
+    if (v >= q || (v > 0 && u * q < v)) {
+      b |= kPosBits[i & 3];
+      r = v - q;
+    } else if (v <= -q || (v < 0 && u * q < -v)) {
+      b |= kNegBits[i & 3];
+      r = v + q;
+    }
+    residual[i] = std::clamp(r, -limit, limit);
   }
 }
 

@@ -1,6 +1,7 @@
 // The worker's training flags: MXNet's defaults, range checks naming the flag.
 #include "services/worker/train_options.h"
 
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 
 namespace dtrain::worker {
@@ -108,7 +109,7 @@ TEST(TrainOptionsTest, GradientCompressionFlags) {
   ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_sync", "--gc-type", "2bit", "--gc-threshold", "0.25"}, &o).ok());
   EXPECT_EQ(o.compression.type, kv::CompressionType::kTwoBit);
   EXPECT_EQ(o.compression.threshold, 0.25f);
-  EXPECT_EQ(o.pull_compression, kv::CompressionType::kNone);
+  EXPECT_EQ(o.pull_compression, kv::CompressionType::kInt8) << "a compressed push compresses the pull";
   TrainOptions p;
   ASSERT_TRUE(ParseWorkerFlags({"--kv-store", "dist_device_sync", "--pull-gc-type", "int8"}, &p).ok());
   EXPECT_EQ(p.pull_compression, kv::CompressionType::kInt8);
@@ -130,6 +131,48 @@ TEST(TrainOptionsTest, GradientCompressionFlags) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.message;
     EXPECT_NE(s.message().find(c.message), absl::string_view::npos) << s.message();
   }
+}
+
+// Without --pull-gc-type the pulls follow --gc-type where the mode can pack them (a float32
+// pull would otherwise set the pace), and stay uncompressed where it cannot: a default
+// never turns a valid command line into an error.
+TEST(TrainOptionsTest, DefaultPullCompressionFollowsThePush) {
+  struct Case {
+    std::vector<std::string> args;
+    kv::CompressionType pull;
+  };
+  using kv::CompressionType;
+  for (const Case& c : std::vector<Case>{
+           {{"--kv-store", "dist_sync"}, CompressionType::kNone},
+           {{"--kv-store", "dist_sync", "--gc-type", "2bit"}, CompressionType::kInt8},
+           {{"--kv-store", "dist_sync", "--gc-type", "1bit"}, CompressionType::kInt8},
+           {{"--kv-store", "dist_sync", "--gc-type", "int8"}, CompressionType::kInt8},
+           {{"--kv-store", "dist_sync", "--gc-type", "fp16"}, CompressionType::kFp16},
+           {{"--kv-store", "dist_device_sync", "--gc-type", "2bit"}, CompressionType::kInt8},
+           // Given explicitly, the pull is what the flag says, none included.
+           {{"--kv-store", "dist_sync", "--gc-type", "2bit", "--pull-gc-type", "none"}, CompressionType::kNone},
+           {{"--kv-store", "dist_sync", "--gc-type", "2bit", "--pull-gc-type", "1bit"}, CompressionType::kOneBit},
+           {{"--kv-store", "dist_sync", "--pull-gc-type", "fp16"}, CompressionType::kFp16},
+           // The modes whose pulls cannot be packed keep float32 pulls, and the command runs.
+           {{"--kv-store", "dist_async", "--gc-type", "2bit"}, CompressionType::kNone},
+           {{"--kv-store", "dist_ssp", "--staleness", "2", "--gc-type", "1bit"}, CompressionType::kNone},
+           {{"--kv-store", "dist_async", "--gc-type", "2bit", "--pull-gc-type", "none"}, CompressionType::kNone},
+       }) {
+    TrainOptions t;
+    absl::Status s = ParseWorkerFlags(c.args, &t);
+    ASSERT_TRUE(s.ok()) << absl::StrJoin(c.args, " ") << ": " << s;
+    EXPECT_EQ(t.pull_compression, c.pull) << absl::StrJoin(c.args, " ");
+  }
+}
+
+// 2bit's threshold is in MXNet's units (gradients summed over the batch): --help says so.
+TEST(TrainOptionsTest, TwoBitThresholdHelpNamesMxnetsUnits) {
+  TrainOptions o;
+  FlagSet flags("dtrain-worker", "test");
+  AddTrainFlags(flags, &o);
+  const std::string usage = flags.Usage();
+  EXPECT_NE(usage.find("summed over the batch"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("threshold / --batch-size"), std::string::npos) << usage;
 }
 
 TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {

@@ -113,6 +113,114 @@ TEST(TwoBitCodecTest, DecodesEveryBitPatternAndAnotherThreshold) {
   EXPECT_THAT(out, ElementsAre(0.25f, -0.25f, 0.0f, 0.0f));
 }
 
+// The pushes' bound (EncodeOptions::residual_bound): what a value owes beyond the bound's
+// quanta is dropped, so when its gradient turns the next push already carries the new
+// sign, where the whole residual would go on sending the old one.
+TEST(TwoBitCodecTest, ResidualBoundDropsWhatIsOwedBeyondIt) {
+  const auto bounded = MakeCodec({CompressionType::kTwoBit, 0.5f}, EncodeOptions{1.0f});
+  TwoBitCodec whole(0.5f);
+  const std::vector<float> grad = {2.0f, 0.7f, 0.3f, -0.3f, -0.6f, -3.0f};
+  std::vector<float> r_bounded(grad.size(), 0.0f), r_whole(grad.size(), 0.0f);
+  EXPECT_THAT(RoundTrip(*bounded, grad, r_bounded), ElementsAre(0.5f, 0.5f, 0.0f, 0.0f, -0.5f, -0.5f));
+  EXPECT_THAT(RoundTrip(whole, grad, r_whole), ElementsAre(0.5f, 0.5f, 0.0f, 0.0f, -0.5f, -0.5f));
+  EXPECT_THAT(r_whole, ElementsAre(1.5f, 0.7f - 0.5f, 0.3f, -0.3f, -0.6f + 0.5f, -2.5f));
+  // Within a quantum nothing changes; beyond it, one quantum is kept.
+  EXPECT_THAT(r_bounded, ElementsAre(0.5f, 0.7f - 0.5f, 0.3f, -0.3f, -0.6f + 0.5f, -0.5f));
+  // The gradient turns: the bounded residual sends the new sign, the whole one the old.
+  const std::vector<float> turned = {-1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f};
+  EXPECT_THAT(RoundTrip(*bounded, turned, r_bounded), ElementsAre(-0.5f, 0.0f, 0.0f, 0.0f, 0.0f, 0.5f));
+  EXPECT_THAT(RoundTrip(whole, turned, r_whole), ElementsAre(0.5f, 0.0f, 0.0f, 0.0f, 0.0f, -0.5f));
+}
+
+// The pushes' 2bit: values at or past the threshold go as Encode sends them; a value short
+// of it goes as a quantum with probability |v| / threshold, so that it is sent on average.
+TEST(TwoBitCodecTest, RoundedEncodingSendsShortValuesInProportion) {
+  const TwoBitCodec codec(0.5f, 1.0f);
+  constexpr int64_t kN = 20000;
+  std::vector<float> grad(kN);
+  for (int64_t i = 0; i < kN; ++i) grad[i] = (i % 4 == 0) ? 0.15f : (i % 4 == 1 ? -0.35f : (i % 4 == 2 ? 0.9f : 0.0f));
+  std::vector<float> residual(kN, 0.0f);
+  std::string packed(static_cast<size_t>(codec.PackedBytes(kN)), '\0');
+  codec.EncodeRounded(grad.data(), residual.data(), kN, packed.data(), 7);
+  std::vector<float> sent(kN);
+  ASSERT_TRUE(codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), sent.data(), kN).ok());
+  double sum[4] = {0, 0, 0, 0};
+  for (int64_t i = 0; i < kN; ++i) {
+    // What was not sent stays owed, as ever (within the bound of one quantum).
+    EXPECT_FLOAT_EQ(sent[i] + residual[i], grad[i]) << i;
+    EXPECT_TRUE(sent[i] == 0.0f || (sent[i] > 0) == (grad[i] > 0)) << "a quantum of the value's own sign";
+    sum[i % 4] += sent[i];
+  }
+  constexpr double kPer = kN / 4;
+  EXPECT_NEAR(sum[0] / kPer, 0.15, 0.02) << "0.15 goes as 0.5 about 30% of the time";
+  EXPECT_NEAR(sum[1] / kPer, -0.35, 0.02);
+  EXPECT_DOUBLE_EQ(sum[2] / kPer, 0.5) << "past the threshold: always one quantum";
+  EXPECT_DOUBLE_EQ(sum[3], 0.0) << "zero is never sent";
+  // The same seed, the same bytes; another seed, others.
+  std::vector<float> r2(kN, 0.0f), r3(kN, 0.0f);
+  std::string again(packed.size(), '\0'), other(packed.size(), '\0');
+  codec.EncodeRounded(grad.data(), r2.data(), kN, again.data(), 7);
+  codec.EncodeRounded(grad.data(), r3.data(), kN, other.data(), 8);
+  EXPECT_EQ(again, packed);
+  EXPECT_EQ(r2, residual);
+  EXPECT_NE(other, packed);
+}
+
+TEST(OneBitCodecTest, RoundedEncodingDrawsSignsInProportion) {
+  const OneBitCodec codec(1.0f);
+  constexpr int64_t kN = 20000;
+  // Half the values 0.25, half 1.75: scale 1.0; 1.75 always goes as +1, 0.25 as +1 with
+  // probability 0.625 (as -1 otherwise), which sends 0.25 on average.
+  std::vector<float> grad(kN);
+  for (int64_t i = 0; i < kN; ++i) grad[i] = i % 2 == 0 ? 0.25f : 1.75f;
+  std::vector<float> residual(kN, 0.0f);
+  std::string packed(static_cast<size_t>(codec.PackedBytes(kN)), '\0');
+  codec.EncodeRounded(grad.data(), residual.data(), kN, packed.data(), 3);
+  std::vector<float> sent(kN);
+  ASSERT_TRUE(codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), sent.data(), kN).ok());
+  double small = 0;
+  for (int64_t i = 0; i < kN; ++i) {
+    if (i % 2 == 1) {
+      EXPECT_EQ(sent[i], 1.0f);
+      EXPECT_FLOAT_EQ(residual[i], 0.75f);
+      continue;
+    }
+    small += sent[i];
+    // As +1: -0.75 owed; as -1: 1.25 owed, bounded to one quantum.
+    EXPECT_FLOAT_EQ(residual[i], sent[i] > 0 ? -0.75f : 1.0f) << i;
+  }
+  EXPECT_NEAR(small / (kN / 2), 0.25, 0.03);
+  // All zero: scale 0, sent as +0, nothing owed.
+  std::vector<float> zero(8, 0.0f), r(8, 0.0f);
+  EXPECT_THAT(RoundTrip(codec, zero, r), ::testing::Each(0.0f));
+  std::string z(static_cast<size_t>(codec.PackedBytes(8)), '\0');
+  codec.EncodeRounded(zero.data(), r.data(), 8, z.data(), 1);
+  EXPECT_EQ(static_cast<uint8_t>(z[4]), 0xff) << "+0 for every value";
+  EXPECT_THAT(r, ::testing::Each(0.0f));
+}
+
+TEST(OneBitCodecTest, ResidualBoundIsInUnitsOfTheScale) {
+  const auto bounded = MakeCodec({CompressionType::kOneBit, 0.0f}, EncodeOptions{1.0f});
+  const std::vector<float> grad = {4.0f, 0.0f, 0.0f, 0.0f};
+  std::vector<float> r_bounded(grad.size(), 0.0f), r_whole(grad.size(), 0.0f);
+  // scale = 4 / 4 = 1: every value goes as +1.
+  EXPECT_THAT(RoundTrip(*bounded, grad, r_bounded), ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
+  EXPECT_THAT(RoundTrip(OneBitCodec(), grad, r_whole), ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
+  EXPECT_THAT(r_whole, ElementsAre(3.0f, -1.0f, -1.0f, -1.0f));
+  EXPECT_THAT(r_bounded, ElementsAre(1.0f, -1.0f, -1.0f, -1.0f));
+}
+
+TEST(GradientCodecTest, ResidualBoundLeavesFp16AndInt8Alone) {
+  const std::vector<float> grad = {0.1f, -2.0f, 1e-4f, 3.3f};
+  for (CompressionType t : {CompressionType::kFp16, CompressionType::kInt8}) {
+    std::vector<float> r_bounded(grad.size(), 0.0f), r_whole(grad.size(), 0.0f);
+    EXPECT_EQ(RoundTrip(*MakeCodec({t, 0.0f}, EncodeOptions{1.0f}), grad, r_bounded),
+              RoundTrip(*MakeCodec({t, 0.0f}), grad, r_whole))
+        << CompressionTypeName(t);
+    EXPECT_EQ(r_bounded, r_whole) << CompressionTypeName(t);
+  }
+}
+
 TEST(OneBitCodecTest, SignTimesTheMeanMagnitude) {
   OneBitCodec codec;
   const std::vector<float> grad = {1.0f, -3.0f, 0.0f, 2.0f};

@@ -216,6 +216,13 @@ TEST(PullDeltaStoreTest, ResidualIsStateThatSnapshotsAndResumesCarry) {
   const absl::Status s = c.InitKey(kKey, {kNumel}, snap[0].values.data(), kNumel, 10, momentum_only);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("--pull-gc-type"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("written with float32 pulls; --pull-gc-type none resumes it"));
+  // And the other way round: a residual where the store packs no pulls.
+  ShardStore d;
+  ASSERT_TRUE(d.Configure(SyncConfig(1, CompressionType::kNone, 0.9)).ok());
+  const absl::Status t = d.InitKey(kKey, {kNumel}, snap[0].values.data(), kNumel, 10, snap[0].optimizer_state);
+  EXPECT_EQ(t.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(t.message()), HasSubstr("It has a pull residual"));
 }
 
 TEST(PullDeltaStoreTest, OnlySyncStoresAndNot2bit) {

@@ -2,6 +2,8 @@
 // error feedback (what a push leaves out comes back in the next one).
 #include "services/worker/kv/push_compressor.h"
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/kv/placement.h"
@@ -65,6 +67,58 @@ TEST(PushCompressorTest, PackedBytesAndErrorFeedback) {
   for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(second[j] + c.residual(1)[j], owed[j], 1e-6f) << j;
   // The other slice was not touched.
   for (float r : c.residual(0)) EXPECT_EQ(r, 0.0f);
+}
+
+TEST(PushCompressorTest, TwoBitAndOneBitKeepAtMostOneQuantumOwed) {
+  const kv::Placement placement = TwoSlices();
+  const int64_t n = placement.slices[0].length;
+  const std::vector<float> grad = {3.0f, -0.2f, 0.1f, 0.0f, -5.0f, 0.3f};
+  ASSERT_EQ(static_cast<int64_t>(grad.size()), n);
+  // 2bit: the quantum is the wire threshold (0.5 / 2 = 0.25).
+  PushCompressor two({kv::CompressionType::kTwoBit, 0.5f}, 2.0);
+  two.Reset(placement);
+  two.Pack(0, grad.data(), n);
+  EXPECT_FLOAT_EQ(two.residual(0)[0], 0.25f) << "2.75 owed, one quantum kept";
+  EXPECT_FLOAT_EQ(two.residual(0)[4], -0.25f);
+  // Below a quantum: sent at random (-0.25 four times in five) or all of it kept.
+  EXPECT_TRUE(two.residual(0)[1] == -0.2f || std::fabs(two.residual(0)[1] - 0.05f) < 1e-6f) << two.residual(0)[1];
+  // 1bit: the quantum is the message's scale, mean |grad| = 8.6 / 6.
+  PushCompressor one({kv::CompressionType::kOneBit, 0.0f}, 2.0);
+  one.Reset(placement);
+  one.Pack(0, grad.data(), n);
+  const float scale = 8.6f / 6.0f;
+  EXPECT_NEAR(one.residual(0)[0], scale, 1e-5f);
+  EXPECT_NEAR(one.residual(0)[4], -scale, 1e-5f);
+  // Within a scale of zero the sign is drawn: -0.2 went as -scale (-0.2 + scale owed) or as
+  // +scale (-0.2 - scale owed, bounded to -scale).
+  const float r1 = one.residual(0)[1];
+  EXPECT_TRUE(std::fabs(r1 - (-0.2f + scale)) < 1e-5f || std::fabs(r1 + scale) < 1e-5f) << r1;
+}
+
+// 2bit's rounding is seeded by the slice and its push count: two compressors fed the
+// same gradients (two runs of one job) pack the same bytes, and a Reset starts over.
+TEST(PushCompressorTest, TwoBitRoundingRepeatsAcrossRunsAndResets) {
+  const kv::Placement placement = TwoSlices();
+  const int64_t n = placement.slices[1].length;
+  std::vector<float> grad(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) grad[j] = 0.01f * static_cast<float>(j) - 0.17f;
+  auto three_pushes = [&](PushCompressor& c) {
+    std::vector<std::string> out;
+    for (int k = 0; k < 3; ++k) {
+      const PushData d = c.Pack(1, grad.data(), n);
+      out.emplace_back(d.bytes, static_cast<size_t>(d.size));
+    }
+    return out;
+  };
+  PushCompressor a({kv::CompressionType::kTwoBit, 0.5f}, 1.0), b({kv::CompressionType::kTwoBit, 0.5f}, 1.0);
+  a.Reset(placement);
+  b.Reset(placement);
+  b.Pack(0, grad.data(), placement.slices[0].length);  // another slice's pushes do not shift slice 1's
+  const std::vector<std::string> first = three_pushes(a);
+  EXPECT_EQ(three_pushes(b), first);
+  EXPECT_NE(first[0], first[1]) << "each push draws anew";
+  a.Reset(placement);
+  EXPECT_EQ(three_pushes(a), first);
 }
 
 TEST(PushCompressorTest, ResetForgetsWhatWasOwed) {
