@@ -80,6 +80,8 @@ absl::Status CheckGpuList(const std::vector<int>& gpus) {
 }
 
 std::string VisibleDevicesText() {
+  // CUDA's own variable, read here only to quote it in an error: the CUDA runtime
+  // applies it, not dtrain's flags.
   const char* v = std::getenv("CUDA_VISIBLE_DEVICES");
   return v == nullptr ? "CUDA_VISIBLE_DEVICES unset" : absl::StrCat("CUDA_VISIBLE_DEVICES=\"", v, "\"");
 }
