@@ -10,8 +10,13 @@ void Int8Codec::Encode(const float* grad, float* residual, int64_t numel, char* 
   float max_abs = 0.0f;
   for (int64_t i = 0; i < numel; ++i) {
     const float v = grad[i] + residual[i];
-    // NaN compares false: make it win, so the scale (and the decode) says so.
-    if (!(std::fabs(v) <= max_abs)) max_abs = std::isnan(v) ? v : std::fabs(v);
+    // A NaN wins, so the scale (and the decode) says so; a value after it must not
+    // take its place (the NaN would then be cast to int8, which is undefined).
+    if (std::isnan(v)) {
+      max_abs = v;
+      break;
+    }
+    if (std::fabs(v) > max_abs) max_abs = std::fabs(v);
   }
   float scale = max_abs / 127.0f;
   // Near FLT_MAX the rounded scale times 127 can overflow: the largest value would come

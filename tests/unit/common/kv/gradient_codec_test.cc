@@ -335,6 +335,11 @@ TEST(Int8CodecTest, ScaleIsTheLargestMagnitudeOver127AndValuesRoundToNearest) {
   std::vector<float> rn(2, 0.0f);
   const std::vector<float> nan_out = RoundTrip(codec, {1.0f, std::nanf("")}, rn);
   EXPECT_TRUE(std::isnan(nan_out[0]) && std::isnan(nan_out[1]));
+  // The same with finite values after the NaN (a fuzzer's input): they must not take
+  // the NaN's place as the scale.
+  std::vector<float> rn2(3, 0.0f);
+  const std::vector<float> nan_first = RoundTrip(codec, {std::nanf(""), 2.0f, 1.0f}, rn2);
+  EXPECT_TRUE(std::isnan(nan_first[0]) && std::isnan(nan_first[1]) && std::isnan(nan_first[2]));
   // Wrong lengths are refused.
   std::vector<float> dst(5);
   EXPECT_EQ(codec.Decode(packed.data(), 8, dst.data(), 5).code(), absl::StatusCode::kInvalidArgument);
