@@ -7,20 +7,29 @@
 
 namespace dtrain::kv {
 
-void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char* out) const {
-  auto* bytes = reinterpret_cast<uint8_t*>(out);
-  std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
-  // residual := grad + residual first, then the scale over it (in double: the sum of
-  // millions of floats would lose the small ones).
+// Both encodings: residual := grad + residual, then the scale over it (in double: the
+// sum of millions of floats would lose the small ones), written at the head of the
+// zeroed `out`. Returns the scale.
+float OneBitCodec::Accumulate(const float* grad, float* residual, int64_t numel, char* out) const {
+  std::memset(out, 0, static_cast<size_t>(PackedBytes(numel)));
   double sum = 0;
   for (int64_t i = 0; i < numel; ++i) {
     residual[i] += grad[i];
     sum += std::fabs(static_cast<double>(residual[i]));
   }
   const float scale = numel > 0 ? static_cast<float>(sum / static_cast<double>(numel)) : 0.0f;
-  std::memcpy(bytes, &scale, sizeof(scale));
-  uint8_t* bits = bytes + sizeof(scale);
-  const float limit = residual_bound_ > 0 ? residual_bound_ * scale : std::numeric_limits<float>::infinity();
+  std::memcpy(out, &scale, sizeof(scale));
+  return scale;
+}
+
+float OneBitCodec::ResidualLimit(float scale) const {
+  return residual_bound_ > 0 ? residual_bound_ * scale : std::numeric_limits<float>::infinity();
+}
+
+void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char* out) const {
+  const float scale = Accumulate(grad, residual, numel, out);
+  auto* bits = reinterpret_cast<uint8_t*>(out) + sizeof(scale);
+  const float limit = ResidualLimit(scale);
   for (int64_t i = 0; i < numel; ++i) {
     float r = residual[i];
     if (r >= 0) {
@@ -34,17 +43,9 @@ void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char
 }
 
 void OneBitCodec::EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const {
-  auto* bytes = reinterpret_cast<uint8_t*>(out);
-  std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
-  double sum = 0;
-  for (int64_t i = 0; i < numel; ++i) {
-    residual[i] += grad[i];
-    sum += std::fabs(static_cast<double>(residual[i]));
-  }
-  const float scale = numel > 0 ? static_cast<float>(sum / static_cast<double>(numel)) : 0.0f;
-  std::memcpy(bytes, &scale, sizeof(scale));
-  uint8_t* bits = bytes + sizeof(scale);
-  const float limit = residual_bound_ > 0 ? residual_bound_ * scale : std::numeric_limits<float>::infinity();
+  const float scale = Accumulate(grad, residual, numel, out);
+  auto* bits = reinterpret_cast<uint8_t*>(out) + sizeof(scale);
+  const float limit = ResidualLimit(scale);
   for (int64_t i = 0; i < numel; ++i) {
     const float v = residual[i];
     // v >= s always +, v <= -s always -, in between + with probability (1 + v / s) / 2;

@@ -35,6 +35,10 @@ class OneBitCodec final : public GradientCodec {
   void EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const;
 
  private:
+  float Accumulate(const float* grad, float* residual, int64_t numel, char* out) const;
+  // How far the residual may go from zero: residual_bound_ quanta of `scale`, or no limit.
+  float ResidualLimit(float scale) const;
+
   const float residual_bound_;
 };
 
