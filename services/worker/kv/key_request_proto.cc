@@ -1,5 +1,7 @@
 #include "services/worker/kv/key_request_proto.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace dtrain::worker {
 namespace {
 
@@ -43,6 +45,19 @@ v1::PushPullRequest KeyRequestProto(const KeyRequest& r, const RequestSender& se
   if (!sender.job_id.empty()) req.set_job_id(sender.job_id);
   if (sender.incarnation != 0) req.set_incarnation(sender.incarnation);
   return req;
+}
+
+std::string PackedAnswerProblem(const v1::PushPullResponse& answer, bool delta_asked, int64_t step,
+                                const kv::GradientCodec* pull_codec) {
+  if (!delta_asked || pull_codec == nullptr) return "a packed answer that was not asked for";
+  if (answer.compression() != static_cast<v1::Compression>(pull_codec->type())) {
+    return absl::StrCat("an answer packed as ", answer.compression(), ", not ",
+                        kv::CompressionTypeName(pull_codec->type()));
+  }
+  if (answer.version() != step + 1) {
+    return absl::StrCat("a packed change to version ", answer.version(), " after pushing step ", step);
+  }
+  return "";
 }
 
 }  // namespace dtrain::worker

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/kv/compression/gradient_codec.h"
 #include "dtrain/v1/parameter_server.pb.h"
 #include "services/worker/kv/server_channel.h"
 
@@ -31,5 +32,11 @@ struct RequestSender {
 // the request's data field; the header says how it is packed. `pull_delta()` of the
 // result tells whether the answer may be a packed change to step + 1.
 v1::PushPullRequest KeyRequestProto(const KeyRequest& request, const RequestSender& sender);
+
+// Whether `answer` to a push-pull of `step` may be a packed change by `pull_codec`
+// (null: the channel has none): "" if so, else what is wrong with it, for the channel's
+// error. `delta_asked`: the request's pull_delta().
+std::string PackedAnswerProblem(const v1::PushPullResponse& answer, bool delta_asked, int64_t step,
+                                const kv::GradientCodec* pull_codec);
 
 }  // namespace dtrain::worker

@@ -20,6 +20,7 @@
 #include "common/kv/tensor_codec.h"
 #include "common/log.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
+#include "services/worker/kv/key_request_proto.h"
 #include "services/worker/kv/ps_client.h"
 
 namespace dtrain::worker {
@@ -346,15 +347,7 @@ struct PsClient::Impl {
   // Whether the answer `r` to ticket `p` may be a packed change (and is well formed for
   // one): "" if so, else what is wrong with it.
   std::string CheckPacked(const v1::PushPullResponse& r, const Pending& p) const {
-    if (!p.delta_ok || pull_codec == nullptr) return "a packed answer that was not asked for";
-    if (r.compression() != static_cast<v1::Compression>(pull_codec->type())) {
-      return absl::StrCat("an answer packed as ", r.compression(), ", not ",
-                          kv::CompressionTypeName(pull_codec->type()));
-    }
-    if (r.version() != p.step + 1) {
-      return absl::StrCat("a packed change to version ", r.version(), " after pushing step ", p.step);
-    }
-    return "";
+    return PackedAnswerProblem(r, p.delta_ok, p.step, pull_codec.get());
   }
 
   void Deliver(grpc::ByteBuffer* buffer) {

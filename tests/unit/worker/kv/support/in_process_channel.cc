@@ -146,15 +146,7 @@ class Answers final : public kv::AnswerSink, public std::enable_shared_from_this
  private:
   // Whether `r` may be a packed change for `p`: "" if so, else what is wrong with it.
   std::string CheckPacked(const v1::PushPullResponse& r, const Pending& p) const {
-    if (!p.delta_ok || pull_codec == nullptr) return "a packed answer that was not asked for";
-    if (r.compression() != static_cast<v1::Compression>(pull_codec->type())) {
-      return absl::StrCat("an answer packed as ", r.compression(), ", not ",
-                          kv::CompressionTypeName(pull_codec->type()));
-    }
-    if (r.version() != p.step + 1) {
-      return absl::StrCat("a packed change to version ", r.version(), " after pushing step ", p.step);
-    }
-    return "";
+    return PackedAnswerProblem(r, p.delta_ok, p.step, pull_codec.get());
   }
 
   // The weights answer `r` with `size` bytes at `data` (-1: none) into `p`.
