@@ -146,6 +146,7 @@ class SchedulerClient::Heartbeat {
         if (hooks_.on_rejoined) hooks_.on_rejoined(node);
       }
       if (response.has_rollback() && hooks_.on_rollback) hooks_.on_rollback(response.rollback());
+      if (response.has_membership() && hooks_.on_membership) hooks_.on_membership(response.membership());
       if (response.shutdown()) ShutdownOnce(response.reason(), response.failed());
     }
     absl::MutexLock lock(&mu_);
@@ -291,6 +292,7 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
   request.set_num_workers(num_workers_);
   request.set_num_servers(num_servers_);
   request.set_replication(replication_);
+  request.set_elastic(elastic_);
   request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
@@ -386,6 +388,7 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   request.set_num_workers(num_workers);
   request.set_num_servers(num_servers);
   request.set_replication(replication_);
+  request.set_elastic(elastic_);
   request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   bool told = false;
@@ -476,12 +479,23 @@ absl::Status SchedulerClient::Barrier(const std::string& name, v1::BarrierGroup 
 }
 
 absl::Status SchedulerClient::Leave(bool failed, const std::string& reason, absl::Duration timeout) {
-  if (rank_ < 0) return absl::FailedPreconditionError("Leave before Register");
   v1::LeaveRequest request;
-  request.set_role(role_);
-  request.set_rank(rank_);
   request.set_failed(failed);
   request.set_reason(reason);
+  return SendLeave(std::move(request), timeout);
+}
+
+absl::Status SchedulerClient::AnnounceLeave(const std::string& reason, absl::Duration timeout) {
+  v1::LeaveRequest request;
+  request.set_reason(reason);
+  request.set_elastic_leave(true);
+  return SendLeave(std::move(request), timeout);
+}
+
+absl::Status SchedulerClient::SendLeave(v1::LeaveRequest request, absl::Duration timeout) {
+  if (rank_ < 0) return absl::FailedPreconditionError("Leave before Register");
+  request.set_role(role_);
+  request.set_rank(rank_);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
   return Retrying("leave", absl::Now() + timeout, [&](absl::Duration left) {

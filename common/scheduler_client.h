@@ -56,6 +56,9 @@ class SchedulerClient {
     // Called with each answer that carries a rollback order; the same
     // order comes again until acted on: RollbackOrder.generation tells them apart.
     std::function<void(const v1::RollbackOrder& order)> on_rollback;
+    // Elastic jobs: called with each answer that carries the job's membership (the
+    // schedule as committed on every server; the same one comes again on each).
+    std::function<void(const v1::MembershipState& membership)> on_membership;
     // How long a broken stream is retried before on_shutdown; matches the
     // scheduler's default --heartbeat-timeout, after which it has declared us dead.
     absl::Duration reconnect_for = absl::Seconds(kDefaultHeartbeatTimeoutSeconds);
@@ -111,6 +114,9 @@ class SchedulerClient {
   absl::Status Barrier(const std::string& name, v1::BarrierGroup group, absl::Duration timeout);
   // Retried like Barrier within `timeout`.
   absl::Status Leave(bool failed, const std::string& reason, absl::Duration timeout = absl::Seconds(10));
+  // A worker of an elastic job asking to be taken out of it (LeaveRequest.elastic_leave):
+  // retried like Leave; the scheduler's refusal (FAILED_PRECONDITION naming MIN) as is.
+  absl::Status AnnounceLeave(const std::string& reason, absl::Duration timeout = absl::Seconds(10));
   absl::StatusOr<v1::GetStatusResponse> GetStatus(absl::Duration timeout);
 
   // Once on_shutdown ran: true when the job failed or the scheduler was lost (exit
@@ -126,6 +132,9 @@ class SchedulerClient {
   // Replicas per key range (--replication), sent with Register so that the scheduler
   // refuses a node configured otherwise; 0 (the default): not said.
   void set_replication(int replication) { replication_ = replication; }
+  // --elastic as sent with every registration ("2:4"; "" for a job that is not
+  // elastic), so that the scheduler refuses a node configured otherwise.
+  void set_elastic(const std::string& elastic) { elastic_ = elastic; }
   // From Register: this process's incarnation of its rank, sent with every request
   // so that a newer process of the same rank fences this one off.
   uint64_t incarnation() const { return incarnation_; }
@@ -153,6 +162,8 @@ class SchedulerClient {
   // or `deadline`; registers again on NOT_FOUND. `what` names the call in errors.
   absl::Status Retrying(const std::string& what, absl::Time deadline,
                         const std::function<grpc::Status(absl::Duration left)>& call);
+  // Leave and AnnounceLeave: `request` with this node's identity, retried like Leave.
+  absl::Status SendLeave(v1::LeaveRequest request, absl::Duration timeout);
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Scheduler::Stub> stub_;
@@ -160,6 +171,7 @@ class SchedulerClient {
   int rank_ = -1;
   std::string job_id_;
   int replication_ = 0;
+  std::string elastic_;
   const std::string cluster_spec_;  // sent with every registration
   uint64_t incarnation_ = 0;
   bool rejoined_ = false;

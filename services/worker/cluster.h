@@ -35,6 +35,7 @@ struct EpochFigures {
 };
 
 class ClusterRecovery;  // cluster_recovery.h
+class ClusterElastic;   // cluster_elastic.h
 
 class Cluster {
  public:
@@ -70,6 +71,9 @@ class Cluster {
   // Rejoin, dead peers, fencing identity and rollback orders (cluster_recovery.h);
   // null where the cluster has none of them (no scheduler).
   virtual ClusterRecovery* recovery() { return nullptr; }
+  // The membership of an elastic job (cluster_elastic.h); null where the job's workers
+  // are fixed.
+  virtual ClusterElastic* elastic() { return nullptr; }
 };
 
 // A job of one worker and no servers (kvstore local, device).

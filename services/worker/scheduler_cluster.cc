@@ -15,6 +15,7 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
   std::unique_ptr<SchedulerCluster> c(new SchedulerCluster(o.scheduler, o));
   c->scheduler_.set_job_id(o.job_id);
   c->scheduler_.set_replication(o.replication);
+  c->scheduler_.set_elastic(o.elastic);
   DTRAIN_ASSIGN_OR_RETURN(v1::RegisterResponse reg,
                           c->scheduler_.Register(v1::ROLE_WORKER, o.host, o.requested_rank, o.num_workers,
                                                  o.num_servers, o.register_timeout));
@@ -29,12 +30,16 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
   for (const auto& s : reg.cluster().servers()) {
     c->servers_.push_back({s.rank(), s.address(), s.state() == v1::NODE_STATE_DEAD});
   }
+  if (!o.elastic.empty()) DTRAIN_RETURN_IF_ERROR(c->TakeMembership(reg));
   SchedulerClient::HeartbeatHooks hooks;
   SchedulerCluster* self = c.get();  // the client (and its hooks' thread) dies with *c
   hooks.on_shutdown = [self](const std::string& reason) { self->OnJobEnded(reason); };
   hooks.on_dead = [self](const v1::NodeInfo& node) { self->OnPeerDead(node); };
   hooks.on_rejoined = [self](const v1::NodeInfo& node) { self->OnPeerRejoined(node); };
   hooks.on_rollback = [self](const v1::RollbackOrder& order) { self->OnRollback(order); };
+  if (c->watch_ != nullptr) {
+    hooks.on_membership = [self](const v1::MembershipState& m) { self->watch_->Update(m); };
+  }
   // A job that waits for replacements (--rejoin-timeout) waits as long for a restarted
   // scheduler: on Kubernetes its pod comes back no sooner than the 10 s back-off.
   hooks.reconnect_for = std::max(hooks.reconnect_for, o.rejoin_timeout);
@@ -49,6 +54,22 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
                         << c->scheduler_.incarnation() << ")";
   }
   return c;
+}
+
+absl::Status SchedulerCluster::TakeMembership(const v1::RegisterResponse& reg) {
+  if (!reg.has_membership()) {
+    return absl::FailedPreconditionError(
+        "this worker runs an elastic job (--elastic) but the scheduler's answer carries no membership: a "
+        "scheduler without --elastic, or one that predates it");
+  }
+  absl::StatusOr<elastic::Membership> m = elastic::MembershipFromProto(reg.membership());
+  if (!m.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the scheduler's membership of this elastic job is bad: ", m.status().message()));
+  }
+  joiner_ = FirstGenerationHolding(m->schedule, rank_) < 0;
+  watch_ = std::make_unique<MembershipWatch>(*std::move(m), [this] { return JobStatus(); });
+  return absl::OkStatus();
 }
 
 void SchedulerCluster::OnPeerDead(const v1::NodeInfo& node) {

@@ -12,7 +12,9 @@
 #include "absl/time/time.h"
 #include "common/scheduler_client.h"
 #include "services/worker/cluster.h"
+#include "services/worker/cluster_elastic.h"
 #include "services/worker/cluster_recovery.h"
+#include "services/worker/membership_watch.h"
 #include "services/worker/peer_tracker.h"
 #include "common/defaults.h"
 
@@ -34,10 +36,14 @@ struct JoinOptions {
   absl::Duration rejoin_log_every = absl::Seconds(10);
   std::string job_id;        // empty: the scheduler's
   std::string cluster_spec;  // --cluster-spec, sent when registering; "" for none
+  // --elastic as "MIN:MAX" ("" for a job that is not elastic): sent when registering; the
+  // scheduler's answer then carries the job's membership, which must parse.
+  std::string elastic;
 };
 
-// Its own recovery part: the scheduler tells of rejoins, dead peers and rollbacks.
-class SchedulerCluster final : public Cluster, public ClusterRecovery {
+// Its own recovery part: the scheduler tells of rejoins, dead peers and rollbacks; and,
+// in an elastic job, its elastic part: the membership from the heartbeats.
+class SchedulerCluster final : public Cluster, public ClusterRecovery, public ClusterElastic {
  public:
   // Registers as a worker (blocking until every node registered, or the register
   // timeout, whose error names who is missing) and starts the heartbeat.
@@ -66,6 +72,17 @@ class SchedulerCluster final : public Cluster, public ClusterRecovery {
   void AwaitingRollback(bool awaiting) override;
   bool RollbackEnabled() const override;
 
+  ClusterElastic* elastic() override { return watch_ != nullptr ? this : nullptr; }
+  elastic::Membership membership() const override { return watch_->current(); }
+  absl::StatusOr<elastic::Membership> AwaitGenerations(int generations, absl::Time deadline) override {
+    return watch_->AwaitGenerations(generations, deadline);
+  }
+  absl::StatusOr<elastic::Membership> AwaitRank(int rank, absl::Time deadline) override {
+    return watch_->AwaitRank(rank, deadline);
+  }
+  bool joiner() const override { return joiner_; }
+  absl::Status AnnounceLeave(const std::string& reason) override { return scheduler_.AnnounceLeave(reason); }
+
  private:
   SchedulerCluster(const std::string& scheduler, const JoinOptions& o)
       : peers_(o.rejoin_timeout, o.rejoin_log_every), scheduler_(scheduler, o.cluster_spec) {}
@@ -73,6 +90,9 @@ class SchedulerCluster final : public Cluster, public ClusterRecovery {
   void OnPeerDead(const v1::NodeInfo& node);
   void OnPeerRejoined(const v1::NodeInfo& node);
   void OnRollback(const v1::RollbackOrder& order);
+  // An elastic job's RegisterResponse.membership, checked (FAILED_PRECONDITION naming
+  // what is wrong): the watch, and whether this worker joins a running job.
+  absl::Status TakeMembership(const v1::RegisterResponse& reg);
 
   int rank_ = -1;
   bool rejoined_ = false;
@@ -84,6 +104,8 @@ class SchedulerCluster final : public Cluster, public ClusterRecovery {
   std::optional<RollbackOrder> rollback_ ABSL_GUARDED_BY(mu_);  // the newest order heard
   uint64_t rollback_done_ ABSL_GUARDED_BY(mu_) = 0;
   bool rollback_enabled_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<MembershipWatch> watch_;  // elastic jobs only
+  bool joiner_ = false;
   // Last: destroyed first, joining the heartbeat thread whose hooks use the members above.
   SchedulerClient scheduler_;
 };

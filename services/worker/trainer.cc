@@ -24,6 +24,10 @@
 #include "services/worker/cluster_recovery.h"
 #include "services/worker/dataset.h"
 #include "services/worker/early_pushes.h"
+#include "services/worker/cluster_elastic.h"
+#include "services/worker/elastic_data.h"
+#include "services/worker/elastic_steps.h"
+#include "services/worker/epoch_spans.h"
 #include "services/worker/lazy_pulls.h"
 #include "services/worker/step_plan.h"
 #include "common/data/dataset.h"
@@ -130,16 +134,19 @@ struct Data {
   bool augment = false;
 };
 
-absl::StatusOr<Data> LoadData(const TrainOptions& o, int rank, int workers) {
+// `elastic`: the whole training set is kept (ElasticSteps picks each step's examples
+// from it) and every worker validates on the whole test set (the workers change).
+absl::StatusOr<Data> LoadData(const TrainOptions& o, int rank, int workers, bool elastic) {
   DTRAIN_ASSIGN_OR_RETURN(data::Dataset set, data::LoadDataset(o.data_dir));
   Data d;
   const TensorSet all = ToTensors(set.train, o.num_examples);
   std::tie(d.mean, d.std) = ChannelStats(all.images);
   d.calibration = all.images.narrow(0, 0, std::min(kCalibrationImages, all.size())).clone();
-  d.train = Partition(all, rank, workers);
+  d.train = elastic ? all : Partition(all, rank, workers);
   // Each worker evaluates its part; ValidateEpoch combines them.
-  d.test = EvalPart(ToTensors(set.test, o.num_test_examples), rank, workers);
-  d.batches = d.train.size() / o.batch_size;
+  d.test = EvalPart(ToTensors(set.test, o.num_test_examples), elastic ? 0 : rank, elastic ? 1 : workers);
+  // An elastic job's epochs start this long (its first generation is the -n workers).
+  d.batches = d.train.size() / (elastic ? workers : 1) / o.batch_size;
   d.input_shape = {set.train.channels, set.train.rows, set.train.cols};
   d.class_names = std::move(set.class_names);
   d.augment = o.augment == "on" || (o.augment == "auto" && set.format == "cifar10");
@@ -242,19 +249,19 @@ void LogSpeed(const TrainOptions& o, int64_t epoch, int64_t batches_done, int64_
       EtaText(run_left));
 }
 
-// One epoch's steps from batch `first_batch` (0 but in a rejoining worker): forward,
-// backward, PushPull, progress lines. The batch order depends only on (seed, epoch,
-// rank), so a replacement starting mid-epoch sees the same batches as the dead worker.
+// One epoch's steps from batch `span.first_batch` (0 but in a rejoining worker or a
+// redo): forward, backward, PushPull, progress lines. `pick` gives each step's examples
+// (indices into data.train): the batch order depends only on (seed, epoch, rank), so a
+// replacement starting mid-epoch sees the same batches as the dead worker.
 // With `replicas` (--gpus, --cpu-replicas) they compute the step's gradients into the
 // host model's, which are pushed as the host model's own are; after each pull the
 // replicas get the new weights. Communication does not overlap computation then.
-absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch, int rank, const Data& data,
-                      models::Network& net, DeviceReplicas* replicas, KVStore& kv, TrainingMonitor& monitor,
-                      const LrChangeLog& lr_log) {
+absl::Status RunEpoch(const TrainOptions& o, const EpochSpan& span, const PickBatch& pick, int rank,
+                      const Data& data, models::Network& net, DeviceReplicas* replicas, KVStore& kv,
+                      TrainingMonitor& monitor, const LrChangeLog& lr_log) {
+  const int64_t epoch = span.epoch;
   std::vector<torch::Tensor> params = net.parameters();
   std::vector<const float*> grads(params.size());
-  const std::vector<int64_t> order = EpochOrder(data.train.size(), o.seed, epoch, rank);
-  auto order_t = torch::tensor(order, torch::kInt64);
   const absl::Duration step_timeout = absl::Seconds(o.sync_timeout_s);
   // The host weights may have changed since the replicas last saw them: the first pull,
   // a resume, a rollback.
@@ -267,13 +274,13 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
     early.emplace(params);
     lazy.emplace(net);
   }
-  for (int64_t b = first_batch; b < data.batches; ++b) {
+  for (int64_t b = span.first_batch; b < span.batches; ++b) {
     const absl::Time step_start = absl::Now();
-    auto idx = order_t.narrow(0, b * o.batch_size, o.batch_size);
+    const int64_t step = span.first_step + b;
+    DTRAIN_ASSIGN_OR_RETURN(const torch::Tensor idx, pick(step, b));
     auto x = data.train.images.index_select(0, idx);
     if (data.augment) x = AugmentBatch(x, /*pad=*/4, o.seed, epoch, rank, b);
     auto y = data.train.labels.index_select(0, idx);
-    const int64_t step = epoch * data.batches + b;
     if (replicas != nullptr) {
       if (const std::string line = lr_log.LineForStep(step); !line.empty()) DTRAIN_LOG(INFO) << line;
       DTRAIN_ASSIGN_OR_RETURN(const DeviceReplicas::StepResult r, replicas->Step(x, y, absl::Now() + step_timeout));
@@ -312,7 +319,7 @@ absl::Status RunEpoch(const TrainOptions& o, int64_t epoch, int64_t first_batch,
       const int64_t correct = logits.argmax(1).eq(y).sum().item<int64_t>();
       monitor.StepDone(step, o.batch_size, loss_value, correct, compute_s);
     }
-    if ((b + 1) % o.disp_batches == 0) LogSpeed(o, epoch, b + 1, data.batches, monitor.TakeWindow());
+    if ((b + 1) % o.disp_batches == 0) LogSpeed(o, epoch, b + 1, span.batches, monitor.TakeWindow());
   }
   if (lazy) DTRAIN_RETURN_IF_ERROR(lazy->Finish());
   return absl::OkStatus();
@@ -400,10 +407,11 @@ absl::Status RedoEpochEnd(const TrainOptions& o, const StepPlan& plan, const Run
 // After an epoch's last step: the job-wide barrier of the epoch (Settle), its log lines,
 // the batch-norm statistics of its weights, worker 0's checkpoint, the validation
 // (this rank's part, combined through the scheduler) and the CSV line.
-absl::Status EndEpoch(const TrainOptions& o, int64_t epoch, absl::Time epoch_start, const RunStart& start,
+absl::Status EndEpoch(const TrainOptions& o, const EpochSpan& span, absl::Time epoch_start, const RunStart& start,
                       const Data& data, models::Network& net, KVStore& kv, Cluster& cluster, TrainingMonitor& monitor,
                       absl::Duration gather_timeout, TrainResult* result) {
-  DTRAIN_RETURN_IF_ERROR(kv.Settle((epoch + 1) * data.batches));
+  const int64_t epoch = span.epoch;
+  DTRAIN_RETURN_IF_ERROR(kv.Settle(span.first_step + span.batches));
   const double train_s = Seconds(epoch_start);
   const TrainingMonitor::Figures ep = monitor.Epoch();
   result->samples += ep.samples;
@@ -443,21 +451,6 @@ absl::StatusOr<StepPlan> PlanStart(const TrainOptions& o, const RunStart& start,
   return plan;
 }
 
-// The run's one rollback handler, after an epoch stopped on a RollbackStatus: a server
-// lost its shard and every server reloaded the snapshot of step t. The weights become
-// exactly t's, and the data order goes back to t: the steps after it are recomputed on
-// the same batches, bit for bit. An epoch checkpoint already written for an epoch redone
-// is written again identically.
-absl::StatusOr<StepPlan> RollBack(KVStore& kv, int64_t batches) {
-  Recovery* const recovery = kv.recovery();
-  if (recovery == nullptr) return absl::UnimplementedError("this kvstore has no rollback");
-  DTRAIN_ASSIGN_OR_RETURN(const int64_t t, recovery->Rollback());
-  const StepPlan plan = PlanRollback(t, batches);
-  DTRAIN_LOG(WARNING) << "resuming at epoch " << plan.first_epoch << " batch " << plan.first_batch << " (step " << t
-                      << ") after the rollback";
-  return plan;
-}
-
 }  // namespace
 
 // As MXNet's fit: the data, the model, the kvstore initialised; then each epoch's steps
@@ -466,34 +459,57 @@ absl::StatusOr<StepPlan> RollBack(KVStore& kv, int64_t batches) {
 absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVStore& kv, WorkerMetrics* metrics,
                                   WorkerDevices devices) {
   const int rank = cluster.rank();
-  DTRAIN_ASSIGN_OR_RETURN(const Data data, LoadData(o, rank, cluster.num_workers()));
+  ClusterElastic* const elastic_cluster = cluster.elastic();
+  DTRAIN_ASSIGN_OR_RETURN(const Data data, LoadData(o, rank, cluster.num_workers(), elastic_cluster != nullptr));
   DTRAIN_ASSIGN_OR_RETURN(Model model, BuildModel(o, data, std::move(devices)));
   models::Network& net = *model.net;
   RunStart start;
   DTRAIN_RETURN_IF_ERROR(StartRun(o, cluster, data, net, kv, &start));
-  DTRAIN_ASSIGN_OR_RETURN(StepPlan plan, PlanStart(o, start, data, net, kv, cluster));
+  std::optional<ElasticSteps> steps;  // an elastic job's data plan and generation
+  EpochSpan span;
+  if (elastic_cluster != nullptr) {
+    steps.emplace(rank, o.seed, data.train.size(), o.batch_size, elastic_cluster->membership(), kv.elastic());
+    DTRAIN_ASSIGN_OR_RETURN(span, ElasticStart(o.load_epoch, *steps, kv));
+  } else {
+    DTRAIN_ASSIGN_OR_RETURN(const StepPlan plan, PlanStart(o, start, data, net, kv, cluster));
+    span = SpanOf(plan, data.batches);
+  }
+  // An elastic job's workers change: each validates on the whole test set itself.
+  LocalCluster solo;
+  Cluster& validation = elastic_cluster != nullptr ? static_cast<Cluster&>(solo) : cluster;
 
   TrainResult result;
   // The servers apply the learning-rate schedule; the worker says when it changes.
   const LrChangeLog lr_log(start.init.optimizer, IsAsync(o.mode) ? cluster.num_workers() : 1);
   TrainingMonitor monitor(cluster, kv, metrics, start.writes_files ? metrics::MetricsCsvPath(o.model_prefix) : "");
   const absl::Duration gather_timeout = absl::Seconds(o.sync_timeout_s);
-  // plan: the next epoch to run and its first batch (0 but after a resume or rollback).
-  while (plan.first_epoch < o.num_epochs) {
-    const int64_t epoch = plan.first_epoch;
-    const absl::Time epoch_start = absl::Now();
-    monitor.StartEpoch(epoch);
-    const absl::Status ran =
-        RunEpoch(o, epoch, plan.first_batch, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
-    if (IsRollback(ran)) {
-      DTRAIN_ASSIGN_OR_RETURN(plan, RollBack(kv, data.batches));
+  absl::Time epoch_start;
+  int64_t started = -1;  // the epoch the monitor counts; a redo in it goes on counting
+  // span: the next epoch to run and its first batch (0 but after a resume, rollback or redo).
+  while (span.epoch < o.num_epochs) {
+    if (span.epoch != started || span.first_batch == 0) {
+      epoch_start = absl::Now();
+      monitor.StartEpoch(span.epoch);
+      started = span.epoch;
+    }
+    const PickBatch pick = steps ? ElasticBatches(*steps)
+                                 : FixedEpochBatches(data.train.size(), o.batch_size, o.seed, span.epoch, rank);
+    const absl::Status ran = RunEpoch(o, span, pick, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
+    bool epoch_over = false;
+    DTRAIN_RETURN_IF_ERROR(NextSpan(ran, absl::Seconds(o.sync_timeout_s), kv, elastic_cluster, steps ? &*steps : nullptr, data.batches, &span,
+                                    &epoch_over, &result.left_at_step));
+    if (result.left_at_step >= 0) return result;
+    if (!epoch_over) {
+      if (IsRollback(ran)) started = -1;  // the rolled-back epoch's figures start again
       continue;
     }
-    DTRAIN_RETURN_IF_ERROR(ran);
     DTRAIN_RETURN_IF_ERROR(
-        EndEpoch(o, epoch, epoch_start, start, data, net, kv, cluster, monitor, gather_timeout, &result));
-    plan = StepPlan();
-    plan.first_epoch = epoch + 1;
+        EndEpoch(o, span, epoch_start, start, data, net, kv, validation, monitor, gather_timeout, &result));
+    if (steps) {
+      DTRAIN_ASSIGN_OR_RETURN(span, steps->SpanFrom(span.first_step + span.batches));
+    } else {
+      span = SpanOf(StepPlan{span.epoch + 1, 0, -1, false}, data.batches);
+    }
   }
   DTRAIN_LOG(INFO) << monitor.StepTimeLine();
   if (const std::optional<std::string> advice = monitor.StallAdvice(o.mode, o.staleness)) {

@@ -20,6 +20,9 @@ struct TrainResult {
   double train_seconds = 0;  // training only: no validation, no checkpoints
   double validation_accuracy = 0;
   uint64_t weights_fnv = 0;  // FNV-1a 64 of the final weights' bytes
+  // An elastic job's worker that left it (SIGTERM, then a generation without it from
+  // this step): >= 0, and the figures above are not the job's. -1: trained to the end.
+  int64_t left_at_step = -1;
 };
 
 // Runs epochs load_epoch .. num_epochs-1 and logs MXNet-style lines:

@@ -8,15 +8,21 @@
 
 #include <torch/torch.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/elastic/elastic_spec.h"
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
 #include "common/log.h"
+#include "common/shutdown_signal.h"
 #include "common/tls/tls_flags.h"
 #include "common/status_macros.h"
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
+#include "services/worker/cluster_elastic.h"
+#include "services/worker/elastic_steps.h"
 #include "services/worker/gpu_devices.h"
+#include "services/worker/leave_on_signal.h"
 #include "services/worker/worker_metrics.h"
 #include "services/worker/kv/dist_kvstore.h"
 #include "services/worker/kv/local_kvstore.h"
@@ -33,7 +39,8 @@ int DefaultThreads(int64_t local_workers) {
 }
 
 // The job this worker belongs to: the scheduler's (dist_*) or a job of one.
-absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options, const ClusterFlags& flags) {
+absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options, const ClusterFlags& flags,
+                                                     const elastic::ElasticSpec& spec) {
   if (!IsDistributed(options.mode)) {
     SetLogIdentity("worker", 0);
     return std::make_unique<LocalCluster>();
@@ -51,6 +58,7 @@ absl::StatusOr<std::unique_ptr<Cluster>> JoinCluster(const TrainOptions& options
   j.rejoin_timeout = absl::Seconds(flags.job.rejoin_timeout_s);
   j.job_id = flags.job.job_id;
   j.cluster_spec = flags.cluster_spec;
+  if (spec.enabled()) j.elastic = absl::StrCat(spec.min_workers, ":", spec.max_workers);
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<SchedulerCluster> c, SchedulerCluster::Join(j));
   return std::unique_ptr<Cluster>(std::move(c));
 }
@@ -68,6 +76,13 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   d.compression = options.compression;
   d.pull_compression = options.pull_compression;
   d.gradient_scale = static_cast<double>(options.batch_size);  // MXNet's threshold units
+  if (ClusterElastic* elastic = cluster.elastic()) {
+    d.elastic = true;
+    if (elastic->joiner()) {
+      DTRAIN_ASSIGN_OR_RETURN(d.join_step, AwaitJoinStep(*elastic, cluster.rank(),
+                                                         absl::Now() + absl::Seconds(flags.job.register_timeout_s)));
+    }
+  }
   DTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<DistKVStore> kv, DistKVStore::Connect(d, cluster));
   return std::unique_ptr<KVStore>(std::move(kv));
 }
@@ -76,6 +91,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
 struct WorkerConfig {
   TrainOptions options;
   ClusterFlags cluster;
+  elastic::ElasticSpec elastic;  // --elastic: workers may join and leave (docs/elastic.md)
   metrics::MetricsFlags metrics;
   WorkerDevices devices;  // what --gpus / --cpu-replicas prepared
 };
@@ -87,6 +103,7 @@ std::optional<int> ParseWorkerFlags(int argc, char** argv, WorkerConfig* c) {
   AddTrainFlags(flags, &c->options);
   c->cluster.job.mode = kDefaultWorkerMode;  // before the flags record it as the default
   AddClusterFlags(flags, &c->cluster, Role::kWorker);
+  elastic::AddElasticFlags(flags, &c->elastic);
   metrics::AddMetricsFlags(flags, &c->metrics);
   absl::Status s = flags.Parse(argc, argv);
   if (flags.help_requested()) {
@@ -95,6 +112,7 @@ std::optional<int> ParseWorkerFlags(int argc, char** argv, WorkerConfig* c) {
   }
   if (s.ok()) s = FinishClusterFlags(&c->cluster, Role::kWorker, IsDistributed(c->cluster.job.mode));
   if (s.ok()) s = FinishTrainFlags(&c->options, c->cluster.job);
+  if (s.ok()) s = elastic::CheckElasticSpec(c->elastic, c->cluster.job.num_workers, c->cluster.job.mode);
   if (s.ok()) s = metrics::CheckMetricsFlags(c->metrics);
   // --gpus is refused here, before the job waits on this worker, unless it can be honoured;
   // the NCCL communicator made here is the one the trainer's replicas use.
@@ -152,6 +170,10 @@ void LogTrainingDone(const TrainResult& result, const KVStore& kv, const TrainOp
 int Run(int argc, char** argv) {
   WorkerConfig c;
   if (std::optional<int> code = ParseWorkerFlags(argc, argv, &c)) return *code;
+  // An elastic job's worker leaves on SIGTERM (leave_on_signal.h); constructed before
+  // LibTorch and gRPC start threads, so that they inherit the blocked signals.
+  std::optional<ShutdownSignal> signal;
+  if (c.elastic.enabled()) signal.emplace();
   const TrainOptions& options = c.options;
   const int threads = options.threads > 0 ? static_cast<int>(options.threads) : DefaultThreads(options.local_workers);
   torch::set_num_threads(threads);
@@ -165,7 +187,7 @@ int Run(int argc, char** argv) {
     return 1;
   }
 
-  absl::StatusOr<std::unique_ptr<Cluster>> cluster = JoinCluster(options, c.cluster);
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = JoinCluster(options, c.cluster, c.elastic);
   if (!cluster.ok()) {
     DTRAIN_LOG(ERROR) << "cannot join the cluster: " << cluster.status().message();
     return 1;
@@ -178,11 +200,19 @@ int Run(int argc, char** argv) {
   if (metrics->registry != nullptr) metrics->registry->SetRank((*cluster)->rank());
   LogTrainingStart(options, threads);
 
+  std::optional<LeaveOnSignal> leave;
+  if (signal && (*cluster)->elastic() != nullptr) leave.emplace(*signal, *(*cluster)->elastic());
   auto result = Train(options, **cluster, **kv, metrics->families.get(), std::move(c.devices));
   if (!result.ok()) {
     DTRAIN_LOG(ERROR) << "training failed: " << result.status().message();
     (void)(*cluster)->Finish(/*failed=*/true, std::string(result.status().message()));
     return 1;
+  }
+  if (result->left_at_step >= 0) {
+    DTRAIN_LOG(INFO) << "worker " << (*cluster)->rank() << " left the job at step " << result->left_at_step;
+    absl::Status left = (*cluster)->Finish(/*failed=*/false, absl::StrCat("left the job at step ", result->left_at_step));
+    if (!left.ok()) DTRAIN_LOG(WARNING) << "could not tell the scheduler this worker left: " << left.message();
+    return 0;
   }
   LogTrainingDone(*result, **kv, options);
   absl::Status left = (*cluster)->Finish(/*failed=*/false, "");

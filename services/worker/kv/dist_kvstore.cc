@@ -88,6 +88,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   compressor_ = PushCompressor(options_.compression, options_.gradient_scale);
   compressor_.Reset(placement_);
   const absl::Duration timeout = options_.sync_timeout;
+  if (options_.join_step >= 0) return JoinAt(options_.join_step);
   if (cluster_recovery_ != nullptr && cluster_recovery_->rejoined()) return Rejoin(init);
 
   // Worker 0 configures the servers and gives every key its first value, as MXNet's

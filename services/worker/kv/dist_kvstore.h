@@ -68,6 +68,15 @@ struct DistOptions {
   // Parameters above this many elements are cut into keys of this many (placement.h).
   // 0: kv::AutoChunkElems, or on a resume the bound its optimizer state was cut with.
   int64_t max_chunk_elems = 0;
+  // An elastic job (--elastic, docs/elastic.md): pushes carry the membership generation
+  // (KVStore::elastic()), a push held by a pending membership change is sent again
+  // until the sync timeout, and one refused "membership changed" ends the step with
+  // MembershipChangedStatus.
+  bool elastic = false;
+  // A worker that joins a running elastic job at this step (>= 0): Init skips the
+  // start-up (Configure, the init barrier) and pulls the weights of exactly that
+  // version. -1: not a joiner.
+  int64_t join_step = -1;
 };
 
 // How DistKVStore reaches server `server_rank` at `address` as worker `worker_rank`:
@@ -80,7 +89,7 @@ using ChannelFactory = std::function<absl::StatusOr<std::unique_ptr<ServerChanne
 absl::StatusOr<std::unique_ptr<ServerChannel>> ConnectPsClient(int server_rank, const std::string& address,
                                                                int worker_rank, absl::Duration connect_timeout);
 
-class DistKVStore : public KVStore {
+class DistKVStore : public KVStore, public ElasticPart {
  public:
   using Clock = std::function<absl::Time()>;
 
@@ -107,6 +116,9 @@ class DistKVStore : public KVStore {
   KVStoreStats stats() const override;
   PushPullTiming last_timing() const override { return last_timing_; }
   Recovery* recovery() override { return &recovery_; }
+  ElasticPart* elastic() override { return options_.elastic ? this : nullptr; }
+  void SetMembershipGeneration(int generation) override { membership_generation_ = generation; }
+  int membership_generation() const override { return membership_generation_; }
 
  private:
   class EarlyStep;   // BeginStep's OpenStep
@@ -173,7 +185,16 @@ class DistKVStore : public KVStore {
     int server = 0;
     ServerChannel::Ticket ticket = 0;
     bool weights = false;  // this answer writes the slice's weights (else: version only)
+    KeyRequest request;    // what was submitted: a push held by a membership change goes again
   };
+  // A push of sent_[i][j] that an elastic job's server held (IsMembershipPending):
+  // submits it again after a pause (HeldPushPause) and returns OK, up to the sync
+  // timeout from the first hold (`*held_since`, set then) or the caller's deadline,
+  // then DEADLINE_EXCEEDED naming the step, the key and the pending change.
+  absl::Status SubmitHeldAgain(size_t i, size_t j, int64_t step, const absl::Status& held, absl::Time caller_deadline,
+                               absl::Time* held_since, uint64_t* attempts);
+  // Join of a running elastic job (DistOptions::join_step): the weights of that version.
+  absl::Status JoinAt(int64_t step);
   // Waits for sent_[i][j] as AwaitSlice describes.
   absl::Status AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait, absl::Time deadline);
   // Replication: `server` is out of every chain (logged once, with why) until a join
@@ -241,6 +262,7 @@ class DistKVStore : public KVStore {
   bool resuming_ = false;
   absl::Time joined_;
   RecoveryPart recovery_{*this};
+  int membership_generation_ = 0;  // ElasticPart
 };
 
 }  // namespace dtrain::worker

@@ -215,4 +215,26 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   return absl::OkStatus();
 }
 
+absl::Status DistKVStore::JoinAt(int64_t step) {
+  // The servers are configured and the others passed the init barrier long ago; keys are
+  // at most at `step` (that step waits for this worker's push), so the pull waits as
+  // any pull does until the generation before has merged it.
+  std::vector<int64_t> pulled(placement_.slices.size(), -1);
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    const auto& slice = placement_.slices[i];
+    const int head = routing_->Head(i);
+    if (head < 0) return NoReplicaLeft(i);
+    servers_[head]->Submit(KeyRequest::PullExact(slice.key, step, params_[slice.param_index].weights + slice.offset,
+                                                 slice.length, &pulled[i]));
+  }
+  DTRAIN_RETURN_IF_ERROR(WaitAllServers(now_() + options_.sync_timeout + kClientGrace));
+  for (size_t i = 0; i < placement_.slices.size(); ++i) {
+    if (pulled[i] == step) continue;
+    return absl::FailedPreconditionError(absl::StrCat("joining at step ", step, ": key ", placement_.slices[i].key,
+                                                      " came back at version ", pulled[i]));
+  }
+  resume_step_ = step;
+  return absl::OkStatus();
+}
+
 }  // namespace dtrain::worker

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/status_macros.h"
 #include "services/worker/kv/dist_kvstore.h"
+#include "services/worker/kv/membership_status.h"
 
 namespace dtrain::worker {
 
@@ -23,17 +24,14 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
       compressor_.enabled() ? compressor_.Pack(i, grad, slice.length) : PushData::Floats(grad, slice.length);
   for (int m : routing_->chain(i)) {
     if (!routing_->InChain(i, m)) continue;
-    if (m == head) {
-      // In dist_sync the weights a step's gradient was computed on are those of version
-      // `step`, as every server of the chain holds them: the answer may be the change.
-      sent_[i].push_back({m,
-                          servers_[m]->Submit(KeyRequest::PushPull(
-                              step, slice.key, data, params_[slice.param_index].weights + slice.offset,
-                              options_.pull_compression != kv::CompressionType::kNone)),
-                          true});
-    } else {
-      sent_[i].push_back({m, servers_[m]->Submit(KeyRequest::PushPullVersionOnly(step, slice.key, data)), false});
-    }
+    // In dist_sync the weights a step's gradient was computed on are those of version
+    // `step`, as every server of the chain holds them: the head's answer may be the change.
+    KeyRequest request = m == head ? KeyRequest::PushPull(step, slice.key, data,
+                                                          params_[slice.param_index].weights + slice.offset,
+                                                          options_.pull_compression != kv::CompressionType::kNone)
+                                   : KeyRequest::PushPullVersionOnly(step, slice.key, data);
+    request.membership_generation = membership_generation_;
+    sent_[i].push_back({m, servers_[m]->Submit(request), m == head, request});
   }
   return absl::OkStatus();
 }
@@ -199,7 +197,8 @@ absl::Status DistKVStore::AwaitSlice(size_t i, int64_t step, absl::Duration* rej
     // member at once); its answer so far is a version only, so ask it for the weights.
     float* w = params_[slice.param_index].weights + slice.offset;
     const int64_t version = PullVersionAfterPush(options_.mode, step, options_.staleness);
-    sent_[i].push_back({next, servers_[next]->Submit(KeyRequest::Pull(slice.key, version, w, slice.length)), true});
+    const KeyRequest pull = KeyRequest::Pull(slice.key, version, w, slice.length);
+    sent_[i].push_back({next, servers_[next]->Submit(pull), true, pull});
   }
   // The weights come first in sent_[i]; what the backups' answers added after them.
   if (sent_[i].size() > 1 && weights_in != absl::InfiniteFuture()) {
@@ -217,6 +216,8 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
   // our own deadline is a little later so that its answer arrives first.
   absl::Time deadline = now_() + options_.sync_timeout + kClientGrace;
   absl::Time extended_since = absl::InfiniteFuture();
+  absl::Time held_since = absl::InfiniteFuture();  // a membership change holds the push
+  uint64_t held_attempts = 0;
   for (;;) {
     // The caller's deadline, where it comes first, ends the wait with our own error.
     const absl::Time until = std::min(deadline, caller_deadline);
@@ -235,6 +236,12 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
     absl::Status st = server.Wait(sent.ticket, deadline);
     if (extended_since != absl::InfiniteFuture()) *rejoin_wait += now_() - extended_since;
     if (st.ok()) return st;
+    if (options_.elastic && IsMembershipPending(st)) {
+      DTRAIN_RETURN_IF_ERROR(SubmitHeldAgain(i, j, step, st, caller_deadline, &held_since, &held_attempts));
+      deadline = now_() + options_.sync_timeout + kClientGrace;
+      continue;
+    }
+    if (options_.elastic && IsMembershipChangeAnswer(st)) return MembershipChangedStatus(step, std::string(st.message()));
     if (!absl::IsDeadlineExceeded(st)) {
       // With replicas a broken stream is a failover (AwaitSlice asks the next member),
       // not a lost shard to roll back from.
@@ -258,4 +265,27 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
     deadline = now_() + options_.sync_timeout + kClientGrace;
   }
 }
+
+absl::Status DistKVStore::SubmitHeldAgain(size_t i, size_t j, int64_t step, const absl::Status& held,
+                                          absl::Time caller_deadline, absl::Time* held_since, uint64_t* attempts) {
+  const absl::Time now = now_();
+  if (*held_since == absl::InfiniteFuture()) {
+    *held_since = now;
+    DTRAIN_LOG(INFO) << "step " << step << ": " << held.message() << "; sending the push again until it is taken";
+  }
+  const absl::Time until = std::min(*held_since + options_.sync_timeout, caller_deadline);
+  const Sent& sent = sent_[i][j];
+  if (now >= until) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("step ", step, ": the push of key ", placement_.slices[i].key, " to server ", sent.server, " at ",
+                     servers_[sent.server]->address(), " was held ",
+                     absl::FormatDuration(absl::Trunc(now - *held_since, absl::Milliseconds(100))), " (", *attempts + 1,
+                     " tries) by a membership change that did not commit: ", held.message()));
+  }
+  const uint64_t salt = (static_cast<uint64_t>(cluster_.rank()) << 32) ^ placement_.slices[i].key;
+  absl::SleepFor(std::min(HeldPushPause((*attempts)++, salt), until - now));
+  sent_[i][j].ticket = servers_[sent.server]->Submit(sent.request);
+  return absl::OkStatus();
+}
+
 }  // namespace dtrain::worker

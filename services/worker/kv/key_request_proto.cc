@@ -36,6 +36,7 @@ v1::PushPullRequest KeyRequestProto(const KeyRequest& r, const RequestSender& se
       // `out` holds the weights of the step pushed: the answer may be the change.
       if (r.target == Target::kDelta && sender.pull_delta) req.set_pull_delta(true);
     }
+    if (r.membership_generation != 0) req.set_membership_generation(r.membership_generation);
     const kv::CompressionType packed = r.payload.compression.type;
     if (packed != kv::CompressionType::kNone) {
       req.set_compression(static_cast<v1::Compression>(packed));

@@ -132,6 +132,18 @@ class Recovery {
   virtual absl::StatusOr<int64_t> Rollback() = 0;
 };
 
+// The elastic part of a store (docs/elastic.md): KVStore::elastic(), null where the
+// job's worker set is fixed.
+class ElasticPart {
+ public:
+  virtual ~ElasticPart() = default;
+  // The index of the membership generation this worker runs: every push from now on
+  // carries it (0 at the start). A step refused "membership changed" is redone tagged
+  // with the generation that holds it.
+  virtual void SetMembershipGeneration(int generation) = 0;
+  virtual int membership_generation() const = 0;
+};
+
 class KVStore {
  public:
   virtual ~KVStore() = default;
@@ -170,6 +182,8 @@ class KVStore {
 
   // Rejoin and rollback (Recovery); null where the store has neither.
   virtual Recovery* recovery() { return nullptr; }
+  // Membership generations (ElasticPart); null where the store has none.
+  virtual ElasticPart* elastic() { return nullptr; }
 };
 
 // A handle whose step is over with `status`: what a synchronous store's steps return.
@@ -179,5 +193,14 @@ std::unique_ptr<PendingStep> FinishedStep(absl::Status status);
 // order's reason, marked so that it is told apart from a failure).
 absl::Status RollbackStatus(const std::string& reason);
 bool IsRollback(const absl::Status& status);
+
+// The status a step returns when a server refused its push "membership changed from
+// step S: ..." (an elastic job committed a generation without this worker's before
+// `step`): ABORTED with the server's text, marked, carrying `step`, the step to redo in
+// the new generation. membership_status.cc.
+absl::Status MembershipChangedStatus(int64_t step, const std::string& reason);
+bool IsMembershipChanged(const absl::Status& status);
+// The step a MembershipChangedStatus carries; -1 for any other status.
+int64_t MembershipChangedStep(const absl::Status& status);
 
 }  // namespace dtrain::worker

@@ -89,6 +89,9 @@ struct KeyRequest {
   float* out = nullptr;            // kWeights, kExact, kDelta: numel floats
   int64_t numel = 0;               // of `out`; a push-pull's is payload.numel
   int64_t* version_out = nullptr;  // when non-null: the answer's version
+  // Push, push-pull of an elastic job: the index of the membership generation the
+  // worker runs (PushPullRequest.membership_generation); 0 otherwise.
+  int membership_generation = 0;
 
   static KeyRequest Push(int64_t step, uint64_t key, const PushData& data);
   static KeyRequest Push(int64_t step, uint64_t key, const float* grad, int64_t numel);

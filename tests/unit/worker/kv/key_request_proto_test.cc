@@ -78,5 +78,17 @@ TEST(KeyRequestProtoTest, TheIdentityIsSentOnlyOnceSet) {
   EXPECT_EQ(named.request_id(), 0u) << "the channel numbers its requests";
 }
 
+TEST(KeyRequestProtoTest, APushCarriesItsMembershipGenerationAndAPullNone) {
+  const float grad[2] = {1, 2};
+  float out[2];
+  KeyRequest push = KeyRequest::PushPull(5, 7, grad, out, 2);
+  EXPECT_EQ(KeyRequestProto(push, Sender()).membership_generation(), 0) << "a fixed job's pushes: generation 0";
+  push.membership_generation = 3;
+  EXPECT_EQ(KeyRequestProto(push, Sender()).membership_generation(), 3);
+  KeyRequest pull = KeyRequest::Pull(7, 5, out, 2);
+  pull.membership_generation = 3;
+  EXPECT_EQ(KeyRequestProto(pull, Sender()).membership_generation(), 0) << "the gate admits pushes only";
+}
+
 }  // namespace
 }  // namespace dtrain::worker

@@ -1,0 +1,82 @@
+#include "services/worker/elastic_steps.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "services/worker/membership_watch.h"
+
+namespace dtrain::worker {
+
+RedoPlan PlanRedo(const elastic::MembershipSchedule& schedule, int rank, int64_t step) {
+  RedoPlan redo;
+  redo.step = step;
+  redo.generation = schedule.IndexAt(step);
+  const std::vector<int>& ranks = schedule.generations()[redo.generation].ranks;
+  redo.workers = static_cast<int>(ranks.size());
+  redo.left = !std::binary_search(ranks.begin(), ranks.end(), rank);
+  return redo;
+}
+
+ElasticSteps::ElasticSteps(int rank, int64_t seed, int64_t num_examples, int64_t batch_size,
+                           elastic::Membership membership, ElasticPart* tag)
+    : rank_(rank),
+      seed_(seed),
+      num_examples_(num_examples),
+      batch_size_(batch_size),
+      membership_(std::move(membership)),
+      tag_(tag) {
+  plan_.emplace(seed, num_examples, batch_size, membership_.schedule);
+}
+
+absl::StatusOr<EpochSpan> ElasticSteps::SpanFrom(int64_t step) const {
+  DTRAIN_ASSIGN_OR_RETURN(const elastic::StepPlace place, plan_->Place(step));
+  return EpochSpan{place.epoch, place.epoch_first_step, place.epoch_steps, step - place.epoch_first_step};
+}
+
+absl::StatusOr<std::vector<int64_t>> ElasticSteps::Batch(int64_t step) {
+  DTRAIN_ASSIGN_OR_RETURN(const elastic::StepPlace place, plan_->Place(step));
+  if (!share_ || share_->place.segment_first_step != place.segment_first_step ||
+      share_->place.epoch != place.epoch) {
+    DTRAIN_ASSIGN_OR_RETURN(elastic::DataPlan::SegmentShare share, plan_->Share(step, rank_));
+    share_ = std::move(share);
+  }
+  const int64_t begin = (step - place.segment_first_step) * batch_size_;
+  if (begin < 0 || begin + batch_size_ > static_cast<int64_t>(share_->examples.size())) {
+    return absl::InternalError(absl::StrCat("step ", step, ": batch at ", begin, " past rank ", rank_, "'s share of ",
+                                            share_->examples.size(), " examples"));
+  }
+  if (tag_ != nullptr) tag_->SetMembershipGeneration(place.generation);
+  return std::vector<int64_t>(share_->examples.begin() + begin, share_->examples.begin() + begin + batch_size_);
+}
+
+RedoPlan ElasticSteps::Adopt(elastic::Membership membership, int64_t step) {
+  membership_ = std::move(membership);
+  plan_.emplace(seed_, num_examples_, batch_size_, membership_.schedule);
+  share_.reset();
+  const RedoPlan redo = PlanRedo(membership_.schedule, rank_, step);
+  if (tag_ != nullptr && !redo.left) tag_->SetMembershipGeneration(redo.generation);
+  return redo;
+}
+
+absl::StatusOr<RedoPlan> ElasticSteps::AfterChange(ClusterElastic& cluster, int64_t step, absl::Time deadline) {
+  const int held = static_cast<int>(membership_.schedule.generations().size());
+  DTRAIN_ASSIGN_OR_RETURN(elastic::Membership next, cluster.AwaitGenerations(held, deadline));
+  const RedoPlan redo = Adopt(std::move(next), step);
+  DTRAIN_LOG(WARNING) << "membership changed at step " << step << ": "
+                      << membership_.schedule.Describe(redo.generation)
+                      << (redo.left ? "; this worker is not in it" : "; redoing the step in it");
+  return redo;
+}
+
+absl::StatusOr<int64_t> AwaitJoinStep(ClusterElastic& cluster, int rank, absl::Time deadline) {
+  DTRAIN_ASSIGN_OR_RETURN(const elastic::Membership m, cluster.AwaitRank(rank, deadline));
+  const int index = FirstGenerationHolding(m.schedule, rank);
+  const elastic::Generation& g = m.schedule.generations()[index];
+  DTRAIN_LOG(INFO) << "worker " << rank << " joins at step " << g.from_step << ": " << g.ranks.size() << " workers";
+  return g.from_step;
+}
+
+}  // namespace dtrain::worker
