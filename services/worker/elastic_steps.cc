@@ -38,8 +38,7 @@ absl::StatusOr<EpochSpan> ElasticSteps::SpanFrom(int64_t step) const {
 
 absl::StatusOr<std::vector<int64_t>> ElasticSteps::Batch(int64_t step) {
   DTRAIN_ASSIGN_OR_RETURN(const elastic::StepPlace place, plan_->Place(step));
-  if (!share_ || share_->place.segment_first_step != place.segment_first_step ||
-      share_->place.epoch != place.epoch) {
+  if (!share_ || share_->place.segment_first_step != place.segment_first_step || share_->place.epoch != place.epoch) {
     DTRAIN_ASSIGN_OR_RETURN(elastic::DataPlan::SegmentShare share, plan_->Share(step, rank_));
     share_ = std::move(share);
   }
@@ -65,8 +64,7 @@ absl::StatusOr<RedoPlan> ElasticSteps::AfterChange(ClusterElastic& cluster, int6
   const int held = static_cast<int>(membership_.schedule.generations().size());
   DTRAIN_ASSIGN_OR_RETURN(elastic::Membership next, cluster.AwaitGenerations(held, deadline));
   const RedoPlan redo = Adopt(std::move(next), step);
-  DTRAIN_LOG(WARNING) << "membership changed at step " << step << ": "
-                      << membership_.schedule.Describe(redo.generation)
+  DTRAIN_LOG(WARNING) << "membership changed at step " << step << ": " << membership_.schedule.Describe(redo.generation)
                       << (redo.left ? "; this worker is not in it" : "; redoing the step in it");
   return redo;
 }

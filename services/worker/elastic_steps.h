@@ -29,10 +29,10 @@ struct EpochSpan {
 
 // What to do after a push of step `step` was refused "membership changed".
 struct RedoPlan {
-  int64_t step = 0;     // the step to redo (the refused one)
-  int generation = 0;   // the schedule's index of the generation that holds it
-  bool left = false;    // that generation does not hold this rank: it leaves the job
-  int workers = 0;      // the generation's worker count
+  int64_t step = 0;    // the step to redo (the refused one)
+  int generation = 0;  // the schedule's index of the generation that holds it
+  bool left = false;   // that generation does not hold this rank: it leaves the job
+  int workers = 0;     // the generation's worker count
 };
 
 // Decides RedoPlan for `rank` from `schedule`, which must hold a generation from `step`

@@ -48,8 +48,9 @@ absl::StatusOr<EpochSpan> ElasticStart(int64_t load_epoch, ElasticSteps& steps, 
 // steps go on. `*span` becomes the next part to run; `*epoch_over` says whether the
 // epoch in `*span` before ended (EndEpoch is due); `*left_at` (>= 0) that this worker
 // left the job there. Rollbacks (a fixed job's) and membership changes (an elastic one's).
-absl::Status NextSpan(const absl::Status& ran, absl::Duration sync_timeout, KVStore& kv, ClusterElastic* elastic_cluster,
-                      ElasticSteps* steps, int64_t batches, EpochSpan* span, bool* epoch_over, int64_t* left_at) {
+absl::Status NextSpan(const absl::Status& ran, absl::Duration sync_timeout, KVStore& kv,
+                      ClusterElastic* elastic_cluster, ElasticSteps* steps, int64_t batches, EpochSpan* span,
+                      bool* epoch_over, int64_t* left_at) {
   *epoch_over = false;
   if (IsRollback(ran)) {
     DTRAIN_ASSIGN_OR_RETURN(const StepPlan plan, RollBack(kv, batches));

@@ -46,8 +46,8 @@ elastic::Membership MembershipWatch::current() const {
   return membership_;
 }
 
-absl::StatusOr<elastic::Membership> MembershipWatch::Await(
-    const std::function<bool(const elastic::Membership&)>& ready, const std::string& what, absl::Time deadline) {
+absl::StatusOr<elastic::Membership> MembershipWatch::Await(const std::function<bool(const elastic::Membership&)>& ready,
+                                                           const std::string& what, absl::Time deadline) {
   const absl::Time start = absl::Now();
   while (true) {
     if (job_status_) {
@@ -58,10 +58,9 @@ absl::StatusOr<elastic::Membership> MembershipWatch::Await(
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       const elastic::MembershipSchedule& s = membership_.schedule;
-      return absl::DeadlineExceededError(
-          absl::StrCat("waited ", absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))), " for ", what,
-                       " (the scheduler's membership holds ", s.Describe(static_cast<int>(s.generations().size()) - 1),
-                       ")"));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "waited ", absl::FormatDuration(absl::Trunc(now - start, absl::Seconds(1))), " for ", what,
+          " (the scheduler's membership holds ", s.Describe(static_cast<int>(s.generations().size()) - 1), ")"));
     }
     changed_.WaitWithDeadline(&mu_, std::min(deadline, now + kJobCheckEvery));
   }

@@ -256,9 +256,9 @@ void LogSpeed(const TrainOptions& o, int64_t epoch, int64_t batches_done, int64_
 // With `replicas` (--gpus, --cpu-replicas) they compute the step's gradients into the
 // host model's, which are pushed as the host model's own are; after each pull the
 // replicas get the new weights. Communication does not overlap computation then.
-absl::Status RunEpoch(const TrainOptions& o, const EpochSpan& span, const PickBatch& pick, int rank,
-                      const Data& data, models::Network& net, DeviceReplicas* replicas, KVStore& kv,
-                      TrainingMonitor& monitor, const LrChangeLog& lr_log) {
+absl::Status RunEpoch(const TrainOptions& o, const EpochSpan& span, const PickBatch& pick, int rank, const Data& data,
+                      models::Network& net, DeviceReplicas* replicas, KVStore& kv, TrainingMonitor& monitor,
+                      const LrChangeLog& lr_log) {
   const int64_t epoch = span.epoch;
   std::vector<torch::Tensor> params = net.parameters();
   std::vector<const float*> grads(params.size());
@@ -492,12 +492,12 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
       monitor.StartEpoch(span.epoch);
       started = span.epoch;
     }
-    const PickBatch pick = steps ? ElasticBatches(*steps)
-                                 : FixedEpochBatches(data.train.size(), o.batch_size, o.seed, span.epoch, rank);
+    const PickBatch pick =
+        steps ? ElasticBatches(*steps) : FixedEpochBatches(data.train.size(), o.batch_size, o.seed, span.epoch, rank);
     const absl::Status ran = RunEpoch(o, span, pick, rank, data, net, model.replicas.get(), kv, monitor, lr_log);
     bool epoch_over = false;
-    DTRAIN_RETURN_IF_ERROR(NextSpan(ran, absl::Seconds(o.sync_timeout_s), kv, elastic_cluster, steps ? &*steps : nullptr, data.batches, &span,
-                                    &epoch_over, &result.left_at_step));
+    DTRAIN_RETURN_IF_ERROR(NextSpan(ran, absl::Seconds(o.sync_timeout_s), kv, elastic_cluster,
+                                    steps ? &*steps : nullptr, data.batches, &span, &epoch_over, &result.left_at_step));
     if (result.left_at_step >= 0) return result;
     if (!epoch_over) {
       if (IsRollback(ran)) started = -1;  // the rolled-back epoch's figures start again

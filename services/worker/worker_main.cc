@@ -210,7 +210,8 @@ int Run(int argc, char** argv) {
   }
   if (result->left_at_step >= 0) {
     DTRAIN_LOG(INFO) << "worker " << (*cluster)->rank() << " left the job at step " << result->left_at_step;
-    absl::Status left = (*cluster)->Finish(/*failed=*/false, absl::StrCat("left the job at step ", result->left_at_step));
+    absl::Status left =
+        (*cluster)->Finish(/*failed=*/false, absl::StrCat("left the job at step ", result->left_at_step));
     if (!left.ok()) DTRAIN_LOG(WARNING) << "could not tell the scheduler this worker left: " << left.message();
     return 0;
   }

@@ -26,10 +26,10 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
     if (!routing_->InChain(i, m)) continue;
     // In dist_sync the weights a step's gradient was computed on are those of version
     // `step`, as every server of the chain holds them: the head's answer may be the change.
-    KeyRequest request = m == head ? KeyRequest::PushPull(step, slice.key, data,
-                                                          params_[slice.param_index].weights + slice.offset,
-                                                          options_.pull_compression != kv::CompressionType::kNone)
-                                   : KeyRequest::PushPullVersionOnly(step, slice.key, data);
+    KeyRequest request =
+        m == head ? KeyRequest::PushPull(step, slice.key, data, params_[slice.param_index].weights + slice.offset,
+                                         options_.pull_compression != kv::CompressionType::kNone)
+                  : KeyRequest::PushPullVersionOnly(step, slice.key, data);
     request.membership_generation = membership_generation_;
     sent_[i].push_back({m, servers_[m]->Submit(request), m == head, request});
   }
@@ -241,7 +241,8 @@ absl::Status DistKVStore::AwaitSent(size_t i, size_t j, int64_t step, absl::Dura
       deadline = now_() + options_.sync_timeout + kClientGrace;
       continue;
     }
-    if (options_.elastic && IsMembershipChangeAnswer(st)) return MembershipChangedStatus(step, std::string(st.message()));
+    if (options_.elastic && IsMembershipChangeAnswer(st))
+      return MembershipChangedStatus(step, std::string(st.message()));
     if (!absl::IsDeadlineExceeded(st)) {
       // With replicas a broken stream is a failover (AwaitSlice asks the next member),
       // not a lost shard to roll back from.

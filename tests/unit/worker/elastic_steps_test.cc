@@ -30,8 +30,7 @@ class RecordingTag final : public ElasticPart {
 const elastic::Membership kTwo = MakeMembership(1, 4, {{0, {0, 1}}});
 
 TEST(PlanRedoTest, TheGenerationThatHoldsTheStepDecidesAndARankNotInItLeaves) {
-  const elastic::MembershipSchedule s =
-      MakeMembership(1, 4, {{0, {0, 1}}, {5, {0, 1, 2}}, {9, {0, 2}}}).schedule;
+  const elastic::MembershipSchedule s = MakeMembership(1, 4, {{0, {0, 1}}, {5, {0, 1, 2}}, {9, {0, 2}}}).schedule;
   RedoPlan redo = PlanRedo(s, 1, 5);
   EXPECT_EQ(redo.step, 5);
   EXPECT_EQ(redo.generation, 1);
@@ -66,8 +65,8 @@ struct Refused {
     cluster.Heartbeat(next);
     span = *steps.SpanFrom(step);
     span.first_batch = 0;  // the epoch ran from its start up to the refused step
-    status = NextSpan(MembershipChangedStatus(step, "membership changed from step ..."), absl::Seconds(5), kv,
-                      &cluster, &steps, 12, &span, &epoch_over, &left_at);
+    status = NextSpan(MembershipChangedStatus(step, "membership changed from step ..."), absl::Seconds(5), kv, &cluster,
+                      &steps, 12, &span, &epoch_over, &left_at);
   }
   FakeClusterElastic cluster;
   RecordingTag tag;
@@ -140,9 +139,9 @@ TEST(NextSpanTest, AFixedJobsErrorsPassAndItsEpochsFollowEachOther) {
   EXPECT_EQ(span.first_batch, 3);
   bool over = false;
   int64_t left = -1;
-  EXPECT_EQ(NextSpan(absl::InternalError("diverged"), absl::Seconds(1), kv, nullptr, nullptr, 12, &span, &over, &left)
-                .code(),
-            absl::StatusCode::kInternal);
+  EXPECT_EQ(
+      NextSpan(absl::InternalError("diverged"), absl::Seconds(1), kv, nullptr, nullptr, 12, &span, &over, &left).code(),
+      absl::StatusCode::kInternal);
   ASSERT_TRUE(NextSpan(absl::OkStatus(), absl::Seconds(1), kv, nullptr, nullptr, 12, &span, &over, &left).ok());
   EXPECT_TRUE(over);
   // A membership change in a job without an elastic part is an error like any other.

@@ -22,8 +22,8 @@
 namespace dtrain::worker {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FakeJob;
+using ::testing::HasSubstr;
 using testing::InProcessServers;
 
 constexpr int kWorkers = 2;
@@ -106,15 +106,14 @@ class GatedChannel final : public ServerChannel {
   absl::flat_hash_map<Ticket, absl::Status> refusals_ ABSL_GUARDED_BY(mu_);
 };
 
-elastic::MembershipSchedule StartSchedule() {
-  return *elastic::MembershipSchedule::Create(1, 3, {{0, {0, 1}}});
-}
+elastic::MembershipSchedule StartSchedule() { return *elastic::MembershipSchedule::Create(1, 3, {{0, {0, 1}}}); }
 
 // Two servers, each behind a gate of its own, as an elastic job runs them.
 class ElasticPushTest : public ::testing::Test {
  protected:
   ElasticPushTest() : servers_(2) {
-    for (int s = 0; s < servers_.size(); ++s) gates_.push_back(std::make_unique<elastic::MembershipGate>(StartSchedule()));
+    for (int s = 0; s < servers_.size(); ++s)
+      gates_.push_back(std::make_unique<elastic::MembershipGate>(StartSchedule()));
   }
 
   ChannelFactory Factory() {
@@ -138,9 +137,8 @@ class ElasticPushTest : public ::testing::Test {
   }
 
   // Each worker (a thread) connects, initialises and runs `body`; returns their weights.
-  std::vector<std::vector<std::vector<float>>> Run(const DistOptions& options,
-                                                   const std::function<void(int, DistKVStore&,
-                                                                            std::vector<const float*>&)>& body) {
+  std::vector<std::vector<std::vector<float>>> Run(
+      const DistOptions& options, const std::function<void(int, DistKVStore&, std::vector<const float*>&)>& body) {
     FakeJob job(kWorkers, servers_.endpoints());
     std::vector<std::vector<std::vector<float>>> weights(kWorkers);
     std::vector<std::thread> threads;

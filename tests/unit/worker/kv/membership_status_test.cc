@@ -24,7 +24,8 @@ TEST(MembershipStatusTest, OnlyTheGatesHoldingTextsAreAPendingChange) {
 TEST(MembershipStatusTest, OnlyAnAbortedMembershipChangedIsARedo) {
   EXPECT_TRUE(IsMembershipChangeAnswer(absl::AbortedError(
       "server 0 at h:1: push-pull of key 3: membership changed from step 180: generation 2, workers {0,1,3}")));
-  EXPECT_TRUE(IsMembershipChangeAnswer(absl::AbortedError("membership changed from step 4: generation 1, workers {0}")));
+  EXPECT_TRUE(
+      IsMembershipChangeAnswer(absl::AbortedError("membership changed from step 4: generation 1, workers {0}")));
   EXPECT_FALSE(IsMembershipChangeAnswer(absl::AbortedError("rolled back to step 800: server 1 lost its shard")));
   EXPECT_FALSE(IsMembershipChangeAnswer(absl::UnavailableError("membership changed from step 4")));
 }
