@@ -491,10 +491,10 @@ std::optional<int> StartJobScheduler(Job& job) {
                                job.f.job.num_workers, " workers (kv-store ", KVStoreModeName(job.f.job.mode), ", job ",
                                job.f.job.job_id, ElasticSummary(job.f.elastic.spec), ")"));
   job.env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
-  if (job.f.elastic.spec.enabled()) {
-    job.sup.Message(
-        absl::StrCat("to add a worker while it runs: ",
-                     JoinCommand(job.env, job.f.bin_dir + "/dtrain-worker", job.f.job.mode, job.f.worker_args)));
+  const std::string tls_dir = job.tls.has_value() ? job.tls->dir() : "";
+  for (const std::string& line : JoinInstructions(job.f.elastic.spec, job.env, job.f.bin_dir + "/dtrain-worker",
+                                                  job.f.job.mode, job.f.worker_args, tls_dir)) {
+    job.sup.Message(line);
   }
   job.env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   return std::nullopt;

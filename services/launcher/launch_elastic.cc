@@ -133,4 +133,21 @@ std::string JoinCommand(const std::vector<std::pair<std::string, std::string>>& 
   return command;
 }
 
+std::vector<std::string> JoinInstructions(const elastic::ElasticSpec& spec,
+                                          const std::vector<std::pair<std::string, std::string>>& job_env,
+                                          const std::string& worker_binary, KVStoreMode mode,
+                                          const std::vector<std::string>& worker_args, const std::string& tls_dir) {
+  std::vector<std::string> lines;
+  if (!spec.enabled()) return lines;
+  lines.push_back(
+      absl::StrCat("to add a worker while it runs: ", JoinCommand(job_env, worker_binary, mode, worker_args)));
+  if (!tls_dir.empty()) {
+    const std::string stem = absl::StrCat(ShellWord(tls_dir), "/worker-K");
+    lines.push_back(absl::StrCat("with --tls, add for a free rank K below ", spec.max_workers,
+                                 ": DTRAIN_RANK=K DTRAIN_TLS_CA=", ShellWord(tls_dir), "/ca.crt DTRAIN_TLS_CERT=", stem,
+                                 ".crt DTRAIN_TLS_KEY=", stem, ".key"));
+  }
+  return lines;
+}
+
 }  // namespace dtrain::launcher

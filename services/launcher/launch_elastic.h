@@ -54,6 +54,15 @@ std::string ElasticSummary(const elastic::ElasticSpec& spec);
 // share `job_env` (DTRAIN_SCHEDULER_ADDR among them): those of its variables a worker
 // needs to join (no DTRAIN_RANK: the scheduler gives it the lowest free one), then
 // `WORKER-BINARY --kv-store MODE WORKER-FLAGS`, shell-quoted where needed.
+// What the launcher of an elastic job says once its scheduler runs (nothing when not
+// elastic): "to add a worker while it runs: " and JoinCommand, and with TLS (`tls_dir`
+// not empty: the certificates LaunchTls wrote, one per rank up to MAX) the rank and
+// the files the joiner must take, since a certificate names its rank.
+std::vector<std::string> JoinInstructions(const elastic::ElasticSpec& spec,
+                                          const std::vector<std::pair<std::string, std::string>>& job_env,
+                                          const std::string& worker_binary, KVStoreMode mode,
+                                          const std::vector<std::string>& worker_args, const std::string& tls_dir);
+
 std::string JoinCommand(const std::vector<std::pair<std::string, std::string>>& job_env,
                         const std::string& worker_binary, KVStoreMode mode,
                         const std::vector<std::string>& worker_args);

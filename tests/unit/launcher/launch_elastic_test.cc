@@ -151,3 +151,26 @@ TEST(LaunchElasticTest, TheJoinCommandCarriesWhatAWorkerMustAgreeOnAndNoRank) {
 
 }  // namespace
 }  // namespace dtrain::launcher
+
+namespace dtrain::launcher {
+namespace {
+
+TEST(LaunchElasticTest, JoinInstructionsOnlyForAnElasticJobAndWithTlsNameTheRanksCertificate) {
+  const std::vector<std::pair<std::string, std::string>> env = {{"DTRAIN_SCHEDULER_ADDR", "127.0.0.1:9"}};
+  LaunchElastic off;
+  EXPECT_TRUE(JoinInstructions(off.spec, env, "w", KVStoreMode::kDistSync, {}, "/t/tls").empty());
+  LaunchElastic on;
+  ASSERT_TRUE(Parse({"--elastic", "2:4"}, &on).ok());
+  const std::vector<std::string> plain = JoinInstructions(on.spec, env, "w", KVStoreMode::kDistSync, {}, "");
+  EXPECT_EQ(plain,
+            std::vector<std::string>{"to add a worker while it runs: DTRAIN_SCHEDULER_ADDR=127.0.0.1:9 w --kv-store "
+                                     "dist_sync"});
+  const std::vector<std::string> tls = JoinInstructions(on.spec, env, "w", KVStoreMode::kDistSync, {}, "/t/tls");
+  ASSERT_EQ(tls.size(), 2u);
+  EXPECT_EQ(tls[1],
+            "with --tls, add for a free rank K below 4: DTRAIN_RANK=K DTRAIN_TLS_CA=/t/tls/ca.crt "
+            "DTRAIN_TLS_CERT=/t/tls/worker-K.crt DTRAIN_TLS_KEY=/t/tls/worker-K.key");
+}
+
+}  // namespace
+}  // namespace dtrain::launcher
