@@ -423,7 +423,7 @@ EnvList JobEnv(const LaunchFlags& f, int servers) {
 bool MakeTls(const LaunchFlags& f, Supervisor& sup, const std::string& dir, int servers,
              std::optional<LaunchTls>* tls) {
   // An elastic job's ranks go up to MAX: a worker joining by hand takes the
-  // certificate of the rank it asks for (docs/elastic-launch.md).
+  // certificate of the rank it asks for (README.md, "Elastic workers").
   const int64_t ranks = f.elastic.spec.enabled() ? f.elastic.spec.max_workers : f.job.num_workers;
   absl::StatusOr<LaunchTls> made = LaunchTls::Create(dir, "local", servers, static_cast<int>(ranks));
   if (!made.ok()) {
