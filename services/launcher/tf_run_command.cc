@@ -147,6 +147,33 @@ absl::StatusOr<TfClusterLaunch> LoadSpec(const TfRunFlags& f, std::vector<std::s
 
 void Say(const std::string& text) { std::fprintf(stderr, "dtrain run: %s\n", text.c_str()); }
 
+// The workers' kv-store, added to `worker_args` when they name none, checked with the
+// elastic settings against the spec's `workers`: INVALID_ARGUMENT saying why not.
+absl::StatusOr<std::string> WorkersKvStore(const TfRunFlags& f, size_t workers, std::vector<std::string>* worker_args) {
+  // What the workers train with unless their flags say otherwise: bit-identical workers,
+  // as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
+  // SyncReplicasOptimizer; --kv-store dist_async is that).
+  std::string kv_store = KvStoreOf(*worker_args);
+  if (kv_store.empty()) {
+    kv_store = KVStoreModeName(kDefaultJobMode);
+    worker_args->insert(worker_args->begin(), {"--kv-store", kv_store});
+  }
+  absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store);
+  if (!mode.ok() || !IsDistributed(*mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-store ", kv_store,
+                                                   mode.ok() ? " trains in one process; a cluster spec needs a dist_* "
+                                                               "kv-store (dist_sync, dist_async, dist_ssp)"
+                                                             : absl::StrCat(": ", mode.status().message())));
+  }
+  if (absl::Status s = CheckLaunchElastic(f.elastic, static_cast<int64_t>(workers), *mode); !s.ok()) {
+    // The spec's worker count stands for -n here.
+    const bool about_count = absl::StartsWith(s.message(), "--num-workers");
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(), about_count ? absl::StrCat(" (the ", workers, " workers the spec lists)") : ""));
+  }
+  return kv_store;
+}
+
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 // Worker 0 (the chief): the scheduler and the worker, supervised as `dtrain launch`
@@ -245,27 +272,9 @@ int TfRunCommand(const std::vector<std::string>& args) {
   if (!warning.empty()) Say(absl::StrCat("warning: ", warning));
 
   std::vector<std::string> worker_args = f.worker_args;
-  // What the workers train with unless their flags say otherwise: bit-identical workers,
-  // as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
-  // SyncReplicasOptimizer; --kv-store dist_async is that).
-  std::string kv_store = KvStoreOf(worker_args);
-  if (kv_store.empty()) {
-    kv_store = KVStoreModeName(kDefaultJobMode);
-    worker_args.insert(worker_args.begin(), {"--kv-store", kv_store});
-  }
-  absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store);
-  if (!mode.ok() || !IsDistributed(*mode)) {
-    Say(absl::StrCat("--kv-store ", kv_store,
-                     mode.ok() ? " trains in one process; a cluster spec needs a dist_* kv-store "
-                                 "(dist_sync, dist_async, dist_ssp)"
-                               : absl::StrCat(": ", mode.status().message())));
-    return 2;
-  }
-  const int64_t workers = static_cast<int64_t>(launch->cluster.worker.size());
-  if (absl::Status s = CheckLaunchElastic(f.elastic, workers, *mode); !s.ok()) {
-    // The spec's worker count stands for -n here.
-    const bool about_count = absl::StartsWith(s.message(), "--num-workers");
-    Say(absl::StrCat(s.message(), about_count ? absl::StrCat(" (the ", workers, " workers the spec lists)") : ""));
+  absl::StatusOr<std::string> kv_store = WorkersKvStore(f, launch->cluster.worker.size(), &worker_args);
+  if (!kv_store.ok()) {
+    Say(std::string(kv_store.status().message()));
     return 2;
   }
   const std::string scheduler = SchedulerAddressOf(launch->cluster, static_cast<int>(f.scheduler_port));
@@ -303,7 +312,7 @@ int TfRunCommand(const std::vector<std::string>& args) {
     env.emplace_back("DTRAIN_RANK", std::to_string(launch->rank));
     return ExecTask(f.bin_dir, "worker", env, worker_args);
   }
-  return RunWithScheduler(f, scheduler, env, worker_args, kv_store);
+  return RunWithScheduler(f, scheduler, env, worker_args, *kv_store);
 }
 
 }  // namespace dtrain::launcher
