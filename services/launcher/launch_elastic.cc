@@ -11,11 +11,12 @@ namespace dtrain::launcher {
 namespace {
 
 // What a joining worker must agree on with the job (the scheduler refuses a node that
-// says otherwise) and where to find it; not the launcher's per-child settings (ranks,
-// ports, log prefixes, metrics and certificate files).
-constexpr const char* kJoinEnv[] = {"DTRAIN_SCHEDULER_ADDR", "DTRAIN_NUM_WORKERS", "DTRAIN_NUM_SERVERS",
-                                    "DTRAIN_REPLICATION",    "DTRAIN_JOB_ID",      "DTRAIN_ELASTIC",
-                                    "DTRAIN_REJOIN_TIMEOUT", "DTRAIN_NODE_HOST"};
+// says otherwise), where to find it, and the thread share the launched workers run with
+// (DTRAIN_LOCAL_WORKERS: the same --threads 0 share as theirs); not the launcher's
+// per-child settings (ranks, ports, log prefixes, metrics and certificate files).
+constexpr const char* kJoinEnv[] = {"DTRAIN_SCHEDULER_ADDR", "DTRAIN_NUM_WORKERS",   "DTRAIN_NUM_SERVERS",
+                                    "DTRAIN_REPLICATION",    "DTRAIN_JOB_ID",        "DTRAIN_ELASTIC",
+                                    "DTRAIN_REJOIN_TIMEOUT", "DTRAIN_LOCAL_WORKERS", "DTRAIN_NODE_HOST"};
 
 // `text` as one shell word.
 std::string ShellWord(const std::string& text) {

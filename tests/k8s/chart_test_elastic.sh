@@ -29,6 +29,12 @@ expect_json "elastic 2:4 worker" "$w" \
 for c in scheduler server worker; do
   expect_json "not elastic $c" "$(job_of "$WORK/not elastic by default.json" "$c")" "$elastic_env" '[]'
 done
+scale_cmd="kubectl -n default patch job dtrain-worker --type merge -p '{\"spec\":{\"parallelism\":N,\"completions\":N}}'"
+if grep -qF -- "$scale_cmd" "$WORK/elastic 2:4.notes" && ! grep -q "Elastic workers" "$WORK/not elastic by default.notes"; then
+  ok "NOTES: the scale command for an elastic job only"
+else
+  bad "NOTES: expected '$scale_cmd' for elastic 2:4 and no elastic note otherwise"
+fi
 
 echo "== elastic workers: bad bounds refused, naming the values"
 render_refused "elastic MIN > MAX" "elastic.minWorkers (3) is above elastic.maxWorkers (2)" \

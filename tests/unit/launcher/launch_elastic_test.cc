@@ -136,16 +136,22 @@ TEST(LaunchElasticTest, EveryChildIsToldTheBoundsAndOnlyTheSchedulerTheRest) {
 }
 
 TEST(LaunchElasticTest, TheJoinCommandCarriesWhatAWorkerMustAgreeOnAndNoRank) {
-  const std::vector<std::pair<std::string, std::string>> env = {
-      {"DTRAIN_NUM_WORKERS", "2"},  {"DTRAIN_NUM_SERVERS", "1"},
-      {"DTRAIN_REPLICATION", "1"},  {"DTRAIN_NODE_HOST", "127.0.0.1"},
-      {"DTRAIN_LOG_IDENTITY", "0"}, {"DTRAIN_JOB_ID", "job-1"},
-      {"DTRAIN_ELASTIC", "2:4"},    {"DTRAIN_SCHEDULER_ADDR", "127.0.0.1:9091"},
-      {"DTRAIN_RANK", "1"}};
+  const std::vector<std::pair<std::string, std::string>> env = {{"DTRAIN_NUM_WORKERS", "2"},
+                                                                {"DTRAIN_NUM_SERVERS", "1"},
+                                                                {"DTRAIN_REPLICATION", "1"},
+                                                                {"DTRAIN_NODE_HOST", "127.0.0.1"},
+                                                                {"DTRAIN_LOG_IDENTITY", "0"},
+                                                                {"DTRAIN_JOB_ID", "job-1"},
+                                                                {"DTRAIN_ELASTIC", "2:4"},
+                                                                {"DTRAIN_SCHEDULER_ADDR", "127.0.0.1:9091"},
+                                                                {"DTRAIN_RANK", "1"},
+                                                                {"DTRAIN_LOCAL_WORKERS", "2"},
+                                                                {"DTRAIN_BIND_HOST", "127.0.0.1"}};
   EXPECT_EQ(JoinCommand(env, "/opt/dtrain bin/dtrain-worker", KVStoreMode::kDistSync,
                         {"--network", "lenet", "--model-prefix", "it's"}),
             "DTRAIN_SCHEDULER_ADDR=127.0.0.1:9091 DTRAIN_NUM_WORKERS=2 DTRAIN_NUM_SERVERS=1 DTRAIN_REPLICATION=1 "
-            "DTRAIN_JOB_ID=job-1 DTRAIN_ELASTIC=2:4 DTRAIN_NODE_HOST=127.0.0.1 '/opt/dtrain bin/dtrain-worker' "
+            "DTRAIN_JOB_ID=job-1 DTRAIN_ELASTIC=2:4 DTRAIN_LOCAL_WORKERS=2 DTRAIN_NODE_HOST=127.0.0.1 "
+            "'/opt/dtrain bin/dtrain-worker' "
             "--kv-store dist_sync --network lenet --model-prefix 'it'\\''s'");
 }
 
