@@ -47,6 +47,7 @@ absl::Status ShardStore::Configure(const StoreConfig& config) {
   absl::StatusOr<std::unique_ptr<StoreSetup>> setup =
       MakeStoreSetup(config, impl_->observer, impl_->snapshots, impl_->step_ranks);
   if (!setup.ok()) return setup.status();
+  (*setup)->step_lr = impl_->step_lr;
   if (config.mode == MergeMode::kSsp) impl_->ssp_staleness.store(config.staleness, std::memory_order_release);
   if (absl::Status s = (*setup)->fence->SetJobId(impl_->job_id); !s.ok()) return s;
   impl_->setup = *std::move(setup);
@@ -346,6 +347,11 @@ void ShardStore::SetObserver(StoreObserver* observer) {
 void ShardStore::SetStepRanks(const StepRanks* ranks) {
   absl::MutexLock lock(&impl_->mu);
   impl_->step_ranks = ranks;
+}
+
+void ShardStore::SetStepLr(const StepLr* lr) {
+  absl::MutexLock lock(&impl_->mu);
+  impl_->step_lr = lr;
 }
 
 void ShardStore::SetSnapshotHook(int64_t every, SnapshotSink sink) {

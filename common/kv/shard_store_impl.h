@@ -49,6 +49,7 @@ struct ShardStore::Impl {
   StoreObserver* observer ABSL_GUARDED_BY(mu) = nullptr;                   // what the next Configure uses
   SnapshotHook snapshots ABSL_GUARDED_BY(mu);                              // likewise
   const StepRanks* step_ranks ABSL_GUARDED_BY(mu) = nullptr;               // likewise
+  const StepLr* step_lr ABSL_GUARDED_BY(mu) = nullptr;                     // likewise
   StoreLimits limits ABSL_GUARDED_BY(mu);
   std::string job_id ABSL_GUARDED_BY(mu);      // SetJobId before Configure: the fence starts with it
   int64_t bytes_held ABSL_GUARDED_BY(mu) = 0;  // weights + optimizer state of every key
