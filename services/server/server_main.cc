@@ -252,6 +252,22 @@ void MakeSnapshots(const ServerFlags& f, metrics::MetricsRegistry* registry, kv:
                                                 snapshot_metrics->get());
 }
 
+// What the service holds besides the store from its start, into `options`: replication's
+// catch-up, which the scheduler tells of restarted servers (our rank is not known yet,
+// and it never names ourselves), and an elastic job's membership, empty until
+// registration fills it.
+void MakeServiceParts(const ServerFlags& f, kv::ShardStore* store, ServerMetrics* metrics, PsServiceOptions* options,
+                      std::unique_ptr<ReplicaCatchUp>* catch_up, std::unique_ptr<ServerMembership>* membership) {
+  if (f.cluster.job.replication > 1 && !f.standalone) {
+    *catch_up = std::make_unique<ReplicaCatchUp>(store, /*my_rank=*/-1, metrics);
+    options->catch_up = catch_up->get();
+  }
+  if (f.elastic.enabled()) {
+    *membership = std::make_unique<ServerMembership>(f.elastic);
+    options->membership = membership->get();
+  }
+}
+
 // Serves `service` on --bind-host:--port and writes the port chosen to --port-file;
 // null (logged) when either fails.
 std::unique_ptr<grpc::Server> Listen(const ServerFlags& f, PsService* service, int* port) {
@@ -372,25 +388,15 @@ int Run(int argc, char** argv) {
     return 2;
   }
   PsServiceOptions options = ServiceOptions(f, metrics->families.get());
-  // Replication: the scheduler names restarted servers (our rank is not known yet, and
-  // it never names ourselves).
   std::unique_ptr<ReplicaCatchUp> catch_up;
-  if (f.cluster.job.replication > 1 && !f.standalone) {
-    catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1, metrics->families.get());
-    options.catch_up = catch_up.get();
-  }
+  std::unique_ptr<ServerMembership> membership;
+  MakeServiceParts(f, &store, metrics->families.get(), &options, &catch_up, &membership);
   // With TLS every call must carry a node token, checked with the key the scheduler
   // gives at registration (common/auth/node_token.h). A standalone server has no
   // scheduler to issue tokens: mutual TLS alone admits any certificate of the CA.
   auth::TokenKeyring node_tokens;
   const bool check_tokens = TransportIsTls() && !f.standalone;
   if (check_tokens) options.node_tokens = &node_tokens;
-  // Elastic: the service holds it from the start, empty until registration fills it.
-  std::unique_ptr<ServerMembership> membership;
-  if (f.elastic.enabled()) {
-    membership = std::make_unique<ServerMembership>(f.elastic);
-    options.membership = membership.get();
-  }
   PsService service(&store, options);
 
   int port = 0;
