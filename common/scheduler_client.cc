@@ -146,6 +146,9 @@ class SchedulerClient::Heartbeat {
         if (hooks_.on_rejoined) hooks_.on_rejoined(node);
       }
       if (response.has_rollback() && hooks_.on_rollback) hooks_.on_rollback(response.rollback());
+      if (response.has_membership_order() && hooks_.on_membership_order) {
+        hooks_.on_membership_order(response.membership_order());
+      }
       if (response.shutdown()) ShutdownOnce(response.reason(), response.failed());
     }
     absl::MutexLock lock(&mu_);
@@ -181,6 +184,7 @@ class SchedulerClient::Heartbeat {
         if (client_->snapshot_report_) *request.mutable_snapshots() = *client_->snapshot_report_;
         if (client_->epoch_report_) *request.mutable_epoch_report() = *client_->epoch_report_;
       }
+      if (client_->membership_report_) *request.mutable_membership() = client_->membership_report_();
       if (!stream.Write(request)) return;
       if (!wrote && client_->channel_->GetState(false) == GRPC_CHANNEL_READY) {
         wrote = true;
@@ -291,6 +295,7 @@ absl::Status SchedulerClient::RegisterAgain(uint64_t seen, absl::Time deadline, 
   request.set_num_workers(num_workers_);
   request.set_num_servers(num_servers_);
   request.set_replication(replication_);
+  request.set_elastic(elastic_);
   request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   request.set_incarnation(incarnation_);
@@ -386,6 +391,7 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
   request.set_num_workers(num_workers);
   request.set_num_servers(num_servers);
   request.set_replication(replication_);
+  request.set_elastic(elastic_);
   request.set_cluster_spec(cluster_spec_);
   request.set_job_id(job_id_);
   bool told = false;
@@ -449,6 +455,10 @@ void SchedulerClient::SetSnapshotReport(const v1::SnapshotReport& report) {
     if (snapshot_report_ && snapshot_report_->SerializeAsString() == report.SerializeAsString()) return;
     snapshot_report_ = report;
   }
+  if (heartbeat_ != nullptr) heartbeat_->Poke();
+}
+
+void SchedulerClient::HeartbeatNow() {
   if (heartbeat_ != nullptr) heartbeat_->Poke();
 }
 
