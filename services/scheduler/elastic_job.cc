@@ -140,6 +140,8 @@ std::string ElasticJob::AdvanceDropLocked() {
     return "";
   }
   below_min_since_ = absl::InfiniteFuture();
+  // A rollback ordered for the removal: its plan stands while the servers reload.
+  if (rollback_generation_ != 0) return CarryOutLocked(DropPlan{DropPlan::Kind::kRollBack, rollback_step_}, first);
   // Hold every server's pushes first: the versions they then report no longer move.
   const int generation = static_cast<int>(schedule.generations().size());
   std::vector<ServerVersions> versions;
@@ -153,22 +155,41 @@ std::string ElasticJob::AdvanceDropLocked() {
     versions.push_back({report->min_version(), report->max_version()});
   }
   if (static_cast<int>(versions.size()) < gates_.num_servers()) return "";
-  const std::optional<int64_t> snapshot =
-      options_.common_snapshot_step ? options_.common_snapshot_step() : std::nullopt;
+  const std::optional<int64_t> snapshot = options_.rollback != nullptr ? options_.rollback->CommonStep() : std::nullopt;
   absl::StatusOr<DropPlan> plan = PlanDrop(first, versions, snapshot);
   if (!plan.ok()) return std::string(plan.status().message());
-  if (plan->kind == DropPlan::Kind::kRollBack) {
-    // The rollback order for a removal (RollbackCoordinator orders one only for a lost
-    // shard today) is not wired yet: failing names the worker rather than mixing steps.
-    return absl::StrCat("worker ", first, " died after some keys merged its last step; rolling back to snapshot step ",
-                        plan->step, " to remove it is not supported yet");
+  return CarryOutLocked(*plan, first);
+}
+
+std::string ElasticJob::CarryOutLocked(const DropPlan& plan, int first) {
+  bool drop_pending = true;
+  int64_t step = plan.step;
+  if (plan.kind == DropPlan::Kind::kRollBack) {
+    if (rollback_generation_ == 0) {
+      rollback_step_ = plan.step;
+      rollback_generation_ = options_.rollback->Order(
+          plan.step,
+          absl::StrCat("rolled back to step ", plan.step, ": worker ", first,
+                       " died after some keys merged its last step; the job goes on without it from there"),
+          Now());
+    }
+    // The servers reload first; the commit from the snapshot's step follows.
+    const std::optional<v1::RollbackOrder> done = options_.rollback->ForWorkers();
+    if (!done || done->generation() < rollback_generation_) {
+      NoteLocked(absl::UnavailableError(absl::StrCat("waiting for the servers to reload snapshot step ", rollback_step_,
+                                                     " before worker ", first, " is removed")));
+      return "";
+    }
+    drop_pending = false;
+    step = rollback_step_;
   }
-  absl::StatusOr<std::string> line = coordinator_.RunChangeFrom(gates_, plan->step, /*drop_pending=*/true);
+  absl::StatusOr<std::string> line = coordinator_.RunChangeFrom(gates_, step, drop_pending);
   if (!line.ok()) {
     NoteLocked(line.status());
     return "";
   }
   dead_.clear();
+  rollback_generation_ = 0;
   CommittedLocked(*line);
   return "";
 }

@@ -25,8 +25,10 @@
 #include "common/elastic/membership_proto.h"
 #include "dtrain/v1/scheduler.pb.h"
 #include "services/scheduler/elastic_coordinator.h"
+#include "services/scheduler/elastic_drop.h"
 #include "services/scheduler/elastic_ranks.h"
 #include "services/scheduler/heartbeat_gates.h"
+#include "services/scheduler/rollback_coordinator.h"
 
 namespace dtrain::scheduler {
 
@@ -41,8 +43,9 @@ struct ElasticJobOptions {
   absl::Duration rejoin_timeout = absl::ZeroDuration();
   // Where the schedule is written on every change (empty: nowhere).
   std::string membership_file;
-  // The newest step every server holds a snapshot of (nullopt: none, no --snapshot-every).
-  std::function<std::optional<int64_t>()> common_snapshot_step;
+  // The servers' snapshots (null: none, --replication > 1): the newest step all hold,
+  // and the rollback a dead worker's removal may need. Must outlive the job.
+  RollbackCoordinator* rollback = nullptr;
   SchedulerMetrics* metrics = nullptr;  // the workers gauge (null: none)
   std::function<absl::Time()> clock;    // null: absl::Now
 };
@@ -90,6 +93,9 @@ class ElasticJob final : public ElasticRanks {
   void CommittedLocked(const std::string& line) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The dead workers' removal: waits while too few would remain, proposes, plans, commits.
   std::string AdvanceDropLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The removal's plan carried out: a commit that drops the pending pushes, or a
+  // rollback to the snapshot and, once every server reloaded, a commit from its step.
+  std::string CarryOutLocked(const DropPlan& plan, int first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs `s` once per distinct text (a change waiting logs each reason once).
   void NoteLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -104,6 +110,9 @@ class ElasticJob final : public ElasticRanks {
   // Since when the dead workers' removal waits below MIN (InfiniteFuture: it does not).
   absl::Time below_min_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::string last_note_ ABSL_GUARDED_BY(mu_);
+  // A removal's rollback under way: its order's generation (0: none) and step.
+  uint64_t rollback_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t rollback_step_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // Whether a node's RegisterRequest.elastic (`theirs`, "" when it said none) is the

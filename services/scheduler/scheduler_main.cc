@@ -12,12 +12,8 @@
 #include <cstdio>
 #include <algorithm>
 #include <fstream>
-#include <iterator>
 #include <memory>
-#include <optional>
-#include <set>
 #include <string>
-#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -177,27 +173,9 @@ int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& 
   return 0;
 }
 
-// The newest step every server holds a complete snapshot of (nullopt: none).
-std::optional<int64_t> CommonSnapshotStep(const RollbackCoordinator& rollback, int num_servers) {
-  std::set<int64_t> common;
-  for (int rank = 0; rank < num_servers; ++rank) {
-    const std::vector<int64_t> steps = rollback.SnapshotSteps(rank);
-    std::set<int64_t> mine(steps.begin(), steps.end());
-    if (rank == 0) {
-      common = std::move(mine);
-      continue;
-    }
-    std::set<int64_t> both;
-    std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
-    common = std::move(both);
-  }
-  if (common.empty()) return std::nullopt;
-  return *common.rbegin();
-}
-
 // An elastic job's coordinator (null without --elastic); reads --replay-membership.
 absl::StatusOr<std::unique_ptr<ElasticJob>> MakeElasticJob(const Flags& f, SchedulerMetrics* metrics,
-                                                           const RollbackCoordinator& rollback) {
+                                                           RollbackCoordinator* rollback) {
   if (!f.elastic.enabled()) return nullptr;
   ElasticJobOptions eo;
   eo.spec = f.elastic;
@@ -206,9 +184,21 @@ absl::StatusOr<std::unique_ptr<ElasticJob>> MakeElasticJob(const Flags& f, Sched
   eo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);
   eo.membership_file = f.membership_prefix + "-membership.json";
   eo.metrics = metrics;
-  const int servers = eo.num_servers;
-  eo.common_snapshot_step = [&rollback, servers] { return CommonSnapshotStep(rollback, servers); };
+  eo.rollback = rollback;
   return ElasticJob::Create(std::move(eo));
+}
+
+MembershipOptions MakeMembershipOptions(const Flags& f, ElasticRanks* elastic) {
+  MembershipOptions mo;
+  mo.num_workers = static_cast<int>(f.job.num_workers);
+  mo.num_servers = static_cast<int>(f.job.num_servers);
+  mo.replication = static_cast<int>(f.job.replication);
+  mo.kv_store = f.job.mode;
+  mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  mo.job_id = f.job.job_id;
+  mo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);
+  mo.elastic = elastic;
+  return mo;
 }
 
 int Run(int argc, char** argv) {
@@ -231,11 +221,16 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
   }
-  // The same rollback as below serves a dead worker's removal (its snapshot steps).
+  // Servers with --snapshot-every report their snapshots; a lost shard (or an elastic
+  // job's dead worker, elastic_drop.h) rolls the job back. The servers get as long to
+  // reload as a worker to rejoin. With replicas a restarted server copies its ranges
+  // back from a live one: no rollback. (A range that loses every replica fails the
+  // job; rolling back then is not done yet, docs/recovery.md.)
   RollbackCoordinator rollback(static_cast<int>(f.job.num_servers),
                                std::max(absl::Seconds(60), absl::Seconds(f.job.rejoin_timeout_s)));
+  RollbackCoordinator* const rollback_or_null = f.job.replication > 1 ? nullptr : &rollback;
   // Before anything starts: a replay file that does not parse ends here, naming it.
-  absl::StatusOr<std::unique_ptr<ElasticJob>> elastic = MakeElasticJob(f, metrics->families.get(), rollback);
+  absl::StatusOr<std::unique_ptr<ElasticJob>> elastic = MakeElasticJob(f, metrics->families.get(), rollback_or_null);
   if (!elastic.ok()) {
     std::fprintf(stderr, "dtrain-scheduler: %s\n", std::string(elastic.status().message()).c_str());
     return 2;
@@ -243,15 +238,7 @@ int Run(int argc, char** argv) {
   if (*elastic == nullptr && metrics->families != nullptr) {
     metrics->families->SetWorkers(static_cast<int>(f.job.num_workers));
   }
-  MembershipOptions mo;
-  mo.num_workers = static_cast<int>(f.job.num_workers);
-  mo.num_servers = static_cast<int>(f.job.num_servers);
-  mo.replication = static_cast<int>(f.job.replication);
-  mo.kv_store = f.job.mode;
-  mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
-  mo.job_id = f.job.job_id;
-  mo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);
-  mo.elastic = elastic->get();
+  const MembershipOptions mo = MakeMembershipOptions(f, elastic->get());
   Membership membership(mo);
   BarrierSet barriers(mo.num_workers, mo.num_servers,
                       [&membership](const NodeKey& key) { return membership.Describe(key); });
@@ -260,12 +247,7 @@ int Run(int argc, char** argv) {
   so.metrics = metrics->families.get();
   so.cluster_spec = f.cluster_spec;
   so.elastic = elastic->get();
-  // Servers with --snapshot-every report their snapshots (`rollback` above); a lost
-  // shard rolls the job back. The servers get as long to reload as a worker to rejoin.
-  // With replicas a restarted server copies its ranges back from a live one: no
-  // rollback. (A range that loses every replica fails the job; rolling back then is
-  // not done yet, docs/recovery.md.)
-  so.rollback = f.job.replication > 1 ? nullptr : &rollback;
+  so.rollback = rollback_or_null;
   // With TLS the nodes' tokens are bound to this scheduler's key pair: a restarted
   // scheduler with the same certificate accepts the tokens it issued before.
   if (TransportIsTls()) so.token_key = auth::DeriveTokenKey(CurrentTransportSecurity().key_pem);

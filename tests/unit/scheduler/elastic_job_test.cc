@@ -71,6 +71,7 @@ class ElasticJobTest : public ::testing::Test {
     o.rejoin_timeout = absl::Seconds(30);
     o.membership_file = file_;
     o.clock = [this] { return now_; };
+    o.rollback = rollback_;
     auto job = ElasticJob::Create(std::move(o));
     EXPECT_TRUE(job.ok()) << job.status();
     std::vector<int> ranks;
@@ -92,6 +93,7 @@ class ElasticJobTest : public ::testing::Test {
   const std::string file_ = ::testing::TempDir() + "/elastic_job_test-membership.json";
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::vector<std::unique_ptr<FakeServer>> servers_;
+  RollbackCoordinator* rollback_ = nullptr;
 };
 
 TEST_F(ElasticJobTest, AJoinIsCommittedOnEveryServerBeforeTheWorkersHearOfIt) {
@@ -159,6 +161,32 @@ TEST_F(ElasticJobTest, ADeadWorkerWhoseStepMergedOnSomeKeysFailsTheJobWithoutASn
   job->Drop(1, "heartbeat stream broke");
   const std::string failure = Rounds(*job, 3);
   EXPECT_THAT(failure, HasSubstr("worker 1 died in step 812 after some keys merged it (versions 812..813)"));
+}
+
+TEST_F(ElasticJobTest, ADeadWorkerWhoseStepMergedOnSomeKeysIsRemovedFromTheCommonSnapshotAfterTheRollback) {
+  RollbackCoordinator rollback(2, absl::Seconds(60));
+  rollback_ = &rollback;
+  auto job = Make(3, 2, 4, 2);
+  servers_[0]->min_version = 812;
+  servers_[0]->max_version = 813;
+  servers_[1]->min_version = servers_[1]->max_version = 812;
+  v1::SnapshotReport snapshots;
+  snapshots.set_listed(true);
+  for (int64_t step : {800, 700}) snapshots.add_complete_steps(step);
+  for (int rank : {0, 1}) rollback.OnServerHeartbeat(rank, 1, snapshots, 812, now_);
+  job->Drop(1, "heartbeat stream broke");
+  EXPECT_EQ(Rounds(*job, 4), "");
+  EXPECT_EQ(job->State().generations_size(), 1);  // the servers reload first
+  ASSERT_EQ(rollback.rollbacks(), 1);
+  EXPECT_THAT(rollback.last_rollback(), HasSubstr("rolled back to step 800: worker 1 died"));
+  snapshots.set_rollback_done(1);
+  for (int rank : {0, 1}) rollback.OnServerHeartbeat(rank, 1, snapshots, 812, now_);
+  EXPECT_EQ(Rounds(*job, 4), "");
+  ASSERT_EQ(job->State().generations_size(), 2);
+  EXPECT_EQ(job->State().generations(1).from_step(), 800);
+  EXPECT_EQ(job->Workers(), (std::vector<int>{0, 2}));
+  for (auto& s : servers_) EXPECT_FALSE(s->dropped);
+  EXPECT_EQ(rollback.rollbacks(), 1);
 }
 
 TEST_F(ElasticJobTest, BelowMinTheJobWaitsTheRejoinTimeoutForAJoinerThenFailsNamingWhoIsMissing) {
