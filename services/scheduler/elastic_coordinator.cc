@@ -57,7 +57,7 @@ absl::StatusOr<ElasticCoordinator> ElasticCoordinator::Create(MembershipSchedule
   return ElasticCoordinator(std::move(schedule), std::move(replay));
 }
 
-absl::StatusOr<int> ElasticCoordinator::Join() {
+absl::StatusOr<int> ElasticCoordinator::Join(const std::set<int>& busy) {
   const std::vector<int>& now = schedule_.latest().ranks;
   const int next_index = static_cast<int>(schedule_.generations().size());
   if (replay_) {
@@ -65,12 +65,13 @@ absl::StatusOr<int> ElasticCoordinator::Join() {
     const auto& recorded = replay_->generations();
     for (int g = std::max(next_index, 1); g < static_cast<int>(recorded.size()); ++g) {
       for (int r : Minus(recorded[g].ranks, recorded[g - 1].ranks)) {
-        if (!Has(now, r) && joined_.insert(r).second) return r;
+        if (!Has(now, r) && busy.count(r) == 0 && joined_.insert(r).second) return r;
       }
     }
   } else {
     for (int r = 0; r < schedule_.max_workers(); ++r) {
-      if (!Has(now, r) && joined_.count(r) == 0) {  // a leaver's rank is free only once it has left
+      // A leaver's rank is free only once it has left.
+      if (!Has(now, r) && joined_.count(r) == 0 && busy.count(r) == 0) {
         joined_.insert(r);
         return r;
       }

@@ -47,7 +47,9 @@ class ElasticCoordinator {
   // the job nor given to another joiner (with a replay: the next rank the recording
   // lets join, in the order of its generations, held until that generation's step). It
   // steps from the commit of the generation that holds it. RESOURCE_EXHAUSTED naming the bounds when there is none.
-  absl::StatusOr<int> Join();
+  // `busy`: ranks still held by a live process outside the job (a leaver that has not
+  // exited yet), which a joiner must not take.
+  absl::StatusOr<int> Join(const std::set<int>& busy = {});
   // A worker that asks for rank `rank` (a Kubernetes Indexed Job's pod) joins with it.
   // INVALID_ARGUMENT for a rank outside [0, MAX); ALREADY_EXISTS when the rank is in the
   // latest generation or given to another joiner; with a replay, FAILED_PRECONDITION

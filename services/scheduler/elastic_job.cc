@@ -54,9 +54,9 @@ bool ElasticJob::InJob(int rank) const {
   return coordinator_.Holds(rank);
 }
 
-absl::StatusOr<int> ElasticJob::Join(int requested) {
+absl::StatusOr<int> ElasticJob::Join(int requested, const std::set<int>& busy) {
   absl::MutexLock lock(&mu_);
-  if (requested < 0) return coordinator_.Join();
+  if (requested < 0) return coordinator_.Join(busy);
   DTRAIN_RETURN_IF_ERROR(coordinator_.JoinAs(requested));
   return requested;
 }

@@ -62,7 +62,7 @@ class ElasticJob final : public ElasticRanks {
   // ElasticRanks (for Membership).
   int max_workers() const override { return options_.spec.max_workers; }
   bool InJob(int rank) const override;
-  absl::StatusOr<int> Join(int requested) override;
+  absl::StatusOr<int> Join(int requested, const std::set<int>& busy = {}) override;
   std::vector<int> Workers() const override;
 
   // A leave notice (LeaveRequest.elastic_leave): the rank goes with the next change.

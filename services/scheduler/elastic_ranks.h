@@ -5,6 +5,7 @@
 // lock, so an implementation must never call back into Membership.
 #pragma once
 
+#include <set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -19,8 +20,9 @@ class ElasticRanks {
   // Whether worker `rank` is in the job: in the latest generation, or given to a joiner.
   virtual bool InJob(int rank) const = 0;
   // A worker joins after the start: `requested` (a free rank below MAX) or, when -1,
-  // the lowest free one. The rank it gets, or why none (RESOURCE_EXHAUSTED naming MAX).
-  virtual absl::StatusOr<int> Join(int requested) = 0;
+  // the lowest free one not in `busy` (held by a live process: a leaver not gone yet).
+  // The rank it gets, or why none (RESOURCE_EXHAUSTED naming MAX).
+  virtual absl::StatusOr<int> Join(int requested, const std::set<int>& busy) = 0;
   // The latest generation's workers: the job is over when they all finished.
   virtual std::vector<int> Workers() const = 0;
 };

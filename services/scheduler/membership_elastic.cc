@@ -3,6 +3,7 @@
 // job and which rank a joiner gets is ElasticRanks' answer (ElasticJob); Membership
 // keeps the nodes.
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,7 +29,13 @@ absl::StatusOr<std::optional<int>> Membership::ElasticPickLocked(const Registrat
   // A rank in the job (a restarted process) or past MAX takes today's way: REJOINING,
   // or refused naming the ranks.
   if (requested >= 0 && !outside) return std::nullopt;
-  absl::StatusOr<int> rank = options_.elastic->Join(requested);
+  std::set<int> busy;
+  for (const auto& [key, node] : nodes_) {
+    if (key.role == Role::kWorker && HeldByLiveLocked(key) && node.info.state != NodeState::kFinished) {
+      busy.insert(key.rank);
+    }
+  }
+  absl::StatusOr<int> rank = options_.elastic->Join(requested, busy);
   if (!rank.ok()) return rank.status();
   return *rank;
 }

@@ -159,6 +159,18 @@ TEST(ElasticCoordinatorTest, AJoinerMayAskForAFreeRank) {
   EXPECT_EQ(*c.RunChange(servers), "workers 2, 3 joined at step 1: 4 workers from now");
 }
 
+TEST(ElasticCoordinatorTest, AJoinerDoesNotTakeTheRankOfALeaverThatStillRuns) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1, 2}}});
+  GateServers servers(start, 1);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_TRUE(c.Leave(2).ok());
+  ASSERT_EQ(*c.RunChange(servers), "worker 2 left at step 1: 2 workers from now");
+  // Rank 2's process has not exited yet (busy): the joiner gets 3, the next one none.
+  EXPECT_EQ(*c.Join({2}), 3);
+  EXPECT_EQ(c.Join({2}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*c.Join(), 2);  // gone now
+}
+
 TEST(ElasticCoordinatorTest, ARemovalCommitsFromTheStepGivenWhateverTheServersTook) {
   const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1, 2}}});
   GateServers servers(start, 2);
