@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/elastic/membership_file.h"
+#include "tests/unit/common/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -90,7 +91,8 @@ class ElasticJobTest : public ::testing::Test {
     return "";
   }
 
-  const std::string file_ = ::testing::TempDir() + "/elastic_job_test-membership.json";
+  testing::TempDir dir_;  // removed with the test
+  const std::string file_ = dir_.File("membership.json");
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::vector<std::unique_ptr<FakeServer>> servers_;
   RollbackCoordinator* rollback_ = nullptr;
@@ -211,7 +213,7 @@ TEST_F(ElasticJobTest, BelowMinTheJobWaitsTheRejoinTimeoutForAJoinerThenFailsNam
 }
 
 TEST_F(ElasticJobTest, AReplayHoldsTheJoinerUntilItsRecordedStep) {
-  const std::string recorded = ::testing::TempDir() + "/elastic_job_test-recorded.json";
+  const std::string recorded = dir_.File("recorded.json");
   ASSERT_TRUE(
       elastic::WriteMembershipFile(recorded, *MembershipSchedule::Create(2, 4, {{0, {0, 1}}, {50, {0, 1, 3}}})).ok());
   auto job = Make(2, 2, 4, 1, recorded);
@@ -222,7 +224,7 @@ TEST_F(ElasticJobTest, AReplayHoldsTheJoinerUntilItsRecordedStep) {
 }
 
 TEST_F(ElasticJobTest, AReplayFileThatDoesNotParseIsRefusedNamingTheFileAndTheLine) {
-  const std::string bad = ::testing::TempDir() + "/elastic_job_test-bad.json";
+  const std::string bad = dir_.File("bad.json");
   std::ofstream(bad) << "{\"format\": \"dtrain-membership-1\",\n \"min_workers\": 2,,\n}\n";
   ElasticJobOptions o;
   o.spec.min_workers = 2;

@@ -18,6 +18,7 @@
 #include "services/scheduler/elastic_job.h"
 #include "services/scheduler/membership.h"
 #include "services/scheduler/scheduler_service.h"
+#include "tests/unit/common/temp_dir.h"
 
 namespace dtrain::scheduler {
 namespace {
@@ -33,7 +34,7 @@ class ElasticServiceTest : public ::testing::Test {
     eo.spec.max_workers = 4;
     eo.num_workers = 2;
     eo.num_servers = 1;
-    eo.membership_file = ::testing::TempDir() + "/elastic_service_test-membership.json";
+    eo.membership_file = dir_.File("membership.json");
     job_ = *ElasticJob::Create(eo);
     MembershipOptions mo;
     mo.num_workers = 2;
@@ -92,6 +93,7 @@ class ElasticServiceTest : public ::testing::Test {
     for (auto& n : nodes) ASSERT_TRUE(n.get().ok());
   }
 
+  testing::TempDir dir_;  // removed with the test
   std::unique_ptr<ElasticJob> job_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<BarrierSet> barriers_;
@@ -176,7 +178,7 @@ TEST_F(ElasticServiceTest, AJoinerIsAnsweredAtOnceAndWorkersHearOfItOnceTheServe
   grpc::ClientContext context;
   ASSERT_TRUE(stub_->GetStatus(&context, v1::GetStatusRequest(), &status).ok());
   EXPECT_EQ(status.membership().generations_size(), 2);
-  const auto file = elastic::ReadMembershipFile(::testing::TempDir() + "/elastic_service_test-membership.json");
+  const auto file = elastic::ReadMembershipFile(dir_.File("membership.json"));
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ(file->latest().from_step, 180);
 }
