@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "common/elastic/membership_file.h"
+#include "common/metrics/registry.h"
+#include "services/scheduler/scheduler_metrics.h"
+#include "tests/unit/common/metrics/exposition.h"
 #include "tests/unit/common/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -62,6 +65,7 @@ struct FakeServer {
 
 class ElasticJobTest : public ::testing::Test {
  protected:
+  ElasticJobTest() { registry_.SetRank(0); }
   std::unique_ptr<ElasticJob> Make(int n, int min, int max, int servers, std::string replay = "") {
     ElasticJobOptions o;
     o.spec.min_workers = min;
@@ -73,6 +77,7 @@ class ElasticJobTest : public ::testing::Test {
     o.membership_file = file_;
     o.clock = [this] { return now_; };
     o.rollback = rollback_;
+    o.metrics = &metrics_;
     auto job = ElasticJob::Create(std::move(o));
     EXPECT_TRUE(job.ok()) << job.status();
     std::vector<int> ranks;
@@ -96,6 +101,15 @@ class ElasticJobTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::vector<std::unique_ptr<FakeServer>> servers_;
   RollbackCoordinator* rollback_ = nullptr;
+  metrics::MetricsRegistry registry_{"scheduler"};
+  SchedulerMetrics metrics_{registry_};
+  // The dtrain_workers gauge as exported.
+  double WorkersGauge() {
+    auto e = ::dtrain::testing::ParseExposition(registry_.Render());
+    if (!e.ok()) return -1;
+    auto found = e->Find("dtrain_workers", {});
+    return found.size() == 1 ? found[0].value : -1;
+  }
 };
 
 TEST_F(ElasticJobTest, AJoinIsCommittedOnEveryServerBeforeTheWorkersHearOfIt) {
@@ -104,6 +118,7 @@ TEST_F(ElasticJobTest, AJoinIsCommittedOnEveryServerBeforeTheWorkersHearOfIt) {
   EXPECT_EQ(job->SpecText(), "2:4");
   EXPECT_EQ(job->State().generations_size(), 1);
   EXPECT_EQ(job->State().workers_at_start(), 2);
+  EXPECT_EQ(WorkersGauge(), 2);
   EXPECT_TRUE((*elastic::ReadMembershipFile(file_)) == *MembershipSchedule::Create(2, 4, {{0, {0, 1}}}));
   ASSERT_TRUE(servers_[0]->gate.AdmitPush(179, 0).ok());
   EXPECT_EQ(*job->Join(-1), 2);
@@ -116,6 +131,7 @@ TEST_F(ElasticJobTest, AJoinIsCommittedOnEveryServerBeforeTheWorkersHearOfIt) {
   ASSERT_EQ(state.generations_size(), 2);
   EXPECT_EQ(state.generations(1).from_step(), 180);
   EXPECT_EQ(job->Workers(), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(WorkersGauge(), 3);
   for (auto& s : servers_) EXPECT_EQ(s->gate.schedule().generations().size(), 2u);
   const auto written = elastic::ReadMembershipFile(file_);
   ASSERT_TRUE(written.ok()) << written.status();
