@@ -194,9 +194,13 @@ std::string ElasticJob::CarryOutLocked(const DropPlan& plan, int first) {
   return "";
 }
 
-std::string ElasticJob::OnServerHeartbeat(int rank, const v1::MembershipReport* report,
+std::string ElasticJob::OnServerHeartbeat(int rank, uint64_t incarnation, const v1::MembershipReport* report,
                                           v1::HeartbeatResponse* response) {
-  if (report != nullptr) gates_.Report(rank, *report);
+  if (report != nullptr) {
+    gates_.Report(rank, incarnation, *report);
+  } else {
+    gates_.Heard(rank, incarnation);
+  }
   const std::string failure = Advance();
   if (std::optional<v1::MembershipOrder> order = gates_.OrderFor(rank)) *response->mutable_membership_order() = *order;
   return failure;

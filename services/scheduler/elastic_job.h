@@ -77,10 +77,12 @@ class ElasticJob final : public ElasticRanks {
   // a dead worker whose step cannot be taken back, or too few workers for too long.
   std::string Advance();
 
-  // A server's heartbeat (its report; null when it sent none, and the last one stands):
+  // A heartbeat of server `rank`'s process `incarnation` (its report; null when it sent
+  // none, and the last one of that process stands):
   // runs the change that is due and puts the server's order on `response`. Returns why
   // the job fails, or "".
-  std::string OnServerHeartbeat(int rank, const v1::MembershipReport* report, v1::HeartbeatResponse* response);
+  std::string OnServerHeartbeat(int rank, uint64_t incarnation, const v1::MembershipReport* report,
+                                v1::HeartbeatResponse* response);
 
   // The membership as committed on every server (RegisterResponse, worker heartbeats,
   // GetStatus).

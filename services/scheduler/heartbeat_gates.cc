@@ -72,10 +72,23 @@ absl::Status HeartbeatGates::Commit(int server, int generation, const elastic::G
   return absl::OkStatus();
 }
 
-void HeartbeatGates::Report(int server, const MembershipReport& report) {
+void HeartbeatGates::Heard(int server, uint64_t incarnation) {
   if (server < 0 || server >= num_servers_) return;
   absl::MutexLock lock(&mu_);
-  servers_[server].report = report;
+  Server& s = servers_[server];
+  if (incarnation > s.incarnation) {
+    s.report.reset();
+    s.incarnation = incarnation;
+  }
+}
+
+void HeartbeatGates::Report(int server, uint64_t incarnation, const MembershipReport& report) {
+  Heard(server, incarnation);
+  if (server < 0 || server >= num_servers_) return;
+  absl::MutexLock lock(&mu_);
+  Server& s = servers_[server];
+  if (incarnation < s.incarnation) return;  // a fenced process's
+  s.report = report;
 }
 
 std::optional<MembershipOrder> HeartbeatGates::OrderFor(int server) const {

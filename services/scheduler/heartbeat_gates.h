@@ -9,6 +9,7 @@
 // gRPC-free and thread-safe (the heartbeat streams and the ticker call it).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -32,8 +33,13 @@ class HeartbeatGates final : public ServerGates {
   // The same for the commit; FAILED_PRECONDITION when the server committed another step.
   absl::Status Commit(int server, int generation, const elastic::Generation& next, bool drop_pending) override;
 
-  // Server `server`'s report, from its heartbeat (a heartbeat without one: an empty report).
-  void Report(int server, const v1::MembershipReport& report);
+  // Server `server`'s report, from the heartbeat of its process `incarnation`. A new
+  // process of the rank (a restarted server) forgets the old one's answers: it builds
+  // its gate anew (RegisterResponse.membership), so the orders go to it again.
+  void Report(int server, uint64_t incarnation, const v1::MembershipReport& report);
+  // A heartbeat without a report from `incarnation`: the last report stands, unless
+  // it came from an older process.
+  void Heard(int server, uint64_t incarnation);
   // The order to put on the server's heartbeat response: the last one issued to it,
   // until its report answers it; nullopt when there is none to send.
   std::optional<v1::MembershipOrder> OrderFor(int server) const;
@@ -44,6 +50,7 @@ class HeartbeatGates final : public ServerGates {
   struct Server {
     std::optional<v1::MembershipOrder> order;  // the last order issued
     std::optional<v1::MembershipReport> report;
+    uint64_t incarnation = 0;  // of the process that sent `report`
   };
   // Whether `report` answers `order`: the same generation and phase.
   static bool Answers(const std::optional<v1::MembershipReport>& report, const v1::MembershipOrder& order);

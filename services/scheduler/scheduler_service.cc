@@ -216,7 +216,7 @@ bool SchedulerService::AnswerHeartbeat(const v1::HeartbeatRequest& request, Hear
     send = true;
   }
   if (s.ok()) AddRollback(self, st->incarnation, request, &st->rollback, response, &send);
-  if (s.ok() && options_.elastic != nullptr) send = AddElastic(self, request, response) || send;
+  if (s.ok() && options_.elastic != nullptr) send = AddElastic(self, st->incarnation, request, response) || send;
   response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
   return send;
 }
@@ -345,14 +345,14 @@ grpc::Status SchedulerService::ElasticLeave(const NodeKey& self) {
   return ToGrpc(s);
 }
 
-bool SchedulerService::AddElastic(const NodeKey& self, const v1::HeartbeatRequest& request,
+bool SchedulerService::AddElastic(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
                                   v1::HeartbeatResponse* response) {
   if (self.role == Role::kWorker) {
     *response->mutable_membership() = options_.elastic->State();
     return true;
   }
   const std::string failure = options_.elastic->OnServerHeartbeat(
-      self.rank, request.has_membership() ? &request.membership() : nullptr, response);
+      self.rank, incarnation, request.has_membership() ? &request.membership() : nullptr, response);
   if (!failure.empty()) FailElasticJob(failure);
   return response->has_membership_order();
 }

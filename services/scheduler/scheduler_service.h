@@ -105,7 +105,8 @@ class SchedulerService final : public v1::Scheduler::WithCallbackMethod_Heartbea
   bool AnswerHeartbeat(const v1::HeartbeatRequest& request, HeartbeatStream* st, v1::HeartbeatResponse* response);
   // An elastic job's part of a heartbeat answer: the server's order, the workers'
   // membership (on every answer: it is small); true when `*response` must be sent.
-  bool AddElastic(const NodeKey& self, const v1::HeartbeatRequest& request, v1::HeartbeatResponse* response);
+  bool AddElastic(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
+                  v1::HeartbeatResponse* response);
   // LeaveRequest.elastic_leave: a worker's notice that it goes with the next change.
   grpc::Status ElasticLeave(const NodeKey& self);
   // Each tick: dead workers past the rejoin timeout are dropped, a pending change runs.

@@ -28,7 +28,7 @@ struct FakeServer {
   // One heartbeat: the report goes in, the answer's order is carried out.
   std::string Beat(ElasticJob& job, int rank) {
     v1::HeartbeatResponse response;
-    const std::string failure = job.OnServerHeartbeat(rank, reported ? &report : nullptr, &response);
+    const std::string failure = job.OnServerHeartbeat(rank, 1, reported ? &report : nullptr, &response);
     if (response.has_membership_order()) CarryOut(response.membership_order());
     return failure;
   }
