@@ -119,7 +119,7 @@ class ElasticJob final : public ElasticRanks {
 
 // Whether a node's RegisterRequest.elastic (`theirs`, "" when it said none) is the
 // job's (`job`: null for a job that is not elastic): INVALID_ARGUMENT naming both
-// otherwise, as a num_servers mismatch is refused. "2:4" and " 2:4" are the same.
+// otherwise, as a num_servers mismatch is refused. "2:4" and "02:4" are the same.
 absl::Status CheckNodeElastic(const std::string& theirs, const ElasticJob* job, const std::string& who);
 
 }  // namespace dtrain::scheduler
