@@ -36,8 +36,12 @@ absl::StatusOr<std::unique_ptr<ElasticJob>> ElasticJob::Create(ElasticJobOptions
   std::unique_ptr<ElasticJob> job(new ElasticJob(std::move(options), *std::move(coordinator)));
   absl::MutexLock lock(&job->mu_);
   if (job->options_.metrics != nullptr) job->options_.metrics->SetWorkers(job->options_.num_workers);
-  if (!job->options_.membership_file.empty()) {
-    DTRAIN_RETURN_IF_ERROR(elastic::WriteMembershipFile(job->options_.membership_file, job->coordinator_.schedule()));
+  // Written at the start too: a place that cannot be written is found before the job runs.
+  if (const std::string& path = job->options_.membership_file; !path.empty()) {
+    if (absl::Status s = elastic::WriteMembershipFile(path, job->coordinator_.schedule()); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot record the membership in ", path, " (--membership-prefix): ", s.message()));
+    }
   }
   return job;
 }
