@@ -147,6 +147,9 @@ class SchedulerClient::Heartbeat {
       }
       if (response.has_rollback() && hooks_.on_rollback) hooks_.on_rollback(response.rollback());
       if (response.has_membership() && hooks_.on_membership) hooks_.on_membership(response.membership());
+      if (response.has_membership_order() && hooks_.on_membership_order) {
+        hooks_.on_membership_order(response.membership_order());
+      }
       if (response.shutdown()) ShutdownOnce(response.reason(), response.failed());
     }
     absl::MutexLock lock(&mu_);
@@ -182,6 +185,7 @@ class SchedulerClient::Heartbeat {
         if (client_->snapshot_report_) *request.mutable_snapshots() = *client_->snapshot_report_;
         if (client_->epoch_report_) *request.mutable_epoch_report() = *client_->epoch_report_;
       }
+      if (client_->membership_report_) *request.mutable_membership() = client_->membership_report_();
       if (!stream.Write(request)) return;
       if (!wrote && client_->channel_->GetState(false) == GRPC_CHANNEL_READY) {
         wrote = true;
@@ -452,6 +456,10 @@ void SchedulerClient::SetSnapshotReport(const v1::SnapshotReport& report) {
     if (snapshot_report_ && snapshot_report_->SerializeAsString() == report.SerializeAsString()) return;
     snapshot_report_ = report;
   }
+  if (heartbeat_ != nullptr) heartbeat_->Poke();
+}
+
+void SchedulerClient::HeartbeatNow() {
   if (heartbeat_ != nullptr) heartbeat_->Poke();
 }
 

@@ -59,6 +59,10 @@ class SchedulerClient {
     // Elastic jobs: called with each answer that carries the job's membership (the
     // schedule as committed on every server; the same one comes again on each).
     std::function<void(const v1::MembershipState& membership)> on_membership;
+    // Servers of an elastic job: called with each answer that carries a membership
+    // order (propose, commit, abort); the same order comes again until a heartbeat's
+    // membership report (SetMembershipReportSource) answers it.
+    std::function<void(const v1::MembershipOrder& order)> on_membership_order;
     // How long a broken stream is retried before on_shutdown; matches the
     // scheduler's default --heartbeat-timeout, after which it has declared us dead.
     absl::Duration reconnect_for = absl::Seconds(kDefaultHeartbeatTimeoutSeconds);
@@ -107,6 +111,14 @@ class SchedulerClient {
   void SetWorkerIncarnationSource(std::function<std::vector<uint64_t>()> source) {
     worker_incarnations_ = std::move(source);
   }
+  // Servers of an elastic job: the membership report sent with every heartbeat
+  // (HeartbeatRequest.membership), read at each one; call before StartHeartbeat.
+  void SetMembershipReportSource(std::function<v1::MembershipReport()> source) {
+    membership_report_ = std::move(source);
+  }
+  // Sends a heartbeat now rather than at the next interval (an order was answered).
+  // Thread-safe; a no-op before StartHeartbeat.
+  void HeartbeatNow();
 
   // Re-entered after UNAVAILABLE / NOT_FOUND (a scheduler restart: rounds are
   // counted per name, so a re-entered round completes once everyone re-entered)
@@ -132,9 +144,9 @@ class SchedulerClient {
   // Replicas per key range (--replication), sent with Register so that the scheduler
   // refuses a node configured otherwise; 0 (the default): not said.
   void set_replication(int replication) { replication_ = replication; }
-  // --elastic as sent with every registration ("2:4"; "" for a job that is not
-  // elastic), so that the scheduler refuses a node configured otherwise.
-  void set_elastic(const std::string& elastic) { elastic_ = elastic; }
+  // --elastic as given ("2:4"; empty: not elastic), sent with Register so that the
+  // scheduler refuses a node configured otherwise (call before Register).
+  void set_elastic(std::string bounds) { elastic_ = std::move(bounds); }
   // From Register: this process's incarnation of its rank, sent with every request
   // so that a newer process of the same rank fences this one off.
   uint64_t incarnation() const { return incarnation_; }
@@ -195,6 +207,7 @@ class SchedulerClient {
   StepHistory step_history_;  // SetProgress's steps, for the ticks
   std::function<int64_t()> step_source_;
   std::function<std::vector<uint64_t>()> worker_incarnations_;
+  std::function<v1::MembershipReport()> membership_report_;
   std::atomic<bool> job_failed_{false};
   std::unique_ptr<Heartbeat> heartbeat_;
 };

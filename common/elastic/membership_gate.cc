@@ -10,12 +10,31 @@ namespace dtrain::elastic {
 MembershipGate::MembershipGate(MembershipSchedule schedule, Clock clock)
     : clock_(std::move(clock)), schedule_(std::move(schedule)) {}
 
+absl::Status MembershipChangedError(int generation, const Generation& g) {
+  return absl::AbortedError(absl::StrCat("membership changed from step ", g.from_step, ": generation ", generation,
+                                         ", workers ", RankSetText(g.ranks)));
+}
+
 absl::Status MembershipGate::AdmitPush(int64_t step, int generation) {
+  absl::ReaderMutexLock lock(&mu_);
+  return AdmitLocked(step, generation);
+}
+
+absl::Status MembershipGate::PushIfAdmitted(int64_t step, int generation, absl::FunctionRef<absl::Status()> push) {
+  absl::ReaderMutexLock pushes(&push_mu_);
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (absl::Status s = AdmitLocked(step, generation); !s.ok()) return s;
+  }
+  // mu_ is let go: the store's merge asks this gate for the step's ranks.
+  return push();
+}
+
+absl::Status MembershipGate::AdmitLocked(int64_t step, int generation) {
   if (step < 0 || generation < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("push of step ", step, " in generation ", generation, ": both must be >= 0"));
   }
-  absl::ReaderMutexLock lock(&mu_);
   const int latest = static_cast<int>(schedule_.generations().size()) - 1;
   if (generation > latest) {
     return absl::UnavailableError(absl::StrCat("membership generation ", generation,
@@ -24,10 +43,7 @@ absl::Status MembershipGate::AdmitPush(int64_t step, int generation) {
   }
   if (generation < latest) {
     const Generation& next = schedule_.generations()[generation + 1];
-    if (step >= next.from_step) {
-      return absl::AbortedError(absl::StrCat("membership changed from step ", next.from_step, ": generation ",
-                                             generation + 1, ", workers ", RankSetText(next.ranks)));
-    }
+    if (step >= next.from_step) return MembershipChangedError(generation + 1, next);
   }
   if (proposed_ >= 0 && step > held_above_) {
     return absl::UnavailableError(
@@ -65,11 +81,15 @@ absl::StatusOr<MembershipGate::Proposal> MembershipGate::Propose(int generation,
   return answer;
 }
 
-absl::Status MembershipGate::Commit(int generation, const Generation& next) {
-  absl::MutexLock lock(&mu_);
+absl::Status MembershipGate::CheckCommit(int generation, const Generation& next, int64_t lowest_start,
+                                         bool* done) const {
+  *done = false;
   const int latest = static_cast<int>(schedule_.generations().size()) - 1;
   if (generation >= 0 && generation <= latest) {
-    if (schedule_.generations()[generation] == next) return absl::OkStatus();  // committed before
+    if (schedule_.generations()[generation] == next) {
+      *done = true;  // committed before
+      return absl::OkStatus();
+    }
     return absl::FailedPreconditionError(absl::StrCat("membership generation ", generation, " is committed already as ",
                                                       schedule_.Describe(generation), ", not from step ",
                                                       next.from_step, " with workers ", RankSetText(next.ranks)));
@@ -78,11 +98,41 @@ absl::Status MembershipGate::Commit(int generation, const Generation& next) {
     return absl::FailedPreconditionError(
         absl::StrCat("membership generation ", generation, " was not proposed to this server (propose it first)"));
   }
-  if (next.from_step <= held_above_) {
+  if (next.from_step < lowest_start) {
     return absl::FailedPreconditionError(absl::StrCat("membership generation ", generation, " cannot start at step ",
                                                       next.from_step, ": this server lets steps up to ", held_above_,
                                                       " go on with the workers of before"));
   }
+  // The schedule's own rules, without changing it yet.
+  MembershipSchedule trial = schedule_;
+  return trial.Append(next);
+}
+
+absl::Status MembershipGate::Commit(int generation, const Generation& next) {
+  absl::MutexLock lock(&mu_);
+  bool done = false;
+  if (absl::Status s = CheckCommit(generation, next, held_above_ + 1, &done); !s.ok() || done) return s;
+  if (absl::Status s = schedule_.Append(next); !s.ok()) return s;
+  proposed_ = -1;
+  held_above_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status MembershipGate::CommitDroppingStep(int generation, const Generation& next,
+                                                absl::FunctionRef<absl::Status()> drop) {
+  // No push is between its admission and the store from here on, and none is admitted.
+  absl::MutexLock pushes(&push_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    bool done = false;
+    // Steps up to held_above_ were let through; S = held_above_ is retaken after the
+    // drop, a step above it was never admitted.
+    if (absl::Status s = CheckCommit(generation, next, held_above_, &done); !s.ok() || done) return s;
+  }
+  // mu_ is let go: the store's deadline checks read this gate under their keys' locks,
+  // which the drop takes. Only the scheduler's orders (one at a time) change mu_'s state.
+  if (absl::Status s = drop(); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
   if (absl::Status s = schedule_.Append(next); !s.ok()) return s;
   proposed_ = -1;
   held_above_ = -1;

@@ -8,7 +8,11 @@
 //                  from a worker still on an older generation is refused ABORTED
 //                  naming the change, and the worker redoes step S in the new one.
 //
-// Thread-safe. AdmitPush is on every push's path: a reader lock and one atomic.
+//   CommitDroppingStep(g, {S, W}) with S = h -> as Commit, for a dead worker's removal:
+//                  step S's pushes taken so far are dropped from the store first.
+//
+// Thread-safe. AdmitPush is on every push's path: a reader lock and one atomic
+// (PushIfAdmitted: two reader locks).
 #pragma once
 
 #include <atomic>
@@ -18,16 +22,18 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/elastic/membership_schedule.h"
+#include "common/kv/push_gate.h"
 #include "common/kv/step_ranks.h"
 
 namespace dtrain::elastic {
 
-class MembershipGate final : public kv::StepRanks {
+class MembershipGate final : public kv::StepRanks, public kv::PushGate {
  public:
   using Clock = std::function<absl::Time()>;
 
@@ -44,6 +50,11 @@ class MembershipGate final : public kv::StepRanks {
   //     change holds steps above the highest taken ("... pending for 3s: step 181
   //     waits for its commit"); INVALID_ARGUMENT: a negative generation or step.
   absl::Status AdmitPush(int64_t step, int generation);
+
+  // AdmitPush, then `push` (the store's Push) when admitted, with no CommitDroppingStep
+  // between the two: a drop waits for the pushes admitted before it to reach the store,
+  // so none of them lands in the store after it.
+  absl::Status PushIfAdmitted(int64_t step, int generation, absl::FunctionRef<absl::Status()> push) override;
 
   struct Proposal {
     int64_t highest_step = -1;    // the highest step a push was taken for; -1: none
@@ -63,6 +74,16 @@ class MembershipGate final : public kv::StepRanks {
   // changes on error.
   absl::Status Commit(int generation, const Generation& next);
 
+  // Commit, for a dead worker's removal (docs/elastic.md): every key is at version S =
+  // next.from_step, some of step S's pushes were taken, and the dead worker's never
+  // comes. So S may be the highest step taken (Commit wants it above), provided no step
+  // above it was let through; once the commit is decided, `drop` runs (the store's
+  // ShardStore::DropPendingStep(S, MembershipChangedError(generation, next))) while no
+  // push is admitted, and the commit is made only when it returns OK (otherwise its
+  // error is returned and nothing changes here). Errors as Commit's; committing the same
+  // again is OK and does not run `drop`. `drop` must not call back into this gate.
+  absl::Status CommitDroppingStep(int generation, const Generation& next, absl::FunctionRef<absl::Status()> drop);
+
   // Gives up the proposal of `generation` (the scheduler chose none): pushes flow again.
   // OK when there is none.
   absl::Status Abort(int generation);
@@ -76,7 +97,19 @@ class MembershipGate final : public kv::StepRanks {
   std::string DescribeAt(int64_t step) const override;
 
  private:
+  // AdmitPush's decision, under mu_ (reader).
+  absl::Status AdmitLocked(int64_t step, int generation) ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Commit's checks of `next` as generation `generation`, under mu_: OK to go on
+  // (*done false), or OK because it is committed already (*done true), or why not.
+  // `lowest_start`: the least from_step allowed.
+  absl::Status CheckCommit(int generation, const Generation& next, int64_t lowest_start, bool* done) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Clock clock_;
+  // Held (reader) from a push's admission until the store took it, and (writer) by a
+  // CommitDroppingStep around its drop. Always taken before mu_ and before any lock of
+  // the store's.
+  absl::Mutex push_mu_;
   mutable absl::Mutex mu_;
   MembershipSchedule schedule_ ABSL_GUARDED_BY(mu_);
   int proposed_ ABSL_GUARDED_BY(mu_) = -1;  // the generation proposed; -1: none
@@ -87,5 +120,10 @@ class MembershipGate final : public kv::StepRanks {
   // when no admission runs.
   std::atomic<int64_t> highest_{-1};
 };
+
+// ABORTED "membership changed from step S: generation g, workers {0,1,3}": what a push
+// or a parked pull of a step >= S from an older generation is answered once generation
+// `generation` (`g`) is committed.
+absl::Status MembershipChangedError(int generation, const Generation& g);
 
 }  // namespace dtrain::elastic

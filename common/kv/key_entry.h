@@ -116,6 +116,21 @@ struct KeyEntry {
     return failed;
   }
 
+  // A dead worker's removal (ShardStore::DropPendingStep): the pushes pending for
+  // step `version` are forgotten, each worker's as if it had not been made (its last
+  // push step goes back to the step before), and parked pulls fail with `why`.
+  // Returns how many failed.
+  int64_t DropPending(const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    for (size_t w = 0; w < has_pending.size(); ++w) {
+      if (has_pending[w]) last_push_step[w] = std::min(last_push_step[w], version - 1);
+    }
+    std::fill(has_pending.begin(), has_pending.end(), false);
+    pending_count = 0;
+    const int64_t failed = parked.FailAll(why, version);
+    waiting_since = absl::InfiniteFuture();  // nothing waits any more
+    return failed;
+  }
+
   absl::Mutex mu;
   const std::vector<int64_t> shape;
   const int64_t numel;

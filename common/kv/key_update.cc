@@ -8,11 +8,12 @@ namespace {
 
 // Pull compression: the optimizer's new weights go to a spare buffer, and the weights
 // move by exactly what their packed change unpacks to.
-void UpdatePacked(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+void UpdatePacked(const StoreSetup& s, KeyEntry& k, const float* grad, double lr_scale)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
   const int64_t n = k.numel;
   float* next = k.previous.kept() ? k.previous.spare() : k.packed.Spare(n);
   const float* current = k.values.data();
-  s.optimizer->UpdateInto(k.version, current, next, grad, k.state.data(), n);
+  s.optimizer->UpdateInto(k.version, current, next, grad, k.state.data(), n, lr_scale);
   float* residual = k.state.data() + s.optimizer_slots * n;
   k.packed.Pack(*s.pull_codec, current, next, residual, n, k.version + 1);
   if (k.previous.kept()) {
@@ -38,16 +39,18 @@ const float* MeanGradient(const StoreSetup& s, KeyEntry& k, int last_rank, const
 }
 
 void UpdateKey(const StoreSetup& s, KeyEntry& k, const float* grad) {
+  // The step this update merges is the key's version (sync; elastic jobs are).
+  const double lr_scale = s.step_lr != nullptr ? s.step_lr->LrFactorAt(k.version) : 1.0;
   if (s.pull_codec != nullptr) {
-    UpdatePacked(s, k, grad);
+    UpdatePacked(s, k, grad, lr_scale);
   } else if (k.previous.kept()) {
     // Into the spare buffer, then swap: the old weights become the previous version
     // (what this step was computed from, for a worker that must redo it) with no
     // copy and no allocation, and the same memory traffic as an update in place.
-    s.optimizer->UpdateInto(k.version, k.values.data(), k.previous.spare(), grad, k.state.data(), k.numel);
+    s.optimizer->UpdateInto(k.version, k.values.data(), k.previous.spare(), grad, k.state.data(), k.numel, lr_scale);
     k.previous.Advance(&k.values, k.version);
   } else {
-    s.optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel);
+    s.optimizer->Update(k.version, k.values.data(), grad, k.state.data(), k.numel, lr_scale);
   }
   ++k.version;
 }

@@ -93,18 +93,10 @@ class Sgd final : public Optimizer {
 
   int StateSlots() const override { return options_.momentum == 0.0 ? 0 : 1; }
 
-  void Update(int64_t update_count, float* weight, const float* grad, float* state, int64_t n) const override {
-    Run(update_count, weight, weight, grad, state, n);
-  }
-  void UpdateInto(int64_t update_count, const float* weight, float* out, const float* grad, float* state,
-                  int64_t n) const override {
-    Run(update_count, weight, out, grad, state, n);
-  }
-
  private:
-  // In place when `in` == `out`.
-  void Run(int64_t update_count, const float* in, float* out, const float* grad, float* state, int64_t n) const {
-    const float lr = static_cast<float>(LearningRate(update_count));
+  void Run(int64_t update_count, double lr_scale, const float* in, float* out, const float* grad, float* state,
+           int64_t n) const override {
+    const float lr = static_cast<float>(ScaledLearningRate(update_count, lr_scale));
     const float momentum = static_cast<float>(options_.momentum);
     if (options_.momentum == 0.0) {
       if (in == out) {
@@ -126,22 +118,14 @@ class Adam final : public Optimizer {
 
   int StateSlots() const override { return 2; }
 
-  void Update(int64_t update_count, float* weight, const float* grad, float* state, int64_t n) const override {
-    Run(update_count, weight, weight, grad, state, n);
-  }
-  void UpdateInto(int64_t update_count, const float* weight, float* out, const float* grad, float* state,
-                  int64_t n) const override {
-    Run(update_count, weight, out, grad, state, n);
-  }
-
  private:
-  // In place when `in` == `out`.
-  void Run(int64_t update_count, const float* in, float* out, const float* grad, float* state, int64_t n) const {
+  void Run(int64_t update_count, double lr_scale, const float* in, float* out, const float* grad, float* state,
+           int64_t n) const override {
     // Bias correction folded into the step size, as MXNet does; in double because
     // 1 - beta^t loses most of its digits in float for small t.
     const double t = static_cast<double>(update_count + 1);
     const double correction = std::sqrt(1.0 - std::pow(options_.beta2, t)) / (1.0 - std::pow(options_.beta1, t));
-    const float lr_t = static_cast<float>(LearningRate(update_count) * correction);
+    const float lr_t = static_cast<float>(ScaledLearningRate(update_count, lr_scale) * correction);
     // 1 - beta from the doubles: in float, 1 - 0.999f is off by 1e-5 relative.
     const float b1 = static_cast<float>(options_.beta1);
     const float one_minus_b1 = static_cast<float>(1.0 - options_.beta1);
@@ -213,6 +197,11 @@ double Optimizer::LearningRate(int64_t update_count) const {
     lr *= options_.lr_factor;
   }
   return lr;
+}
+
+double Optimizer::ScaledLearningRate(int64_t update_count, double lr_scale) const {
+  const double lr = LearningRate(update_count);
+  return lr_scale == 1.0 ? lr : lr * lr_scale;
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const OptimizerOptions& options) {

@@ -44,20 +44,33 @@ class Optimizer {
   //       (momentum == 0: w -= lr*g)
   // adam: g = clip(rescale*grad) + wd*w;  m = b1*m + (1-b1)*g;  v = b2*v + (1-b2)*g*g;
   //       t = update_count+1;  w -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps)
-  virtual void Update(int64_t update_count, float* weight, const float* grad, float* state, int64_t n) const = 0;
+  // lr is the schedule's (LearningRate) times `lr_scale` (> 0; an elastic job's factor,
+  // kv::StepLr); a scale of exactly 1.0 is not multiplied in, so that the update is the
+  // same float operations as without one.
+  void Update(int64_t update_count, float* weight, const float* grad, float* state, int64_t n,
+              double lr_scale = 1.0) const {
+    Run(update_count, lr_scale, weight, weight, grad, state, n);
+  }
   // As Update, but writes the updated weights to `out` (n floats that do not overlap
   // `weight`) and leaves `weight` as it was. Bit-identical to Update. The shard store
   // updates this way into a spare buffer and swaps, which keeps the previous version
   // (StoreConfig::keep_previous_version) without a copy: the same memory traffic as
   // updating in place.
-  virtual void UpdateInto(int64_t update_count, const float* weight, float* out, const float* grad, float* state,
-                          int64_t n) const = 0;
+  void UpdateInto(int64_t update_count, const float* weight, float* out, const float* grad, float* state, int64_t n,
+                  double lr_scale = 1.0) const {
+    Run(update_count, lr_scale, weight, out, grad, state, n);
+  }
 
   double LearningRate(int64_t update_count) const;
+  // LearningRate(update_count) * lr_scale, or exactly LearningRate's where lr_scale is 1.0.
+  double ScaledLearningRate(int64_t update_count, double lr_scale) const;
   const OptimizerOptions& options() const { return options_; }
 
  protected:
   explicit Optimizer(OptimizerOptions options) : options_(std::move(options)) {}
+  // One update, in place when `in` == `out` (else the two do not overlap).
+  virtual void Run(int64_t update_count, double lr_scale, const float* in, float* out, const float* grad, float* state,
+                   int64_t n) const = 0;
   OptimizerOptions options_;
 };
 

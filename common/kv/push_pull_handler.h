@@ -24,6 +24,7 @@
 #include "common/auth/node_token.h"
 #include "common/defaults.h"
 #include "common/kv/compression/gradient_codec.h"
+#include "common/kv/push_gate.h"
 #include "common/kv/request_checks.h"
 #include "common/kv/request_observer.h"
 #include "common/kv/shard_store.h"
@@ -79,6 +80,10 @@ struct StreamOptions {
   // Replication: may hold an answer until a restarted chain member holds the key
   // (services/server/replica_catch_up.h). Null: never.
   AnswerGate* catch_up = nullptr;
+  // Elastic workers (docs/elastic.md): every push passes it, with the request's
+  // membership_generation, before the store; its refusal is the push's answer. Null:
+  // none (a job that is not elastic: the generation is ignored). Must outlive every stream.
+  PushGate* push_gate = nullptr;
   // Request counts and bytes (null: none); must outlive every stream.
   RequestObserver* metrics = nullptr;
   // With TLS (services/server/node_checks.h): the worker whose token opened the stream;

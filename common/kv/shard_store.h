@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "common/kv/key_state.h"
 #include "common/kv/optimizer.h"
+#include "common/kv/step_lr.h"
 #include "common/kv/step_ranks.h"
 #include "common/kv/store_config.h"
 
@@ -189,6 +190,18 @@ class ShardStore {
   // (Configure refuses another, INVALID_ARGUMENT). Set before the first Configure, which
   // fixes it; `ranks` must outlive the store.
   void SetStepRanks(const StepRanks* ranks);
+  // Elastic workers: the update that merges step s runs the optimizer with its lr
+  // times lr->LrFactorAt(s) (the weights bit for bit as without where that is 1.0).
+  // Set before the first Configure, which fixes it; `lr` must outlive the store.
+  void SetStepLr(const StepLr* lr);
+  // Elastic workers, a dead worker's removal (docs/elastic.md): every key is at version
+  // `step`, and the pushes pending for it are forgotten (each worker's push of that step
+  // counts as not made: the survivors push it again in the new generation); the parked
+  // pulls, which wait for a later version, fail with `why` (ABORTED "membership changed
+  // from step S: ..."). FAILED_PRECONDITION, with nothing changed, before Configure or
+  // when a key is at another version (naming it and its version). The caller keeps
+  // pushes away meanwhile (elastic::MembershipGate::CommitDroppingStep).
+  absl::Status DropPendingStep(int64_t step, const absl::Status& why);
 
   // Server snapshots (docs/recovery.md): in a sync store, each key whose
   // version reaches a multiple of `every` (> 0) hands a copy of its state to `sink`.

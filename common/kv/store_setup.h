@@ -13,6 +13,7 @@
 #include "common/kv/merge_rule.h"
 #include "common/kv/optimizer.h"
 #include "common/kv/shard_store.h"
+#include "common/kv/step_lr.h"
 #include "common/kv/step_ranks.h"
 #include "common/kv/store_config.h"
 #include "common/kv/worker_fence.h"
@@ -39,6 +40,8 @@ struct StoreSetup {
   int64_t state_slots = 0;
   // Elastic (ShardStore::SetStepRanks): the ranks each step merges; null: 0..num_workers-1.
   const StepRanks* step_ranks = nullptr;
+  // Elastic (ShardStore::SetStepLr): each step's lr factor; null: none.
+  const StepLr* step_lr = nullptr;
   // Server snapshots (sync only; none in the other modes).
   SnapshotHook snapshots;
 };

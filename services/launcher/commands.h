@@ -7,7 +7,7 @@
 
 namespace dtrain::launcher {
 
-// dtrain launch -n W -s S [--kv-store MODE] [--bin-dir DIR] [--scheduler-port P] -- WORKER-FLAGS
+// dtrain launch -n W -s S [--kv-store MODE] [--elastic MIN:MAX] [--bin-dir DIR] [--scheduler-port P] -- WORKER-FLAGS
 int LaunchCommand(const std::vector<std::string>& args);
 
 // dtrain run ARGS: execs dtrain-<role> for DTRAIN_ROLE (or ps-lite's DMLC_ROLE); with a

@@ -26,6 +26,7 @@
 #include "common/job_spec.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
+#include "services/launcher/launch_elastic.h"
 #include "services/launcher/launch_tls.h"
 #include "services/launcher/metrics_targets.h"
 #include "services/launcher/restart_policy.h"
@@ -59,6 +60,8 @@ struct LaunchFlags {
   // DTRAIN_JOB_ID, else one made up for this launch: every child's DTRAIN_JOB_ID, the
   // same for each restart.
   JobSpec job = LaunchDefaults();
+  // --elastic, --elastic-lr, --replay-membership (launch_elastic.h).
+  LaunchElastic elastic;
   bool rejoin_timeout_given = false;  // --rejoin-timeout or DTRAIN_REJOIN_TIMEOUT
   std::string bin_dir;
   int64_t scheduler_port = 0;
@@ -101,6 +104,7 @@ std::string ExpandShortFlag(const std::string& a) {
 // Declares `dtrain launch`'s own flags, in the order the usage text lists them.
 void AddLaunchFlags(FlagSet& flags, LaunchFlags* f) {
   AddJobSpecFlags(flags, &f->job, LaunchJobSpecFlags());
+  AddLaunchElasticFlags(flags, &f->elastic);
   flags.AddString("bin-dir", &f->bin_dir, "where dtrain-scheduler/-server/-worker are; default: next to dtrain");
   flags.AddInt("scheduler-port", &f->scheduler_port, "the scheduler's port; 0: any free one");
   flags.AddDouble("stop-grace", &f->stop_grace_s, "seconds between SIGTERM and SIGKILL when stopping");
@@ -209,7 +213,7 @@ absl::Status ResolveDefaults(LaunchFlags* f) {
 absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bool* help) {
   FlagSet flags("dtrain launch",
                 "Starts a scheduler, S parameter servers and W workers on this machine (loopback) and\n"
-                "supervises them. Usage: dtrain launch -n W [-s S] [flags] -- WORKER-FLAGS\n"
+                "supervises them. Usage: dtrain launch -n W [-s S] [--elastic MIN:MAX] [flags] -- WORKER-FLAGS\n"
                 "With --kv-store local or device, runs one worker process alone.");
   // Only --job-id reads the environment (DTRAIN_JOB_ID): see LaunchJobSpecFlags.
   AddLaunchFlags(flags, f);
@@ -219,6 +223,7 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
   if (!s.ok() || *help) return s;
   if (s = CheckJobShape(&f->job); !s.ok()) return s;
+  if (s = CheckLaunchElastic(f->elastic, f->job.num_workers, f->job.mode); !s.ok()) return s;
   if (s = CheckPortsAndRestarts(f); !s.ok()) return s;
   return ResolveDefaults(f);
 }
@@ -254,12 +259,14 @@ int ReadPort(const std::string& path) {
 
 ChildSpec SchedulerSpec(const LaunchFlags& f, int port, const std::string& port_file,
                         const std::vector<std::pair<std::string, std::string>>& env) {
-  return ChildSpec{"scheduler",
-                   f.bin_dir + "/dtrain-scheduler",
-                   {"--host", kLoopback, "--port", std::to_string(port), "--port-file", port_file, "--num-workers",
-                    std::to_string(f.job.num_workers), "--num-servers", std::to_string(f.job.num_servers), "--kv-store",
-                    KVStoreModeName(f.job.mode)},
-                   env};
+  std::vector<std::string> args = {"--host",        kLoopback,
+                                   "--port",        std::to_string(port),
+                                   "--port-file",   port_file,
+                                   "--num-workers", std::to_string(f.job.num_workers),
+                                   "--num-servers", std::to_string(f.job.num_servers),
+                                   "--kv-store",    KVStoreModeName(f.job.mode)};
+  for (std::string& a : SchedulerElasticArgs(f.elastic)) args.push_back(std::move(a));
+  return ChildSpec{"scheduler", f.bin_dir + "/dtrain-scheduler", std::move(args), env};
 }
 
 // Starts the scheduler and waits for its port file; returns the port, or 0 after
@@ -381,6 +388,7 @@ SupervisorOptions MakeSupervisorOptions(const LaunchFlags& f) {
   // A replicated server's ranges live on (its replacement starts empty beside them);
   // with snapshots the job rolls back. Otherwise a new server would hold nothing.
   options.restart_servers = f.job.replication > 1 || f.snapshot_every > 0;
+  options.workers_may_leave = f.elastic.spec.enabled();
   return options;
 }
 
@@ -399,6 +407,7 @@ EnvList JobEnv(const LaunchFlags& f, int servers) {
       // One id for every process and every restart: a process restarted at the moment
       // the scheduler is can never bring the job another id (docs/recovery.md).
       {"DTRAIN_JOB_ID", f.job.job_id},
+      ElasticEnv(f.elastic.spec),
   };
   if (f.rejoin_timeout_given) {
     env.emplace_back("DTRAIN_REJOIN_TIMEOUT", absl::StrCat(f.job.rejoin_timeout_s));
@@ -413,7 +422,10 @@ EnvList JobEnv(const LaunchFlags& f, int servers) {
 // With --tls, makes the job's certificates under `dir`; false after reporting why not.
 bool MakeTls(const LaunchFlags& f, Supervisor& sup, const std::string& dir, int servers,
              std::optional<LaunchTls>* tls) {
-  absl::StatusOr<LaunchTls> made = LaunchTls::Create(dir, "local", servers, static_cast<int>(f.job.num_workers));
+  // An elastic job's ranks go up to MAX: a worker joining by hand takes the
+  // certificate of the rank it asks for (README.md, "Elastic workers").
+  const int64_t ranks = f.elastic.spec.enabled() ? f.elastic.spec.max_workers : f.job.num_workers;
+  absl::StatusOr<LaunchTls> made = LaunchTls::Create(dir, "local", servers, static_cast<int>(ranks));
   if (!made.ok()) {
     sup.Message(absl::StrCat("--tls: cannot make the job's certificates: ", made.status().message()));
     return false;
@@ -477,8 +489,13 @@ std::optional<int> StartJobScheduler(Job& job) {
   const std::string address = JoinHostPort(kLoopback, port);
   job.sup.Message(absl::StrCat("scheduler at ", address, "; starting ", job.servers, " servers and ",
                                job.f.job.num_workers, " workers (kv-store ", KVStoreModeName(job.f.job.mode), ", job ",
-                               job.f.job.job_id, ")"));
+                               job.f.job.job_id, ElasticSummary(job.f.elastic.spec), ")"));
   job.env.emplace_back("DTRAIN_SCHEDULER_ADDR", address);
+  const std::string tls_dir = job.tls.has_value() ? job.tls->dir() : "";
+  for (const std::string& line : JoinInstructions(job.f.elastic.spec, job.env, job.f.bin_dir + "/dtrain-worker",
+                                                  job.f.job.mode, job.f.worker_args, tls_dir)) {
+    job.sup.Message(line);
+  }
   job.env.emplace_back("DTRAIN_PORT", "0");  // never a port inherited from our environment: servers would collide
   return std::nullopt;
 }
@@ -549,7 +566,11 @@ int Launch(const LaunchFlags& f) {
   }
   if (metrics.enabled()) AnnounceMetrics(sup, metrics, f.metrics_file_sd);
   const int code = sup.Run();
-  if (code == 0) sup.Message(absl::StrCat("all ", f.job.num_workers, " workers finished"));
+  if (code == 0 && f.elastic.spec.enabled()) {
+    sup.Message(absl::StrCat("the scheduler ended the job; the ", f.job.num_workers, " workers started here are done"));
+  } else if (code == 0) {
+    sup.Message(absl::StrCat("all ", f.job.num_workers, " workers finished"));
+  }
   return code;
 }
 

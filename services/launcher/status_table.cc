@@ -79,6 +79,17 @@ std::string ChainsText(const v1::GetStatusResponse& status) {
   return out;
 }
 
+// An elastic job's membership as committed: "workers: 3 (elastic 2:4, generation 2 from
+// step 180)"; "" for a job that is not elastic.
+std::string MembershipText(const v1::GetStatusResponse& status) {
+  if (!status.has_membership() || status.membership().generations_size() == 0) return "";
+  const v1::MembershipState& m = status.membership();
+  const int latest = m.generations_size() - 1;
+  return absl::StrFormat("workers: %d (elastic %d:%d, generation %d from step %d)\n",
+                         m.generations(latest).ranks_size(), m.min_workers(), m.max_workers(), latest,
+                         m.generations(latest).from_step());
+}
+
 }  // namespace
 
 std::string FormatStatus(const v1::GetStatusResponse& status, const std::string& scheduler) {
@@ -86,6 +97,7 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const std::string&
   std::string out = absl::StrFormat("job at %s: %s, %d worker%s, %d server%s\n", scheduler,
                                     c.kv_store().empty() ? "?" : c.kv_store(), c.num_workers(),
                                     c.num_workers() == 1 ? "" : "s", c.num_servers(), c.num_servers() == 1 ? "" : "s");
+  absl::StrAppend(&out, MembershipText(status));
   size_t address_width = 7;
   for (const auto& n : status.nodes()) address_width = std::max(address_width, n.address().size());
   const int aw = static_cast<int>(address_width);

@@ -10,6 +10,7 @@
 namespace dtrain::launcher {
 
 //  job at 127.0.0.1:9091: dist_sync, 2 workers, 1 server
+//  workers: 3 (elastic 2:4, generation 2 from step 180)    <- --elastic jobs only
 //  ROLE    RANK  ADDRESS          STATE      INC RESTARTS     STEP  SAMPLES/S  LAST HEARD
 //  server     0  127.0.0.1:40123  ALIVE        1        0        -          -  0.4 s ago
 //  worker     0  127.0.0.1        ALIVE        1        0      812     1203.5  0.2 s ago

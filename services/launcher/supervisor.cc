@@ -112,12 +112,28 @@ void Supervisor::HandleExits() {
     Message(absl::StrCat("restarting ", e.child->name(), " (", e.restarts + 1, " of ", options_.restart.max_restarts,
                          "): ", e.child->ExitReason(), "; starting it again in ", absl::FormatDuration(d.delay)));
   }
+  if (options_.workers_may_leave) NoteLeaves(now);
   for (auto& e : entries_) {
     if (e.restart_pending() && job_over_) {
       e.restart_at = absl::InfiniteFuture();
       e.not_restarted = ", not restarted: the scheduler ended the job";
     }
     if (e.restart_pending() && now >= e.restart_at) Restart(e);
+  }
+}
+
+void Supervisor::NoteLeaves(absl::Time now) {
+  for (auto& e : entries_) {
+    if (e.kind != Role::kWorker || e.leave_judged || !e.child->exited() || !e.child->succeeded()) continue;
+    // The job ended (or is being stopped) before the notice was due: the worker
+    // finished with it.
+    if (job_over_ || stopping_) {
+      e.leave_judged = true;
+      continue;
+    }
+    if (now - e.child->exited_at() < options_.leave_notice_after) continue;
+    e.leave_judged = true;
+    Message(absl::StrCat(e.child->name(), " left (exit 0); not restarted"));
   }
 }
 
@@ -189,6 +205,13 @@ bool Supervisor::AllExited(bool workers_only) const {
   for (const auto& e : entries_) {
     if (workers_only && e.kind != Role::kWorker) continue;
     if (!Over(e)) return false;
+  }
+  return true;
+}
+
+bool Supervisor::SchedulerOver() const {
+  for (const auto& e : entries_) {
+    if (e.kind == Role::kScheduler && !Over(e)) return false;
   }
   return true;
 }
@@ -280,6 +303,7 @@ int Supervisor::Run() {
       return 1;
     }
     if (!AllExited(/*workers_only=*/true)) continue;
+    if (options_.workers_may_leave && !SchedulerOver()) continue;
     if (AllExited(false)) {
       DrainAll();
       return 0;

@@ -33,6 +33,15 @@ struct SupervisorOptions {
   // with --snapshot-every the job rolls back to their snapshots. Otherwise a
   // new server would hold nothing, so a server's failure ends the job.
   bool restart_servers = false;
+  // An elastic job (--elastic): a worker may leave on purpose, exiting 0 while the job
+  // goes on, and workers started elsewhere may join it. A worker's exit 0 is then
+  // announced as a leave ("worker 2 left (exit 0); not restarted") once the scheduler
+  // still runs leave_notice_after later (a finished job's scheduler ends well within
+  // that after its last worker; those workers finished, they did not leave), and the
+  // job ends when the scheduler ends it, not when the workers started here are gone:
+  // others may still be training.
+  bool workers_may_leave = false;
+  absl::Duration leave_notice_after = absl::Seconds(5);
 };
 
 // Each child's environment carries how often it was restarted: 0 for the first
@@ -68,7 +77,8 @@ class Supervisor {
   int Restarts(Role kind, int index) const;
 
   // Runs until the job ends. Returns 0 when every worker exited 0 (stragglers
-  // are killed after finish_grace, with a message), 1 after a failure that is not
+  // are killed after finish_grace, with a message; with workers_may_leave, once the
+  // scheduler has ended the job too), 1 after a failure that is not
   // restarted (the others are stopped: "dtrain launch: worker 1 exited with status
   // 3; stopped the others", "... was killed by signal 9 (Killed) after 3 restarts
   // (--max-restarts 3); stopped the others"), 128+signal when asked to stop.
@@ -90,11 +100,16 @@ class Supervisor {
     int restarts = 0;
     absl::Time restart_at = absl::InfiniteFuture();  // a restart is due then
     std::string not_restarted;                       // why not, for the failure message (RestartDecision::why_not)
+    bool leave_judged = false;                       // workers_may_leave: its exit 0 was judged a leave or not
     bool restart_pending() const { return restart_at != absl::InfiniteFuture(); }
   };
   // Exited, and no restart pending.
   static bool Over(const Entry& e) { return e.child->exited() && !e.restart_pending(); }
   bool AllExited(bool workers_only) const;
+  // The scheduler has exited and will not be restarted (true when there is none).
+  bool SchedulerOver() const;
+  // workers_may_leave: announces the workers whose exit 0 turned out to be a leave.
+  void NoteLeaves(absl::Time now);
   const Entry* FailedEntry() const;
   Entry* FindEntry(Role kind, int index);
   // Judges new exits by the restart policy, then restarts those that are due.

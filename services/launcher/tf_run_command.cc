@@ -27,6 +27,7 @@
 #include "common/flags.h"
 #include "common/net_address.h"
 #include "services/launcher/commands.h"
+#include "services/launcher/launch_elastic.h"
 #include "services/launcher/supervisor.h"
 #include "services/launcher/tf_cluster_spec.h"
 #include "services/launcher/tf_host_check.h"
@@ -47,6 +48,8 @@ constexpr JobSpecFlags kTfRunJobSpecFlags{kJobId, kJobId, std::nullopt};
 struct TfRunFlags {
   TfFlags tf;
   JobSpec job;
+  // --elastic (MIN..MAX around the spec's worker count), --elastic-lr, --replay-membership.
+  LaunchElastic elastic;
   int64_t scheduler_port = 0;
   std::string bin_dir;
   std::vector<std::string> worker_args;  // after `--`
@@ -97,6 +100,9 @@ absl::Status ParseTfRunFlags(const std::vector<std::string>& args, TfRunFlags* f
   // The spec is the command line (or TF_CONFIG): no DTRAIN_* variable changes it, but
   // DTRAIN_JOB_ID names the job.
   AddJobSpecFlags(flags, &f->job, kTfRunJobSpecFlags);
+  // Every task must be given the same --elastic (the scheduler refuses a node whose
+  // differs); from the command line only, as the spec.
+  AddLaunchElasticFlags(flags, &f->elastic);
   std::vector<std::string> own;
   bool passthrough = false;
   for (const auto& a : args) {
@@ -141,6 +147,33 @@ absl::StatusOr<TfClusterLaunch> LoadSpec(const TfRunFlags& f, std::vector<std::s
 
 void Say(const std::string& text) { std::fprintf(stderr, "dtrain run: %s\n", text.c_str()); }
 
+// The workers' kv-store, added to `worker_args` when they name none, checked with the
+// elastic settings against the spec's `workers`: INVALID_ARGUMENT saying why not.
+absl::StatusOr<std::string> WorkersKvStore(const TfRunFlags& f, size_t workers, std::vector<std::string>* worker_args) {
+  // What the workers train with unless their flags say otherwise: bit-identical workers,
+  // as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
+  // SyncReplicasOptimizer; --kv-store dist_async is that).
+  std::string kv_store = KvStoreOf(*worker_args);
+  if (kv_store.empty()) {
+    kv_store = KVStoreModeName(kDefaultJobMode);
+    worker_args->insert(worker_args->begin(), {"--kv-store", kv_store});
+  }
+  absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store);
+  if (!mode.ok() || !IsDistributed(*mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-store ", kv_store,
+                                                   mode.ok() ? " trains in one process; a cluster spec needs a dist_* "
+                                                               "kv-store (dist_sync, dist_async, dist_ssp)"
+                                                             : absl::StrCat(": ", mode.status().message())));
+  }
+  if (absl::Status s = CheckLaunchElastic(f.elastic, static_cast<int64_t>(workers), *mode); !s.ok()) {
+    // The spec's worker count stands for -n here.
+    const bool about_count = absl::StartsWith(s.message(), "--num-workers");
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(), about_count ? absl::StrCat(" (the ", workers, " workers the spec lists)") : ""));
+  }
+  return kv_store;
+}
+
 using Env = std::vector<std::pair<std::string, std::string>>;
 
 // Worker 0 (the chief): the scheduler and the worker, supervised as `dtrain launch`
@@ -156,14 +189,17 @@ int RunWithScheduler(const TfRunFlags& f, const std::string& scheduler_address, 
   SupervisorOptions options;
   options.pending_signal = [] { return static_cast<int>(g_signal); };
   options.message_prefix = "dtrain run: ";
+  // Worker 0 may leave an elastic job while the others train on: the scheduler beside
+  // it then runs until it ends the job.
+  options.workers_may_leave = f.elastic.spec.enabled();
   Supervisor sup(options);
   absl::StatusOr<HostPort> listen = SplitHostPort(scheduler_address);  // checked when parsed
   Env scheduler_env = env;
   scheduler_env.emplace_back("DTRAIN_LOG_IDENTITY", "0");  // we prefix every line ourselves
-  const ChildSpec scheduler{"scheduler",
-                            f.bin_dir + "/dtrain-scheduler",
-                            {"--port", std::to_string(listen.ok() ? listen->port : 0), "--kv-store", kv_store},
-                            scheduler_env};
+  std::vector<std::string> scheduler_args = {"--port", std::to_string(listen.ok() ? listen->port : 0), "--kv-store",
+                                             kv_store};
+  for (std::string& a : SchedulerElasticArgs(f.elastic)) scheduler_args.push_back(std::move(a));
+  const ChildSpec scheduler{"scheduler", f.bin_dir + "/dtrain-scheduler", std::move(scheduler_args), scheduler_env};
   Env worker_env = scheduler_env;
   worker_env.emplace_back("DTRAIN_RANK", "0");
   const ChildSpec worker{"worker 0", f.bin_dir + "/dtrain-worker", worker_args, worker_env};
@@ -236,19 +272,9 @@ int TfRunCommand(const std::vector<std::string>& args) {
   if (!warning.empty()) Say(absl::StrCat("warning: ", warning));
 
   std::vector<std::string> worker_args = f.worker_args;
-  // What the workers train with unless their flags say otherwise: bit-identical workers,
-  // as `dtrain launch` (TF1's between-graph replicas were asynchronous unless wrapped in
-  // SyncReplicasOptimizer; --kv-store dist_async is that).
-  std::string kv_store = KvStoreOf(worker_args);
-  if (kv_store.empty()) {
-    kv_store = KVStoreModeName(kDefaultJobMode);
-    worker_args.insert(worker_args.begin(), {"--kv-store", kv_store});
-  }
-  if (absl::StatusOr<KVStoreMode> mode = ParseKVStoreMode(kv_store); !mode.ok() || !IsDistributed(*mode)) {
-    Say(absl::StrCat("--kv-store ", kv_store,
-                     mode.ok() ? " trains in one process; a cluster spec needs a dist_* kv-store "
-                                 "(dist_sync, dist_async, dist_ssp)"
-                               : absl::StrCat(": ", mode.status().message())));
+  absl::StatusOr<std::string> kv_store = WorkersKvStore(f, launch->cluster.worker.size(), &worker_args);
+  if (!kv_store.ok()) {
+    Say(std::string(kv_store.status().message()));
     return 2;
   }
   const std::string scheduler = SchedulerAddressOf(launch->cluster, static_cast<int>(f.scheduler_port));
@@ -264,6 +290,7 @@ int TfRunCommand(const std::vector<std::string>& args) {
       {"DTRAIN_NUM_SERVERS", std::to_string(launch->cluster.ps.size())},
       {"DTRAIN_NODE_HOST", me->host},
       {kClusterSpecEnv, canonical},
+      ElasticEnv(f.elastic.spec),
   };
   // Every task is started by hand on its own host and restarted the same way: the
   // cluster spec is the one text they all share, so the job id is made from it unless
@@ -285,7 +312,7 @@ int TfRunCommand(const std::vector<std::string>& args) {
     env.emplace_back("DTRAIN_RANK", std::to_string(launch->rank));
     return ExecTask(f.bin_dir, "worker", env, worker_args);
   }
-  return RunWithScheduler(f, scheduler, env, worker_args, kv_store);
+  return RunWithScheduler(f, scheduler, env, worker_args, *kv_store);
 }
 
 }  // namespace dtrain::launcher

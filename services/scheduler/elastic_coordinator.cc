@@ -57,7 +57,7 @@ absl::StatusOr<ElasticCoordinator> ElasticCoordinator::Create(MembershipSchedule
   return ElasticCoordinator(std::move(schedule), std::move(replay));
 }
 
-absl::StatusOr<int> ElasticCoordinator::Join() {
+absl::StatusOr<int> ElasticCoordinator::Join(const std::set<int>& busy) {
   const std::vector<int>& now = schedule_.latest().ranks;
   const int next_index = static_cast<int>(schedule_.generations().size());
   if (replay_) {
@@ -65,12 +65,13 @@ absl::StatusOr<int> ElasticCoordinator::Join() {
     const auto& recorded = replay_->generations();
     for (int g = std::max(next_index, 1); g < static_cast<int>(recorded.size()); ++g) {
       for (int r : Minus(recorded[g].ranks, recorded[g - 1].ranks)) {
-        if (!Has(now, r) && joined_.insert(r).second) return r;
+        if (!Has(now, r) && busy.count(r) == 0 && joined_.insert(r).second) return r;
       }
     }
   } else {
     for (int r = 0; r < schedule_.max_workers(); ++r) {
-      if (!Has(now, r) && joined_.count(r) == 0) {  // a leaver's rank is free only once it has left
+      // A leaver's rank is free only once it has left.
+      if (!Has(now, r) && joined_.count(r) == 0 && busy.count(r) == 0) {
         joined_.insert(r);
         return r;
       }
@@ -89,6 +90,44 @@ absl::Status ElasticCoordinator::Leave(int rank) {
   }
   left_.insert(rank);
   return absl::OkStatus();
+}
+
+absl::Status ElasticCoordinator::JoinAs(int rank) {
+  if (rank < 0 || rank >= schedule_.max_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("worker rank ", rank, " is outside the job's ranks 0..",
+                                                   schedule_.max_workers() - 1, " (--elastic ", schedule_.min_workers(),
+                                                   ":", schedule_.max_workers(), ")"));
+  }
+  if (Holds(rank)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("worker rank ", rank, " is in the job already (",
+                     schedule_.Describe(static_cast<int>(schedule_.generations().size()) - 1),
+                     joined_.count(rank) > 0 ? ", joining" : "", ")"));
+  }
+  if (replay_) {
+    // The recording decides who joins when: the rank must join in a generation to come.
+    const auto& recorded = replay_->generations();
+    bool recorded_join = false;
+    for (int g = std::max<int>(schedule_.generations().size(), 1); g < static_cast<int>(recorded.size()); ++g) {
+      recorded_join = recorded_join || (Has(recorded[g].ranks, rank) && !Has(recorded[g - 1].ranks, rank));
+    }
+    if (!recorded_join) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the replayed schedule has no later generation that worker ", rank, " joins"));
+    }
+  }
+  joined_.insert(rank);
+  return absl::OkStatus();
+}
+
+bool ElasticCoordinator::Holds(int rank) const {
+  return Has(schedule_.latest().ranks, rank) || joined_.count(rank) > 0;
+}
+
+int ElasticCoordinator::WorkersAfterChange() const {
+  int n = static_cast<int>(joined_.size());
+  for (int r : schedule_.latest().ranks) n += left_.count(r) == 0 ? 1 : 0;
+  return n;
 }
 
 absl::StatusOr<std::vector<int>> ElasticCoordinator::NextRanks() const {
@@ -132,26 +171,33 @@ absl::StatusOr<std::vector<int>> ElasticCoordinator::NextRanks() const {
 absl::StatusOr<int64_t> ElasticCoordinator::ProposeAll(ServerGates& servers, int generation, int64_t not_before) const {
   // A generation covers one step at least: the one before started at from_step.
   int64_t start = std::max(not_before, schedule_.latest().from_step + 1);
+  absl::Status first_error;
   for (int i = 0; i < servers.num_servers(); ++i) {
-    DTRAIN_ASSIGN_OR_RETURN(const elastic::MembershipGate::Proposal p, servers.Propose(i, generation, not_before));
-    if (p.committed_from >= 0) return p.committed_from;  // committed before a scheduler restart
-    if (replay_ && p.highest_step >= not_before) {
+    const absl::StatusOr<elastic::MembershipGate::Proposal> p = servers.Propose(i, generation, not_before);
+    if (!p.ok()) {
+      if (first_error.ok()) first_error = p.status();
+      continue;
+    }
+    if (p->committed_from >= 0) return p->committed_from;  // committed before a scheduler restart
+    if (replay_ && p->highest_step >= not_before) {
       return absl::FailedPreconditionError(absl::StrCat("cannot replay generation ", generation, " from step ",
                                                         not_before, ": server ", i, " took a push of step ",
-                                                        p.highest_step, " already"));
+                                                        p->highest_step, " already"));
     }
-    start = std::max(start, p.highest_step + 1);
+    start = std::max(start, p->highest_step + 1);
   }
+  if (!first_error.ok()) return first_error;
   return start;
 }
 
-absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) {
-  DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
-  const int generation = static_cast<int>(schedule_.generations().size());
-  const int64_t not_before = replay_ ? replay_->generations()[generation].from_step : 0;
-  DTRAIN_ASSIGN_OR_RETURN(const int64_t start, ProposeAll(servers, generation, not_before));
-  const Generation next{start, std::move(ranks)};
-  for (int i = 0; i < servers.num_servers(); ++i) DTRAIN_RETURN_IF_ERROR(servers.Commit(i, generation, next));
+absl::StatusOr<std::string> ElasticCoordinator::CommitAll(ServerGates& servers, int generation, Generation next,
+                                                          bool drop_pending) {
+  absl::Status first_error;
+  for (int i = 0; i < servers.num_servers(); ++i) {
+    absl::Status s = servers.Commit(i, generation, next, drop_pending);
+    if (first_error.ok()) first_error = s;
+  }
+  DTRAIN_RETURN_IF_ERROR(first_error);
   const Generation before = schedule_.latest();
   DTRAIN_RETURN_IF_ERROR(schedule_.Append(next));
   for (int r : next.ranks) joined_.erase(r);
@@ -159,6 +205,28 @@ absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) 
     if (!Has(next.ranks, r)) left_.erase(r);
   }
   return ChangeLine(before, next);
+}
+
+absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) {
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
+  const int generation = static_cast<int>(schedule_.generations().size());
+  const int64_t not_before = replay_ ? replay_->generations()[generation].from_step : 0;
+  DTRAIN_ASSIGN_OR_RETURN(const int64_t start, ProposeAll(servers, generation, not_before));
+  return CommitAll(servers, generation, Generation{start, std::move(ranks)}, /*drop_pending=*/false);
+}
+
+absl::StatusOr<std::string> ElasticCoordinator::RunChangeFrom(ServerGates& servers, int64_t from_step,
+                                                              bool drop_pending) {
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
+  if (from_step <= schedule_.latest().from_step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a new generation cannot start at step ", from_step, ": ",
+        schedule_.Describe(static_cast<int>(schedule_.generations().size()) - 1), " started there or later"));
+  }
+  const int generation = static_cast<int>(schedule_.generations().size());
+  // The proposal holds the servers' pushes; its answers do not move the step.
+  DTRAIN_RETURN_IF_ERROR(ProposeAll(servers, generation, 0).status());
+  return CommitAll(servers, generation, Generation{from_step, std::move(ranks)}, drop_pending);
 }
 
 }  // namespace dtrain::scheduler

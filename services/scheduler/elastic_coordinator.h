@@ -30,7 +30,9 @@ class ServerGates {
   virtual int num_servers() const = 0;
   // elastic::MembershipGate::Propose and Commit on server `server`.
   virtual absl::StatusOr<elastic::MembershipGate::Proposal> Propose(int server, int generation, int64_t not_before) = 0;
-  virtual absl::Status Commit(int server, int generation, const elastic::Generation& next) = 0;
+  // `drop_pending`: a dead worker's removal; the server drops the pushes pending for
+  // next.from_step (MembershipOrder.drop_pending).
+  virtual absl::Status Commit(int server, int generation, const elastic::Generation& next, bool drop_pending) = 0;
 };
 
 class ElasticCoordinator {
@@ -45,7 +47,14 @@ class ElasticCoordinator {
   // the job nor given to another joiner (with a replay: the next rank the recording
   // lets join, in the order of its generations, held until that generation's step). It
   // steps from the commit of the generation that holds it. RESOURCE_EXHAUSTED naming the bounds when there is none.
-  absl::StatusOr<int> Join();
+  // `busy`: ranks still held by a live process outside the job (a leaver that has not
+  // exited yet), which a joiner must not take.
+  absl::StatusOr<int> Join(const std::set<int>& busy = {});
+  // A worker that asks for rank `rank` (a Kubernetes Indexed Job's pod) joins with it.
+  // INVALID_ARGUMENT for a rank outside [0, MAX); ALREADY_EXISTS when the rank is in the
+  // latest generation or given to another joiner; with a replay, FAILED_PRECONDITION
+  // when the recording has no later generation that adds it.
+  absl::Status JoinAs(int rank);
 
   // Worker `rank` of the latest generation leaves (a SIGTERM notice, or dropped after
   // the rejoin timeout); repeating it is OK. NOT_FOUND for a rank not in the job.
@@ -53,6 +62,13 @@ class ElasticCoordinator {
 
   // Whether a join or leave waits for a commit.
   bool HasPendingChange() const { return !joined_.empty() || !left_.empty(); }
+  // Whether `rank` is in the latest generation or was given to a joiner not committed yet.
+  bool Holds(int rank) const;
+  // Whether `rank` gave notice to leave, not committed yet.
+  bool Leaving(int rank) const { return left_.count(rank) > 0; }
+  // How many workers the pending joins and leaves leave (without a replay: the next
+  // generation's size; with one: the latest's, less the leaves, plus the joins).
+  int WorkersAfterChange() const;
 
   // Runs the change that is due: proposes the next generation to every server, then
   // commits it from S = (the highest step any server took) + 1 (with a replay: the
@@ -64,6 +80,12 @@ class ElasticCoordinator {
   // are idempotent on the servers).
   absl::StatusOr<std::string> RunChange(ServerGates& servers);
 
+  // RunChange with the step given: a dead worker's removal (elastic_drop.h), whose new
+  // generation starts exactly at the step PlanDrop chose, whatever the servers took
+  // (`drop_pending`: their pending pushes of that step are dropped with the commit).
+  // FAILED_PRECONDITION when `from_step` is not after the latest generation's start.
+  absl::StatusOr<std::string> RunChangeFrom(ServerGates& servers, int64_t from_step, bool drop_pending);
+
   const elastic::MembershipSchedule& schedule() const { return schedule_; }
 
  private:
@@ -72,7 +94,12 @@ class ElasticCoordinator {
   // The next generation's ranks, or why there is none yet.
   absl::StatusOr<std::vector<int>> NextRanks() const;
   // The step the next generation starts at, after proposing it to every server.
+  // Every server is asked even when one has not answered yet, so that servers answering
+  // through heartbeats answer in the same round; the first error is returned.
   absl::StatusOr<int64_t> ProposeAll(ServerGates& servers, int generation, int64_t not_before) const;
+  // Commits `next` on every server and appends it; the log line.
+  absl::StatusOr<std::string> CommitAll(ServerGates& servers, int generation, elastic::Generation next,
+                                        bool drop_pending);
 
   elastic::MembershipSchedule schedule_;
   std::optional<elastic::MembershipSchedule> replay_;

@@ -22,7 +22,7 @@ Membership::Membership(MembershipOptions options)
     : options_(std::move(options)),
       liveness_(LivenessOptions{options_.heartbeat_timeout, options_.rejoin_timeout, options_.clock}),
       start_(liveness_.Now()),
-      workers_(Role::kWorker, options_.num_workers),
+      workers_(Role::kWorker, options_.elastic != nullptr ? options_.elastic->max_workers() : options_.num_workers),
       servers_(Role::kServer, options_.num_servers),
       job_(options_.job_id) {}
 
@@ -117,10 +117,12 @@ absl::Status Membership::CheckRegisterRequest(const Registration& request) const
         absl::StrFormat("%s was started with --replication %d, but the job has --replication %d", what,
                         request.replication, options_.replication));
   }
-  if (static_cast<int>(request.worker_incarnations.size()) > options_.num_workers) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " reported incarnations of ", request.worker_incarnations.size(),
-                     " worker ranks, but the job has ", options_.num_workers, " workers"));
+  // workers_.size(), read without the lock: the worker ranks there are.
+  const int worker_ranks = options_.elastic != nullptr ? options_.elastic->max_workers() : options_.num_workers;
+  if (static_cast<int>(request.worker_incarnations.size()) > worker_ranks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " reported incarnations of ", request.worker_incarnations.size(), " worker ranks, but the job has ",
+        workers_.size(), options_.elastic != nullptr ? " worker ranks (--elastic MAX)" : " workers"));
   }
   if (request.incarnation > 0 && request.requested_rank < 0) {
     return absl::InvalidArgumentError(absl::StrCat("a ", what, " that holds incarnation ", request.incarnation,
@@ -147,15 +149,26 @@ RankOccupant Membership::OccupantOf(const Node& node) {
 }
 
 std::vector<RankOccupant> Membership::OccupantsLocked(Role role) const {
-  std::vector<RankOccupant> out(Expected(role));
+  // An elastic job's later ranks exist once it started with its first ones.
+  std::vector<RankOccupant> out(all_registered_ ? (role == Role::kWorker ? workers_ : servers_).size()
+                                                : Expected(role));
   for (const auto& [key, node] : nodes_) {
     if (key.role == role && key.rank >= 0 && key.rank < static_cast<int>(out.size())) out[key.rank] = OccupantOf(node);
   }
   return out;
 }
 
-absl::StatusOr<int> Membership::PickRankLocked(const Registration& request) {
+absl::StatusOr<int> Membership::PickRankLocked(const Registration& request, bool* joiner) {
   const Role role = request.role;
+  *joiner = false;
+  if (options_.elastic != nullptr && role == Role::kWorker) {
+    absl::StatusOr<std::optional<int>> joined = ElasticPickLocked(request);
+    if (!joined.ok()) return joined.status();
+    if (joined->has_value()) {
+      *joiner = true;
+      return **joined;
+    }
+  }
   RankTable& ranks = RanksLocked(role);
   int moved_to = -1;
   absl::StatusOr<int> rank =
@@ -173,7 +186,7 @@ absl::StatusOr<int> Membership::PickRankLocked(const Registration& request) {
   return rank;
 }
 
-uint64_t Membership::AdmitLocked(const NodeKey& key, const Registration& request) {
+uint64_t Membership::AdmitLocked(const NodeKey& key, const Registration& request, bool joiner) {
   const uint64_t held = request.incarnation;
   // A node that held an incarnation before the job started here: this scheduler restarted.
   if (held > 0 && !all_registered_ && restart_seen_at_ == absl::InfiniteFuture()) restart_seen_at_ = Now();
@@ -188,7 +201,7 @@ uint64_t Membership::AdmitLocked(const NodeKey& key, const Registration& request
   }
   const uint64_t incarnation = RanksLocked(key.role).Admit(key.rank, held, all_registered_);
   // A new process for a rank after the job started: a restart of that rank.
-  const bool restart = all_registered_ && held == 0;
+  const bool restart = all_registered_ && held == 0 && !joiner;
   Node& node = nodes_[key];
   node = Node();
   node.info.role = key.role;
@@ -204,7 +217,7 @@ uint64_t Membership::AdmitLocked(const NodeKey& key, const Registration& request
   node.info.last_heard_unix_ms = absl::ToUnixMillis(node.live.last_heard);
   node.ticket = next_ticket_++;
   node.provisional = request.requested_rank < 0 && !all_registered_;
-  node.rejoined = all_registered_ || held > 0;
+  node.rejoined = (all_registered_ || held > 0) && !joiner;
   node.replaced = replaced;
   node.job_id = request.job_id;
   for (size_t r = 0; r < request.worker_incarnations.size(); ++r) {
@@ -223,9 +236,10 @@ absl::StatusOr<int> Membership::Register(const Registration& request, uint64_t* 
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<int> rank = PickRankLocked(request);
+  bool joiner = false;
+  absl::StatusOr<int> rank = PickRankLocked(request, &joiner);
   if (!rank.ok()) return rank.status();
-  const uint64_t admitted = AdmitLocked({request.role, *rank}, request);
+  const uint64_t admitted = AdmitLocked({request.role, *rank}, request, joiner);
   if (ticket != nullptr) *ticket = admitted;
   if (!all_registered_ && CountRegistered(Role::kWorker) == options_.num_workers &&
       CountRegistered(Role::kServer) == options_.num_servers) {
@@ -373,7 +387,7 @@ bool Membership::MayRejoin(const NodeKey& key) const {
 std::vector<NodeRecord> Membership::ExpireRejoinWaits() {
   absl::MutexLock lock(&mu_);
   std::vector<NodeRecord> expired;
-  if (!liveness_.RejoinAllowed() || !failure_.empty()) return expired;
+  if (!liveness_.RejoinAllowed() || !failure_.empty() || options_.elastic != nullptr) return expired;
   for (const auto& [key, node] : nodes_) {
     if (key.role != Role::kWorker || node.info.state != NodeState::kDead || MayRejoinLocked(key, node)) {
       continue;

@@ -20,7 +20,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -30,6 +32,7 @@
 #include "absl/time/time.h"
 #include "common/defaults.h"
 #include "common/kvstore_mode.h"
+#include "services/scheduler/elastic_ranks.h"
 #include "services/scheduler/job_identity.h"
 #include "services/scheduler/liveness.h"
 #include "services/scheduler/membership_types.h"
@@ -53,6 +56,12 @@ struct MembershipOptions {
   // may still take the rank) and barriers waiting for it fail at once.
   absl::Duration rejoin_timeout = absl::ZeroDuration();
   Clock clock;  // null: absl::Now
+  // An elastic job's ranks (--elastic; null: not elastic, the workers are fixed at
+  // num_workers). The job still starts with ranks 0 .. num_workers - 1; the worker rank
+  // table spans MAX, later workers join (Register), deaths are dropped rather than
+  // failing the job (DroppableWorkers), and the job is over when the latest
+  // generation's workers finished. Must outlive the Membership.
+  ElasticRanks* elastic = nullptr;
 };
 
 class Membership {
@@ -143,8 +152,12 @@ class Membership {
   // timeout): barriers and waits should not fail on its death yet.
   bool MayRejoin(const NodeKey& key) const;
   // Fails the job (see Failure) for each worker dead longer than the rejoin timeout
-  // and returns them (once each), so that barriers waiting for them fail.
+  // and returns them (once each), so that barriers waiting for them fail. Not for an
+  // elastic job, whose dead workers are dropped instead (DroppableWorkers).
   std::vector<NodeRecord> ExpireRejoinWaits();
+  // An elastic job: the workers of its latest generation dead longer than the rejoin
+  // timeout (at once without one), each incarnation once, for ElasticJob::Drop.
+  std::vector<NodeRecord> DroppableWorkers();
 
   // A restarted scheduler (recognised by a registration that carried an incarnation
   // before the job started here) still missing workers one heartbeat timeout after
@@ -209,9 +222,15 @@ class Membership {
   // shape (no lock needed): INVALID_ARGUMENT saying what differs.
   absl::Status CheckRegisterRequest(const Registration& request) const;
   // The rank the request gets (Register's rules; moves a provisional holder away).
-  absl::StatusOr<int> PickRankLocked(const Registration& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Records the node at `key` with its incarnation; returns its ticket.
-  uint64_t AdmitLocked(const NodeKey& key, const Registration& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `*joiner`: the worker joins an elastic job (ElasticPickLocked).
+  absl::StatusOr<int> PickRankLocked(const Registration& request, bool* joiner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An elastic job's worker registration (membership_elastic.cc): the rank of a joiner
+  // (a worker after the start asking for no rank, or for a free one outside the job),
+  // nullopt for today's rules (before the start, a restart of a rank in the job).
+  absl::StatusOr<std::optional<int>> ElasticPickLocked(const Registration& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the node at `key` with its incarnation; returns its ticket. A `joiner` is
+  // new to the job: neither a restart nor rejoining.
+  uint64_t AdmitLocked(const NodeKey& key, const Registration& request, bool joiner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A node of `key` that is neither DEAD nor SettleRestart's stand-in.
   bool HeldByLiveLocked(const NodeKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int CountRegistered(Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -254,6 +273,8 @@ class Membership {
   std::vector<NodeKey> deaths_ ABSL_GUARDED_BY(mu_);
   std::vector<Comeback> comebacks_ ABSL_GUARDED_BY(mu_);
   std::string failure_ ABSL_GUARDED_BY(mu_);
+  // DroppableWorkers' answers so far: (rank, incarnation).
+  std::set<std::pair<int, uint64_t>> dropped_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status close_status_ ABSL_GUARDED_BY(mu_);
 };

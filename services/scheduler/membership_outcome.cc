@@ -22,6 +22,9 @@ std::string Membership::FencedText(const NodeKey& key, uint64_t stale, const Nod
 
 std::string Membership::FailureLocked() const {
   if (!failure_.empty() || !all_registered_) return failure_;
+  // An elastic job's dead workers are dropped (DroppableWorkers); it fails only when
+  // too few are left for too long (ElasticJob), through FailJob.
+  if (options_.elastic != nullptr) return "";
   // With a rejoin timeout a dead worker may come back; ExpireRejoinWaits fails the job.
   if (liveness_.RejoinAllowed()) return "";
   // Every worker is gone and one of them died: nobody is left to finish the job.
@@ -43,11 +46,19 @@ bool Membership::JobOver(std::string* reason) const {
     return true;
   }
   if (!all_registered_) return false;
-  for (int r = 0; r < options_.num_workers; ++r) {
+  // An elastic job's workers are its latest generation's: a leaver's exit or a dropped
+  // worker's death does not count, a joiner's finish does.
+  std::vector<int> workers;
+  if (options_.elastic != nullptr) {
+    workers = options_.elastic->Workers();
+  } else {
+    for (int r = 0; r < options_.num_workers; ++r) workers.push_back(r);
+  }
+  for (int r : workers) {
     auto it = nodes_.find({Role::kWorker, r});
     if (it == nodes_.end() || it->second.info.state != NodeState::kFinished) return false;
   }
-  if (reason != nullptr) *reason = absl::StrCat("all ", options_.num_workers, " workers finished");
+  if (reason != nullptr) *reason = absl::StrCat("all ", workers.size(), " workers finished");
   return true;
 }
 

@@ -22,8 +22,8 @@ absl::StatusOr<int> RankTable::Pick(int requested, uint64_t held, bool started,
   if (requested < 0) {
     // The lowest free rank; failing that, the lowest rank of a dead node (a restart).
     if (const int free_rank = LowestFree(occupants); free_rank >= 0) return free_rank;
-    for (int r = 0; r < size_; ++r) {
-      if (!occupants[r].live) return r;
+    for (size_t r = 0; r < occupants.size(); ++r) {
+      if (!occupants[r].live) return static_cast<int>(r);
     }
     return absl::ResourceExhaustedError(
         absl::StrCat("all ", size_, " ", RoleName(role_), " ranks are held by live nodes"));

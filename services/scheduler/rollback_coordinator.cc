@@ -1,6 +1,7 @@
 #include "services/scheduler/rollback_coordinator.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <vector>
 
@@ -165,6 +166,38 @@ std::vector<int64_t> RollbackCoordinator::SnapshotSteps(int rank) const {
   absl::MutexLock lock(&mu_);
   auto it = servers_.find(rank);
   return it == servers_.end() ? std::vector<int64_t>() : it->second.steps;
+}
+
+std::optional<int64_t> RollbackCoordinator::CommonStep() const {
+  absl::MutexLock lock(&mu_);
+  if (num_servers_ == 0 || static_cast<int>(servers_.size()) < num_servers_) return std::nullopt;
+  std::set<int64_t> common;
+  for (const auto& [rank, s] : servers_) {
+    if (!s.listed) return std::nullopt;
+    std::set<int64_t> mine(s.steps.begin(), s.steps.end());
+    if (rank == servers_.begin()->first) {
+      common = std::move(mine);
+      continue;
+    }
+    std::set<int64_t> both;
+    std::set_intersection(common.begin(), common.end(), mine.begin(), mine.end(), std::inserter(both, both.end()));
+    common = std::move(both);
+  }
+  if (common.empty()) return std::nullopt;
+  return *common.rbegin();
+}
+
+uint64_t RollbackCoordinator::Order(int64_t step, const std::string& reason, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  v1::RollbackOrder order;
+  order.set_generation(++generation_);
+  order.set_step(step);
+  order.set_reason(reason);
+  DTRAIN_LOG(WARNING) << reason << " (rollback " << order.generation() << "; servers reload, then workers)";
+  order_ = order;
+  ++rollbacks_;
+  waiting_since_ = now;
+  return order.generation();
 }
 
 std::string RollbackCoordinator::last_rollback() const {

@@ -54,6 +54,13 @@ class RollbackCoordinator {
   std::string last_rollback() const;  // the last order's reason
   // The complete snapshot steps server `rank` reported last, newest first.
   std::vector<int64_t> SnapshotSteps(int rank) const;
+  // The newest step every server listed a complete snapshot of; nullopt when a server
+  // has not listed yet or they have none in common.
+  std::optional<int64_t> CommonStep() const;
+  // Orders a rollback of the whole job to snapshot `step` (an elastic job's dead
+  // worker whose last step merged on some keys, elastic_drop.h), carried out as a lost
+  // shard's: the servers reload, then the workers are told. Returns its generation.
+  uint64_t Order(int64_t step, const std::string& reason, absl::Time now);
 
  private:
   struct Server {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -32,7 +33,9 @@
 #include "common/metrics/metrics_flags.h"
 #include "common/metrics/registry.h"
 #include "services/scheduler/scheduler_metrics.h"
+#include "common/elastic/elastic_spec.h"
 #include "services/scheduler/barrier.h"
+#include "services/scheduler/elastic_job.h"
 #include "services/scheduler/membership.h"
 #include "services/scheduler/scheduler_service.h"
 #include "common/defaults.h"
@@ -53,6 +56,9 @@ struct Flags {
   std::string cluster_spec;
   metrics::MetricsFlags metrics;
   TlsFlags tls;
+  elastic::ElasticSpec elastic;
+  // An elastic job's schedule is written to PREFIX-membership.json on every change.
+  std::string membership_prefix = "dtrain";
 };
 
 absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
@@ -71,6 +77,11 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
                   {kClusterSpecEnv});
   metrics::AddMetricsFlags(flags, &f->metrics);
   AddTlsFlags(flags, &f->tls);
+  elastic::AddElasticFlags(flags, &f->elastic);
+  flags.AddString("membership-prefix", &f->membership_prefix,
+                  "--elastic: the membership schedule is written to PREFIX-membership.json on every change (a "
+                  "relative PREFIX is in the working directory), for --replay-membership",
+                  {"DTRAIN_MEMBERSHIP_PREFIX"});
   absl::Status s = flags.Parse(argc, argv);
   *help = flags.help_requested();
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
@@ -89,6 +100,10 @@ absl::Status ParseFlags(int argc, char** argv, Flags* f, bool* help) {
     if (!spec.ok()) return absl::InvalidArgumentError(absl::StrCat("--cluster-spec: ", spec.status().message()));
   }
   if (absl::Status m = metrics::CheckMetricsFlags(f->metrics); !m.ok()) return m;
+  if (absl::Status e = elastic::CheckElasticSpec(f->elastic, f->job.num_workers, f->job.mode); !e.ok()) return e;
+  if (f->elastic.enabled() && f->membership_prefix.empty()) {
+    return absl::InvalidArgumentError("--membership-prefix must not be empty with --elastic");
+  }
   return ApplyTlsFlags(f->tls, TlsUse::kClusterNode, f->host);
 }
 
@@ -158,6 +173,34 @@ int Shutdown(SchedulerService& service, grpc::Server& server, const Membership& 
   return 0;
 }
 
+// An elastic job's coordinator (null without --elastic); reads --replay-membership.
+absl::StatusOr<std::unique_ptr<ElasticJob>> MakeElasticJob(const Flags& f, SchedulerMetrics* metrics,
+                                                           RollbackCoordinator* rollback) {
+  if (!f.elastic.enabled()) return nullptr;
+  ElasticJobOptions eo;
+  eo.spec = f.elastic;
+  eo.num_workers = static_cast<int>(f.job.num_workers);
+  eo.num_servers = static_cast<int>(f.job.num_servers);
+  eo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);
+  eo.membership_file = f.membership_prefix + "-membership.json";
+  eo.metrics = metrics;
+  eo.rollback = rollback;
+  return ElasticJob::Create(std::move(eo));
+}
+
+MembershipOptions MakeMembershipOptions(const Flags& f, ElasticRanks* elastic) {
+  MembershipOptions mo;
+  mo.num_workers = static_cast<int>(f.job.num_workers);
+  mo.num_servers = static_cast<int>(f.job.num_servers);
+  mo.replication = static_cast<int>(f.job.replication);
+  mo.kv_store = f.job.mode;
+  mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
+  mo.job_id = f.job.job_id;
+  mo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);
+  mo.elastic = elastic;
+  return mo;
+}
+
 int Run(int argc, char** argv) {
   // First: every later thread inherits the blocked signals, and a launcher may signal
   // us as soon as it sees the port.
@@ -178,14 +221,24 @@ int Run(int argc, char** argv) {
     DTRAIN_LOG(ERROR) << metrics.status().message();
     return 1;
   }
-  MembershipOptions mo;
-  mo.num_workers = static_cast<int>(f.job.num_workers);
-  mo.num_servers = static_cast<int>(f.job.num_servers);
-  mo.replication = static_cast<int>(f.job.replication);
-  mo.kv_store = f.job.mode;
-  mo.heartbeat_timeout = absl::Seconds(f.heartbeat_timeout_s);
-  mo.job_id = f.job.job_id;
-  mo.rejoin_timeout = absl::Seconds(f.job.rejoin_timeout_s);
+  // Servers with --snapshot-every report their snapshots; a lost shard (or an elastic
+  // job's dead worker, elastic_drop.h) rolls the job back. The servers get as long to
+  // reload as a worker to rejoin. With replicas a restarted server copies its ranges
+  // back from a live one: no rollback. (A range that loses every replica fails the
+  // job; rolling back then is not done yet, docs/recovery.md.)
+  RollbackCoordinator rollback(static_cast<int>(f.job.num_servers),
+                               std::max(absl::Seconds(60), absl::Seconds(f.job.rejoin_timeout_s)));
+  RollbackCoordinator* const rollback_or_null = f.job.replication > 1 ? nullptr : &rollback;
+  // Before anything starts: a replay file that does not parse ends here, naming it.
+  absl::StatusOr<std::unique_ptr<ElasticJob>> elastic = MakeElasticJob(f, metrics->families.get(), rollback_or_null);
+  if (!elastic.ok()) {
+    std::fprintf(stderr, "dtrain-scheduler: %s\n", std::string(elastic.status().message()).c_str());
+    return 2;
+  }
+  if (*elastic == nullptr && metrics->families != nullptr) {
+    metrics->families->SetWorkers(static_cast<int>(f.job.num_workers));
+  }
+  const MembershipOptions mo = MakeMembershipOptions(f, elastic->get());
   Membership membership(mo);
   BarrierSet barriers(mo.num_workers, mo.num_servers,
                       [&membership](const NodeKey& key) { return membership.Describe(key); });
@@ -193,13 +246,8 @@ int Run(int argc, char** argv) {
   so.register_timeout = absl::Seconds(f.job.register_timeout_s);
   so.metrics = metrics->families.get();
   so.cluster_spec = f.cluster_spec;
-  // Servers with --snapshot-every report their snapshots; a lost shard rolls the job
-  // back. The servers get as long to reload as a worker to rejoin.
-  RollbackCoordinator rollback(mo.num_servers, std::max(absl::Seconds(60), mo.rejoin_timeout));
-  // With replicas a restarted server copies its ranges back from a live one: no
-  // rollback. (A range that loses every replica fails the job; rolling back then is
-  // not done yet, docs/recovery.md.)
-  so.rollback = f.job.replication > 1 ? nullptr : &rollback;
+  so.elastic = elastic->get();
+  so.rollback = rollback_or_null;
   // With TLS the nodes' tokens are bound to this scheduler's key pair: a restarted
   // scheduler with the same certificate accepts the tokens it issued before.
   if (TransportIsTls()) so.token_key = auth::DeriveTokenKey(CurrentTransportSecurity().key_pem);
@@ -216,7 +264,8 @@ int Run(int argc, char** argv) {
   }
   DTRAIN_LOG(INFO) << "listening on " << JoinHostPort(f.host, bound_port) << " (pid " << ::getpid() << "); expecting "
                    << f.job.num_workers << " workers and " << f.job.num_servers << " servers, kv-store "
-                   << KVStoreModeName(f.job.mode);
+                   << KVStoreModeName(f.job.mode)
+                   << (so.elastic != nullptr ? absl::StrCat(", elastic ", so.elastic->SpecText()) : std::string());
 
   const absl::Status early = RunUntilDone(signals, service, membership, f.exit_grace_s, f.job.register_timeout_s);
   return Shutdown(service, *server, membership, early);

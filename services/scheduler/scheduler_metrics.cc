@@ -43,6 +43,8 @@ SchedulerMetrics::SchedulerMetrics(metrics::MetricsRegistry& registry) {
                    "(at most 1 in dist_sync).");
   rollbacks_ = &AddCounter(r, "dtrain_scheduler_rollbacks_total",
                            "Rollbacks of the whole job to the servers' snapshots (a shard was lost).");
+  workers_ = &AddGauge(r, "dtrain_workers",
+                       "Workers of the latest committed membership generation (--elastic; else -n, set at start).");
   steps_lost_ = &AddCounter(r, "dtrain_scheduler_rollback_steps_lost_total",
                             "Steps recomputed because of rollbacks (the job's step minus the snapshot's).");
 }
@@ -77,6 +79,8 @@ void SchedulerMetrics::SetWorkerSteps(int64_t slowest_step, int slowest_rank, in
   fastest_step_->Set(static_cast<double>(fastest_step));
   lag_->Set(static_cast<double>(fastest_step - slowest_step));
 }
+
+void SchedulerMetrics::SetWorkers(int workers) { workers_->Set(workers); }
 
 void SchedulerMetrics::RolledBack(int64_t steps_lost) {
   rollbacks_->Increment();

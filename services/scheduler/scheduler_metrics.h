@@ -39,6 +39,9 @@ class SchedulerMetrics {
   void SetWorkerSteps(int64_t slowest_step, int slowest_rank, int64_t fastest_step);
   // The job rolled back to the servers' snapshots, losing `steps_lost` steps.
   void RolledBack(int64_t steps_lost);
+  // The workers the job's latest membership generation holds (dtrain_workers): an
+  // elastic job's moves with each committed change.
+  void SetWorkers(int workers);
 
  private:
   std::map<std::pair<Role, std::string>, prometheus::Gauge*> nodes_;
@@ -53,6 +56,7 @@ class SchedulerMetrics {
   prometheus::Counter* rollbacks_;
   prometheus::Counter* steps_lost_;
   prometheus::Counter* failovers_;
+  prometheus::Gauge* workers_;
 };
 
 }  // namespace dtrain::scheduler

@@ -61,6 +61,10 @@ absl::StatusOr<Registration> Admissible(const grpc::ServerContext& context, cons
     DTRAIN_LOG(WARNING) << "refused registration of " << WhoRegisters(request, role) << ": " << s.message();
     return s;
   }
+  if (absl::Status s = CheckNodeElastic(request.elastic(), options.elastic, RoleName(role)); !s.ok()) {
+    DTRAIN_LOG(WARNING) << "refused registration of " << WhoRegisters(request, role) << ": " << s.message();
+    return s;
+  }
   return registration;
 }
 
@@ -127,6 +131,8 @@ grpc::Status SchedulerService::Register(grpc::ServerContext* context, const v1::
   }
   *response->mutable_cluster() = ViewToProto(membership_->View());
   response->set_job_id(response->cluster().job_id());
+  // A joiner's rank is not in it yet: it waits for a heartbeat's membership that holds it.
+  if (options_.elastic != nullptr) *response->mutable_membership() = options_.elastic->State();
   return grpc::Status::OK;
 }
 
@@ -210,6 +216,7 @@ bool SchedulerService::AnswerHeartbeat(const v1::HeartbeatRequest& request, Hear
     send = true;
   }
   if (s.ok()) AddRollback(self, st->incarnation, request, &st->rollback, response, &send);
+  if (s.ok() && options_.elastic != nullptr) send = AddElastic(self, st->incarnation, request, response) || send;
   response->set_now_unix_ms(absl::ToUnixMillis(absl::Now()));
   return send;
 }
@@ -271,8 +278,17 @@ grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::Lea
     DTRAIN_LOG(WARNING) << "refused Leave from " << NodeName(self) << ": " << s.message();
     return ToGrpc(s);
   }
+  if (request->elastic_leave()) return ElasticLeave(self);
+  // A worker not in an elastic job's latest generation leaves after its removal: a
+  // departure, which ends nothing (Membership::JobOver counts the latest generation).
+  const bool departure = options_.elastic != nullptr && self.role == Role::kWorker && !request->failed() &&
+                         !options_.elastic->InJob(self.rank);
   absl::Status s = membership_->Leave(self, request->failed(), request->reason());
   if (!s.ok()) return ToGrpc(s);
+  if (departure) {
+    DTRAIN_LOG(INFO) << NodeName(self) << " left the elastic job after its removal";
+    return grpc::Status::OK;
+  }
   if (request->failed()) {
     DTRAIN_LOG(ERROR) << NodeName(self) << " left FAILED: " << request->reason();
   } else {
@@ -312,7 +328,45 @@ grpc::Status SchedulerService::GetStatus(grpc::ServerContext* context, const v1:
     response->set_rollbacks(options_.rollback->rollbacks());
     response->set_last_rollback(options_.rollback->last_rollback());
   }
+  if (options_.elastic != nullptr) *response->mutable_membership() = options_.elastic->State();
   return grpc::Status::OK;
+}
+
+grpc::Status SchedulerService::ElasticLeave(const NodeKey& self) {
+  absl::Status s = self.role == Role::kWorker ? absl::OkStatus()
+                                              : absl::FailedPreconditionError(absl::StrCat(
+                                                    NodeName(self), ": only workers leave an elastic job on purpose"));
+  if (s.ok() && options_.elastic == nullptr) {
+    s = absl::FailedPreconditionError(
+        absl::StrCat(NodeName(self), " asked to leave, but the job is not elastic (--elastic): it runs to the end"));
+  }
+  if (s.ok()) s = options_.elastic->Leave(self.rank);
+  if (!s.ok()) DTRAIN_LOG(WARNING) << "refused a leave notice: " << s.message();
+  return ToGrpc(s);
+}
+
+bool SchedulerService::AddElastic(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
+                                  v1::HeartbeatResponse* response) {
+  if (self.role == Role::kWorker) {
+    *response->mutable_membership() = options_.elastic->State();
+    return true;
+  }
+  const std::string failure = options_.elastic->OnServerHeartbeat(
+      self.rank, incarnation, request.has_membership() ? &request.membership() : nullptr, response);
+  if (!failure.empty()) FailElasticJob(failure);
+  return response->has_membership_order();
+}
+
+void SchedulerService::FailElasticJob(const std::string& why) {
+  if (!membership_->Failure().empty()) return;
+  DTRAIN_LOG(ERROR) << why;
+  membership_->FailJob(why);
+}
+
+void SchedulerService::TickElastic() {
+  if (options_.elastic == nullptr) return;
+  for (const NodeRecord& node : membership_->DroppableWorkers()) options_.elastic->Drop(node.rank, node.death_reason);
+  if (const std::string failure = options_.elastic->Advance(); !failure.empty()) FailElasticJob(failure);
 }
 
 void SchedulerService::AddRollback(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
@@ -373,6 +427,7 @@ void SchedulerService::Tick() {
     // No snapshot in common, or servers that did not reload: the job cannot go on.
     if (const std::string why = options_.rollback->Failure(); !why.empty()) membership_->FailJob(why);
   }
+  TickElastic();
   // A dead worker that did not come back in time: the job failed, and barriers
   // that still wait for it fail now.
   for (const NodeRecord& node : membership_->ExpireRejoinWaits()) {

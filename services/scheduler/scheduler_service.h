@@ -15,6 +15,7 @@
 #include "services/scheduler/scheduler_metrics.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
 #include "services/scheduler/barrier.h"
+#include "services/scheduler/elastic_job.h"
 #include "services/scheduler/membership.h"
 #include "services/scheduler/membership_proto.h"
 #include "services/scheduler/rollback_coordinator.h"
@@ -39,6 +40,8 @@ struct SchedulerServiceOptions {
   // A spec-launched job's cluster spec (common/cluster_spec.h; empty: none): a node
   // that registers with another is refused, naming the difference.
   std::string cluster_spec;
+  // An elastic job's membership changes (null: not elastic); must outlive the service.
+  ElasticJob* elastic = nullptr;
 };
 
 class SchedulerService final : public v1::Scheduler::WithCallbackMethod_Heartbeat<v1::Scheduler::Service> {
@@ -100,6 +103,16 @@ class SchedulerService final : public v1::Scheduler::WithCallbackMethod_Heartbea
                              HeartbeatStream* st);
   // One heartbeat in, the answer out; true when `*response` must be sent.
   bool AnswerHeartbeat(const v1::HeartbeatRequest& request, HeartbeatStream* st, v1::HeartbeatResponse* response);
+  // An elastic job's part of a heartbeat answer: the server's order, the workers'
+  // membership (on every answer: it is small); true when `*response` must be sent.
+  bool AddElastic(const NodeKey& self, uint64_t incarnation, const v1::HeartbeatRequest& request,
+                  v1::HeartbeatResponse* response);
+  // LeaveRequest.elastic_leave: a worker's notice that it goes with the next change.
+  grpc::Status ElasticLeave(const NodeKey& self);
+  // Each tick: dead workers past the rejoin timeout are dropped, a pending change runs.
+  void TickElastic();
+  // The elastic job cannot go on (`why` names the worker): the job fails, once.
+  void FailElasticJob(const std::string& why);
   // How the stream ends once its requests stop (or it was refused).
   grpc::Status FinishHeartbeat(const HeartbeatStream& st);
 

@@ -9,6 +9,7 @@
 #include "common/kvstore_mode_wire.h"
 #include "common/log.h"
 #include "services/server/replica_catch_up.h"
+#include "services/server/server_membership.h"
 
 namespace dtrain::server {
 namespace {
@@ -122,6 +123,11 @@ absl::Status ControlHandler::Configure(const v1::ConfigureRequest& req) const {
   if (!mode.ok()) return mode.status();
   absl::StatusOr<kv::StoreConfig> config = StoreConfigOf(req, *mode);
   if (!config.ok()) return config.status();
+  if (options_.membership != nullptr) {
+    absl::StatusOr<int> workers = options_.membership->ConfigureWorkers(config->num_workers, options_.membership_wait);
+    if (!workers.ok()) return workers.status();
+    config->num_workers = *workers;
+  }
   if (absl::Status s = store_->Configure(*config); !s.ok()) return s;
   LogConfigured(req, *config);
   // A restarted chain member is configured the same way before it gets a key.

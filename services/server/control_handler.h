@@ -13,12 +13,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "common/kv/shard_store.h"
 #include "dtrain/v1/parameter_server.pb.h"
 
 namespace dtrain::server {
 
 class ReplicaCatchUp;
+class ServerMembership;
 
 // The longest replica chain a request may name (KeyInit.chain, joined servers).
 inline constexpr int kMaxChainLength = 64;
@@ -30,6 +32,12 @@ struct ControlOptions {
   // Replication: told each accepted Configure and each key's chain, so that a restarted
   // chain member can be set up the same way (null: none). Must outlive the handler.
   ReplicaCatchUp* catch_up = nullptr;
+  // Elastic jobs (docs/elastic.md): the store is configured for the ranks' bound,
+  // --elastic's MAX, whatever worker count (1 .. MAX) worker 0's Configure says, once
+  // the server has the job's membership (a Configure waits up to membership_wait for
+  // it). Null: not elastic. Must outlive the handler.
+  const ServerMembership* membership = nullptr;
+  absl::Duration membership_wait = absl::Seconds(10);
 };
 
 class ControlHandler {
@@ -40,7 +48,7 @@ class ControlHandler {
   // Sets the store up (mode, workers, optimizer, pull compression). Refused with
   // INVALID_ARGUMENT: oversized names or lists, a mode no server serves, an unknown
   // pull_compression; the store's own refusals (another setup than the first) as the
-  // store words them.
+  // store words them. Elastic: ServerMembership::ConfigureWorkers' refusals.
   absl::Status Configure(const v1::ConfigureRequest& req) const;
   // Adds the keys in order; the first refusal ends the call (earlier keys stay). Each
   // key: DTYPE_FLOAT32, whole floats, finite (unless allow_non_finite), a chain of at

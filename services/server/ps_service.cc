@@ -63,7 +63,7 @@ PsService::PsService(kv::ShardStore* store, PsServiceOptions options)
     : store_(store),
       options_(options),
       checks_(options.node_tokens, options.token_key_wait, store),
-      control_(store, ControlOptions{options.allow_non_finite, options.catch_up}),
+      control_(store, ControlOptions{options.allow_non_finite, options.catch_up, options.membership}),
       timer_([this] { TimerLoop(); }) {}
 
 PsService::~PsService() {
@@ -118,6 +118,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* PsService::PushPull
   stream.max_queued_bytes = options_.max_queued_bytes;
   stream.metrics = options_.metrics;
   stream.catch_up = options_.catch_up;
+  stream.push_gate = options_.membership;
   return new PushPullReactor(store_, stream);
 }
 

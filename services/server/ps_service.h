@@ -18,6 +18,7 @@
 #include "services/server/node_checks.h"
 #include "services/server/push_pull_reactor.h"
 #include "services/server/replica_catch_up.h"
+#include "services/server/server_membership.h"
 #include "services/server/server_metrics.h"
 #include "dtrain/v1/parameter_server.grpc.pb.h"
 #include "common/defaults.h"
@@ -52,6 +53,9 @@ struct PsServiceOptions {
   // How long a call may wait for that key (a worker may hear of this server a moment
   // before the server hears back from the scheduler).
   absl::Duration token_key_wait = absl::Seconds(10);
+  // Elastic jobs (docs/elastic.md): every push passes its gate, and Configure takes its
+  // worker count (ControlOptions::membership). Null: not elastic. Must outlive the service.
+  ServerMembership* membership = nullptr;
 };
 
 // PushPull is a raw method: its messages are assembled by common/kv/tensor_codec.h.

@@ -36,12 +36,20 @@
 #include "services/server/ps_service.h"
 #include "services/server/store_metrics.h"
 #include "common/defaults.h"
+#include "common/elastic/elastic_spec.h"
+#include "common/kvstore_mode.h"
+#include "common/status_macros.h"
+#include "services/server/membership_orders.h"
+#include "services/server/server_membership.h"
 
 namespace dtrain::server {
 namespace {
 
 struct ServerFlags {
   ClusterFlags cluster;
+  // --elastic MIN:MAX (docs/elastic.md): sent when registering; the scheduler's
+  // membership then decides which workers each step merges.
+  elastic::ElasticSpec elastic;
   metrics::MetricsFlags metrics;
   std::string port_file;
   bool standalone = false;
@@ -94,9 +102,27 @@ absl::Status CheckLimitFlags(ServerFlags* f) {
   return absl::OkStatus();
 }
 
+// --elastic against the job's shape. A server is told its merge mode by worker 0's
+// Configure, not by a flag: the store refuses any but dist_sync then (SetStepRanks).
+absl::Status CheckElasticFlags(const ServerFlags& f) {
+  DTRAIN_RETURN_IF_ERROR(elastic::CheckElasticSpec(f.elastic, f.cluster.job.num_workers, KVStoreMode::kDistSync));
+  if (!f.elastic.enabled()) return absl::OkStatus();
+  if (f.standalone) {
+    return absl::InvalidArgumentError(
+        "--elastic needs a scheduler, whose membership decides each step's workers; "
+        "not with --standalone");
+  }
+  if (f.elastic.max_workers > f.limits.max_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--elastic ", f.elastic.min_workers, ":", f.elastic.max_workers,
+                                                   ": MAX is over --max-workers ", f.limits.max_workers));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   FlagSet flags("dtrain-server", "A dtrain parameter server: holds a shard of the model's keys.");
   AddClusterFlags(flags, &f->cluster, Role::kServer);
+  elastic::AddElasticFlags(flags, &f->elastic);
   metrics::AddMetricsFlags(flags, &f->metrics);
   flags.AddString("port-file", &f->port_file, "write the bound port to this file (atomically)");
   flags.AddBool("standalone", &f->standalone, "serve without a scheduler (tests, benchmarks)");
@@ -118,6 +144,7 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   if (s.ok()) s = FinishClusterFlags(&f->cluster, Role::kServer, /*need_scheduler=*/!f->standalone);
   if (s.ok()) s = metrics::CheckMetricsFlags(f->metrics);
   if (s.ok()) s = CheckLimitFlags(f);
+  if (s.ok()) s = CheckElasticFlags(*f);
   if (s.ok()) s = ApplyTlsFlags(f->cluster.tls, TlsUse::kClusterNode, f->cluster.bind_host);
   if (s.ok() && f->snapshot_every < 0) {
     s = absl::InvalidArgumentError(absl::StrCat("--snapshot-every must be >= 0, got ", f->snapshot_every));
@@ -129,14 +156,44 @@ absl::Status ParseFlags(int argc, char** argv, ServerFlags* f, bool* help) {
   return s;
 }
 
+// Elastic jobs (docs/elastic.md): adopts the membership the scheduler answered with and
+// makes `*orders`, which carries out its membership orders (through `hooks`) and
+// reports on every heartbeat. Before the heartbeat starts. `membership` null: this
+// server has no --elastic; a membership then, or none with --elastic, is refused.
+absl::Status JoinMembership(const v1::RegisterResponse& reg, ServerMembership* membership, kv::ShardStore& store,
+                            SchedulerClient& scheduler, std::unique_ptr<MembershipOrders>* orders,
+                            SchedulerClient::HeartbeatHooks* hooks) {
+  if (!reg.has_membership()) {
+    if (membership == nullptr) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this server has --elastic ", membership->BoundsText(),
+        " but the scheduler sent no membership: it runs a job that is not elastic (give every process the same "
+        "--elastic)"));
+  }
+  if (membership == nullptr) {
+    return absl::FailedPreconditionError(
+        "the scheduler runs an elastic job but this server has no --elastic MIN:MAX (give every process the same "
+        "--elastic, or DTRAIN_ELASTIC)");
+  }
+  DTRAIN_RETURN_IF_ERROR(membership->Adopt(reg.membership(), &store));
+  *orders = std::make_unique<MembershipOrders>(membership->gate(), &store, [&scheduler] { scheduler.HeartbeatNow(); });
+  MembershipOrders* o = orders->get();
+  hooks->on_membership_order = [o](const v1::MembershipOrder& order) { o->OnOrder(order); };
+  scheduler.SetMembershipReportSource([o] { return o->Report(); });
+  return absl::OkStatus();
+}
+
 // Registers `address` with the scheduler and starts the heartbeat, which turns the
 // scheduler's end of the job into a request on `stop`. Returns the rank given.
+// `membership` (null: not elastic) and *orders: JoinMembership.
 absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& address, SchedulerClient& scheduler,
                             ShutdownSignal& stop, SnapshotRollback* rollback, ReplicaCatchUp* catch_up,
-                            auth::TokenKeyring* node_tokens) {
+                            auth::TokenKeyring* node_tokens, kv::ShardStore& store, ServerMembership* membership,
+                            std::unique_ptr<MembershipOrders>* orders) {
   stop.set_exit_on_signal(true, "before registration finished");
   scheduler.set_job_id(cluster.job.job_id);  // empty: the scheduler's (learnt from Register)
   scheduler.set_replication(static_cast<int>(cluster.job.replication));
+  scheduler.set_elastic(membership != nullptr ? membership->BoundsText() : "");
   absl::StatusOr<v1::RegisterResponse> reg = scheduler.Register(
       v1::ROLE_SERVER, address, static_cast<int>(cluster.rank), static_cast<int>(cluster.job.num_workers),
       static_cast<int>(cluster.job.num_servers), absl::Seconds(cluster.job.register_timeout_s));
@@ -167,6 +224,7 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
       if (node.role() == v1::ROLE_SERVER) catch_up->ServerRestarted(node.rank(), node.address());
     };
   }
+  DTRAIN_RETURN_IF_ERROR(JoinMembership(*reg, membership, store, scheduler, orders, &hooks));
   // As long as the job waits for a replaced worker, it waits for a restarted scheduler.
   hooks.reconnect_for = std::max(hooks.reconnect_for, absl::Seconds(cluster.job.rejoin_timeout_s));
   scheduler.StartHeartbeat(absl::Seconds(cluster.heartbeat_interval_s), std::move(hooks));
@@ -192,6 +250,22 @@ void MakeSnapshots(const ServerFlags& f, metrics::MetricsRegistry* registry, kv:
   if (registry != nullptr) *snapshot_metrics = std::make_unique<SnapshotMetrics>(*registry);
   *snapshots = std::make_unique<SnapshotWriter>(SnapshotOptions{f.snapshot_dir, f.snapshot_every, 2}, store,
                                                 snapshot_metrics->get());
+}
+
+// What the service holds besides the store from its start, into `options`: replication's
+// catch-up, which the scheduler tells of restarted servers (our rank is not known yet,
+// and it never names ourselves), and an elastic job's membership, empty until
+// registration fills it.
+void MakeServiceParts(const ServerFlags& f, kv::ShardStore* store, ServerMetrics* metrics, PsServiceOptions* options,
+                      std::unique_ptr<ReplicaCatchUp>* catch_up, std::unique_ptr<ServerMembership>* membership) {
+  if (f.cluster.job.replication > 1 && !f.standalone) {
+    *catch_up = std::make_unique<ReplicaCatchUp>(store, /*my_rank=*/-1, metrics);
+    options->catch_up = catch_up->get();
+  }
+  if (f.elastic.enabled()) {
+    *membership = std::make_unique<ServerMembership>(f.elastic);
+    options->membership = membership->get();
+  }
 }
 
 // Serves `service` on --bind-host:--port and writes the port chosen to --port-file;
@@ -223,12 +297,14 @@ PsServiceOptions ServiceOptions(const ServerFlags& f, ServerMetrics* metrics) {
 
 // Registers with the scheduler (the server listens at `address`) and wires what it
 // drives: the rollback of `snapshots` (null: none; *rollback then stays null), the
-// step and incarnation reports, the job id. Returns the rank given; an error is
-// logged. *rollback is declared before *scheduler by the caller: the client's
-// heartbeat thread calls the rollback until the client is destroyed.
+// step and incarnation reports, the job id, an elastic job's membership (`membership`,
+// null: none; *orders). Returns the rank given; an error is logged. *rollback and
+// *orders are declared before *scheduler by the caller: the client's heartbeat thread
+// calls them until the client is destroyed.
 absl::StatusOr<int> Register(const ServerFlags& f, const std::string& address, kv::ShardStore& store,
                              SnapshotWriter* snapshots, ShutdownSignal& stop, ReplicaCatchUp* catch_up,
-                             auth::TokenKeyring* node_tokens, std::unique_ptr<SnapshotRollback>* rollback,
+                             auth::TokenKeyring* node_tokens, ServerMembership* membership,
+                             std::unique_ptr<MembershipOrders>* orders, std::unique_ptr<SnapshotRollback>* rollback,
                              std::unique_ptr<SchedulerClient>* scheduler) {
   *scheduler = std::make_unique<SchedulerClient>(f.cluster.scheduler, f.cluster.cluster_spec);
   if (snapshots != nullptr) {
@@ -243,7 +319,8 @@ absl::StatusOr<int> Register(const ServerFlags& f, const std::string& address, k
   // A restarted scheduler learns from the servers how far each worker rank's
   // incarnations went, so that it never hands a new process an old one.
   (*scheduler)->SetWorkerIncarnationSource([&store] { return store.WorkerIncarnations(); });
-  absl::StatusOr<int> given = JoinJob(f.cluster, address, **scheduler, stop, rollback->get(), catch_up, node_tokens);
+  absl::StatusOr<int> given =
+      JoinJob(f.cluster, address, **scheduler, stop, rollback->get(), catch_up, node_tokens, store, membership, orders);
   if (!given.ok()) {
     DTRAIN_LOG(ERROR) << "server at " << address << ": registering with scheduler " << f.cluster.scheduler
                       << " failed: " << given.status().message();
@@ -311,13 +388,9 @@ int Run(int argc, char** argv) {
     return 2;
   }
   PsServiceOptions options = ServiceOptions(f, metrics->families.get());
-  // Replication: the scheduler names restarted servers (our rank is not known yet, and
-  // it never names ourselves).
   std::unique_ptr<ReplicaCatchUp> catch_up;
-  if (f.cluster.job.replication > 1 && !f.standalone) {
-    catch_up = std::make_unique<ReplicaCatchUp>(&store, /*my_rank=*/-1, metrics->families.get());
-    options.catch_up = catch_up.get();
-  }
+  std::unique_ptr<ServerMembership> membership;
+  MakeServiceParts(f, &store, metrics->families.get(), &options, &catch_up, &membership);
   // With TLS every call must carry a node token, checked with the key the scheduler
   // gives at registration (common/auth/node_token.h). A standalone server has no
   // scheduler to issue tokens: mutual TLS alone admits any certificate of the CA.
@@ -333,11 +406,13 @@ int Run(int argc, char** argv) {
 
   // Declared before the client, whose heartbeat thread calls it until destroyed.
   std::unique_ptr<SnapshotRollback> rollback;  // with a scheduler and --snapshot-every
+  std::unique_ptr<MembershipOrders> orders;    // elastic jobs
   std::unique_ptr<SchedulerClient> scheduler;
   int rank = f.cluster.rank >= 0 ? static_cast<int>(f.cluster.rank) : 0;
   if (!f.standalone) {
-    absl::StatusOr<int> given = Register(f, address, store, snapshots.get(), stop, catch_up.get(),
-                                         check_tokens ? &node_tokens : nullptr, &rollback, &scheduler);
+    absl::StatusOr<int> given =
+        Register(f, address, store, snapshots.get(), stop, catch_up.get(), check_tokens ? &node_tokens : nullptr,
+                 membership.get(), &orders, &rollback, &scheduler);
     if (!given.ok()) {
       server->Shutdown(DeadlineAfter(absl::Seconds(1)));
       return 1;

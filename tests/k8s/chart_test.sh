@@ -649,6 +649,7 @@ mutant "a ReadWriteMany claim on the default class" "ReadWriteMany on the cluste
 BASE_ARGS=(-f "$BASE")
 
 . "$(dirname "$0")/chart_test_orchestration.sh"
+. "$(dirname "$0")/chart_test_elastic.sh"
 
 echo "== deploy/k8s/dtrain-rendered.yaml is the chart's rendering"
 # The job id is made anew by each rendering: compared as a placeholder. Plain manifests

@@ -202,6 +202,28 @@ The model prefix on the checkpoint volume, shared by worker 0 (writes) and infer
 {{- end }}
 
 {{/*
+Elastic workers (values elastic.*): "MIN:MAX", or empty when the job is not elastic.
+*/}}
+{{- define "dtrain.elastic" -}}
+{{- $e := .Values.elastic | default dict -}}
+{{- if gt (int $e.maxWorkers) 0 -}}
+{{- printf "%d:%d" (int $e.minWorkers) (int $e.maxWorkers) -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+The most workers the job may run at once: elastic.maxWorkers in an elastic job (the worker
+Job may be scaled up to it), else workers.
+*/}}
+{{- define "dtrain.mostWorkers" -}}
+{{- if include "dtrain.elastic" . -}}
+{{- int .Values.elastic.maxWorkers -}}
+{{- else -}}
+{{- int .Values.workers -}}
+{{- end -}}
+{{- end }}
+
+{{/*
 Environment every training process reads (common/cluster_flags.h): where the scheduler is,
 how big the job is, which kvstore mode. Call with (dict "ctx" $ "role" "worker").
 */}}
@@ -224,6 +246,12 @@ how big the job is, which kvstore mode. Call with (dict "ctx" $ "role" "worker")
 # scheduler refuses a node that says another number. Unset: 1.
 - name: DTRAIN_REPLICATION
   value: {{ $v.replication | quote }}
+{{- end }}
+{{- with include "dtrain.elastic" .ctx }}
+# Elastic workers, told to every role: the scheduler refuses a node that says otherwise.
+# DTRAIN_NUM_WORKERS stays the count the job started with (the lr rule's base).
+- name: DTRAIN_ELASTIC
+  value: {{ . | quote }}
 {{- end }}
 # Recovery: one id for every pod of the release (another job's processes are refused), and
 # how long the others wait for a dead worker's replacement.
@@ -495,7 +523,9 @@ parallelism: {{ .completions }}
 {{- $n := int $v.recovery.maxRestarts }}
 backoffLimitPerIndex: {{ $n }}
 maxFailedIndexes: {{ .maxFailedIndexes | default 0 }}
-backoffLimit: {{ mul $n .completions }}
+{{- /* Every index the Job may come to hold (an elastic worker Job grows up to maxWorkers)
+keeps its own budget: failures of indices scaled away still count against backoffLimit. */}}
+backoffLimit: {{ mul $n (.indices | default .completions) }}
 podFailurePolicy:
   rules:
     - action: Ignore
@@ -688,6 +718,7 @@ Checks across values, which values.schema.json cannot express. Included by serve
 {{- end -}}
 {{- end -}}
 {{- include "dtrain.checkGang" . -}}
+{{- include "dtrain.checkElastic" . -}}
 {{- include "dtrain.checkStorage" . -}}
 {{- include "dtrain.checkUpgrade" . -}}
 {{- end }}
@@ -722,6 +753,8 @@ job id made at install.
 {{- $out := dict -}}
 {{- $skip := list "inference" "networkPolicy" "podDisruptionBudget" -}}
 {{- if eq $v.orchestrator "jobs" }}{{ $skip = append $skip "job" }}{{ end -}}
+{{- /* elastic only once set: a release made before the chart had it hashes the same. */ -}}
+{{- if not (include "dtrain.elastic" .) }}{{ $skip = append $skip "elastic" }}{{ end -}}
 {{- range $k, $val := $v -}}
 {{- if not (has $k $skip) -}}
 {{- if eq $k "job" }}{{ $val = pick $val "activeDeadlineSeconds" }}{{ end -}}
@@ -770,9 +803,10 @@ pre-provisioned volume) or is an existing claim. By default no claim asks for it
 {{- $p := $v.persistence -}}
 {{- $inference := ternary (int $v.inference.replicas) 0 $v.inference.enabled -}}
 {{- $snap := gt (int $v.snapshotEvery) 0 -}}
+{{- $w := int (include "dtrain.mostWorkers" .) -}}
 {{- $users := dict
-  "data" (list (int $v.workers) (printf "%d worker(s)" (int $v.workers)))
-  "checkpoints" (list (add (int $v.workers) $inference (ternary (int $v.servers) 0 (and $snap (eq $v.server.snapshotVolume "checkpoints")))) (printf "%d worker(s)%s%s" (int $v.workers) (ternary (printf ", %d inference pod(s)" $inference) "" (gt $inference 0)) (ternary (printf ", %d server(s) writing snapshots" (int $v.servers)) "" (and $snap (eq $v.server.snapshotVolume "checkpoints")))))
+  "data" (list $w (printf "%d worker(s)" $w))
+  "checkpoints" (list (add $w $inference (ternary (int $v.servers) 0 (and $snap (eq $v.server.snapshotVolume "checkpoints")))) (printf "%d worker(s)%s%s" $w (ternary (printf ", %d inference pod(s)" $inference) "" (gt $inference 0)) (ternary (printf ", %d server(s) writing snapshots" (int $v.servers)) "" (and $snap (eq $v.server.snapshotVolume "checkpoints")))))
   "snapshots" (list (ternary (int $v.servers) 0 (and $snap (eq $v.server.snapshotVolume "claim"))) (printf "%d server(s)" (int $v.servers))) -}}
 {{- range $name := list "data" "checkpoints" "snapshots" -}}
 {{- $c := index $p $name | default dict -}}
@@ -790,6 +824,37 @@ pre-provisioned volume) or is an existing claim. By default no claim asks for it
 {{- end -}}
 {{- if and (ne (include "dtrain.dataOnClaim" .) "true") (not $p.data.seed) -}}
 {{- fail "persistence.data.seed=false leaves the workers no data set: without a data claim (persistence.data.existingClaim or storageClassName) they read the image's, which seed copies in. Set persistence.data.seed=true, or put your data set on a claim" -}}
+{{- end -}}
+{{- end }}
+
+{{/*
+Elastic workers: both bounds or neither, MIN <= MAX, workers within them, and what the
+elastic protocol needs (dist_sync: every step merged from one set of workers; the worker
+Job scaled in place, which a JobSet's controller would not leave alone).
+*/}}
+{{- define "dtrain.checkElastic" -}}
+{{- $v := .Values -}}
+{{- $e := $v.elastic | default dict -}}
+{{- $min := int $e.minWorkers -}}
+{{- $max := int $e.maxWorkers -}}
+{{- if or (gt $min 0) (gt $max 0) -}}
+{{- if or (eq $min 0) (eq $max 0) -}}
+{{- fail (printf "elastic.minWorkers (%d) and elastic.maxWorkers (%d) go together: set both (MIN >= 1) for an elastic job, or neither" $min $max) -}}
+{{- end -}}
+{{- if gt $min $max -}}
+{{- fail (printf "elastic.minWorkers (%d) is above elastic.maxWorkers (%d)" $min $max) -}}
+{{- end -}}
+{{- if or (lt (int $v.workers) $min) (gt (int $v.workers) $max) -}}
+{{- fail (printf "workers (%d) must be within elastic.minWorkers..elastic.maxWorkers (%d..%d): the job starts with that many" (int $v.workers) $min $max) -}}
+{{- end -}}
+{{- if ne $v.kvStore "dist_sync" -}}
+{{- fail (printf "elastic workers need kvStore dist_sync (every step merged from one set of workers), got %s" $v.kvStore) -}}
+{{- end -}}
+{{- if ne $v.orchestrator "jobs" -}}
+{{- fail "elastic workers need orchestrator jobs: the worker Job is scaled by patching its parallelism and completions, which a JobSet's controller owns" -}}
+{{- end -}}
+{{- else if ne ($e.lr | default "scale") "scale" -}}
+{{- fail "elastic.lr is set but the job is not elastic: set elastic.minWorkers and elastic.maxWorkers (or remove elastic.lr)" -}}
 {{- end -}}
 {{- end }}
 

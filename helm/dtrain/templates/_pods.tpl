@@ -26,6 +26,9 @@ spec:
       command: ["dtrain", "run"]
       args:
         - --exit-grace={{ .Values.scheduler.exitGrace }}
+        {{- if include "dtrain.elastic" . }}
+        - --elastic-lr={{ .Values.elastic.lr }}
+        {{- end }}
       env:
         {{- include "dtrain.clusterEnv" (dict "ctx" . "role" "scheduler") | nindent 8 }}
         - name: DTRAIN_PORT
@@ -197,6 +200,10 @@ metadata:
 spec:
   restartPolicy: Never
   subdomain: {{ include "dtrain.subdomain" (dict "ctx" . "component" "worker") }}
+  {{- if include "dtrain.elastic" . }}
+  # A worker removed by a scale-down trains on until its leave is committed, then exits 0.
+  terminationGracePeriodSeconds: {{ .Values.elastic.leaveGraceSeconds }}
+  {{- end }}
   {{- include "dtrain.podCommon" (dict "ctx" . "role" .Values.worker "component" "worker" "training" true) | nindent 2 }}
   {{- if $data.seed }}
   initContainers:

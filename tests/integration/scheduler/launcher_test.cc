@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -123,6 +125,55 @@ TEST(LauncherTest, UsageErrorsExitTwo) {
   const auto [code, out] = RunToEnd({Bin("dtrain"), "launch", "-n", "1", "--bin-dir", "/nonexistent"}, kRunTimeout);
   EXPECT_EQ(code, 1);
   EXPECT_NE(out.find("cannot find dtrain-scheduler in /nonexistent"), std::string::npos) << out;
+}
+
+TEST(LauncherTest, ElasticFlagsAreRefusedBeforeAnythingStarts) {
+  // --bin-dir names nothing: a refusal that came after the search for the binaries (or
+  // after a start) would say so, exit 1.
+  const std::string dir = MakeTempDir();
+  const std::string bad_file = dir + "/membership.json";
+  std::ofstream(bad_file) << "{\"format\": \"dtrain-membership-1\",\n oops}\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"-n", "2", "--elastic", "3:2"}, "--elastic 3:2: MIN 3 is above MAX 2"},
+      {{"-n", "5", "--elastic", "2:4"}, "--num-workers 5 is above --elastic 2:4's MAX 4"},
+      {{"-n", "2", "--elastic-lr", "keep"}, "--elastic-lr needs --elastic MIN:MAX"},
+      {{"-n", "2", "--elastic", "2:4", "--kv-store", "dist_async"}, "--elastic 2:4 needs --kv-store dist_sync"},
+      {{"-n", "2", "--elastic", "2:4", "--replay-membership", bad_file},
+       "--replay-membership: " + bad_file + ": line 2"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> argv = {Bin("dtrain"), "launch", "--bin-dir", "/nonexistent"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), {"--", "--network", "lenet"});
+    const auto [code, out] = RunToEnd(argv, kRunTimeout, {{"DTRAIN_ELASTIC", "2:8"}});
+    EXPECT_EQ(code, 2) << out;
+    EXPECT_NE(out.find("dtrain launch: "), std::string::npos) << out;
+    EXPECT_NE(out.find(message), std::string::npos) << out;
+  }
+  // The TensorFlow 1 style spec: its worker list stands for -n.
+  const auto [code, out] =
+      RunToEnd({Bin("dtrain"), "run", "--bin-dir", "/nonexistent", "--ps_hosts=127.0.0.1:1",
+                "--worker_hosts=127.0.0.1:2,127.0.0.1:3", "--job_name=worker", "--task_index=1", "--elastic", "3:4"},
+               kRunTimeout);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("dtrain run: --num-workers 2 is below --elastic 3:4's MIN 3 (the 2 workers the spec lists)"),
+            std::string::npos)
+      << out;
+}
+
+TEST(LauncherTest, AnElasticJobSaysHowToAddAWorker) {
+  // Only the launcher's own lines are asserted: how the job goes on is the scheduler's
+  // business (the fake nodes know nothing of --elastic).
+  const auto [code, out] = RunToEnd(
+      Launch(FakeBinDir(), {"-n", "1", "-s", "1", "--elastic", "1:2", "--", "--steps", "1"}), kRunTimeout, kFastEnv);
+  EXPECT_NE(out.find("dtrain launch: scheduler at 127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find(", elastic 1:2: workers may join and leave)"), std::string::npos) << out;
+  const size_t join = out.find("dtrain launch: to add a worker while it runs: DTRAIN_SCHEDULER_ADDR=127.0.0.1:");
+  ASSERT_NE(join, std::string::npos) << out;
+  const std::string line = out.substr(join, out.find('\n', join) - join);
+  EXPECT_NE(line.find(" DTRAIN_ELASTIC=1:2 "), std::string::npos) << line;
+  EXPECT_NE(line.find("/dtrain-worker --kv-store dist_sync --steps 1"), std::string::npos) << line;
+  EXPECT_EQ(line.find("DTRAIN_RANK"), std::string::npos) << line;
 }
 
 TEST(LauncherTest, RunExecsTheRoleBinary) {

@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <future>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -162,6 +164,34 @@ TEST(LifecycleTest, OverlongBarrierNameIsRefusedNamingTheLimit) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("limit of 256 bytes"), std::string::npos) << s;
   EXPECT_TRUE(w.Barrier("epoch-1", v1::BARRIER_GROUP_WORKERS, absl::Seconds(5)).ok());
+}
+
+// An elastic job's scheduler checks its flags and reads the recorded schedule before
+// anything starts: a file that does not parse ends it with 2, naming the file and line.
+TEST(LifecycleTest, ElasticSchedulerRefusesABadReplayFileBeforeItStarts) {
+  const std::string bad = MakeTempDir() + "/recorded-membership.json";
+  std::ofstream(bad) << "{\"format\": \"dtrain-membership-1\",\n \"min_workers\": 2,,\n}\n";
+  const std::vector<std::string> job = {Bin("dtrain-scheduler"),
+                                        "--num-workers",
+                                        "2",
+                                        "--num-servers",
+                                        "1",
+                                        "--kv-store",
+                                        "dist_sync",
+                                        "--elastic",
+                                        "2:4"};
+  std::vector<std::string> argv = job;
+  argv.insert(argv.end(), {"--replay-membership", bad});
+  auto [code, out] = RunToEnd(argv, absl::Seconds(30));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_TRUE(absl::StrContains(out, bad)) << out;
+  EXPECT_TRUE(absl::StrContains(out, "line 2")) << out;
+  EXPECT_FALSE(absl::StrContains(out, "listening")) << out;
+  argv = job;
+  argv[2] = "5";  // -n above MAX
+  std::tie(code, out) = RunToEnd(argv, absl::Seconds(30));
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_TRUE(absl::StrContains(out, "--elastic")) << out;
 }
 
 // `--version` everywhere, and help exits 0 everywhere (`dtrain run --help` exited 2).

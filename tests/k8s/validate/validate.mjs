@@ -10,6 +10,7 @@
 //                     [--inference-from any|restricted]
 //                     [--orchestrator jobs|jobset] [--volcano on|off] [--kueue-queue Q] [--pdb on|off]
 //                     [--pdb-min-available worker=N,server=M] [--claims NAME=rwo|rwx,...]
+//                     [--elastic MIN:MAX|off] [--elastic-lr scale|keep] [--leave-grace S]
 //
 // A JobSet is checked by hand and expanded into the Jobs its controller makes, which are then
 // checked as the chart's own Jobs are (orchestration.mjs).
@@ -24,6 +25,7 @@ import * as policy from "kubernetes-models/policy/v1";
 import * as monitoring from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1";
 import { checkCertificate, checkTls, checkNetworkPolicies } from "./security.mjs";
 import { checkClaims } from "./storage.mjs";
+import { checkElastic, workerIndices } from "./elastic.mjs";
 import { jobsOfJobSet, checkJobSet, checkPodGroup, checkGang, checkDisruptionBudgets } from "./orchestration.mjs";
 
 const MODELS = {
@@ -70,6 +72,9 @@ function parseArgs(argv) {
     else if (a === "--volcano") opts.volcano = next();
     else if (a === "--kueue-queue") opts.kueueQueue = next();
     else if (a === "--pdb") opts.pdb = next();
+    else if (a === "--elastic") opts.elastic = next();
+    else if (a === "--elastic-lr") opts.elasticLr = next();
+    else if (a === "--leave-grace") opts.leaveGrace = Number(next());
     else if (a === "--claims") opts.claims = Object.fromEntries(next().split(",").map((kv) => kv.split("=")));
     else if (a === "--pdb-min-available") opts.pdbMinAvailable = Object.fromEntries(next().split(",").map((kv) => kv.split("=")).map(([k, v]) => [k, Number(v)]));
     else if (!opts.file) opts.file = a;
@@ -205,7 +210,9 @@ function checkRecovery(w, role, opts, replication) {
   if (spec.maxFailedIndexes !== maxFailed) {
     problem(id(w), `maxFailedIndexes ${spec.maxFailedIndexes}, expected ${maxFailed}: ${role === "server" ? `replication ${replication} survives ${maxFailed} servers lost` : "a rank out of restarts fails the job"}`);
   }
-  if (spec.backoffLimit !== n * spec.completions) problem(id(w), `backoffLimit ${spec.backoffLimit}, expected ${n} x ${spec.completions}`);
+  // Every index the Job may come to hold keeps a budget (an elastic worker Job: up to MAX).
+  const indices = role === "worker" ? workerIndices(w) : spec.completions;
+  if (spec.backoffLimit !== n * indices) problem(id(w), `backoffLimit ${spec.backoffLimit}, expected ${n} x ${indices}`);
   const want = [
     [137, [], "Count", "a process killed (SIGKILL, OOM) is restarted"],
     [139, [], "Count", "a crash (SIGSEGV) is restarted"],
@@ -434,6 +441,7 @@ function main() {
       problem("chart", `DTRAIN_JOB_ID=${jobId} is over 64 bytes`);
     }
     checkSnapshots(server, worker, opts, jobIds);
+    checkElastic(sched, server, worker, opts, problem);
     const [rt] = rejoin;
     if (rejoin.size !== 1 || rt === undefined || (opts.rejoinTimeout !== undefined && rt !== opts.rejoinTimeout)) {
       problem("chart", `DTRAIN_REJOIN_TIMEOUT must be the same in every pod${opts.rejoinTimeout !== undefined ? ` (${opts.rejoinTimeout})` : ""}, got ${[...rejoin].join(", ")}`);

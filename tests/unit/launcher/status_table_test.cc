@@ -61,6 +61,20 @@ TEST(StatusTableTest, ShowsIncarnationsRestartsRejoiningAndHowLongADeadNodeIsDea
 }
 
 // An older scheduler: no incarnations, no clock in the answer, deaths without a time.
+TEST(StatusTableTest, AnElasticJobShowsItsLatestGeneration) {
+  v1::GetStatusResponse s = Job();
+  EXPECT_FALSE(absl::StrContains(FormatStatus(s, "127.0.0.1:9091"), "elastic"));
+  v1::MembershipState* m = s.mutable_membership();
+  m->set_min_workers(2);
+  m->set_max_workers(4);
+  m->add_generations()->add_ranks(0);
+  v1::MembershipGeneration* g = m->add_generations();
+  g->set_from_step(180);
+  for (int r : {0, 1, 2}) g->add_ranks(r);
+  const std::string table = FormatStatus(s, "127.0.0.1:9091");
+  EXPECT_TRUE(absl::StrContains(table, "\nworkers: 3 (elastic 2:4, generation 1 from step 180)\n")) << table;
+}
+
 TEST(StatusTableTest, OlderSchedulersAnswerStillPrints) {
   v1::GetStatusResponse s = Job();
   const int64_t now_ms = absl::ToUnixMillis(absl::Now());

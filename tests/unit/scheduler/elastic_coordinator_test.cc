@@ -23,7 +23,8 @@ class GateServers : public ServerGates {
   absl::StatusOr<MembershipGate::Proposal> Propose(int server, int generation, int64_t not_before) override {
     return gates[server]->Propose(generation, not_before);
   }
-  absl::Status Commit(int server, int generation, const elastic::Generation& next) override {
+  absl::Status Commit(int server, int generation, const elastic::Generation& next, bool drop_pending) override {
+    drop_pending_seen = drop_pending_seen || drop_pending;
     if (server == fail_commit_of) {
       fail_commit_of = -1;
       return absl::UnavailableError("server 1 unreachable");
@@ -33,6 +34,7 @@ class GateServers : public ServerGates {
 
   std::vector<std::unique_ptr<MembershipGate>> gates;
   int fail_commit_of = -1;
+  bool drop_pending_seen = false;
 };
 
 TEST(ElasticCoordinatorTest, AJoinerGetsTheLowestFreeRankFromTheStepAfterTheHighestTaken) {
@@ -141,6 +143,50 @@ TEST(ElasticCoordinatorTest, AReplayPastItsStepOrDifferingFromTheJobIsRefused) {
   const MembershipSchedule bounds = *MembershipSchedule::Create(1, 5, {{0, {0, 1}}});
   EXPECT_THAT(ElasticCoordinator::Create(start, bounds).status().message(),
               HasSubstr("bounds 1:5 are not the job's 1:4"));
+}
+
+TEST(ElasticCoordinatorTest, AJoinerMayAskForAFreeRank) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  GateServers servers(start, 1);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  EXPECT_EQ(c.JoinAs(1).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(c.JoinAs(4).message(), HasSubstr("outside the job's ranks 0..3 (--elastic 2:4)"));
+  ASSERT_TRUE(c.JoinAs(3).ok());
+  EXPECT_TRUE(c.Holds(3));
+  EXPECT_EQ(c.JoinAs(3).code(), absl::StatusCode::kAlreadyExists);  // given to a joiner already
+  EXPECT_EQ(*c.Join(), 2);                                          // the lowest rank left
+  EXPECT_EQ(c.WorkersAfterChange(), 4);
+  EXPECT_EQ(*c.RunChange(servers), "workers 2, 3 joined at step 1: 4 workers from now");
+}
+
+TEST(ElasticCoordinatorTest, AJoinerDoesNotTakeTheRankOfALeaverThatStillRuns) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1, 2}}});
+  GateServers servers(start, 1);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_TRUE(c.Leave(2).ok());
+  ASSERT_EQ(*c.RunChange(servers), "worker 2 left at step 1: 2 workers from now");
+  // Rank 2's process has not exited yet (busy): the joiner gets 3, the next one none.
+  EXPECT_EQ(*c.Join({2}), 3);
+  EXPECT_EQ(c.Join({2}).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(*c.Join(), 2);  // gone now
+}
+
+TEST(ElasticCoordinatorTest, ARemovalCommitsFromTheStepGivenWhateverTheServersTook) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1, 2}}});
+  GateServers servers(start, 2);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_TRUE(servers.gates[0]->AdmitPush(12, 0).ok());
+  ASSERT_TRUE(c.Leave(2).ok());
+  EXPECT_EQ(c.WorkersAfterChange(), 2);
+  EXPECT_THAT(c.RunChangeFrom(servers, 0, true).status().message(),
+              HasSubstr("cannot start at step 0: generation 0 from step 0"));
+  EXPECT_EQ(servers.gates[0]->schedule().generations().size(), 1u);
+  auto line = c.RunChangeFrom(servers, 20, /*drop_pending=*/true);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, "worker 2 left at step 20: 2 workers from now");
+  EXPECT_TRUE(servers.drop_pending_seen);
+  EXPECT_EQ(c.schedule().latest().from_step, 20);
+  EXPECT_FALSE(c.HasPendingChange());
 }
 
 }  // namespace

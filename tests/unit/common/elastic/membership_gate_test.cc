@@ -106,6 +106,87 @@ TEST_F(MembershipGateTest, AProposalNotBeforeAStepLetsTheStepsBeforeItGoOn) {
   EXPECT_TRUE(gate_.Commit(1, {15, {0}}).ok());
 }
 
+// A dead worker's removal: every key waits at step 10 with some of its pushes taken.
+TEST_F(MembershipGateTest, ADropCommitStartsAtTheHighestStepTakenAfterItsDrop) {
+  ASSERT_TRUE(gate_.AdmitPush(10, 0).ok());
+  ASSERT_EQ(gate_.Propose(1)->highest_step, 10);
+  // A plain commit must start after the steps let through.
+  EXPECT_EQ(gate_.Commit(1, {10, {0}}).code(), absl::StatusCode::kFailedPrecondition);
+  int drops = 0;
+  const absl::Status s = gate_.CommitDroppingStep(1, {10, {0}}, [&] {
+    ++drops;
+    // The drop runs before the commit is made: pushes of step 10 are not taken meanwhile
+    // (the gate's state is not read here: a drop must not call back into it).
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(drops, 1);
+  const absl::Status old = gate_.AdmitPush(10, 0);
+  EXPECT_EQ(old.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(old.message(), "membership changed from step 10: generation 1, workers {0}");
+  EXPECT_EQ(old, MembershipChangedError(1, {10, {0}}));
+  EXPECT_TRUE(gate_.AdmitPush(10, 1).ok());  // the survivor redoes step 10
+  // Asked again (the order repeats until answered): OK, and nothing is dropped twice.
+  EXPECT_TRUE(gate_
+                  .CommitDroppingStep(1, {10, {0}},
+                                      [&] {
+                                        ++drops;
+                                        return absl::OkStatus();
+                                      })
+                  .ok());
+  EXPECT_EQ(drops, 1);
+}
+
+TEST_F(MembershipGateTest, ADropCommitBelowTheStepsLetThroughIsRefusedWithoutDropping) {
+  ASSERT_TRUE(gate_.AdmitPush(10, 0).ok());
+  ASSERT_TRUE(gate_.Propose(1).ok());
+  bool dropped = false;
+  const absl::Status s = gate_.CommitDroppingStep(1, {9, {0}}, [&] {
+    dropped = true;
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("cannot start at step 9: this server lets steps up to 10 go on"));
+  EXPECT_FALSE(dropped);
+  // Not proposed: refused before anything is dropped either.
+  EXPECT_EQ(gate_
+                .CommitDroppingStep(2, {11, {0}},
+                                    [&] {
+                                      dropped = true;
+                                      return absl::OkStatus();
+                                    })
+                .code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(dropped);
+}
+
+TEST_F(MembershipGateTest, ADropThatFailsCommitsNothing) {
+  ASSERT_TRUE(gate_.AdmitPush(10, 0).ok());
+  ASSERT_TRUE(gate_.Propose(1).ok());
+  const absl::Status s =
+      gate_.CommitDroppingStep(1, {10, {0}}, [] { return absl::FailedPreconditionError("key 3 is at version 11"); });
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(), "key 3 is at version 11");
+  EXPECT_EQ(gate_.schedule().generations().size(), 1u);
+  EXPECT_TRUE(gate_.AdmitPush(10, 0).ok());                                  // still generation 0's step
+  EXPECT_EQ(gate_.AdmitPush(11, 0).code(), absl::StatusCode::kUnavailable);  // the proposal still holds
+}
+
+TEST_F(MembershipGateTest, PushIfAdmittedRunsThePushOnlyWhenAdmittedAndAnswersItsStatus) {
+  int pushes = 0;
+  auto push = [&] {
+    ++pushes;
+    return absl::InvalidArgumentError("the store's refusal");
+  };
+  EXPECT_EQ(gate_.PushIfAdmitted(4, 0, push).message(), "the store's refusal");
+  EXPECT_EQ(pushes, 1);
+  EXPECT_EQ(gate_.highest_step(), 4);
+  EXPECT_EQ(gate_.PushIfAdmitted(4, 1, push).code(), absl::StatusCode::kUnavailable);  // not committed yet
+  ASSERT_TRUE(gate_.Propose(1).ok());
+  EXPECT_EQ(gate_.PushIfAdmitted(5, 0, push).code(), absl::StatusCode::kUnavailable);  // held
+  EXPECT_EQ(pushes, 1);
+}
+
 // Two servers that have taken different steps when the change is proposed: S = the
 // highest + 1, and neither takes a push of step >= S from the old generation.
 TEST(MembershipGateExchangeTest, NoServerTakesAnOldGenerationPushFromTheCommittedStep) {

@@ -163,6 +163,49 @@ TEST(OptimizerTest, UpdateIntoIsBitIdenticalToUpdateAndLeavesTheInputAlone) {
   }
 }
 
+// An elastic job's lr factor (kv::StepLr): the rate times the factor, and a factor of
+// 1.0 exactly the update without one (the contract hashes of jobs that are not elastic).
+TEST(OptimizerTest, AnLrScaleMultipliesTheRateAndOneChangesNoBit) {
+  OptimizerOptions sgd;
+  sgd.learning_rate = 0.1;
+  sgd.momentum = 0.9;
+  sgd.lr_steps = {2};
+  sgd.lr_factor = 0.5;
+  OptimizerOptions adam;
+  adam.name = "adam";
+  adam.learning_rate = 0.003;
+  for (const OptimizerOptions& o : {sgd, adam}) {
+    auto opt = Make(o);
+    ASSERT_NE(opt, nullptr);
+    EXPECT_EQ(opt->ScaledLearningRate(3, 1.0), opt->LearningRate(3));
+    EXPECT_EQ(opt->ScaledLearningRate(3, 1.5), opt->LearningRate(3) * 1.5);
+    OptimizerOptions doubled = o;
+    doubled.learning_rate = o.learning_rate * 2.0;
+    auto twice = Make(doubled);
+    ASSERT_NE(twice, nullptr);
+    const int n = 257;
+    std::vector<float> g(n), w(n), plain, scaled, by_two, state(static_cast<size_t>(opt->StateSlots()) * n, 0.0f);
+    for (int i = 0; i < n; ++i) {
+      w[i] = 0.002f * static_cast<float>(i) - 0.2f;
+      g[i] = 0.7f - 0.003f * static_cast<float>(i);
+    }
+    plain = scaled = by_two = w;
+    std::vector<float> s_plain = state, s_scaled = state, s_two = state, s_by_two = state;
+    std::vector<float> two = w;
+    for (int64_t t = 0; t < 4; ++t) {  // across the lr step
+      opt->Update(t, plain.data(), g.data(), s_plain.data(), n);
+      opt->Update(t, scaled.data(), g.data(), s_scaled.data(), n, 1.0);
+      opt->Update(t, two.data(), g.data(), s_two.data(), n, 2.0);
+      twice->Update(t, by_two.data(), g.data(), s_by_two.data(), n);
+    }
+    EXPECT_EQ(std::memcmp(plain.data(), scaled.data(), n * sizeof(float)), 0) << o.name;
+    EXPECT_EQ(std::memcmp(s_plain.data(), s_scaled.data(), s_plain.size() * sizeof(float)), 0) << o.name;
+    // Doubling is exact in double, so a factor 2 is bit for bit the doubled rate.
+    EXPECT_EQ(std::memcmp(two.data(), by_two.data(), n * sizeof(float)), 0) << o.name;
+    EXPECT_NE(std::memcmp(two.data(), plain.data(), n * sizeof(float)), 0) << o.name;
+  }
+}
+
 struct BadCase {
   const char* what;
   void (*mutate)(OptimizerOptions&);

@@ -16,6 +16,9 @@ TEST(MembershipStatusTest, OnlyTheGatesHoldingTextsAreAPendingChange) {
       "its commit (steps up to 180 go on); retry")));
   EXPECT_TRUE(IsMembershipPending(absl::UnavailableError(
       "membership generation 2 is not committed on this server yet (it runs generation 1 ...); retry")));
+  EXPECT_TRUE(IsMembershipPending(absl::UnavailableError(
+      "server 0 at h:1: push of key 3: this server has not had its elastic job's membership from the scheduler yet; "
+      "retry")));
   // A broken stream is a dead server, not a change to wait for.
   EXPECT_FALSE(IsMembershipPending(absl::UnavailableError("server 1 at h:1: stream broke: Socket closed")));
   EXPECT_FALSE(IsMembershipPending(absl::AbortedError("membership change to generation 2 pending")));

@@ -1,0 +1,235 @@
+#include "services/scheduler/elastic_job.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/elastic/membership_file.h"
+#include "common/log.h"
+#include "common/status_macros.h"
+#include "services/scheduler/elastic_drop.h"
+#include "services/scheduler/scheduler_metrics.h"
+
+namespace dtrain::scheduler {
+namespace {
+
+std::string Plural(int n, const char* one) { return absl::StrCat(n, " ", one, n == 1 ? "" : "s"); }
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ElasticJob>> ElasticJob::Create(ElasticJobOptions options) {
+  const elastic::ElasticSpec& spec = options.spec;
+  std::vector<int> start;
+  for (int r = 0; r < options.num_workers; ++r) start.push_back(r);
+  DTRAIN_ASSIGN_OR_RETURN(elastic::MembershipSchedule schedule,
+                          elastic::MembershipSchedule::Create(spec.min_workers, spec.max_workers, {{0, start}}));
+  std::optional<elastic::MembershipSchedule> replay;
+  if (!spec.replay_membership.empty()) {
+    DTRAIN_ASSIGN_OR_RETURN(replay, elastic::ReadMembershipFile(spec.replay_membership));
+  }
+  absl::StatusOr<ElasticCoordinator> coordinator = ElasticCoordinator::Create(std::move(schedule), std::move(replay));
+  if (!coordinator.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--replay-membership ", spec.replay_membership, ": ", coordinator.status().message()));
+  }
+  std::unique_ptr<ElasticJob> job(new ElasticJob(std::move(options), *std::move(coordinator)));
+  absl::MutexLock lock(&job->mu_);
+  if (job->options_.metrics != nullptr) job->options_.metrics->SetWorkers(job->options_.num_workers);
+  // Written at the start too: a place that cannot be written is found before the job runs.
+  if (const std::string& path = job->options_.membership_file; !path.empty()) {
+    if (absl::Status s = elastic::WriteMembershipFile(path, job->coordinator_.schedule()); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot record the membership in ", path, " (--membership-prefix): ", s.message()));
+    }
+  }
+  return job;
+}
+
+ElasticJob::ElasticJob(ElasticJobOptions options, ElasticCoordinator coordinator)
+    : options_(std::move(options)), gates_(options_.num_servers), coordinator_(std::move(coordinator)) {}
+
+std::string ElasticJob::SpecText() const {
+  return absl::StrCat(options_.spec.min_workers, ":", options_.spec.max_workers);
+}
+
+bool ElasticJob::InJob(int rank) const {
+  absl::MutexLock lock(&mu_);
+  return coordinator_.Holds(rank);
+}
+
+absl::StatusOr<int> ElasticJob::Join(int requested, const std::set<int>& busy) {
+  absl::MutexLock lock(&mu_);
+  if (requested < 0) return coordinator_.Join(busy);
+  DTRAIN_RETURN_IF_ERROR(coordinator_.JoinAs(requested));
+  return requested;
+}
+
+std::vector<int> ElasticJob::Workers() const {
+  absl::MutexLock lock(&mu_);
+  return coordinator_.schedule().latest().ranks;
+}
+
+absl::Status ElasticJob::Leave(int rank) {
+  absl::MutexLock lock(&mu_);
+  const elastic::MembershipSchedule& schedule = coordinator_.schedule();
+  const std::vector<int>& now = schedule.latest().ranks;
+  const bool in_job = std::binary_search(now.begin(), now.end(), rank);
+  if (in_job && !coordinator_.Leaving(rank) && coordinator_.WorkersAfterChange() - 1 < schedule.min_workers()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", rank, " may not leave: only ", Plural(coordinator_.WorkersAfterChange() - 1, "worker"),
+                     " would remain, below --elastic ", SpecText(), "'s MIN ", schedule.min_workers()));
+  }
+  DTRAIN_RETURN_IF_ERROR(coordinator_.Leave(rank));
+  DTRAIN_LOG(INFO) << "worker " << rank << " asked to leave; it goes with the next membership change";
+  return absl::OkStatus();
+}
+
+void ElasticJob::Drop(int rank, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (!coordinator_.Leave(rank).ok()) return;  // not in the latest generation: nothing to remove
+  dead_[rank] = DeadWorker{why};
+  DTRAIN_LOG(WARNING) << "worker " << rank << " died (" << why << ") and was not replaced: removing it from the job";
+}
+
+void ElasticJob::NoteLocked(const absl::Status& s) {
+  if (s.ok() || std::string(s.message()) == last_note_) return;
+  last_note_ = std::string(s.message());
+  DTRAIN_LOG(INFO) << "membership change pending: " << s.message();
+}
+
+void ElasticJob::CommittedLocked(const std::string& line) {
+  last_note_.clear();
+  const elastic::MembershipSchedule& schedule = coordinator_.schedule();
+  DTRAIN_LOG(INFO) << line << " (" << schedule.Describe(static_cast<int>(schedule.generations().size()) - 1) << ")";
+  if (options_.metrics != nullptr) options_.metrics->SetWorkers(static_cast<int>(schedule.latest().ranks.size()));
+  if (!options_.membership_file.empty()) {
+    // The job goes on without the file (it is for a later replay or resume), but says so.
+    if (absl::Status s = elastic::WriteMembershipFile(options_.membership_file, schedule); !s.ok()) {
+      DTRAIN_LOG(ERROR) << "could not record the membership: " << s.message();
+    }
+  }
+}
+
+std::string ElasticJob::Advance() {
+  absl::MutexLock lock(&mu_);
+  if (!coordinator_.HasPendingChange()) return "";
+  if (!dead_.empty()) return AdvanceDropLocked();
+  absl::StatusOr<std::string> line = coordinator_.RunChange(gates_);
+  if (line.ok()) {
+    CommittedLocked(*line);
+  } else {
+    NoteLocked(line.status());
+  }
+  return "";
+}
+
+std::string ElasticJob::AdvanceDropLocked() {
+  const elastic::MembershipSchedule& schedule = coordinator_.schedule();
+  const int first = dead_.begin()->first;
+  if (coordinator_.WorkersAfterChange() < schedule.min_workers()) {
+    const absl::Time now = Now();
+    if (below_min_since_ == absl::InfiniteFuture()) below_min_since_ = now;
+    std::vector<int> dead;
+    for (const auto& [rank, d] : dead_) dead.push_back(rank);
+    const std::string missing =
+        absl::StrCat(dead.size() == 1 ? "worker " : "workers ", absl::StrJoin(dead, ", "), " died (",
+                     dead_.begin()->second.why, ") and only ", Plural(coordinator_.WorkersAfterChange(), "worker"),
+                     " would remain, below --elastic ", SpecText(), "'s MIN ", schedule.min_workers());
+    if (now - below_min_since_ > options_.rejoin_timeout) {
+      return absl::StrCat(missing, "; no worker joined within the rejoin timeout of ",
+                          absl::ToDoubleSeconds(options_.rejoin_timeout), " s (--rejoin-timeout)");
+    }
+    NoteLocked(absl::UnavailableError(absl::StrCat(missing, ": waiting for a worker to join")));
+    return "";
+  }
+  below_min_since_ = absl::InfiniteFuture();
+  // A rollback ordered for the removal: its plan stands while the servers reload.
+  if (rollback_generation_ != 0) return CarryOutLocked(DropPlan{DropPlan::Kind::kRollBack, rollback_step_}, first);
+  // Hold every server's pushes first: the versions they then report no longer move.
+  const int generation = static_cast<int>(schedule.generations().size());
+  std::vector<ServerVersions> versions;
+  for (int i = 0; i < gates_.num_servers(); ++i) {
+    absl::StatusOr<elastic::MembershipGate::Proposal> p = gates_.Propose(i, generation, 0);
+    if (!p.ok()) {
+      NoteLocked(p.status());
+      continue;
+    }
+    const std::optional<v1::MembershipReport> report = gates_.LastReport(i);
+    versions.push_back({report->min_version(), report->max_version()});
+  }
+  if (static_cast<int>(versions.size()) < gates_.num_servers()) return "";
+  const std::optional<int64_t> snapshot = options_.rollback != nullptr ? options_.rollback->CommonStep() : std::nullopt;
+  absl::StatusOr<DropPlan> plan = PlanDrop(first, versions, snapshot);
+  if (!plan.ok()) return std::string(plan.status().message());
+  return CarryOutLocked(*plan, first);
+}
+
+std::string ElasticJob::CarryOutLocked(const DropPlan& plan, int first) {
+  bool drop_pending = true;
+  int64_t step = plan.step;
+  if (plan.kind == DropPlan::Kind::kRollBack) {
+    if (rollback_generation_ == 0) {
+      rollback_step_ = plan.step;
+      rollback_generation_ = options_.rollback->Order(
+          plan.step,
+          absl::StrCat("rolled back to step ", plan.step, ": worker ", first,
+                       " died after some keys merged its last step; the job goes on without it from there"),
+          Now());
+    }
+    // The servers reload first; the commit from the snapshot's step follows.
+    const std::optional<v1::RollbackOrder> done = options_.rollback->ForWorkers();
+    if (!done || done->generation() < rollback_generation_) {
+      NoteLocked(absl::UnavailableError(absl::StrCat("waiting for the servers to reload snapshot step ", rollback_step_,
+                                                     " before worker ", first, " is removed")));
+      return "";
+    }
+    drop_pending = false;
+    step = rollback_step_;
+  }
+  absl::StatusOr<std::string> line = coordinator_.RunChangeFrom(gates_, step, drop_pending);
+  if (!line.ok()) {
+    NoteLocked(line.status());
+    return "";
+  }
+  dead_.clear();
+  rollback_generation_ = 0;
+  CommittedLocked(*line);
+  return "";
+}
+
+std::string ElasticJob::OnServerHeartbeat(int rank, uint64_t incarnation, const v1::MembershipReport* report,
+                                          v1::HeartbeatResponse* response) {
+  if (report != nullptr) {
+    gates_.Report(rank, incarnation, *report);
+  } else {
+    gates_.Heard(rank, incarnation);
+  }
+  const std::string failure = Advance();
+  if (std::optional<v1::MembershipOrder> order = gates_.OrderFor(rank)) *response->mutable_membership_order() = *order;
+  return failure;
+}
+
+v1::MembershipState ElasticJob::State() const {
+  elastic::Membership m;
+  {
+    absl::MutexLock lock(&mu_);
+    m.schedule = coordinator_.schedule();
+  }
+  m.lr = options_.spec.lr;
+  m.workers_at_start = options_.num_workers;
+  return elastic::MembershipToProto(m);
+}
+
+absl::Status CheckNodeElastic(const std::string& theirs, const ElasticJob* job, const std::string& who) {
+  const std::string ours = job == nullptr ? "" : job->SpecText();
+  absl::StatusOr<elastic::ElasticSpec> spec = elastic::ParseElasticBounds(theirs);
+  const std::string normal =
+      !spec.ok() || !spec->enabled() ? theirs : absl::StrCat(spec->min_workers, ":", spec->max_workers);
+  if (normal == ours) return absl::OkStatus();
+  auto text = [](const std::string& e) { return e.empty() ? std::string("without --elastic") : "with --elastic " + e; };
+  return absl::InvalidArgumentError(
+      absl::StrCat(who, " was started ", text(theirs), ", but the job runs ", text(ours)));
+}
+
+}  // namespace dtrain::scheduler
