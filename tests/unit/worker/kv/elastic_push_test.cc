@@ -216,7 +216,7 @@ TEST_F(ElasticPushTest, APushHeldByAPendingChangeIsSentAgainUntilTheChangeIsDeci
 
 TEST_F(ElasticPushTest, AHeldPushGivesUpAtTheSyncTimeoutNamingThePendingChange) {
   absl::Notification proposed;
-  Run(Options(absl::Milliseconds(300)), [&](int r, DistKVStore& store, std::vector<const float*>& grads) {
+  Run(Options(absl::Milliseconds(500)), [&](int r, DistKVStore& store, std::vector<const float*>& grads) {
     ASSERT_TRUE(store.PushPull(0, grads).ok());
     if (r == 0) {
       ProposeEverywhere(0);
