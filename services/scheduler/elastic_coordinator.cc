@@ -132,7 +132,6 @@ int ElasticCoordinator::WorkersAfterChange() const {
 
 absl::StatusOr<std::vector<int>> ElasticCoordinator::NextRanks() const {
   const std::vector<int>& now = schedule_.latest().ranks;
-  if (!HasPendingChange()) return absl::FailedPreconditionError("no join or leave is pending");
   const int next_index = static_cast<int>(schedule_.generations().size());
   if (replay_) {
     if (next_index >= static_cast<int>(replay_->generations().size())) {
@@ -154,6 +153,7 @@ absl::StatusOr<std::vector<int>> ElasticCoordinator::NextRanks() const {
     }
     return recorded.ranks;
   }
+  if (!HasPendingChange()) return absl::FailedPreconditionError("no join or leave is pending");
   std::vector<int> next;
   for (int r : now) {
     if (left_.count(r) == 0) next.push_back(r);
@@ -207,11 +207,23 @@ absl::StatusOr<std::string> ElasticCoordinator::CommitAll(ServerGates& servers, 
   return ChangeLine(before, next);
 }
 
+bool ElasticCoordinator::HasReplayedChangeToCome() const {
+  return replay_ && schedule_.generations().size() < replay_->generations().size();
+}
+
 absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) {
-  DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
   const int generation = static_cast<int>(schedule_.generations().size());
-  const int64_t not_before = replay_ ? replay_->generations()[generation].from_step : 0;
-  DTRAIN_ASSIGN_OR_RETURN(const int64_t start, ProposeAll(servers, generation, not_before));
+  if (HasReplayedChangeToCome()) {
+    // A replayed change is proposed before its join or leave comes: the servers then hold
+    // the recorded step until it does, so the job cannot run past it (a joiner started
+    // late makes the others wait for it instead of breaking the replay).
+    const int64_t recorded = replay_->generations()[generation].from_step;
+    DTRAIN_ASSIGN_OR_RETURN(const int64_t start, ProposeAll(servers, generation, recorded));
+    DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
+    return CommitAll(servers, generation, Generation{start, std::move(ranks)}, /*drop_pending=*/false);
+  }
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
+  DTRAIN_ASSIGN_OR_RETURN(const int64_t start, ProposeAll(servers, generation, 0));
   return CommitAll(servers, generation, Generation{start, std::move(ranks)}, /*drop_pending=*/false);
 }
 

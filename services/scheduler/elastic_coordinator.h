@@ -62,6 +62,9 @@ class ElasticCoordinator {
 
   // Whether a join or leave waits for a commit.
   bool HasPendingChange() const { return !joined_.empty() || !left_.empty(); }
+  // Whether a replayed schedule has generations not committed yet: RunChange proposes
+  // the next one (holding its recorded step) before its join or leave comes.
+  bool HasReplayedChangeToCome() const;
   // Whether `rank` is in the latest generation or was given to a joiner not committed yet.
   bool Holds(int rank) const;
   // Whether `rank` gave notice to leave, not committed yet.

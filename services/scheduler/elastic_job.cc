@@ -113,7 +113,7 @@ void ElasticJob::CommittedLocked(const std::string& line) {
 
 std::string ElasticJob::Advance() {
   absl::MutexLock lock(&mu_);
-  if (!coordinator_.HasPendingChange()) return "";
+  if (!coordinator_.HasPendingChange() && !coordinator_.HasReplayedChangeToCome()) return "";
   if (!dead_.empty()) return AdvanceDropLocked();
   absl::StatusOr<std::string> line = coordinator_.RunChange(gates_);
   if (line.ok()) {

@@ -104,6 +104,10 @@ TEST(ElasticCoordinatorTest, AReplayCommitsTheRecordedGenerationsAtTheirSteps) {
   const auto waits = c.RunChange(servers);
   EXPECT_EQ(waits.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(waits.status().message(), HasSubstr("generation 1 from step 20 waits for worker 2 to join"));
+  // Proposed already: the servers hold the recorded step until the joiner comes, so a
+  // joiner started late cannot let the job run past it.
+  EXPECT_TRUE(servers.gates[1]->AdmitPush(19, 0).ok());
+  EXPECT_EQ(servers.gates[1]->AdmitPush(20, 0).code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(*c.Join(), 2);
   EXPECT_EQ(*c.RunChange(servers), "worker 2 joined at step 20: 3 workers from now");
   EXPECT_TRUE(servers.gates[0]->AdmitPush(19, 0).ok());

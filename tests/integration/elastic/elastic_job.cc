@@ -1,0 +1,51 @@
+#include "tests/integration/elastic/elastic_job.h"
+
+#include <utility>
+
+#include "tests/integration/common/free_port.h"
+
+namespace dtrain::testing {
+
+ElasticJob::ElasticJob(ElasticJobOptions options) : options_(std::move(options)) {
+  env_ = {{"DMLC_PS_ROOT_URI", "127.0.0.1"},
+          {"DMLC_PS_ROOT_PORT", std::to_string(FreePort())},
+          {"DMLC_NUM_WORKER", std::to_string(options_.workers)},
+          {"DMLC_NUM_SERVER", std::to_string(options_.servers)},
+          {"DTRAIN_BIND_HOST", "127.0.0.1"},
+          {"DTRAIN_ROLE", ""},
+          {"DTRAIN_ELASTIC", options_.elastic}};
+  for (auto& [k, v] : options_.env) env_[k] = v;
+  prefix_ = MakeTempDir() + "/m";
+  std::vector<std::string> scheduler_flags = {"--membership-prefix", prefix_};
+  scheduler_flags.insert(scheduler_flags.end(), options_.scheduler_flags.begin(), options_.scheduler_flags.end());
+  scheduler_ = Start("scheduler", -1, scheduler_flags);
+  for (int s = 0; s < options_.servers; ++s) servers_.push_back(Start("server", -1));
+  for (int w = 0; w < options_.workers; ++w) workers_.push_back(Start("worker", w));
+}
+
+Subprocess& ElasticJob::AddJoiner() {
+  workers_.push_back(Start("worker", -2));
+  return *workers_.back();
+}
+
+std::unique_ptr<Subprocess> ElasticJob::Start(const std::string& role, int worker_rank,
+                                              const std::vector<std::string>& flags) {
+  auto env = env_;
+  env["DMLC_ROLE"] = role;
+  std::vector<std::string> argv = {Bin("dtrain"), "run"};
+  if (role == "worker") {
+    // -2: a joiner, which names no rank.
+    if (worker_rank >= 0) env["DMLC_WORKER_ID"] = std::to_string(worker_rank);
+    for (const std::string& f :
+         {std::string("--kv-store"), std::string("dist_sync"), std::string("--network"), std::string("lenet"),
+          std::string("--num-epochs"), std::to_string(options_.epochs), std::string("--num-examples"),
+          std::to_string(options_.examples), std::string("--num-test-examples"), std::string("500"),
+          std::string("--seed"), std::string("5"), std::string("--disp-batches"), std::string("1")}) {
+      argv.push_back(f);
+    }
+  }
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  return std::make_unique<Subprocess>(argv, env);
+}
+
+}  // namespace dtrain::testing

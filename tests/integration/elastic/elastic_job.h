@@ -1,0 +1,51 @@
+// An elastic job started by hand, as a shell or a Kubernetes pod would start it: the
+// scheduler, the servers and the first workers each a `dtrain run` process with
+// ps-lite's variables and DTRAIN_ELASTIC; more workers join with no rank.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/integration/common/subprocess.h"
+
+namespace dtrain::testing {
+
+struct ElasticJobOptions {
+  std::string elastic = "2:3";  // DTRAIN_ELASTIC
+  int workers = 2;              // DMLC_NUM_WORKER: the workers the job starts with
+  int servers = 2;
+  int epochs = 2;
+  int examples = 3000;
+  std::vector<std::string> scheduler_flags;
+  std::map<std::string, std::string> env;  // more variables for every process
+};
+
+class ElasticJob {
+ public:
+  explicit ElasticJob(ElasticJobOptions options);
+
+  // A worker that asks for no rank: it joins the running job.
+  Subprocess& AddJoiner();
+
+  Subprocess& scheduler() { return *scheduler_; }
+  Subprocess& worker(int i) { return *workers_.at(static_cast<size_t>(i)); }
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+  std::vector<std::unique_ptr<Subprocess>>& servers() { return servers_; }
+  // Where the scheduler writes PREFIX-membership.json (--membership-prefix).
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::unique_ptr<Subprocess> Start(const std::string& role, int worker_rank,
+                                    const std::vector<std::string>& flags = {});
+
+  ElasticJobOptions options_;
+  std::map<std::string, std::string> env_;
+  std::string prefix_;
+  std::unique_ptr<Subprocess> scheduler_;
+  std::vector<std::unique_ptr<Subprocess>> servers_;
+  std::vector<std::unique_ptr<Subprocess>> workers_;
+};
+
+}  // namespace dtrain::testing

@@ -1,0 +1,155 @@
+// Elastic workers (docs/elastic.md) with the real binaries: a worker joins a running
+// dist_sync job with no rank, another leaves on SIGTERM, a SIGKILLed one is dropped
+// after the rejoin timeout; the recorded membership replays to the same weights, bit
+// for bit; bad settings are refused before anything starts.
+#include <signal.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/elastic/membership_file.h"
+#include "gtest/gtest.h"
+#include "tests/integration/elastic/elastic_job.h"
+#include "tests/integration/recovery/launched_job.h"
+
+namespace dtrain::testing {
+namespace {
+
+ElasticJobOptions Options(int workers, std::vector<std::string> scheduler_flags,
+                          std::map<std::string, std::string> env) {
+  ElasticJobOptions o;
+  o.workers = workers;
+  o.scheduler_flags = std::move(scheduler_flags);
+  o.env = std::move(env);
+  return o;
+}
+
+constexpr absl::Duration kRunTimeout = absl::Minutes(5);
+
+std::string FinalWeightsOf(Subprocess& p) {
+  const std::vector<std::string> w = FinalWeights(p.output());
+  return w.size() == 1 ? w[0] : "";
+}
+
+bool Has(Subprocess& p, const std::string& text) { return p.output().find(text) != std::string::npos; }
+
+// Every process of `job` ends with 0; the workers still in the job agree on the weights,
+// which are returned.
+std::string EndsCleanly(ElasticJob& job, const std::vector<int>& finishers) {
+  std::string weights;
+  for (int w : finishers) {
+    EXPECT_EQ(job.worker(w).Wait(kRunTimeout), 0) << job.worker(w).output();
+    const std::string mine = FinalWeightsOf(job.worker(w));
+    EXPECT_FALSE(mine.empty()) << job.worker(w).output();
+    if (weights.empty()) weights = mine;
+    EXPECT_EQ(mine, weights) << "worker " << w << " disagrees:\n" << job.worker(w).output();
+  }
+  for (auto& s : job.servers()) EXPECT_EQ(s->Wait(absl::Seconds(30)), 0) << s->output();
+  EXPECT_EQ(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().output();
+  return weights;
+}
+
+// 2 workers; a third joins mid-epoch; worker 1 leaves on SIGTERM; the job ends with
+// workers 0 and 2. Then the same job replayed from the recorded schedule, with the
+// joiner started at once and the SIGTERM sent at once: the same weights, bit for bit.
+TEST(ElasticTest, JoinAndSigtermLeaveThenTheRecordedScheduleReplaysBitIdentical) {
+  std::string recorded_weights;
+  std::string recorded;
+  {
+    ElasticJob job(Options(2, {}, {}));
+    ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Batch [4]", absl::Minutes(3)), std::string::npos)
+        << job.worker(0).output();
+    Subprocess& joiner = job.AddJoiner();
+    ASSERT_TRUE(job.scheduler().WaitForOutput("joined at step", absl::Minutes(2)))
+        << job.scheduler().output() << joiner.output();
+    ASSERT_TRUE(joiner.WaitForOutput("Epoch[", absl::Minutes(2))) << joiner.output();
+    job.worker(1).Signal(SIGTERM);
+    EXPECT_EQ(job.worker(1).Wait(absl::Minutes(2)), 0) << job.worker(1).output();
+    EXPECT_TRUE(Has(job.worker(1), "left the job at step")) << job.worker(1).output();
+    recorded_weights = EndsCleanly(job, {0, 2});
+    ASSERT_FALSE(recorded_weights.empty());
+    EXPECT_TRUE(Has(job.scheduler(), "3 workers from now")) << job.scheduler().output();
+    EXPECT_TRUE(Has(job.scheduler(), "worker 1 left at step")) << job.scheduler().output();
+    auto schedule = elastic::ReadMembershipFile(job.prefix() + "-membership.json");
+    ASSERT_TRUE(schedule.ok()) << schedule.status();
+    ASSERT_EQ(schedule->generations().size(), 3u) << elastic::MembershipToJson(*schedule);
+    EXPECT_EQ(schedule->generations()[1].ranks, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(schedule->generations()[2].ranks, (std::vector<int>{0, 2}));
+    recorded = MakeTempDir() + "/recorded-membership.json";
+    ASSERT_TRUE(elastic::WriteMembershipFile(recorded, *schedule).ok());
+  }
+  ElasticJob replay(Options(2, {"--replay-membership", recorded}, {}));
+  ASSERT_NE(WaitForLine(replay.worker(0), "", "Epoch[0] Batch [1]", absl::Minutes(3)), std::string::npos)
+      << replay.worker(0).output();
+  Subprocess& joiner = replay.AddJoiner();
+  ASSERT_TRUE(replay.scheduler().WaitForOutput("joined at step", absl::Minutes(2))) << replay.scheduler().output();
+  replay.worker(1).Signal(SIGTERM);
+  EXPECT_EQ(replay.worker(1).Wait(absl::Minutes(2)), 0) << replay.worker(1).output();
+  EXPECT_EQ(EndsCleanly(replay, {0, 2}), recorded_weights) << joiner.output();
+}
+
+// 3 workers, MIN 2: worker 2 SIGKILLed and not restarted is dropped after the rejoin
+// timeout and the job ends with the other two; the sync timeout is far longer, so the
+// end shows the drop is what let the job go on.
+TEST(ElasticTest, AKilledWorkerNotRestartedIsDroppedAfterTheRejoinTimeout) {
+  ElasticJob job(Options(3, {}, {{"DTRAIN_REJOIN_TIMEOUT", "3"}, {"DTRAIN_SYNC_TIMEOUT", "300"}}));
+  ASSERT_NE(WaitForLine(job.worker(2), "", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
+      << job.worker(2).output();
+  job.worker(2).Signal(SIGKILL);
+  EXPECT_EQ(job.worker(2).Wait(absl::Seconds(10)), 128 + SIGKILL);
+  EndsCleanly(job, {0, 1});
+  EXPECT_TRUE(Has(job.scheduler(), "2 workers from now")) << job.scheduler().output();
+}
+
+// MIN 2 of 2: a worker killed and not restarted fails the job after the rejoin timeout,
+// naming it, as a job that is not elastic does.
+TEST(ElasticTest, ShrinkingBelowMinFailsNamingTheWorker) {
+  ElasticJob job(Options(2, {}, {{"DTRAIN_REJOIN_TIMEOUT", "3"}, {"DTRAIN_SYNC_TIMEOUT", "300"}}));
+  ASSERT_NE(WaitForLine(job.worker(1), "", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
+      << job.worker(1).output();
+  job.worker(1).Signal(SIGKILL);
+  const int code = job.worker(0).Wait(absl::Seconds(60));
+  ASSERT_NE(code, -1) << "worker 0 still runs 60 s after worker 1 died:\n" << job.worker(0).output();
+  EXPECT_NE(code, 0);
+  EXPECT_TRUE(Has(job.worker(0), "worker 1")) << job.worker(0).output();
+  EXPECT_NE(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().output();
+}
+
+// Bad settings: each refused at once, naming what is wrong; nothing starts.
+TEST(ElasticTest, BadSettingsAreRefusedNamingTheFlag) {
+  struct Case {
+    std::vector<std::string> argv;
+    std::string expected;
+  };
+  const std::string garbage = MakeTempDir() + "/garbage.json";
+  ASSERT_TRUE(elastic::WriteMembershipFile(garbage, elastic::MembershipSchedule::Fixed(2)).ok());
+  {
+    // Not JSON from the second line on.
+    FILE* f = std::fopen(garbage.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("{\"format\": \"dtrain-membership-1\",\n  \"generations\": [oops]}\n", f);
+    std::fclose(f);
+  }
+  const std::vector<Case> cases = {
+      {{Bin("dtrain-scheduler"), "--num-workers", "2", "--elastic", "3:2"}, "MIN 3 is above MAX 2"},
+      {{Bin("dtrain-scheduler"), "--num-workers", "5", "--elastic", "2:4"}, "is above --elastic 2:4's MAX 4"},
+      {{Bin("dtrain-scheduler"), "--num-workers", "2", "--elastic", "2:4", "--replay-membership", garbage}, "line 2"},
+      {{Bin("dtrain-scheduler"), "--num-workers", "2", "--elastic", "2:4", "--kv-store", "dist_async"},
+       "needs --kv-store dist_sync"},
+  };
+  for (const Case& c : cases) {
+    Subprocess p(c.argv, {{"DTRAIN_ROLE", ""}, {"DTRAIN_ELASTIC", ""}});
+    const int code = p.Wait(absl::Seconds(20));
+    EXPECT_NE(code, 0) << p.output();
+    EXPECT_NE(code, -1) << "still running: " << p.output();
+    EXPECT_TRUE(Has(p, c.expected)) << "expected \"" << c.expected << "\" in:\n" << p.output();
+  }
+}
+
+}  // namespace
+}  // namespace dtrain::testing
