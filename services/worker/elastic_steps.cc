@@ -31,6 +31,24 @@ ElasticSteps::ElasticSteps(int rank, int64_t seed, int64_t num_examples, int64_t
   plan_.emplace(seed, num_examples, batch_size, membership_.schedule);
 }
 
+absl::StatusOr<EpochTally> TallyEpoch(const elastic::DataPlan& plan, int64_t batch_size, int64_t step) {
+  DTRAIN_ASSIGN_OR_RETURN(const elastic::StepPlace place, plan.Place(step));
+  const int64_t first = place.epoch_first_step;
+  const int64_t end = first + place.epoch_steps;  // one past the epoch's last step
+  const auto& generations = plan.schedule().generations();
+  EpochTally tally;
+  for (size_t g = 0; g < generations.size(); ++g) {
+    const int64_t from = std::max(first, generations[g].from_step);
+    const int64_t to = std::min(end, g + 1 < generations.size() ? generations[g + 1].from_step : end);
+    if (from >= to) continue;
+    tally.samples += (to - from) * static_cast<int64_t>(generations[g].ranks.size()) * batch_size;
+  }
+  const elastic::Generation& last = plan.schedule().At(end - 1);
+  tally.workers_at_end = static_cast<int>(last.ranks.size());
+  tally.lowest_rank_at_end = last.ranks.front();
+  return tally;
+}
+
 absl::StatusOr<EpochSpan> ElasticSteps::SpanFrom(int64_t step) const {
   DTRAIN_ASSIGN_OR_RETURN(const elastic::StepPlace place, plan_->Place(step));
   return EpochSpan{place.epoch, place.epoch_first_step, place.epoch_steps, step - place.epoch_first_step};

@@ -39,12 +39,26 @@ struct RedoPlan {
 // or later than the one the rank ran: pure, for the trainer and the tests.
 RedoPlan PlanRedo(const elastic::MembershipSchedule& schedule, int rank, int64_t step);
 
+// What the job trained in one epoch of an elastic job: every worker's batches of every
+// step, whoever took them (a leaver's too), from the data plan; the workers that ran its
+// last step, and the lowest of them, which prints the job-wide epoch line.
+struct EpochTally {
+  int64_t samples = 0;
+  int workers_at_end = 0;
+  int lowest_rank_at_end = 0;
+};
+
+// The tally of the epoch step `step` is in, from `plan` (whose schedule must hold every
+// generation up to the epoch's last step: true once that step ran).
+absl::StatusOr<EpochTally> TallyEpoch(const elastic::DataPlan& plan, int64_t batch_size, int64_t step);
+
 class ElasticSteps {
  public:
   // `tag`: the store's elastic part (null: pushes are not tagged, a store without one).
   ElasticSteps(int rank, int64_t seed, int64_t num_examples, int64_t batch_size, elastic::Membership membership,
                ElasticPart* tag);
 
+  int rank() const { return rank_; }
   const elastic::Membership& membership() const { return membership_; }
   const elastic::DataPlan& plan() const { return *plan_; }
 

@@ -406,10 +406,11 @@ absl::Status RedoEpochEnd(const TrainOptions& o, const StepPlan& plan, const Run
 
 // After an epoch's last step: the job-wide barrier of the epoch (Settle), its log lines,
 // the batch-norm statistics of its weights, worker 0's checkpoint, the validation
-// (this rank's part, combined through the scheduler) and the CSV line.
+// (this rank's part, combined through the scheduler; an elastic job's whole test set on each
+// worker, its job-wide line from the data plan: `steps`, null for a fixed job) and the CSV line.
 absl::Status EndEpoch(const TrainOptions& o, const EpochSpan& span, absl::Time epoch_start, const RunStart& start,
                       const Data& data, models::Network& net, KVStore& kv, Cluster& cluster, TrainingMonitor& monitor,
-                      absl::Duration gather_timeout, TrainResult* result) {
+                      absl::Duration gather_timeout, const ElasticSteps* steps, TrainResult* result) {
   const int64_t epoch = span.epoch;
   DTRAIN_RETURN_IF_ERROR(kv.Settle(span.first_step + span.batches));
   const double train_s = Seconds(epoch_start);
@@ -424,9 +425,15 @@ absl::Status EndEpoch(const TrainOptions& o, const EpochSpan& span, absl::Time e
   // Like validation, not counted in the epoch's training time.
   models::RecalibrateBatchNorm(net, data.calibration, kCalibrationBatch);
   if (start.writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, start.run, net, kv, static_cast<int>(epoch + 1)));
-  DTRAIN_ASSIGN_OR_RETURN(const Validation v,
-                          ValidateEpoch(net, data.test, cluster, epoch, ep.samples, train_s, gather_timeout));
+  DTRAIN_ASSIGN_OR_RETURN(const Validation v, ValidateEpoch(net, data.test, cluster, epoch, ep.samples, train_s,
+                                                            gather_timeout, /*job_line=*/steps == nullptr));
   result->validation_accuracy = v.accuracy;
+  if (steps != nullptr) {
+    DTRAIN_ASSIGN_OR_RETURN(const EpochTally t, TallyEpoch(steps->plan(), o.batch_size, span.first_step));
+    if (t.lowest_rank_at_end == steps->rank()) {
+      DTRAIN_LOG(INFO) << ElasticEpochLine(epoch, t.workers_at_end, t.samples, train_s, data.test.size());
+    }
+  }
   // The CSV is for people and plots: failing to write it is no reason to stop training.
   if (absl::Status s = monitor.EpochDone(train_s, result->validation_accuracy); !s.ok()) {
     DTRAIN_LOG(WARNING) << "epoch figures not saved: " << s.message();
@@ -503,8 +510,8 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
       if (IsRollback(ran)) started = -1;  // the rolled-back epoch's figures start again
       continue;
     }
-    DTRAIN_RETURN_IF_ERROR(
-        EndEpoch(o, span, epoch_start, start, data, net, kv, validation, monitor, gather_timeout, &result));
+    DTRAIN_RETURN_IF_ERROR(EndEpoch(o, span, epoch_start, start, data, net, kv, validation, monitor, gather_timeout,
+                                    steps ? &*steps : nullptr, &result));
     if (steps) {
       DTRAIN_ASSIGN_OR_RETURN(span, steps->SpanFrom(span.first_step + span.batches));
     } else {

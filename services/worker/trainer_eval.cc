@@ -1,6 +1,7 @@
 #include "services/worker/trainer_eval.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include <torch/torch.h>
@@ -32,7 +33,7 @@ EvalFigures Evaluate(models::Network& net, const TensorSet& set) {
 }
 
 absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& part, Cluster& cluster, int64_t epoch,
-                                         int64_t samples, double train_seconds, absl::Duration timeout) {
+                                         int64_t samples, double train_seconds, absl::Duration timeout, bool job_line) {
   const EvalFigures mine = Evaluate(net, part);
   EpochFigures report;
   report.epoch = epoch;
@@ -57,12 +58,19 @@ absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& 
   v.cross_entropy = c.validation_cross_entropy;
   DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-accuracy=%f", epoch, v.accuracy);
   DTRAIN_LOG(INFO) << absl::StrFormat("Epoch[%d] Validation-cross-entropy=%f", epoch, v.cross_entropy);
-  if (cluster.rank() == 0 && v.combined) {
+  if (job_line && cluster.rank() == 0 && v.combined) {
     DTRAIN_LOG(INFO) << absl::StrFormat(
         "Epoch[%d] Job: %d worker%s\tSpeed: %.2f samples/sec\t%d samples\t%d test images", epoch, c.workers,
         c.workers == 1 ? "" : "s", c.samples_per_sec, c.samples, c.eval_count);
   }
   return v;
+}
+
+std::string ElasticEpochLine(int64_t epoch, int workers_at_end, int64_t samples, double train_seconds,
+                             int64_t test_images) {
+  return absl::StrFormat("Epoch[%d] Job: %d worker%s at its end\tSpeed: %.2f samples/sec\t%d samples\t%d test images",
+                         epoch, workers_at_end, workers_at_end == 1 ? "" : "s",
+                         train_seconds > 0 ? static_cast<double>(samples) / train_seconds : 0.0, samples, test_images);
 }
 
 }  // namespace dtrain::worker

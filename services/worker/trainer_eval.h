@@ -40,7 +40,16 @@ struct Validation {
 //   Epoch[0] Job: 2 workers\tSpeed: 2468.12 samples/sec\t60000 samples\t10000 test images
 // A gather that runs out of time (a worker that never reports) is logged, naming who,
 // and this worker's part stands in; only the job's end (ABORTED) is an error.
+// `job_line`: rank 0 prints the job-wide line (an elastic job's workers validate on
+// their own, and its line comes from the data plan: ElasticEpochLine).
 absl::StatusOr<Validation> ValidateEpoch(models::Network& net, const TensorSet& part, Cluster& cluster, int64_t epoch,
-                                         int64_t samples, double train_seconds, absl::Duration timeout);
+                                         int64_t samples, double train_seconds, absl::Duration timeout,
+                                         bool job_line = true);
+
+// An elastic job's job-wide epoch line, on the lowest rank of the workers that ran the
+// epoch's last step: every example the epoch's steps trained on, whoever took them
+//   Epoch[0] Job: 3 workers at its end\tSpeed: 2468.12 samples/sec\t2944 samples\t500 test images
+std::string ElasticEpochLine(int64_t epoch, int workers_at_end, int64_t samples, double train_seconds,
+                             int64_t test_images);
 
 }  // namespace dtrain::worker

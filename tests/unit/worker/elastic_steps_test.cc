@@ -78,6 +78,28 @@ struct Refused {
   absl::Status status;
 };
 
+TEST(TallyEpochTest, AnEpochCountsEveryWorkersBatchesOfEachGenerationAndNamesTheLastOnesLowestRank) {
+  // Steps 0..4 with 2 workers take 40 of the 100 examples; the 60 left deal 20 to each of
+  // 3 workers, 5 batches: steps 5..9. Every example once.
+  const elastic::Membership grow = MakeMembership(1, 4, {{0, {0, 1}}, {5, {0, 1, 2}}});
+  const elastic::DataPlan plan(kSeed, kExamples, kBatch, grow.schedule);
+  auto t = TallyEpoch(plan, kBatch, 7);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->samples, 100);
+  EXPECT_EQ(t->workers_at_end, 3);
+  EXPECT_EQ(t->lowest_rank_at_end, 0);
+
+  // Worker 0 leaves at step 5: the line is worker 1's.
+  const elastic::Membership shrink = MakeMembership(1, 4, {{0, {0, 1, 2}}, {5, {1, 2}}});
+  const elastic::DataPlan plan2(kSeed, kExamples, kBatch, shrink.schedule);
+  t = TallyEpoch(plan2, kBatch, 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->workers_at_end, 2);
+  EXPECT_EQ(t->lowest_rank_at_end, 1);
+  // 5 steps of 3 workers (60), then the 40 left: 20 each, 5 steps of 2 workers.
+  EXPECT_EQ(t->samples, 100);
+}
+
 TEST(NextSpanTest, ARefusedStepIsRedoneOnTheNewPlansBatchInTheSameEpoch) {
   // 100 examples, 2 workers of 4: 12 steps an epoch; from step 5 three share the 60 left.
   const elastic::Membership next = MakeMembership(1, 4, {{0, {0, 1}}, {5, {0, 1, 2}}});
