@@ -56,7 +56,7 @@ echo "netns: run $NB_TAG: 2 servers, up to 4 workers, each on its own host; link
 sched=${NB_IP[0]} port=9091
 env_common=(env DMLC_PS_ROOT_URI="$sched" DMLC_PS_ROOT_PORT="$port" DMLC_NUM_WORKER=2 DMLC_NUM_SERVER=2
   DTRAIN_ELASTIC=2:4 DTRAIN_REGISTER_TIMEOUT=120)
-flags=(--kv-store dist_sync --network "$NETWORK" --batch-size "$BATCH" --num-epochs "$EPOCHS" --disp-batches 10)
+flags=(--kv-store dist_sync --network "$NETWORK" --batch-size "$BATCH" --num-epochs "$EPOCHS" --disp-batches 10 --threads 1)
 nb_start 0 scheduler "${env_common[@]}" "$BIN/dtrain-scheduler" --port "$port" --kv-store dist_sync
 nb_start 0 server0 "${env_common[@]}" DMLC_SERVER_ID=0 "$BIN/dtrain-server"
 nb_start 1 server1 "${env_common[@]}" DMLC_SERVER_ID=1 "$BIN/dtrain-server"
@@ -74,9 +74,8 @@ wait_lines() { # FROM N WHAT
     sleep 0.2
   done
 }
-wait_log() { # NAME TEXT WHAT: polls NAME's log for TEXT; prints the seconds it took
-  local t0 until=$(($(date +%s) + DEADLINE))
-  t0=$(date +%s.%N)
+wait_log() { # NAME TEXT WHAT [T0]: polls NAME's log for TEXT; prints the seconds since T0 (default: now)
+  local t0=${4:-$(date +%s.%N)} until=$(($(date +%s) + DEADLINE))
   until grep -q -- "$2" "$NB_LOGS/$1.log" 2> /dev/null; do
     [ "$(date +%s)" -lt "$until" ] || nb_fail "no '$2' in $1's log within ${DEADLINE}s ($3)"
     sleep 0.05
@@ -95,8 +94,8 @@ grow_line=$(speed_lines)
 t_join=$(date +%s.%N)
 nb_start 4 worker2 "${env_common[@]}" "$BIN/dtrain-worker" "${flags[@]}"
 nb_start 5 worker3 "${env_common[@]}" "$BIN/dtrain-worker" "${flags[@]}"
-join2=$(wait_log worker2 'joins at step' "worker 2's first step")
-join3=$(wait_log worker3 'joins at step' "worker 3's first step")
+join2=$(wait_log worker2 'joins at step' "worker 2's first step" "$t_join")
+join3=$(wait_log worker3 'joins at step' "worker 3's first step" "$t_join")
 wait_log scheduler '4 workers from now' "the scale-up to 4" > /dev/null
 four_line=$(speed_lines)
 wait_lines "$four_line" "$SHRINK_AT" "the 4-worker phase"
