@@ -139,6 +139,16 @@ absl::Status MembershipGate::CommitDroppingStep(int generation, const Generation
   return absl::OkStatus();
 }
 
+void MembershipGate::RolledBack(int64_t step) {
+  absl::MutexLock lock(&mu_);
+  const int64_t before = std::max<int64_t>(step - 1, -1);
+  if (highest_.load(std::memory_order_acquire) > before) highest_.store(before, std::memory_order_release);
+  if (proposed_ >= 0) {
+    proposed_highest_ = std::min(proposed_highest_, before);
+    held_above_ = std::min(held_above_, before);
+  }
+}
+
 absl::Status MembershipGate::Abort(int generation) {
   absl::MutexLock lock(&mu_);
   if (proposed_ == generation) {

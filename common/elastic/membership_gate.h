@@ -84,6 +84,11 @@ class MembershipGate final : public kv::StepRanks, public kv::PushGate {
   // again is OK and does not run `drop`. `drop` must not call back into this gate.
   absl::Status CommitDroppingStep(int generation, const Generation& next, absl::FunctionRef<absl::Status()> drop);
 
+  // The store went back to its snapshot of `step` (a rollback): the steps from `step` on
+  // are taken again, so they count as not taken, and a proposal pending holds from there
+  // (a dead worker's removal commits from the snapshot's step after the rollback).
+  void RolledBack(int64_t step);
+
   // Gives up the proposal of `generation` (the scheduler chose none): pushes flow again.
   // OK when there is none.
   absl::Status Abort(int generation);

@@ -192,6 +192,7 @@ absl::StatusOr<int64_t> ElasticCoordinator::ProposeAll(ServerGates& servers, int
 
 absl::StatusOr<std::string> ElasticCoordinator::CommitAll(ServerGates& servers, int generation, Generation next,
                                                           bool drop_pending) {
+  committing_ = next;
   absl::Status first_error;
   for (int i = 0; i < servers.num_servers(); ++i) {
     absl::Status s = servers.Commit(i, generation, next, drop_pending);
@@ -200,6 +201,7 @@ absl::StatusOr<std::string> ElasticCoordinator::CommitAll(ServerGates& servers, 
   DTRAIN_RETURN_IF_ERROR(first_error);
   const Generation before = schedule_.latest();
   DTRAIN_RETURN_IF_ERROR(schedule_.Append(next));
+  committing_.reset();
   for (int r : next.ranks) joined_.erase(r);
   for (int r : before.ranks) {
     if (!Has(next.ranks, r)) left_.erase(r);
@@ -211,8 +213,45 @@ bool ElasticCoordinator::HasReplayedChangeToCome() const {
   return replay_ && schedule_.generations().size() < replay_->generations().size();
 }
 
+absl::Status ElasticCoordinator::TakeUp(const std::vector<Generation>& held) {
+  const auto& known = schedule_.generations();
+  // The generation this process commits now is held by the servers that committed it.
+  const size_t in_flight = committing_ && taken_up_.empty() ? 1 : 0;
+  if (in_flight == 1 && held.size() > known.size() && !(held[known.size()] == *committing_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("a server holds generation ", known.size(), " from step ", held[known.size()].from_step,
+                     ", workers ", RankSetText(held[known.size()].ranks), ", while the scheduler commits it from step ",
+                     committing_->from_step, ", workers ", RankSetText(committing_->ranks)));
+  }
+  const size_t have = known.size() + taken_up_.size() + in_flight;
+  if (held.size() <= have) return absl::OkStatus();
+  for (size_t g = 0; g < have - in_flight; ++g) {
+    const Generation& mine = g < known.size() ? known[g] : taken_up_[g - known.size()];
+    if (!(held[g] == mine)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "a server's generation ", g, " (from step ", held[g].from_step, ", workers ", RankSetText(held[g].ranks),
+          ") differs from the scheduler's (from step ", mine.from_step, ", workers ", RankSetText(mine.ranks), ")"));
+    }
+  }
+  // Checked as a whole before anything changes: the rules of a schedule hold.
+  std::vector<Generation> all(known.begin(), known.end());
+  all.insert(all.end(), taken_up_.begin(), taken_up_.end());
+  all.insert(all.end(), held.begin() + static_cast<std::ptrdiff_t>(have - in_flight), held.end());
+  DTRAIN_RETURN_IF_ERROR(
+      MembershipSchedule::Create(schedule_.min_workers(), schedule_.max_workers(), std::move(all)).status());
+  // In flight: CommitAll ends what it began; the rest follow it.
+  taken_up_.insert(taken_up_.end(), held.begin() + static_cast<std::ptrdiff_t>(have), held.end());
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) {
   const int generation = static_cast<int>(schedule_.generations().size());
+  if (!taken_up_.empty()) {
+    const Generation next = taken_up_.front();
+    DTRAIN_ASSIGN_OR_RETURN(std::string line, CommitAll(servers, generation, next, /*drop_pending=*/false));
+    taken_up_.erase(taken_up_.begin());
+    return absl::StrCat(line, " (taken up from the servers)");
+  }
   if (HasReplayedChangeToCome()) {
     // A replayed change is proposed before its join or leave comes: the servers then hold
     // the recorded step until it does, so the job cannot run past it (a joiner started

@@ -61,7 +61,16 @@ class ElasticCoordinator {
   absl::Status Leave(int rank);
 
   // Whether a join or leave waits for a commit.
-  bool HasPendingChange() const { return !joined_.empty() || !left_.empty(); }
+  bool HasPendingChange() const { return !joined_.empty() || !left_.empty() || !taken_up_.empty(); }
+
+  // The generations a server holds (a scheduler restarted after the servers committed
+  // some it never heard of): those beyond the schedule held become the next changes, each
+  // committed to every server as it is (a server that committed it already answers OK; the
+  // others hold its proposal still, as the commit only follows every server's answer).
+  // FAILED_PRECONDITION when `held` does not extend the schedule (another job's, or a
+  // schedule that differs at a generation both hold), naming the first difference. OK and
+  // nothing changes for a `held` no longer than what is known or taken up.
+  absl::Status TakeUp(const std::vector<elastic::Generation>& held);
   // Whether a replayed schedule has generations not committed yet: RunChange proposes
   // the next one (holding its recorded step) before its join or leave comes.
   bool HasReplayedChangeToCome() const;
@@ -106,8 +115,12 @@ class ElasticCoordinator {
 
   elastic::MembershipSchedule schedule_;
   std::optional<elastic::MembershipSchedule> replay_;
-  std::set<int> joined_;  // ranks given to joiners, not committed yet
-  std::set<int> left_;    // ranks leaving, not committed yet
+  std::set<int> joined_;                       // ranks given to joiners, not committed yet
+  std::set<int> left_;                         // ranks leaving, not committed yet
+  std::vector<elastic::Generation> taken_up_;  // the servers' generations after schedule_'s, to commit
+  // The generation CommitAll sends, until every server committed it: a server that has
+  // holds it before the schedule does, and is not ahead of the scheduler.
+  std::optional<elastic::Generation> committing_;
 };
 
 // "worker 2 joined at step 180: 3 workers from now", "workers 2, 3 joined and worker 1

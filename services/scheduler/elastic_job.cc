@@ -115,6 +115,9 @@ std::string ElasticJob::Advance() {
   absl::MutexLock lock(&mu_);
   if (!coordinator_.HasPendingChange() && !coordinator_.HasReplayedChangeToCome()) return "";
   if (!dead_.empty()) return AdvanceDropLocked();
+  // Nothing is proposed before every server said which generations it holds: after a
+  // scheduler restart they may hold some this process never heard of (TakeUpFrom).
+  if (static_cast<int>(reported_.size()) < gates_.num_servers()) return "";
   absl::StatusOr<std::string> line = coordinator_.RunChange(gates_);
   if (line.ok()) {
     CommittedLocked(*line);
@@ -202,12 +205,29 @@ std::string ElasticJob::OnServerHeartbeat(int rank, uint64_t incarnation, const 
                                           v1::HeartbeatResponse* response) {
   if (report != nullptr) {
     gates_.Report(rank, incarnation, *report);
+    if (const std::string failure = TakeUpFrom(rank, *report); !failure.empty()) return failure;
   } else {
     gates_.Heard(rank, incarnation);
   }
   const std::string failure = Advance();
   if (std::optional<v1::MembershipOrder> order = gates_.OrderFor(rank)) *response->mutable_membership_order() = *order;
   return failure;
+}
+
+std::string ElasticJob::TakeUpFrom(int rank, const v1::MembershipReport& report) {
+  absl::MutexLock lock(&mu_);
+  reported_.insert(rank);
+  if (report.generations_size() <= static_cast<int>(coordinator_.schedule().generations().size())) return "";
+  std::vector<elastic::Generation> held;
+  for (const v1::MembershipGeneration& g : report.generations()) {
+    absl::StatusOr<elastic::Generation> one = elastic::GenerationFromProto(g, options_.spec.max_workers);
+    if (!one.ok()) return absl::StrCat("server ", rank, "'s membership: ", one.status().message());
+    held.push_back(*std::move(one));
+  }
+  if (absl::Status s = coordinator_.TakeUp(held); !s.ok()) {
+    return absl::StrCat("server ", rank, "'s membership does not extend the scheduler's: ", s.message());
+  }
+  return "";
 }
 
 v1::MembershipState ElasticJob::State() const {

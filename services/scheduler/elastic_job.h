@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -100,6 +101,9 @@ class ElasticJob final : public ElasticRanks {
   std::string CarryOutLocked(const DropPlan& plan, int first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs `s` once per distinct text (a change waiting logs each reason once).
   void NoteLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes up the generations server `rank` holds beyond the schedule (a restarted
+  // scheduler). Returns why the job fails ("" while it goes on).
+  std::string TakeUpFrom(int rank, const v1::MembershipReport& report);
 
   const ElasticJobOptions options_;
   HeartbeatGates gates_;
@@ -109,6 +113,7 @@ class ElasticJob final : public ElasticRanks {
     std::string why;
   };
   std::map<int, DeadWorker> dead_ ABSL_GUARDED_BY(mu_);  // dropped, not committed yet
+  std::set<int> reported_ ABSL_GUARDED_BY(mu_);          // servers that sent a MembershipReport to this process
   // Since when the dead workers' removal waits below MIN (InfiniteFuture: it does not).
   absl::Time below_min_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::string last_note_ ABSL_GUARDED_BY(mu_);

@@ -22,7 +22,9 @@ void MembershipOrders::OnOrder(const v1::MembershipOrder& order) {
     acted_ = true;
     last_ = answer;
   }
-  if (answered_) answered_();
+  // A failed order is answered with the next regular heartbeat: the scheduler asks again
+  // on each answer, and a failure that persists must not turn that into a busy loop.
+  if (answered_ && answer.error().empty()) answered_();
 }
 
 v1::MembershipReport MembershipOrders::CarryOut(const v1::MembershipOrder& order) {
@@ -88,7 +90,9 @@ v1::MembershipReport MembershipOrders::Report() const {
     absl::MutexLock lock(&mu_);
     if (acted_) report = last_;
   }
-  report.set_generations_held(static_cast<int32_t>(gate_->schedule().generations().size()));
+  const elastic::MembershipSchedule schedule = gate_->schedule();
+  report.set_generations_held(static_cast<int32_t>(schedule.generations().size()));
+  for (const elastic::Generation& g : schedule.generations()) *report.add_generations() = elastic::GenerationToProto(g);
   std::vector<kv::KeyVersion> versions;
   int64_t lo = -1, hi = -1;
   if (store_->Versions({}, -1, &versions).ok() && !versions.empty()) {

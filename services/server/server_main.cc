@@ -313,6 +313,9 @@ absl::StatusOr<int> Register(const ServerFlags& f, const std::string& address, k
         f.snapshot_dir, &store, snapshots,
         [client](const v1::SnapshotReport& report) { client->SetSnapshotReport(report); });
     snapshots->SetOnWritten([r = rollback->get()] { r->Report(); });
+    (*rollback)->SetOnLoaded([membership](int64_t step) {
+      if (elastic::MembershipGate* gate = membership != nullptr ? membership->gate() : nullptr) gate->RolledBack(step);
+    });
   }
   // The shard's step on every heartbeat (`dtrain status`, the rollback's log line).
   (*scheduler)->SetStepSource([&store] { return store.Step(); });

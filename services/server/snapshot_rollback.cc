@@ -76,6 +76,7 @@ void SnapshotRollback::OnOrder(const v1::RollbackOrder& order) {
   }
   DTRAIN_LOG(WARNING) << order.reason() << ": reloaded this server's snapshot of step " << order.step() << " in "
                       << absl::FormatDuration(absl::Now() - start);
+  if (on_loaded_) on_loaded_(order.step());
   {
     absl::MutexLock lock(&mu_);
     done_ = order.generation();

@@ -40,6 +40,10 @@ class SnapshotRollback {
   // out once; a failure is logged and not acknowledged (the scheduler's deadline
   // then fails the job naming this server).
   void OnOrder(const v1::RollbackOrder& order);
+  // Called with the step after each rollback carried out, before it is acknowledged (an
+  // elastic job's gate learns that the steps from there are taken again). Set before
+  // Start.
+  void SetOnLoaded(std::function<void(int64_t step)> on_loaded) { on_loaded_ = std::move(on_loaded); }
 
   // What Load does for an order, exposed for tests: the snapshot of `step` into the store.
   absl::Status Load(int64_t step);
@@ -50,6 +54,7 @@ class SnapshotRollback {
   SnapshotWriter* const writer_;
   const Reporter reporter_;
   absl::Mutex mu_;  // one order at a time
+  std::function<void(int64_t step)> on_loaded_;
   int rank_ ABSL_GUARDED_BY(mu_) = -1;
   uint64_t done_ ABSL_GUARDED_BY(mu_) = 0;
   // The order `done_` names, reported so that a restarted scheduler can take it up.

@@ -56,6 +56,14 @@ absl::StatusOr<EpochSpan> ElasticSteps::SpanFrom(int64_t step) const {
 
 absl::StatusOr<std::vector<int64_t>> ElasticSteps::Batch(int64_t step) {
   DTRAIN_ASSIGN_OR_RETURN(const elastic::StepPlace place, plan_->Place(step));
+  // The membership heard while redoing an earlier step may already have a generation
+  // without this rank from here (a leave committed right after a join): this step is
+  // where it leaves, as if a push of it had been refused.
+  const elastic::Generation& g = membership_.schedule.generations()[place.generation];
+  if (!std::binary_search(g.ranks.begin(), g.ranks.end(), rank_)) {
+    return MembershipChangedStatus(
+        step, absl::StrCat("worker ", rank_, " is not in ", membership_.schedule.Describe(place.generation)));
+  }
   if (!share_ || share_->place.segment_first_step != place.segment_first_step || share_->place.epoch != place.epoch) {
     DTRAIN_ASSIGN_OR_RETURN(elastic::DataPlan::SegmentShare share, plan_->Share(step, rank_));
     share_ = std::move(share);
@@ -80,6 +88,17 @@ RedoPlan ElasticSteps::Adopt(elastic::Membership membership, int64_t step) {
 
 absl::StatusOr<RedoPlan> ElasticSteps::AfterChange(ClusterElastic& cluster, int64_t step, absl::Time deadline) {
   const int held = static_cast<int>(membership_.schedule.generations().size());
+  const int ran = tag_ != nullptr ? tag_->membership_generation() : -1;
+  // A refusal by a generation this worker knows already (Batch's own) needs no new
+  // membership; one by a generation it has not heard of waits for it.
+  if (ran >= 0 && membership_.schedule.IndexAt(step) > ran) {
+    const RedoPlan redo = PlanRedo(membership_.schedule, rank_, step);
+    DTRAIN_LOG(WARNING) << "membership changed at step " << step << ": "
+                        << membership_.schedule.Describe(redo.generation)
+                        << (redo.left ? "; this worker is not in it" : "; redoing the step in it");
+    if (!redo.left) tag_->SetMembershipGeneration(redo.generation);
+    return redo;
+  }
   DTRAIN_ASSIGN_OR_RETURN(elastic::Membership next, cluster.AwaitGenerations(held, deadline));
   const RedoPlan redo = Adopt(std::move(next), step);
   DTRAIN_LOG(WARNING) << "membership changed at step " << step << ": " << membership_.schedule.Describe(redo.generation)

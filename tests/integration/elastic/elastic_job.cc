@@ -1,6 +1,10 @@
 #include "tests/integration/elastic/elastic_job.h"
 
+#include <signal.h>
+
 #include <utility>
+
+#include "absl/time/time.h"
 
 #include "tests/integration/common/free_port.h"
 
@@ -16,11 +20,18 @@ ElasticJob::ElasticJob(ElasticJobOptions options) : options_(std::move(options))
           {"DTRAIN_ELASTIC", options_.elastic}};
   for (auto& [k, v] : options_.env) env_[k] = v;
   prefix_ = MakeTempDir() + "/m";
-  std::vector<std::string> scheduler_flags = {"--membership-prefix", prefix_};
-  scheduler_flags.insert(scheduler_flags.end(), options_.scheduler_flags.begin(), options_.scheduler_flags.end());
-  scheduler_ = Start("scheduler", -1, scheduler_flags);
+  scheduler_flags_ = {"--membership-prefix", prefix_};
+  scheduler_flags_.insert(scheduler_flags_.end(), options_.scheduler_flags.begin(), options_.scheduler_flags.end());
+  scheduler_ = Start("scheduler", -1, scheduler_flags_);
   for (int s = 0; s < options_.servers; ++s) servers_.push_back(Start("server", -1));
   for (int w = 0; w < options_.workers; ++w) workers_.push_back(Start("worker", w));
+}
+
+void ElasticJob::RestartScheduler() {
+  scheduler_->Signal(SIGKILL);
+  scheduler_->Wait(absl::Seconds(10));
+  old_schedulers_.push_back(std::move(scheduler_));
+  scheduler_ = Start("scheduler", -1, scheduler_flags_);
 }
 
 Subprocess& ElasticJob::AddJoiner() {

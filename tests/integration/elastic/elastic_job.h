@@ -29,6 +29,10 @@ class ElasticJob {
   // A worker that asks for no rank: it joins the running job.
   Subprocess& AddJoiner();
 
+  // SIGKILLs the scheduler and starts it again on the same port, as `dtrain launch`
+  // or Kubernetes would: the nodes register again with it.
+  void RestartScheduler();
+
   Subprocess& scheduler() { return *scheduler_; }
   Subprocess& worker(int i) { return *workers_.at(static_cast<size_t>(i)); }
   int num_workers() const { return static_cast<int>(workers_.size()); }
@@ -43,7 +47,9 @@ class ElasticJob {
   ElasticJobOptions options_;
   std::map<std::string, std::string> env_;
   std::string prefix_;
+  std::vector<std::string> scheduler_flags_;
   std::unique_ptr<Subprocess> scheduler_;
+  std::vector<std::unique_ptr<Subprocess>> old_schedulers_;
   std::vector<std::unique_ptr<Subprocess>> servers_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };

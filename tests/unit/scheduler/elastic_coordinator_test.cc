@@ -195,3 +195,41 @@ TEST(ElasticCoordinatorTest, ARemovalCommitsFromTheStepGivenWhateverTheServersTo
 
 }  // namespace
 }  // namespace dtrain::scheduler
+
+namespace dtrain::scheduler {
+namespace {
+
+// A scheduler restarted after server 0 committed generation 1 and before server 1 did
+// (its proposal still holds): the restarted one knows generation 0 only, takes generation
+// 1 up from server 0's report and commits it to every server as it is.
+TEST(ElasticCoordinatorTest, ARestartedSchedulerTakesUpTheGenerationsTheServersHold) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  GateServers servers(start, 2);
+  ASSERT_TRUE(servers.gates[0]->AdmitPush(6, 0).ok());
+  for (auto& gate : servers.gates) ASSERT_TRUE(gate->Propose(1, 0).ok());
+  const elastic::Generation one{7, {0, 1, 2}};
+  ASSERT_TRUE(servers.gates[0]->Commit(1, one).ok());
+
+  auto restarted = *ElasticCoordinator::Create(start, std::nullopt);
+  EXPECT_FALSE(restarted.HasPendingChange());
+  ASSERT_TRUE(restarted.TakeUp(servers.gates[0]->schedule().generations()).ok());
+  EXPECT_TRUE(restarted.HasPendingChange());
+  EXPECT_EQ(*restarted.RunChange(servers), "worker 2 joined at step 7: 3 workers from now (taken up from the servers)");
+  EXPECT_EQ(restarted.schedule().generations().size(), 2u);
+  EXPECT_TRUE(servers.gates[1]->schedule() == restarted.schedule());
+  EXPECT_FALSE(restarted.HasPendingChange());
+  // Held again (the next report): nothing more.
+  ASSERT_TRUE(restarted.TakeUp(servers.gates[0]->schedule().generations()).ok());
+  EXPECT_FALSE(restarted.HasPendingChange());
+}
+
+TEST(ElasticCoordinatorTest, AServerScheduleThatDoesNotExtendTheSchedulersIsRefused) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  const std::vector<elastic::Generation> other = {{0, {0, 2}}, {7, {0, 1, 2}}};
+  EXPECT_THAT(c.TakeUp(other).message(), HasSubstr("a server's generation 0 (from step 0, workers {0,2}) differs"));
+  EXPECT_FALSE(c.HasPendingChange());
+}
+
+}  // namespace
+}  // namespace dtrain::scheduler

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/elastic/membership_file.h"
+#include "common/elastic/membership_proto.h"
 #include "common/metrics/registry.h"
 #include "services/scheduler/scheduler_metrics.h"
 #include "tests/unit/common/metrics/exposition.h"
@@ -28,6 +29,12 @@ struct FakeServer {
   // One heartbeat: the report goes in, the answer's order is carried out.
   std::string Beat(ElasticJob& job, int rank) {
     v1::HeartbeatResponse response;
+    // As MembershipOrders::Report: the generations held go with every report.
+    report.clear_generations();
+    const MembershipSchedule held = gate.schedule();  // a copy: generations() refers into it
+    for (const elastic::Generation& g : held.generations()) {
+      *report.add_generations() = elastic::GenerationToProto(g);
+    }
     const std::string failure = job.OnServerHeartbeat(rank, 1, reported ? &report : nullptr, &response);
     if (response.has_membership_order()) CarryOut(response.membership_order());
     return failure;
@@ -36,6 +43,8 @@ struct FakeServer {
     ++orders;
     reported = true;
     report.Clear();
+    report.set_highest_step(-1);
+    report.set_committed_from(-1);
     report.set_generation(order.generation());
     report.set_phase(order.phase());
     report.set_min_version(min_version);
@@ -60,7 +69,8 @@ struct FakeServer {
   int64_t max_version = 0;
   int orders = 0;
   bool dropped = false;
-  bool reported = false;  // a server sends no report before its first order
+  // An elastic server reports on every heartbeat, its first too (phase unspecified).
+  bool reported = true;
 };
 
 class ElasticJobTest : public ::testing::Test {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/elastic/membership_file.h"
+#include "common/elastic/membership_proto.h"
 #include "common/grpc_util.h"
 #include "dtrain/v1/scheduler.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -150,7 +151,12 @@ TEST_F(ElasticServiceTest, AJoinerIsAnsweredAtOnceAndWorkersHearOfItOnceTheServe
 
   Stream server(*stub_, v1::ROLE_SERVER, 0);
   Stream worker(*stub_, v1::ROLE_WORKER, 0);
-  const v1::HeartbeatResponse propose = server.Beat();
+  // An elastic server reports on every heartbeat, its first too: the generations it holds.
+  v1::MembershipReport first;
+  first.set_highest_step(-1);
+  first.set_committed_from(-1);
+  *first.add_generations() = elastic::GenerationToProto({0, {0, 1}});
+  const v1::HeartbeatResponse propose = server.Beat(&first);
   ASSERT_TRUE(propose.has_membership_order());
   EXPECT_EQ(propose.membership_order().phase(), MembershipOrder::PHASE_PROPOSE);
   EXPECT_EQ(propose.membership_order().generation(), 1);

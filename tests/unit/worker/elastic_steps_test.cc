@@ -53,8 +53,34 @@ TEST(ElasticStepsTest, EachStepsBatchIsTheDataPlansAndTagsItsGeneration) {
     EXPECT_EQ(*got, *plan.Batch(step, 1)) << "step " << step;
     EXPECT_EQ(tag.membership_generation(), step < 5 ? 0 : 1);
   }
+  // A rank the step's generation does not hold has no batch there: it leaves at that step.
   ElasticSteps outsider(3, kSeed, kExamples, kBatch, m, &tag);
-  EXPECT_EQ(outsider.Batch(0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(IsMembershipChanged(outsider.Batch(0).status()));
+  EXPECT_EQ(MembershipChangedStep(outsider.Batch(0).status()), 0);
+}
+
+// A leave committed right after a join: the membership the worker took while redoing
+// step 5 in the join's generation already says it is gone from step 6. Its batch of
+// step 6 is refused by its own plan, and it leaves there without waiting for a newer
+// membership (none would come).
+TEST(ElasticStepsTest, AWorkerThatKnowsItIsGoneFromAStepLeavesThereWithoutWaiting) {
+  const elastic::Membership next = MakeMembership(1, 4, {{0, {0, 1}}, {5, {0, 1, 2}}, {6, {0, 2}}});
+  FakeClusterElastic cluster(kTwo);
+  RecordingTag tag;
+  ElasticSteps steps(1, kSeed, kExamples, kBatch, kTwo, &tag);
+  ASSERT_TRUE(steps.Batch(4).ok());
+  cluster.Heartbeat(next);
+  auto redo = steps.AfterChange(cluster, 5, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(redo.ok()) << redo.status();
+  EXPECT_FALSE(redo->left);
+  ASSERT_TRUE(steps.Batch(5).ok());
+  const absl::Status gone = steps.Batch(6).status();
+  ASSERT_TRUE(IsMembershipChanged(gone)) << gone;
+  // A deadline already past: it must not wait.
+  redo = steps.AfterChange(cluster, MembershipChangedStep(gone), absl::Now());
+  ASSERT_TRUE(redo.ok()) << redo.status();
+  EXPECT_TRUE(redo->left);
+  EXPECT_EQ(redo->step, 6);
 }
 
 // Rank `rank` ran `kTwo` and its push of step `step` was refused; the scheduler's

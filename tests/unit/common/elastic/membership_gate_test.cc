@@ -46,6 +46,21 @@ TEST_F(MembershipGateTest, AProposalHoldsStepsAboveTheHighestTakenUntilItsCommit
   EXPECT_EQ(gate_.highest_step(), 10);
 }
 
+// A dead worker's removal by rollback: proposed at step 6, the store goes back to its
+// snapshot of step 4, and the new generation starts there; the redone step 4 waits for
+// the commit.
+TEST_F(MembershipGateTest, AfterARollbackTheStepsFromTheSnapshotAreHeldAndTheCommitMayStartThere) {
+  ASSERT_TRUE(gate_.AdmitPush(6, 0).ok());
+  ASSERT_EQ(gate_.Propose(1)->highest_step, 6);
+  EXPECT_EQ(gate_.Commit(1, {4, {0}}).code(), absl::StatusCode::kFailedPrecondition);
+  gate_.RolledBack(4);
+  EXPECT_EQ(gate_.highest_step(), 3);
+  EXPECT_EQ(gate_.AdmitPush(4, 0).code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(gate_.Commit(1, {4, {0}}).ok());
+  EXPECT_EQ(gate_.AdmitPush(4, 0).code(), absl::StatusCode::kAborted);
+  EXPECT_TRUE(gate_.AdmitPush(4, 1).ok());
+}
+
 TEST_F(MembershipGateTest, AfterTheCommitOldGenerationPushesFromItsStepAreRefusedNamingTheChange) {
   ASSERT_TRUE(gate_.AdmitPush(10, 0).ok());
   ASSERT_TRUE(gate_.Propose(1).ok());
