@@ -113,7 +113,10 @@ void ElasticJob::CommittedLocked(const std::string& line) {
 
 std::string ElasticJob::Advance() {
   absl::MutexLock lock(&mu_);
-  if (!coordinator_.HasPendingChange() && !coordinator_.HasReplayedChangeToCome()) return "";
+  if (!coordinator_.HasPendingChange() && !coordinator_.HasReplayedChangeToCome()) {
+    AbortStrayProposalsLocked();
+    return "";
+  }
   if (!dead_.empty()) return AdvanceDropLocked();
   // Nothing is proposed before every server said which generations it holds: after a
   // scheduler restart they may hold some this process never heard of (TakeUpFrom).
@@ -212,6 +215,25 @@ std::string ElasticJob::OnServerHeartbeat(int rank, uint64_t incarnation, const 
   const std::string failure = Advance();
   if (std::optional<v1::MembershipOrder> order = gates_.OrderFor(rank)) *response->mutable_membership_order() = *order;
   return failure;
+}
+
+void ElasticJob::AbortStrayProposalsLocked() {
+  if (static_cast<int>(reported_.size()) < gates_.num_servers()) return;
+  const int next = static_cast<int>(coordinator_.schedule().generations().size());
+  std::vector<int> holding;
+  for (int server = 0; server < gates_.num_servers(); ++server) {
+    const std::optional<v1::MembershipReport> r = gates_.LastReport(server);
+    if (!r) return;
+    // A server ahead would be taken up (a commit follows every server's answer, so then
+    // the proposal is not stray): nothing is aborted.
+    if (r->generations_held() > next) return;
+    const bool proposed = r->generation() == next && r->error().empty() && r->committed_from() < 0 &&
+                          r->phase() == v1::MembershipOrder::PHASE_PROPOSE;
+    if (proposed) holding.push_back(server);
+  }
+  // Proposed by a scheduler before this one and committed nowhere: the servers would hold
+  // its step until the workers' sync timeout.
+  for (int server : holding) NoteLocked(gates_.Abort(server, next));
 }
 
 std::string ElasticJob::TakeUpFrom(int rank, const v1::MembershipReport& report) {

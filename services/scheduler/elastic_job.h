@@ -101,6 +101,10 @@ class ElasticJob final : public ElasticRanks {
   std::string CarryOutLocked(const DropPlan& plan, int first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs `s` once per distinct text (a change waiting logs each reason once).
   void NoteLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Aborts the proposal of the next generation on the servers that hold one while no
+  // change is pending here and no server committed it (a scheduler that restarted between
+  // proposing and committing).
+  void AbortStrayProposalsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes up the generations server `rank` holds beyond the schedule (a restarted
   // scheduler). Returns why the job fails ("" while it goes on).
   std::string TakeUpFrom(int rank, const v1::MembershipReport& report);

@@ -72,6 +72,13 @@ absl::Status HeartbeatGates::Commit(int server, int generation, const elastic::G
   return absl::OkStatus();
 }
 
+absl::Status HeartbeatGates::Abort(int server, int generation) {
+  MembershipOrder order;
+  order.set_phase(MembershipOrder::PHASE_ABORT);
+  order.set_generation(generation);
+  return Ask(server, order, "the abort").status();
+}
+
 void HeartbeatGates::Heard(int server, uint64_t incarnation) {
   if (server < 0 || server >= num_servers_) return;
   absl::MutexLock lock(&mu_);

@@ -33,6 +33,10 @@ class HeartbeatGates final : public ServerGates {
   // The same for the commit; FAILED_PRECONDITION when the server committed another step.
   absl::Status Commit(int server, int generation, const elastic::Generation& next, bool drop_pending) override;
 
+  // Gives up `server`'s proposal of `generation` (one a restarted scheduler finds and no
+  // server committed): UNAVAILABLE until the server's report answers it.
+  absl::Status Abort(int server, int generation);
+
   // Server `server`'s report, from the heartbeat of its process `incarnation`. A new
   // process of the rank (a restarted server) forgets the old one's answers: it builds
   // its gate anew (RegisterResponse.membership), so the orders go to it again.

@@ -56,6 +56,10 @@ struct FakeServer {
       report.set_committed_from(p->committed_from);
       return;
     }
+    if (order.phase() == MembershipOrder::PHASE_ABORT) {
+      if (absl::Status s = gate.Abort(order.generation()); !s.ok()) report.set_error(std::string(s.message()));
+      return;
+    }
     auto next = elastic::GenerationFromProto(order.next(), 4);
     dropped = dropped || order.drop_pending();
     absl::Status s = next.ok() ? gate.Commit(order.generation(), *next) : next.status();
@@ -277,6 +281,27 @@ TEST(CheckNodeElasticTest, ANodeMustRunTheJobsBounds) {
   EXPECT_EQ(CheckNodeElastic("2:5", job.get(), "server").code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(CheckNodeElastic("", job.get(), "server").message(),
               HasSubstr("server was started without --elastic, but the job runs with --elastic 2:4"));
+}
+
+// A scheduler that died between proposing and committing: its successor finds the
+// servers holding a proposal no server committed, and with no change of its own pending
+// it aborts them, so the held pushes go on.
+TEST_F(ElasticJobTest, ARestartedSchedulerAbortsAProposalNoServerCommitted) {
+  auto job = Make(2, 2, 4, 2);
+  for (auto& server : servers_) {
+    ASSERT_TRUE(server->gate.AdmitPush(9, 0).ok());
+    MembershipOrder propose;
+    propose.set_phase(MembershipOrder::PHASE_PROPOSE);
+    propose.set_generation(1);
+    server->CarryOut(propose);  // what the scheduler before asked
+    ASSERT_EQ(server->gate.AdmitPush(10, 0).code(), absl::StatusCode::kUnavailable);
+  }
+  EXPECT_EQ(Rounds(*job, 3), "");
+  for (auto& server : servers_) {
+    EXPECT_TRUE(server->gate.AdmitPush(10, 0).ok());
+    EXPECT_EQ(server->report.phase(), MembershipOrder::PHASE_ABORT);
+  }
+  EXPECT_EQ(job->State().generations_size(), 1);
 }
 
 }  // namespace
