@@ -78,29 +78,32 @@ absl::StatusOr<std::vector<int64_t>> ElasticSteps::Batch(int64_t step) {
 }
 
 RedoPlan ElasticSteps::Adopt(elastic::Membership membership, int64_t step) {
+  Take(std::move(membership));
+  return RedoAt(step);
+}
+
+void ElasticSteps::Take(elastic::Membership membership) {
   membership_ = std::move(membership);
   plan_.emplace(seed_, num_examples_, batch_size_, membership_.schedule);
   share_.reset();
+}
+
+RedoPlan ElasticSteps::RedoAt(int64_t step) {
   const RedoPlan redo = PlanRedo(membership_.schedule, rank_, step);
   if (tag_ != nullptr && !redo.left) tag_->SetMembershipGeneration(redo.generation);
   return redo;
 }
 
 absl::StatusOr<RedoPlan> ElasticSteps::AfterChange(ClusterElastic& cluster, int64_t step, absl::Time deadline) {
-  const int held = static_cast<int>(membership_.schedule.generations().size());
   const int ran = tag_ != nullptr ? tag_->membership_generation() : -1;
   // A refusal by a generation this worker knows already (Batch's own) needs no new
   // membership; one by a generation it has not heard of waits for it.
-  if (ran >= 0 && membership_.schedule.IndexAt(step) > ran) {
-    const RedoPlan redo = PlanRedo(membership_.schedule, rank_, step);
-    DTRAIN_LOG(WARNING) << "membership changed at step " << step << ": "
-                        << membership_.schedule.Describe(redo.generation)
-                        << (redo.left ? "; this worker is not in it" : "; redoing the step in it");
-    if (!redo.left) tag_->SetMembershipGeneration(redo.generation);
-    return redo;
+  if (ran < 0 || membership_.schedule.IndexAt(step) <= ran) {
+    const int held = static_cast<int>(membership_.schedule.generations().size());
+    DTRAIN_ASSIGN_OR_RETURN(elastic::Membership next, cluster.AwaitGenerations(held, deadline));
+    Take(std::move(next));
   }
-  DTRAIN_ASSIGN_OR_RETURN(elastic::Membership next, cluster.AwaitGenerations(held, deadline));
-  const RedoPlan redo = Adopt(std::move(next), step);
+  const RedoPlan redo = RedoAt(step);
   DTRAIN_LOG(WARNING) << "membership changed at step " << step << ": " << membership_.schedule.Describe(redo.generation)
                       << (redo.left ? "; this worker is not in it" : "; redoing the step in it");
   return redo;

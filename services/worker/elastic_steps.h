@@ -78,6 +78,11 @@ class ElasticSteps {
   RedoPlan Adopt(elastic::Membership membership, int64_t step);
 
  private:
+  // Holds `membership` (newer than the one held): the data plan is dealt again.
+  void Take(elastic::Membership membership);
+  // What to do at `step` under the membership held; tags the pushes with its generation.
+  RedoPlan RedoAt(int64_t step);
+
   const int rank_;
   const int64_t seed_, num_examples_, batch_size_;
   elastic::Membership membership_;
