@@ -405,10 +405,10 @@ absl::StatusOr<v1::RegisterResponse> SchedulerClient::Register(v1::Role role, co
     if (r.status().code() == absl::StatusCode::kUnavailable && absl::StartsWith(r.status().message(), "cannot reach")) {
       return absl::UnavailableError(absl::StrCat(r.status().message(), " within ", absl::FormatDuration(timeout)));
     }
-    // A live holder of our rank in a running job is the process we replace, not yet
-    // declared dead (a holder still REGISTERED is a duplicate: the job has not started).
-    const bool stale_holder = r.status().code() == absl::StatusCode::kAlreadyExists && requested_rank >= 0 &&
-                              !absl::StrContains(r.status().message(), "NODE_STATE_REGISTERED");
+    // In a running job the scheduler answers UNAVAILABLE for a requested rank a live node
+    // holds: most likely the process we replace, not yet declared dead. Before the job
+    // starts the holder is a duplicate (ALREADY_EXISTS), and the error comes at once.
+    const bool stale_holder = r.status().code() == absl::StatusCode::kUnavailable && requested_rank >= 0;
     if (!stale_holder || absl::Now() + kRetryPause >= deadline) return r.status();
     if (!told) {
       told = true;

@@ -37,9 +37,9 @@ class SchedulerClient {
   // Blocks until every expected node registered, or `timeout` (the scheduler names
   // who is missing). UNAVAILABLE (naming the address) when the scheduler cannot be
   // reached within `timeout`. A requested rank held by a live node of a running job
-  // (ALREADY_EXISTS: this process replaces one the scheduler has not yet declared
-  // dead) is retried until `timeout`, then that error is returned; before the job
-  // starts the holder is a duplicate and the error comes at once.
+  // (UNAVAILABLE: this process replaces one the scheduler has not yet declared dead) is
+  // retried until `timeout`, then that error is returned; before the job starts the
+  // holder is a duplicate (ALREADY_EXISTS) and the error comes at once.
   absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& my_address, int requested_rank,
                                                 int num_workers, int num_servers, absl::Duration timeout);
 

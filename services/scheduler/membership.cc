@@ -173,6 +173,15 @@ absl::StatusOr<int> Membership::PickRankLocked(const Registration& request, bool
   int moved_to = -1;
   absl::StatusOr<int> rank =
       ranks.Pick(request.requested_rank, request.incarnation, all_registered_, OccupantsLocked(role), &moved_to);
+  if (rank.status().code() == absl::StatusCode::kAlreadyExists && JobRunsLocked()) {
+    // In a running job the holder is most likely the process this one replaces, dead
+    // but not yet found so (one that registered again at this scheduler and died before
+    // its heartbeat stream was back is found only by its silence): a transient refusal,
+    // which the new process retries until the holder is declared dead.
+    return absl::UnavailableError(absl::StrCat(rank.status().message(), "; this scheduler declares it dead after ",
+                                               SecondsText(liveness_.heartbeat_timeout()),
+                                               " without a heartbeat (--heartbeat-timeout)"));
+  }
   if (rank.ok() && moved_to >= 0) {
     // The requested rank's provisional holder moves; before the job starts nobody is
     // fenced, so it is the new rank's first incarnation.
@@ -184,6 +193,12 @@ absl::StatusOr<int> Membership::PickRankLocked(const Registration& request, bool
     nodes_[{role, moved_to}] = std::move(moved);
   }
   return rank;
+}
+
+bool Membership::JobRunsLocked() const {
+  // Started here, or this scheduler restarted into a running job (a node that held an
+  // incarnation registered again).
+  return all_registered_ || restart_seen_at_ != absl::InfiniteFuture();
 }
 
 uint64_t Membership::AdmitLocked(const NodeKey& key, const Registration& request, bool joiner) {

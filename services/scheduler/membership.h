@@ -74,8 +74,9 @@ class Membership {
   // request for that rank moves it to another free rank, so requested ranks win
   // whatever the start order; AwaitAllRegistered returns the final rank. After
   // that, a node without a request gets the lowest free rank, else the lowest dead one.
-  // ALREADY_EXISTS: the requested rank is held by a live node (or requested twice).
-  // RESOURCE_EXHAUSTED: every rank of the role is held. INVALID_ARGUMENT: a bad role
+  // ALREADY_EXISTS: the requested rank is held by a live node before the job runs (a
+  // duplicate); UNAVAILABLE once it runs (the holder may be dead and not yet found so:
+  // the caller retries). RESOURCE_EXHAUSTED: every rank of the role is held. INVALID_ARGUMENT: a bad role
   // or rank, or job sizes that differ from the scheduler's. `*ticket` (if given)
   // identifies this registration for AwaitAllRegistered.
   //
@@ -231,6 +232,8 @@ class Membership {
   // Records the node at `key` with its incarnation; returns its ticket. A `joiner` is
   // new to the job: neither a restart nor rejoining.
   uint64_t AdmitLocked(const NodeKey& key, const Registration& request, bool joiner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job started here, or this scheduler restarted into a running one.
+  bool JobRunsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A node of `key` that is neither DEAD nor SettleRestart's stand-in.
   bool HeldByLiveLocked(const NodeKey& key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int CountRegistered(Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -493,6 +493,36 @@ TEST_F(RecoveryTest, NodesReRegisterWithTheirIncarnationsAfterASchedulerRestart)
   EXPECT_EQ(m.Register(Rejoin(Role::kWorker, -1, 2, "job-a")).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// A survivor registers again at the restarted scheduler and dies before its heartbeat
+// stream is back: nothing breaks, so only its silence shows it. Its replacement is told
+// to retry (UNAVAILABLE, naming the holder and when it is declared dead), not refused
+// as a duplicate, and gets the rank once the sweep finds the holder dead.
+TEST_F(RecoveryTest, AReplacementWaitsOutASurvivorThatDiedSilentlyAfterASchedulerRestart) {
+  Membership m = MakeWithRejoin(2, 1, absl::Seconds(60));
+  Admit(m, Rejoin(Role::kServer, 0, 1));
+  Admit(m, Rejoin(Role::kWorker, 0, 1));
+  Admit(m, Rejoin(Role::kWorker, 1, 1));
+  ASSERT_TRUE(m.AllRegistered());
+  uint64_t i0 = 1, is = 1;
+  clock_.now += absl::Seconds(1);
+  auto early = m.Register(Req(Role::kWorker, 1));
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(early.status().message().find("worker rank 1 is already held by pid 5001"), absl::string_view::npos)
+      << early.status();
+  EXPECT_NE(early.status().message().find("declares it dead after 10.0 s without a heartbeat"),
+            absl::string_view::npos)
+      << early.status();
+  clock_.now += absl::Seconds(10);
+  ASSERT_TRUE(m.Heartbeat({Role::kWorker, 0}, &i0, 1, 1).ok());
+  ASSERT_TRUE(m.Heartbeat({Role::kServer, 0}, &is, 1, 1).ok());
+  const std::vector<NodeRecord> dead = m.SweepSilent();
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0].rank, 1);
+  const Membership::Admission replacement = Admit(m, Req(Role::kWorker, 1));
+  EXPECT_TRUE(replacement.rejoined);
+  EXPECT_EQ(replacement.node.incarnation, 2u);
+}
+
 // The known limit of a scheduler restart: a worker that left before it does not come
 // back. One heartbeat timeout after the first re-registration, with every server back,
 // the missing workers are taken as FINISHED and the job starts.
