@@ -118,9 +118,12 @@ absl::StatusOr<DataPlan::SegmentShare> DataPlan::Share(int64_t step, int rank) c
     return absl::InvalidArgumentError(absl::StrCat("worker ", rank, " has no batch at step ", step, ": it is not in ",
                                                    schedule_.Describe(place.generation)));
   }
-  auto order_of = [&](int64_t n, int64_t segment_first, int r) {
+  // Seeded by the rank's position in its generation, not its number: a resumed job
+  // renumbers the workers 0 .. k-1 (ResumedAt) and must draw what the saved ones drew.
+  auto order_of = [&](int64_t n, int64_t segment_first, const std::vector<int>& among, int r) {
+    const int64_t position = std::lower_bound(among.begin(), among.end(), r) - among.begin();
     std::vector<uint64_t> words = {static_cast<uint64_t>(seed_), static_cast<uint64_t>(place.epoch),
-                                   static_cast<uint64_t>(r)};
+                                   static_cast<uint64_t>(position)};
     if (segment_first != place.epoch_first_step) words.push_back(static_cast<uint64_t>(segment_first));
     return SeededOrder(n, words);
   };
@@ -132,19 +135,32 @@ absl::StatusOr<DataPlan::SegmentShare> DataPlan::Share(int64_t step, int rank) c
     std::vector<bool> used(num_examples_, false);
     for (int r : schedule_.At(s).ranks) {
       const std::vector<int64_t> share = DealShare(pool, schedule_.At(s).ranks, r);
-      const std::vector<int64_t> order = order_of(static_cast<int64_t>(share.size()), s, r);
+      const std::vector<int64_t> order = order_of(static_cast<int64_t>(share.size()), s, schedule_.At(s).ranks, r);
       for (int64_t i = 0; i < steps * batch_size_; ++i) used[share[order[i]]] = true;
     }
     pool.erase(std::remove_if(pool.begin(), pool.end(), [&](int64_t e) { return used[e]; }), pool.end());
     s += steps;
   }
   const std::vector<int64_t> share = DealShare(pool, ranks, rank);
-  const std::vector<int64_t> order = order_of(static_cast<int64_t>(share.size()), place.segment_first_step, rank);
+  const std::vector<int64_t> order =
+      order_of(static_cast<int64_t>(share.size()), place.segment_first_step, ranks, rank);
   SegmentShare out;
   out.place = place;
   out.examples.resize(share.size());
   for (size_t i = 0; i < share.size(); ++i) out.examples[i] = share[order[i]];
   return out;
+}
+
+absl::StatusOr<int64_t> DataPlan::EpochFirstStep(int64_t epoch) const {
+  int64_t first = 0;
+  for (int64_t e = 0; e < epoch; ++e) {
+    DTRAIN_ASSIGN_OR_RETURN(const StepPlace place, Place(first));
+    if (place.epoch != e) {
+      return absl::InternalError(absl::StrCat("step ", first, " falls in epoch ", place.epoch, ", not ", e));
+    }
+    first += place.epoch_steps;
+  }
+  return first;
 }
 
 }  // namespace dtrain::elastic

@@ -6,7 +6,7 @@
 // An epoch is a run of segments, one per generation live in it. A segment starts with
 // the pool of the epoch's examples not used yet (all at the epoch's start), ascending,
 // and k ranks: the j-th rank (ascending) takes pool[j], pool[j+k], ... of the first
-// floor(|pool|/k)*k, shuffles its share (seeded by seed, epoch, rank; plus the
+// floor(|pool|/k)*k, shuffles its share (seeded by seed, epoch, j; plus the
 // segment's first step when the segment starts mid-epoch) and takes its batches from
 // the shuffled share in order. The segment ends at the next generation's step, or when
 // a share has no full batch left, which ends the epoch. docs/elastic.md.
@@ -51,6 +51,10 @@ class DataPlan {
     std::vector<int64_t> examples;
   };
   absl::StatusOr<SegmentShare> Share(int64_t step, int rank) const;
+
+  // The step epoch `epoch` (>= 0) starts at: the steps of the epochs before it, as the
+  // schedule made them. Errors as Place's. O(epoch) Place calls.
+  absl::StatusOr<int64_t> EpochFirstStep(int64_t epoch) const;
 
   const MembershipSchedule& schedule() const { return schedule_; }
 

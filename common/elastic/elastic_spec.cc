@@ -46,7 +46,13 @@ absl::Status CheckElasticSpec(const ElasticSpec& spec, int64_t num_workers, KVSt
   if (!spec.enabled()) {
     if (spec.lr != ElasticLr::kScale) return Bad("--elastic-lr needs --elastic MIN:MAX");
     if (!spec.replay_membership.empty()) return Bad("--replay-membership needs --elastic MIN:MAX");
+    if (!spec.resume_membership.empty()) return Bad("--resume-membership needs --elastic MIN:MAX");
     return absl::OkStatus();
+  }
+  if (!spec.replay_membership.empty() && !spec.resume_membership.empty()) {
+    return Bad(
+        "--replay-membership and --resume-membership together: a replay starts from step 0, a resume from "
+        "its checkpoint");
   }
   const std::string bounds = absl::StrCat(spec.min_workers, ":", spec.max_workers);
   if (num_workers > spec.max_workers) {
@@ -85,6 +91,9 @@ void AddElasticFlags(FlagSet& flags, ElasticSpec* spec) {
                  "scale: the lr follows the worker count (lr * workers / --num-workers); keep: unchanged");
   flags.AddString("replay-membership", &spec->replay_membership,
                   "a recorded PREFIX-membership.json: joins and leaves are held until their recorded step");
+  flags.AddString("resume-membership", &spec->resume_membership,
+                  "a checkpoint's PREFIX-NNNN.membership.json: the resumed job starts with its membership "
+                  "(dtrain launch passes it by itself for --load-epoch)");
 }
 
 }  // namespace dtrain::elastic

@@ -32,6 +32,9 @@ struct ElasticSpec {
   ElasticLr lr = ElasticLr::kScale;
   // A recorded schedule (membership_file.h) to replay; empty: none.
   std::string replay_membership;
+  // The membership a checkpoint's resume starts with (PREFIX-NNNN.membership.json,
+  // membership_file.h); empty: a fresh start, workers 0 .. n-1 from step 0.
+  std::string resume_membership;
 
   bool enabled() const { return max_workers > 0; }
 };
@@ -47,15 +50,16 @@ absl::string_view ElasticLrName(ElasticLr lr);
 
 // After parsing, against the job's shape: -n within MIN..MAX ("--num-workers 5 is above
 // --elastic's MAX 4"), a mode that merges per step (dist_sync), --elastic-lr and
-// --replay-membership only with --elastic. INVALID_ARGUMENT naming the flags.
+// --replay-membership and --resume-membership only with --elastic, not both.
+// INVALID_ARGUMENT naming the flags.
 absl::Status CheckElasticSpec(const ElasticSpec& spec, int64_t num_workers, KVStoreMode mode);
 
 // The factor the lr is multiplied by while `workers_now` workers step, in a job that
 // started with `workers_at_start`.
 double ElasticLrFactor(ElasticLr lr, int workers_now, int64_t workers_at_start);
 
-// Declares --elastic (also from DTRAIN_ELASTIC), --elastic-lr and --replay-membership,
-// bound to `spec`.
+// Declares --elastic (also from DTRAIN_ELASTIC), --elastic-lr, --replay-membership and
+// --resume-membership, bound to `spec`.
 void AddElasticFlags(FlagSet& flags, ElasticSpec* spec);
 
 }  // namespace dtrain::elastic

@@ -133,6 +133,10 @@ absl::Status WriteMembershipFile(const std::string& path, const MembershipSchedu
   return WriteFileAtomically(path, MembershipToJson(schedule));
 }
 
+std::string CheckpointMembershipPath(const std::string& prefix, int epoch) {
+  return absl::StrCat(prefix, "-", absl::Dec(epoch, absl::kZeroPad4), ".membership.json");
+}
+
 absl::StatusOr<MembershipSchedule> ReadMembershipFile(const std::string& path) {
   absl::StatusOr<std::string> text = ReadFileLimited(path, kMaxMembershipFileBytes);
   if (!text.ok()) return text.status();

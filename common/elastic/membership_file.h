@@ -35,6 +35,11 @@ absl::StatusOr<MembershipSchedule> ParseMembershipJson(absl::string_view text);
 // file or the new one, never half of one.
 absl::Status WriteMembershipFile(const std::string& path, const MembershipSchedule& schedule);
 
+// PREFIX-0003.membership.json: the membership a resume of checkpoint `epoch` (MXNet's
+// number, the epochs done) starts with (MembershipSchedule::ResumedAt), written by the
+// worker that writes the checkpoint, before its parameters.
+std::string CheckpointMembershipPath(const std::string& prefix, int epoch);
+
 // Reads and parses `path`; errors start with the path.
 absl::StatusOr<MembershipSchedule> ReadMembershipFile(const std::string& path);
 

@@ -90,6 +90,23 @@ absl::StatusOr<int> MembershipSchedule::LowestFreeRank() const {
       absl::StrCat("all ", max_workers_, " worker ranks are taken (--elastic ", min_workers_, ":", max_workers_, ")"));
 }
 
+MembershipSchedule MembershipSchedule::ResumedAt(int64_t step) const {
+  MembershipSchedule out(min_workers_, max_workers_);
+  const int in_force = IndexAt(step);
+  for (int i = 0; i < in_force; ++i) out.generations_.push_back(generations_[i]);
+  Generation now = generations_[in_force];
+  std::vector<int> renumbered(now.ranks.size());
+  std::iota(renumbered.begin(), renumbered.end(), 0);
+  if (now.ranks != renumbered) {
+    // Its workers become 0 .. k-1 from `step` on (the data plan deals by position, so
+    // they take what the saved ones would have); the one before keeps its own start.
+    if (now.from_step < step) out.generations_.push_back(now);
+    now = Generation{step, std::move(renumbered)};
+  }
+  out.generations_.push_back(std::move(now));
+  return out;
+}
+
 std::string MembershipSchedule::Describe(int index) const {
   const Generation& g = generations_[index];
   return absl::StrCat("generation ", index, " from step ", g.from_step, ", workers ", RankSetText(g.ranks));

@@ -52,6 +52,12 @@ class MembershipSchedule {
   // RESOURCE_EXHAUSTED ("all 4 worker ranks are taken (--elastic 2:4)") when none.
   absl::StatusOr<int> LowestFreeRank() const;
 
+  // The membership a job resumed at `step` (> 0, an epoch's first: a checkpoint's)
+  // starts with: the generations before `step`, then the one in force there with its k
+  // workers numbered 0 .. k-1 (from `step`, unless they are so numbered already), as
+  // a resumed job starts its workers. Later generations are left out.
+  MembershipSchedule ResumedAt(int64_t step) const;
+
   // "generation 2 from step 180, workers {0,1,3}": what logs and refusals name.
   std::string Describe(int index) const;
 

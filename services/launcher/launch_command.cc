@@ -223,6 +223,7 @@ absl::Status ParseFlags(const std::vector<std::string>& args, LaunchFlags* f, bo
   if (*help) std::fputs(flags.Usage().c_str(), stdout);
   if (!s.ok() || *help) return s;
   if (s = CheckJobShape(&f->job); !s.ok()) return s;
+  if (s = ResolveElasticResume(f->worker_args, f->job.num_workers, &f->elastic); !s.ok()) return s;
   if (s = CheckLaunchElastic(f->elastic, f->job.num_workers, f->job.mode); !s.ok()) return s;
   if (s = CheckPortsAndRestarts(f); !s.ok()) return s;
   return ResolveDefaults(f);

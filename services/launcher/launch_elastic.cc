@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/elastic/membership_file.h"
 #include "common/elastic/membership_schedule.h"
@@ -59,7 +61,45 @@ absl::Status CheckReplay(const elastic::ElasticSpec& spec, int64_t num_workers) 
   return absl::OkStatus();
 }
 
+// The value of worker flag `name` ("--load-epoch 3" or "--load-epoch=3"; the last one
+// given), or "" when absent.
+std::string WorkerFlag(const std::vector<std::string>& args, const std::string& name) {
+  std::string value;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == name && i + 1 < args.size()) value = args[i + 1];
+    if (absl::StartsWith(args[i], name + "=")) value = args[i].substr(name.size() + 1);
+  }
+  return value;
+}
+
 }  // namespace
+
+absl::Status ResolveElasticResume(const std::vector<std::string>& worker_args, int64_t num_workers,
+                                  LaunchElastic* settings) {
+  elastic::ElasticSpec& spec = settings->spec;
+  const std::string load_epoch = WorkerFlag(worker_args, "--load-epoch");
+  int64_t epoch = 0;
+  if (!spec.enabled() || load_epoch.empty() || !absl::SimpleAtoi(load_epoch, &epoch) || epoch <= 0) {
+    return absl::OkStatus();  // a fresh start (a bad --load-epoch is the worker's to refuse)
+  }
+  const std::string prefix = WorkerFlag(worker_args, "--model-prefix");
+  if (prefix.empty()) return absl::OkStatus();  // the worker refuses --load-epoch without it
+  spec.resume_membership = elastic::CheckpointMembershipPath(prefix, static_cast<int>(epoch));
+  absl::StatusOr<elastic::MembershipSchedule> saved = elastic::ReadMembershipFile(spec.resume_membership);
+  if (!saved.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--load-epoch ", epoch,
+        " with --elastic resumes with the membership saved with the checkpoint: ", saved.status().message()));
+  }
+  const int64_t k = static_cast<int64_t>(saved->latest().ranks.size());
+  if (k != num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.resume_membership, ": checkpoint ", epoch, " resumes with ", k, " workers (",
+                     saved->Describe(static_cast<int>(saved->generations().size()) - 1), "), not -n ", num_workers,
+                     ": start it with -n ", k, "; workers may join once it runs"));
+  }
+  return absl::OkStatus();
+}
 
 void AddLaunchElasticFlags(FlagSet& flags, LaunchElastic* settings) {
   elastic::ElasticSpec* spec = &settings->spec;
@@ -111,6 +151,9 @@ std::vector<std::string> SchedulerElasticArgs(const LaunchElastic& settings) {
   }
   if (!settings.spec.replay_membership.empty()) {
     args.insert(args.end(), {"--replay-membership", settings.spec.replay_membership});
+  }
+  if (!settings.spec.resume_membership.empty()) {
+    args.insert(args.end(), {"--resume-membership", settings.spec.resume_membership});
   }
   return args;
 }

@@ -37,13 +37,21 @@ void AddLaunchElasticFlags(FlagSet& flags, LaunchElastic* settings);
 // from step 0, as the job does.
 absl::Status CheckLaunchElastic(const LaunchElastic& settings, int64_t num_workers, KVStoreMode mode);
 
+// A resume of an elastic job: --load-epoch E (> 0) and --model-prefix P among the
+// worker flags. The checkpoint's membership, P-000E.membership.json, becomes the
+// scheduler's --resume-membership (SchedulerElasticArgs), and -n must be its worker
+// count: INVALID_ARGUMENT naming the file and the count otherwise, or when the file is
+// missing or does not parse. Nothing for a fresh start or a job that is not elastic.
+absl::Status ResolveElasticResume(const std::vector<std::string>& worker_args, int64_t num_workers,
+                                  LaunchElastic* settings);
+
 // DTRAIN_ELASTIC for every child: "MIN:MAX", or "" when the job is not elastic (an
 // empty variable reads as unset, so one inherited from the launcher's environment
 // cannot reach the children either).
 std::pair<std::string, std::string> ElasticEnv(const elastic::ElasticSpec& spec);
 
-// The scheduler's own flags: --elastic-lr when given, --replay-membership when given;
-// nothing for a job that is not elastic.
+// The scheduler's own flags: --elastic-lr when given, --replay-membership and
+// --resume-membership when set; nothing for a job that is not elastic.
 std::vector<std::string> SchedulerElasticArgs(const LaunchElastic& settings);
 
 // ", elastic 2:4: workers may join and leave" for the launcher's start line, "" when

@@ -16,14 +16,38 @@ namespace {
 
 std::string Plural(int n, const char* one) { return absl::StrCat(n, " ", one, n == 1 ? "" : "s"); }
 
+// Workers 0 .. n-1 from step 0, or the membership of the checkpoint a resume starts from
+// (--resume-membership), which must end with workers 0 .. n-1 under the job's bounds.
+absl::StatusOr<elastic::MembershipSchedule> StartingSchedule(const elastic::ElasticSpec& spec, int num_workers) {
+  std::vector<int> start;
+  for (int r = 0; r < num_workers; ++r) start.push_back(r);
+  if (spec.resume_membership.empty()) {
+    return elastic::MembershipSchedule::Create(spec.min_workers, spec.max_workers, {{0, start}});
+  }
+  const std::string where = absl::StrCat("--resume-membership ", spec.resume_membership, ": ");
+  absl::StatusOr<elastic::MembershipSchedule> saved = elastic::ReadMembershipFile(spec.resume_membership);
+  if (!saved.ok()) return absl::InvalidArgumentError(absl::StrCat("--resume-membership: ", saved.status().message()));
+  absl::StatusOr<elastic::MembershipSchedule> schedule =
+      elastic::MembershipSchedule::Create(spec.min_workers, spec.max_workers, saved->generations());
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, "under --elastic ", spec.min_workers, ":", spec.max_workers,
+                                                   ": ", schedule.status().message()));
+  }
+  if (schedule->latest().ranks != start) {
+    const int k = static_cast<int>(schedule->latest().ranks.size());
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, "the checkpoint resumes with ", Plural(k, "worker"), " (",
+        schedule->Describe(static_cast<int>(schedule->generations().size()) - 1), "), but the job starts with ",
+        Plural(num_workers, "worker"), ": start it with -n ", k, " (DMLC_NUM_WORKER=", k, ")"));
+  }
+  return schedule;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ElasticJob>> ElasticJob::Create(ElasticJobOptions options) {
   const elastic::ElasticSpec& spec = options.spec;
-  std::vector<int> start;
-  for (int r = 0; r < options.num_workers; ++r) start.push_back(r);
-  DTRAIN_ASSIGN_OR_RETURN(elastic::MembershipSchedule schedule,
-                          elastic::MembershipSchedule::Create(spec.min_workers, spec.max_workers, {{0, start}}));
+  DTRAIN_ASSIGN_OR_RETURN(elastic::MembershipSchedule schedule, StartingSchedule(spec, options.num_workers));
   std::optional<elastic::MembershipSchedule> replay;
   if (!spec.replay_membership.empty()) {
     DTRAIN_ASSIGN_OR_RETURN(replay, elastic::ReadMembershipFile(spec.replay_membership));
@@ -35,6 +59,12 @@ absl::StatusOr<std::unique_ptr<ElasticJob>> ElasticJob::Create(ElasticJobOptions
   }
   std::unique_ptr<ElasticJob> job(new ElasticJob(std::move(options), *std::move(coordinator)));
   absl::MutexLock lock(&job->mu_);
+  if (const std::string& file = job->options_.spec.resume_membership; !file.empty()) {
+    const elastic::MembershipSchedule& resumed = job->coordinator_.schedule();
+    DTRAIN_LOG(INFO) << "resuming with the checkpoint's membership (" << file
+                     << "): " << resumed.Describe(static_cast<int>(resumed.generations().size()) - 1) << " after "
+                     << Plural(static_cast<int>(resumed.generations().size()) - 1, "change");
+  }
   if (job->options_.metrics != nullptr) job->options_.metrics->SetWorkers(job->options_.num_workers);
   // Written at the start too: a place that cannot be written is found before the job runs.
   if (const std::string& path = job->options_.membership_file; !path.empty()) {
@@ -259,7 +289,9 @@ v1::MembershipState ElasticJob::State() const {
     m.schedule = coordinator_.schedule();
   }
   m.lr = options_.spec.lr;
-  m.workers_at_start = options_.num_workers;
+  // The lr factor of --elastic-lr scale is relative to the first generation's count, a
+  // resumed job's too (its schedule starts with the saved one's past).
+  m.workers_at_start = static_cast<int64_t>(m.schedule.generations().front().ranks.size());
   return elastic::MembershipToProto(m);
 }
 

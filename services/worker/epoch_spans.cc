@@ -29,16 +29,15 @@ EpochSpan SpanOf(const StepPlan& plan, int64_t batches) {
   return {plan.first_epoch, plan.first_epoch * batches, batches, plan.first_batch};
 }
 
-// Where an elastic job's worker starts: step 0, the step a joiner joins at or a
-// replacement redoes (the store's resume step). Its epoch ends are not redone.
-absl::StatusOr<EpochSpan> ElasticStart(int64_t load_epoch, ElasticSteps& steps, KVStore& kv) {
-  if (load_epoch > 0) {
-    return absl::UnimplementedError("--load-epoch with --elastic: resuming an elastic job is not supported yet");
-  }
+// Where an elastic job's worker starts: `resumed_from` (0, or a checkpoint's epoch's
+// first step), or the later step a joiner joins at or a replacement redoes (the
+// store's resume step). Its epoch ends are not redone.
+absl::StatusOr<EpochSpan> ElasticStart(int64_t resumed_from, ElasticSteps& steps, KVStore& kv) {
   const int64_t resume = kv.recovery() != nullptr ? kv.recovery()->resume_step() : -1;
-  DTRAIN_ASSIGN_OR_RETURN(const EpochSpan span, steps.SpanFrom(std::max<int64_t>(0, resume)));
-  if (resume >= 0) {
-    DTRAIN_LOG(INFO) << "starting at epoch " << span.epoch << " batch " << span.first_batch << " (step " << resume
+  const int64_t first = std::max(resumed_from, resume);
+  DTRAIN_ASSIGN_OR_RETURN(const EpochSpan span, steps.SpanFrom(first));
+  if (first > 0) {
+    DTRAIN_LOG(INFO) << "starting at epoch " << span.epoch << " batch " << span.first_batch << " (step " << first
                      << ")";
   }
   return span;

@@ -24,9 +24,10 @@ absl::StatusOr<StepPlan> RollBack(KVStore& kv, int64_t batches);
 // A fixed job's epoch of `plan`, each epoch `batches` steps.
 EpochSpan SpanOf(const StepPlan& plan, int64_t batches);
 
-// Where an elastic job's worker starts: step 0, or the step a joiner joins at or a
-// replacement redoes (the store's resume step). UNIMPLEMENTED with --load-epoch.
-absl::StatusOr<EpochSpan> ElasticStart(int64_t load_epoch, ElasticSteps& steps, KVStore& kv);
+// Where an elastic job's worker starts: `resumed_from` (0, or the first step of the
+// epoch --load-epoch resumes: ElasticResumeStep), or the later step a joiner joins at
+// or a replacement redoes (the store's resume step).
+absl::StatusOr<EpochSpan> ElasticStart(int64_t resumed_from, ElasticSteps& steps, KVStore& kv);
 
 // After RunEpoch of `*span` returned `ran`: OK with `*epoch_over` when the epoch is done
 // (EndEpoch of `*span` is due; for an elastic job `*span` may end early, at a refused

@@ -26,6 +26,7 @@
 #include "services/worker/early_pushes.h"
 #include "services/worker/cluster_elastic.h"
 #include "services/worker/elastic_data.h"
+#include "services/worker/elastic_resume.h"
 #include "services/worker/elastic_steps.h"
 #include "services/worker/epoch_spans.h"
 #include "services/worker/lazy_pulls.h"
@@ -367,7 +368,17 @@ absl::Status StartRun(const TrainOptions& o, Cluster& cluster, const Data& data,
   const bool rejoined = recovery != nullptr && recovery->rejoined();
   if (s->writes_files) DTRAIN_RETURN_IF_ERROR(rejoined ? SweepCheckpointTemps(o) : PrepareCheckpointPrefix(o));
   s->init = MakeInit(o, data.batches, cluster.num_workers());
-  s->run = RunRecordFor(o, cluster.num_workers(), "");
+  // An elastic job's record holds the workers it first started with, which a resume
+  // keeps (its schedule starts with the saved one's past), and its epochs have the
+  // lengths its membership gave them.
+  std::optional<elastic::MembershipSchedule> schedule;
+  if (cluster.elastic() != nullptr) schedule = cluster.elastic()->membership().schedule;
+  s->run = RunRecordFor(
+      o, schedule ? static_cast<int>(schedule->generations().front().ranks.size()) : cluster.num_workers(), "");
+  if (o.load_epoch > 0 && schedule) {
+    DTRAIN_ASSIGN_OR_RETURN(s->init.start_version, ElasticResumeStep(o.model_prefix, o.load_epoch, o.seed,
+                                                                     data.train.size(), o.batch_size, *schedule));
+  }
   if (o.load_epoch > 0) {
     DTRAIN_RETURN_IF_ERROR(LoadCheckpoint(o, s->run, net, &s->states));
     // A resume continues its run; a file from before run ids starts a new one.
@@ -424,6 +435,11 @@ absl::Status EndEpoch(const TrainOptions& o, const EpochSpan& span, absl::Time e
   // checkpoint and inference use (model_state.h: the same on every worker and run).
   // Like validation, not counted in the epoch's training time.
   models::RecalibrateBatchNorm(net, data.calibration, kCalibrationBatch);
+  if (start.writes_files && steps != nullptr) {
+    // Before the parameters: a checkpoint whose .params exist is complete.
+    DTRAIN_RETURN_IF_ERROR(SaveCheckpointMembership(o.model_prefix, static_cast<int>(epoch + 1),
+                                                    steps->plan().schedule(), span.first_step + span.batches));
+  }
   if (start.writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, start.run, net, kv, static_cast<int>(epoch + 1)));
   DTRAIN_ASSIGN_OR_RETURN(const Validation v, ValidateEpoch(net, data.test, cluster, epoch, ep.samples, train_s,
                                                             gather_timeout, /*job_line=*/steps == nullptr));
@@ -476,7 +492,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
   EpochSpan span;
   if (elastic_cluster != nullptr) {
     steps.emplace(rank, o.seed, data.train.size(), o.batch_size, elastic_cluster->membership(), kv.elastic());
-    DTRAIN_ASSIGN_OR_RETURN(span, ElasticStart(o.load_epoch, *steps, kv));
+    DTRAIN_ASSIGN_OR_RETURN(span, ElasticStart(start.init.start_version, *steps, kv));
   } else {
     DTRAIN_ASSIGN_OR_RETURN(const StepPlan plan, PlanStart(o, start, data, net, kv, cluster));
     span = SpanOf(plan, data.batches);

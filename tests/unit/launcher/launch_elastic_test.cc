@@ -121,6 +121,42 @@ TEST_F(ReplayFileTest, ARecordingOfAnotherShapeIsRefused) {
       << bounds;
 }
 
+// --load-epoch E with --model-prefix P among the worker flags: P-000E.membership.json
+// goes to the scheduler, and -n must be its worker count.
+TEST_F(ReplayFileTest, AResumeTakesTheCheckpointsMembershipAndItsWorkerCount) {
+  std::ofstream(dir_ + "/m-0002.membership.json") << kRecorded;  // ends with 3 workers
+  const std::vector<std::string> worker = {"--network", "lenet", "--model-prefix", dir_ + "/m", "--load-epoch=2"};
+  LaunchElastic e;
+  ASSERT_TRUE(Parse({"--elastic", "2:4"}, &e).ok());
+  ASSERT_TRUE(ResolveElasticResume(worker, 3, &e).ok());
+  EXPECT_EQ(e.spec.resume_membership, dir_ + "/m-0002.membership.json");
+  const std::vector<std::string> args = SchedulerElasticArgs(e);
+  EXPECT_EQ(args, (std::vector<std::string>{"--resume-membership", dir_ + "/m-0002.membership.json"}));
+  EXPECT_TRUE(CheckLaunchElastic(e, 3, KVStoreMode::kDistSync).ok());
+
+  LaunchElastic two;
+  ASSERT_TRUE(Parse({"--elastic", "2:4"}, &two).ok());
+  const absl::Status n = ResolveElasticResume(worker, 2, &two);
+  EXPECT_EQ(n.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(n.message().find("checkpoint 2 resumes with 3 workers"), std::string::npos) << n;
+  EXPECT_NE(n.message().find("start it with -n 3"), std::string::npos) << n;
+
+  LaunchElastic missing;
+  ASSERT_TRUE(Parse({"--elastic", "2:4"}, &missing).ok());
+  const absl::Status none = ResolveElasticResume({"--model-prefix", dir_ + "/m", "--load-epoch", "1"}, 3, &missing);
+  EXPECT_EQ(none.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(none.message().find(dir_ + "/m-0001.membership.json"), std::string::npos) << none;
+
+  // A fresh start, or a job that is not elastic: nothing to find.
+  LaunchElastic fresh;
+  ASSERT_TRUE(Parse({"--elastic", "2:4"}, &fresh).ok());
+  EXPECT_TRUE(ResolveElasticResume({"--model-prefix", dir_ + "/m"}, 2, &fresh).ok());
+  EXPECT_TRUE(fresh.spec.resume_membership.empty());
+  LaunchElastic fixed;
+  EXPECT_TRUE(ResolveElasticResume(worker, 2, &fixed).ok());
+  EXPECT_TRUE(fixed.spec.resume_membership.empty());
+}
+
 TEST(LaunchElasticTest, EveryChildIsToldTheBoundsAndOnlyTheSchedulerTheRest) {
   LaunchElastic off;
   EXPECT_EQ(ElasticEnv(off.spec), (std::pair<std::string, std::string>{"DTRAIN_ELASTIC", ""}));

@@ -267,6 +267,38 @@ TEST_F(ElasticJobTest, AReplayFileThatDoesNotParseIsRefusedNamingTheFileAndTheLi
   EXPECT_THAT(job.status().message(), HasSubstr("line 2"));
 }
 
+// --resume-membership: the job starts with the checkpoint's schedule, its past included
+// (what the servers and workers get), and the lr factor stays relative to its first
+// generation; a start with another worker count, or under bounds it breaks, is refused.
+TEST_F(ElasticJobTest, AResumedJobStartsWithTheCheckpointsMembership) {
+  const std::string saved = dir_.File("m-0001.membership.json");
+  const MembershipSchedule resumed = *MembershipSchedule::Create(2, 4, {{0, {0, 1, 2}}, {5, {0, 2}}, {20, {0, 1}}});
+  ASSERT_TRUE(elastic::WriteMembershipFile(saved, resumed).ok());
+  ElasticJobOptions o;
+  o.spec.min_workers = 2;
+  o.spec.max_workers = 4;
+  o.spec.resume_membership = saved;
+  o.num_workers = 2;
+  o.num_servers = 1;
+  const auto job = ElasticJob::Create(o);
+  ASSERT_TRUE(job.ok()) << job.status();
+  const v1::MembershipState state = (*job)->State();
+  EXPECT_EQ(state.generations_size(), 3);
+  EXPECT_EQ(state.workers_at_start(), 3);
+  EXPECT_EQ((*job)->Workers(), (std::vector<int>{0, 1}));
+
+  o.num_workers = 3;
+  const auto three = ElasticJob::Create(o);
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(three.status().message(), HasSubstr("the checkpoint resumes with 2 workers"));
+  EXPECT_THAT(three.status().message(), HasSubstr("start it with -n 2"));
+  o.num_workers = 2;
+  o.spec.max_workers = 2;  // {0,1,2} once: not a job of 2:2
+  const auto bounds = ElasticJob::Create(o);
+  EXPECT_EQ(bounds.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bounds.status().message(), HasSubstr("under --elastic 2:2"));
+}
+
 TEST(CheckNodeElasticTest, ANodeMustRunTheJobsBounds) {
   EXPECT_TRUE(CheckNodeElastic("", nullptr, "worker").ok());
   EXPECT_THAT(CheckNodeElastic("2:4", nullptr, "worker").message(),

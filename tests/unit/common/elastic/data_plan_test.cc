@@ -159,5 +159,30 @@ TEST(DataPlanTest, SeededOrderIsAPermutationFixedByItsWords) {
   for (int64_t i = 0; i < 50; ++i) EXPECT_EQ(sorted[i], i);
 }
 
+TEST(DataPlanTest, EpochFirstStepFollowsTheChanges) {
+  // 100 examples, batch 10: 2 workers take 5 steps an epoch, 3 workers 3 (90 used).
+  const DataPlan fixed(7, 100, 10, MembershipSchedule::Fixed(2));
+  EXPECT_EQ(*fixed.EpochFirstStep(0), 0);
+  EXPECT_EQ(*fixed.EpochFirstStep(3), 15);
+  const DataPlan grown(7, 100, 10, *MembershipSchedule::Create(2, 3, {{0, {0, 1}}, {5, {0, 1, 2}}}));
+  EXPECT_EQ(*grown.EpochFirstStep(1), 5);
+  EXPECT_EQ(*grown.EpochFirstStep(2), 8);
+  EXPECT_EQ(*grown.EpochFirstStep(4), 14);
+}
+
+// The draws go by a worker's place in its generation, not its number: workers {0,2}
+// and a resumed job's {0,1} from an epoch's start train on the same batches.
+TEST(DataPlanTest, ARenumberedGenerationDrawsTheSameBatches) {
+  const MembershipSchedule saved = *MembershipSchedule::Create(2, 3, {{0, {0, 1, 2}}, {2, {0, 2}}});
+  const DataPlan before(7, 120, 10, saved);
+  const int64_t t = *before.EpochFirstStep(2);
+  const DataPlan after(7, 120, 10, saved.ResumedAt(t));
+  for (int64_t step = t; step < t + 12; ++step) {
+    EXPECT_EQ(*before.Batch(step, 0), *after.Batch(step, 0)) << step;
+    EXPECT_EQ(*before.Batch(step, 2), *after.Batch(step, 1)) << step;
+  }
+  EXPECT_EQ(*after.EpochFirstStep(2), t);
+}
+
 }  // namespace
 }  // namespace dtrain::elastic

@@ -64,5 +64,23 @@ TEST(MembershipScheduleTest, AppendChecksAndChangesNothingOnError) {
   EXPECT_EQ(*s.LowestFreeRank(), 0);
 }
 
+TEST(MembershipScheduleTest, ResumedAtKeepsThePastAndNumbersTheWorkersInForceFromZero) {
+  const MembershipSchedule s = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}, {5, {0, 1, 2}}, {9, {0, 2}}, {30, {0}}});
+  // {0,2} in force at step 20: the resumed job's workers 0 and 1 take their places from 20.
+  const MembershipSchedule r = s.ResumedAt(20);
+  ASSERT_EQ(r.generations().size(), 4u);
+  EXPECT_EQ(r.generations()[2], (Generation{9, {0, 2}}));
+  EXPECT_EQ(r.generations()[3], (Generation{20, {0, 1}}));
+  EXPECT_EQ(r.min_workers(), 1);
+  EXPECT_EQ(r.max_workers(), 4);
+  // A generation that starts at the step is renumbered in place; one numbered so already
+  // stays as it is; later generations are left out.
+  EXPECT_EQ(s.ResumedAt(9).generations().back(), (Generation{9, {0, 1}}));
+  EXPECT_EQ(s.ResumedAt(9).generations().size(), 3u);
+  EXPECT_EQ(s.ResumedAt(7).generations().back(), (Generation{5, {0, 1, 2}}));
+  EXPECT_EQ(s.ResumedAt(7).generations().size(), 2u);
+  EXPECT_EQ(s.ResumedAt(3), *MembershipSchedule::Create(1, 4, {{0, {0, 1}}}));
+}
+
 }  // namespace
 }  // namespace dtrain::elastic
