@@ -509,8 +509,7 @@ TEST_F(RecoveryTest, AReplacementWaitsOutASurvivorThatDiedSilentlyAfterASchedule
   EXPECT_EQ(early.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(early.status().message().find("worker rank 1 is already held by pid 5001"), absl::string_view::npos)
       << early.status();
-  EXPECT_NE(early.status().message().find("declares it dead after 10.0 s without a heartbeat"),
-            absl::string_view::npos)
+  EXPECT_NE(early.status().message().find("declares it dead after 10.0 s without a heartbeat"), absl::string_view::npos)
       << early.status();
   clock_.now += absl::Seconds(10);
   ASSERT_TRUE(m.Heartbeat({Role::kWorker, 0}, &i0, 1, 1).ok());
