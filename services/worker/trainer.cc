@@ -415,6 +415,19 @@ absl::Status RedoEpochEnd(const TrainOptions& o, const StepPlan& plan, const Run
   return ValidateEpoch(net, data.test, cluster, plan.first_epoch - 1, 0, 0, gather_timeout).status();
 }
 
+// An elastic job's checkpoint at the end of an epoch (whose first next step is `next`):
+// written by the lowest rank of the workers at the end (worker 0 unless it left),
+// membership first (a checkpoint whose .params exist is complete), in the run the job
+// started (the symbol file's id: a joiner's own start knew none).
+absl::Status SaveElasticCheckpoint(const TrainOptions& o, const checkpoint::RunRecord& run, const ElasticSteps& steps,
+                                   int writer, int64_t next, models::Network& net, KVStore& kv, int number) {
+  if (o.model_prefix.empty() || writer != steps.rank()) return absl::OkStatus();
+  DTRAIN_RETURN_IF_ERROR(SaveCheckpointMembership(o.model_prefix, number, steps.plan().schedule(), next));
+  checkpoint::RunRecord mine = run;
+  if (steps.rank() != 0) mine.run_id = RunIdOfPredecessor(o, run.run_id);
+  return SaveCheckpoint(o, mine, net, kv, number);
+}
+
 // After an epoch's last step: the job-wide barrier of the epoch (Settle), its log lines,
 // the batch-norm statistics of its weights, worker 0's checkpoint, the validation
 // (this rank's part, combined through the scheduler; an elastic job's whole test set on each
@@ -435,20 +448,21 @@ absl::Status EndEpoch(const TrainOptions& o, const EpochSpan& span, absl::Time e
   // checkpoint and inference use (model_state.h: the same on every worker and run).
   // Like validation, not counted in the epoch's training time.
   models::RecalibrateBatchNorm(net, data.calibration, kCalibrationBatch);
-  if (start.writes_files && steps != nullptr) {
-    // Before the parameters: a checkpoint whose .params exist is complete.
-    DTRAIN_RETURN_IF_ERROR(SaveCheckpointMembership(o.model_prefix, static_cast<int>(epoch + 1),
-                                                    steps->plan().schedule(), span.first_step + span.batches));
+  std::optional<EpochTally> tally;
+  if (steps != nullptr) {
+    DTRAIN_ASSIGN_OR_RETURN(tally, TallyEpoch(steps->plan(), o.batch_size, span.first_step));
   }
-  if (start.writes_files) DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, start.run, net, kv, static_cast<int>(epoch + 1)));
+  if (tally) {
+    DTRAIN_RETURN_IF_ERROR(SaveElasticCheckpoint(o, start.run, *steps, tally->lowest_rank_at_end,
+                                                 span.first_step + span.batches, net, kv, static_cast<int>(epoch + 1)));
+  } else if (start.writes_files) {
+    DTRAIN_RETURN_IF_ERROR(SaveCheckpoint(o, start.run, net, kv, static_cast<int>(epoch + 1)));
+  }
   DTRAIN_ASSIGN_OR_RETURN(const Validation v, ValidateEpoch(net, data.test, cluster, epoch, ep.samples, train_s,
                                                             gather_timeout, /*job_line=*/steps == nullptr));
   result->validation_accuracy = v.accuracy;
-  if (steps != nullptr) {
-    DTRAIN_ASSIGN_OR_RETURN(const EpochTally t, TallyEpoch(steps->plan(), o.batch_size, span.first_step));
-    if (t.lowest_rank_at_end == steps->rank()) {
-      DTRAIN_LOG(INFO) << ElasticEpochLine(epoch, t.workers_at_end, t.samples, train_s, data.test.size());
-    }
+  if (tally && tally->lowest_rank_at_end == steps->rank()) {
+    DTRAIN_LOG(INFO) << ElasticEpochLine(epoch, tally->workers_at_end, tally->samples, train_s, data.test.size());
   }
   // The CSV is for people and plots: failing to write it is no reason to stop training.
   if (absl::Status s = monitor.EpochDone(train_s, result->validation_accuracy); !s.ok()) {
