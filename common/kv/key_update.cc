@@ -40,7 +40,8 @@ const float* MeanGradient(const StoreSetup& s, KeyEntry& k, int last_rank, const
 
 void UpdateKey(const StoreSetup& s, KeyEntry& k, const float* grad) {
   // The step this update merges is the key's version (sync; elastic jobs are).
-  const double lr_scale = s.step_lr != nullptr ? s.step_lr->LrFactorAt(k.version) : 1.0;
+  const double lr_scale =
+      s.step_lr != nullptr ? s.step_lr->LrFactorAt(k.version, s.config.epoch_lr, s.config.optimizer.lr_factor) : 1.0;
   if (s.pull_codec != nullptr) {
     UpdatePacked(s, k, grad, lr_scale);
   } else if (k.previous.kept()) {

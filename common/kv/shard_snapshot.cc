@@ -23,6 +23,8 @@ using checkpoint::internal::PutU32;
 using checkpoint::internal::PutU64;
 
 constexpr char kSnapshotMagic[] = "DTRNSNP1";
+// 1: the first; 2: with StoreConfig::epoch_lr. Both are read.
+constexpr uint32_t kSnapshotVersion = 2;
 constexpr char kSuffix[] = ".snapshot";
 // Bounds on lengths read from a file, so that a corrupt count is refused before it
 // drives an allocation (floats are further bounded by the bytes left).
@@ -71,9 +73,14 @@ void PutConfig(std::string* out, const StoreConfig& c) {
   }
   PutU64(out, o.lr_steps.size());
   for (int64_t s : o.lr_steps) PutU64(out, static_cast<uint64_t>(s));
+  // Version 2: an elastic job's lr schedule in epochs.
+  PutU64(out, static_cast<uint64_t>(c.epoch_lr.num_examples));
+  PutU64(out, static_cast<uint64_t>(c.epoch_lr.batch_size));
+  PutU64(out, c.epoch_lr.epochs.size());
+  for (int64_t e : c.epoch_lr.epochs) PutU64(out, static_cast<uint64_t>(e));
 }
 
-absl::Status ReadConfig(ByteReader& r, StoreConfig* c) {
+absl::Status ReadConfig(ByteReader& r, uint32_t version, StoreConfig* c) {
   uint32_t mode, workers, keep;
   DTRAIN_RETURN_IF_ERROR(r.U32("merge mode", &mode));
   if (mode > 1) return r.Error(absl::StrCat("merge mode ", mode, " is not 0 (sync) or 1 (async)"));
@@ -94,6 +101,14 @@ absl::Status ReadConfig(ByteReader& r, StoreConfig* c) {
   if (n > kMaxLrSteps) return r.Error(absl::StrCat("lr step count ", n, " (max ", kMaxLrSteps, ")"));
   o.lr_steps.resize(n);
   for (int64_t& s : o.lr_steps) DTRAIN_RETURN_IF_ERROR(r.I64("lr step", &s));
+  if (version < 2) return absl::OkStatus();
+  DTRAIN_RETURN_IF_ERROR(r.I64("epoch lr examples", &c->epoch_lr.num_examples));
+  DTRAIN_RETURN_IF_ERROR(r.I64("epoch lr batch size", &c->epoch_lr.batch_size));
+  DTRAIN_RETURN_IF_ERROR(r.U64("epoch lr step count", &n));
+  if (n > kMaxEpochLrSteps) return r.Error(absl::StrCat("epoch lr step count ", n, " (max ", kMaxEpochLrSteps, ")"));
+  c->epoch_lr.epochs.resize(n);
+  for (int64_t& e : c->epoch_lr.epochs) DTRAIN_RETURN_IF_ERROR(r.I64("epoch lr step", &e));
+  if (absl::Status s = CheckEpochLrSteps(c->epoch_lr); !s.ok()) return r.Error(std::string(s.message()));
   return absl::OkStatus();
 }
 
@@ -131,7 +146,7 @@ absl::Status WriteShardSnapshot(const std::string& dir, const ShardSnapshot& sna
     return absl::InvalidArgumentError(
         absl::StrCat("cannot write ", path, ": job id or optimizer name over ", kMaxNameBytes, " bytes"));
   }
-  std::string out = checkpoint::internal::BeginFramedFile(kSnapshotMagic);
+  std::string out = checkpoint::internal::BeginFramedFile(kSnapshotMagic, kSnapshotVersion);
   PutU32(&out, static_cast<uint32_t>(snap.server_rank));
   PutU64(&out, static_cast<uint64_t>(snap.step));
   PutString(&out, snap.job_id);
@@ -164,7 +179,9 @@ absl::Status WriteShardSnapshot(const std::string& dir, const ShardSnapshot& sna
 
 absl::StatusOr<ShardSnapshot> ReadShardSnapshot(const std::string& path) {
   DTRAIN_ASSIGN_OR_RETURN(std::string bytes, ReadFileLimited(path, kMaxSnapshotBytes));
-  DTRAIN_ASSIGN_OR_RETURN(ByteReader r, checkpoint::internal::OpenFramedFile(path, bytes, kSnapshotMagic, "snapshot"));
+  uint32_t version = 0;
+  DTRAIN_ASSIGN_OR_RETURN(ByteReader r, checkpoint::internal::OpenFramedFile(path, bytes, kSnapshotMagic, "snapshot",
+                                                                             kSnapshotVersion, &version));
   ShardSnapshot snap;
   uint32_t rank;
   uint64_t count;
@@ -173,7 +190,7 @@ absl::StatusOr<ShardSnapshot> ReadShardSnapshot(const std::string& path) {
   DTRAIN_RETURN_IF_ERROR(r.I64("step", &snap.step));
   if (snap.step < 0) return r.Error(absl::StrCat("negative step ", snap.step));
   DTRAIN_RETURN_IF_ERROR(String(r, "job id", &snap.job_id));
-  DTRAIN_RETURN_IF_ERROR(ReadConfig(r, &snap.config));
+  DTRAIN_RETURN_IF_ERROR(ReadConfig(r, version, &snap.config));
   DTRAIN_RETURN_IF_ERROR(r.U64("key count", &count));
   if (count > r.remaining() / kMinKeyRecord) return r.Error(absl::StrCat("key count ", count, " cannot fit"));
   snap.keys.resize(count);

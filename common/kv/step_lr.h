@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "common/kv/epoch_lr.h"
+
 namespace dtrain::kv {
 
 // Thread-safe: read under a key's lock by every update.
@@ -12,8 +14,10 @@ class StepLr {
  public:
   virtual ~StepLr() = default;
   // The factor (> 0) for the update that merges step `step`; exactly 1.0 where the
-  // lr is left as it is, which changes no float operation of the update.
-  virtual double LrFactorAt(int64_t step) const = 0;
+  // lr is left as it is, which changes no float operation of the update. `epoch_lr`
+  // (the store's StoreConfig::epoch_lr): `lr_factor` more for each of its epochs that
+  // started by `step`'s.
+  virtual double LrFactorAt(int64_t step, const EpochLrSteps& epoch_lr, double lr_factor) const = 0;
 };
 
 }  // namespace dtrain::kv

@@ -32,6 +32,12 @@ std::string DescribeConfigDiff(const StoreConfig& a, const StoreConfig& b) {
     d.push_back(absl::StrCat("pull_compression ", CompressionTypeName(a.pull_compression), " vs ",
                              CompressionTypeName(b.pull_compression)));
   }
+  if (!(a.epoch_lr == b.epoch_lr)) {
+    d.push_back(absl::StrCat("epoch_lr [", absl::StrJoin(a.epoch_lr.epochs, ","), "] of ", a.epoch_lr.num_examples,
+                             " examples in batches of ", a.epoch_lr.batch_size, " vs [",
+                             absl::StrJoin(b.epoch_lr.epochs, ","), "] of ", b.epoch_lr.num_examples, " in ",
+                             b.epoch_lr.batch_size));
+  }
   const OptimizerOptions& x = a.optimizer;
   const OptimizerOptions& y = b.optimizer;
   cmp("optimizer.name", x.name, y.name);
@@ -71,6 +77,13 @@ absl::Status ValidateStoreConfig(const StoreConfig& config, const StoreLimits& l
           "pull compression ", CompressionTypeName(config.pull_compression), " with mode ", ModeName(config.mode),
           ": pulls are compressed in dist_sync only (a packed change is from the step a worker pushed), and "
           "with fp16, int8 or 1bit (2bit's fixed quantum does not fit weight changes)"));
+    }
+  }
+  if (config.epoch_lr.enabled()) {
+    if (absl::Status s = CheckEpochLrSteps(config.epoch_lr); !s.ok()) return s;
+    if (config.mode != MergeMode::kSync || !config.optimizer.lr_steps.empty()) {
+      return absl::InvalidArgumentError(
+          "epoch_lr is for an elastic job's sync store, with no optimizer.lr_steps: give the schedule one way");
     }
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/kv/epoch_lr.h"
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/optimizer.h"
 
@@ -46,6 +47,9 @@ struct StoreConfig {
   // snapshotted and restored with the rest. ShardStore::PullDelta answers with the
   // packed change. kNone: the optimizer's weights as they are.
   CompressionType pull_compression = CompressionType::kNone;
+  // An elastic job's --lr-step-epochs (kSync with a StepLr only; optimizer.lr_steps then
+  // empty): the StepLr finds each step's epoch from the membership.
+  EpochLrSteps epoch_lr;
 };
 
 inline constexpr int kMaxStaleness = 64;

@@ -51,6 +51,13 @@ absl::StatusOr<kv::StoreConfig> StoreConfigOf(const v1::ConfigureRequest& req, k
                                                    " (want COMPRESSION_NONE, _FP16, _INT8 or _1BIT)"));
   }
   config.pull_compression = static_cast<kv::CompressionType>(req.pull_compression());
+  if (req.epoch_lr().epochs_size() > kv::kMaxEpochLrSteps) {
+    return absl::InvalidArgumentError(absl::StrCat("epoch_lr.epochs has ", req.epoch_lr().epochs_size(),
+                                                   " entries, over the cap of ", kv::kMaxEpochLrSteps));
+  }
+  config.epoch_lr.num_examples = req.epoch_lr().num_examples();
+  config.epoch_lr.batch_size = req.epoch_lr().batch_size();
+  config.epoch_lr.epochs.assign(req.epoch_lr().epochs().begin(), req.epoch_lr().epochs().end());
   return config;
 }
 
@@ -127,6 +134,9 @@ absl::Status ControlHandler::Configure(const v1::ConfigureRequest& req) const {
     absl::StatusOr<int> workers = options_.membership->ConfigureWorkers(config->num_workers, options_.membership_wait);
     if (!workers.ok()) return workers.status();
     config->num_workers = *workers;
+  }
+  if (req.has_epoch_lr() && req.epoch_lr().epochs_size() > 0 && options_.membership == nullptr) {
+    return absl::InvalidArgumentError("epoch_lr is for an elastic job's servers; this one is not elastic");
   }
   if (absl::Status s = store_->Configure(*config); !s.ok()) return s;
   LogConfigured(req, *config);

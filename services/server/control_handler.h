@@ -36,7 +36,7 @@ struct ControlOptions {
   // --elastic's MAX, whatever worker count (1 .. MAX) worker 0's Configure says, once
   // the server has the job's membership (a Configure waits up to membership_wait for
   // it). Null: not elastic. Must outlive the handler.
-  const ServerMembership* membership = nullptr;
+  ServerMembership* membership = nullptr;
   absl::Duration membership_wait = absl::Seconds(10);
 };
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/elastic/data_plan.h"
 #include "common/log.h"
 
 namespace dtrain::server {
@@ -60,10 +61,27 @@ absl::Status ServerMembership::PushIfAdmitted(int64_t step, int generation, absl
   return g->PushIfAdmitted(step, generation, push);
 }
 
-double ServerMembership::LrFactorAt(int64_t step) const {
+double ServerMembership::LrFactorAt(int64_t step, const kv::EpochLrSteps& epoch_lr, double lr_factor) const {
   const elastic::MembershipGate* g = gate();
   if (g == nullptr) return 1.0;
-  return elastic::ElasticLrFactor(lr_, g->CountAt(step), workers_at_start_);
+  double factor = elastic::ElasticLrFactor(lr_, g->CountAt(step), workers_at_start_);
+  if (!epoch_lr.enabled()) return factor;
+  const int passed = EpochLrStepsAt(step, epoch_lr);
+  for (int i = 0; i < passed; ++i) factor *= lr_factor;
+  return factor;
+}
+
+int ServerMembership::EpochLrStepsAt(int64_t step, const kv::EpochLrSteps& epoch_lr) const {
+  const elastic::MembershipSchedule schedule = gate()->schedule();
+  absl::MutexLock lock(&epoch_mu_);
+  if (cached_.step == step && cached_.generations == schedule.generations().size()) return cached_.passed;
+  const elastic::DataPlan plan(0, epoch_lr.num_examples, epoch_lr.batch_size, schedule);
+  absl::StatusOr<elastic::StepPlace> place = plan.Place(step);
+  if (!place.ok()) return 0;  // an epoch with no step: the workers fail on it first
+  int passed = 0;
+  for (int64_t e : epoch_lr.epochs) passed += place->epoch >= e ? 1 : 0;
+  cached_ = Cached{step, schedule.generations().size(), passed};
+  return passed;
 }
 
 }  // namespace dtrain::server

@@ -14,11 +14,13 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/elastic/elastic_spec.h"
 #include "common/elastic/membership_gate.h"
 #include "common/elastic/membership_proto.h"
+#include "common/kv/epoch_lr.h"
 #include "common/kv/push_gate.h"
 #include "common/kv/shard_store.h"
 #include "common/kv/step_lr.h"
@@ -46,8 +48,10 @@ class ServerMembership final : public kv::PushGate, public kv::StepLr {
 
   // The gate's (UNAVAILABLE, retry, before Adopt).
   absl::Status PushIfAdmitted(int64_t step, int generation, absl::FunctionRef<absl::Status()> push) override;
-  // Membership::LrFactor of the generation that merges `step` (1.0 before Adopt).
-  double LrFactorAt(int64_t step) const override;
+  // Membership::LrFactor of the generation that merges `step` (1.0 before Adopt), times
+  // `lr_factor` for each epoch of `epoch_lr` that starts at or before `step`'s epoch
+  // (the epochs' lengths from the schedule as committed: elastic::DataPlan).
+  double LrFactorAt(int64_t step, const kv::EpochLrSteps& epoch_lr, double lr_factor) const override;
 
   // Null before Adopt.
   elastic::MembershipGate* gate() const { return adopted_.HasBeenNotified() ? gate_.get() : nullptr; }
@@ -61,6 +65,18 @@ class ServerMembership final : public kv::PushGate, public kv::StepLr {
   elastic::ElasticLr lr_ = elastic::ElasticLr::kScale;
   int64_t workers_at_start_ = 1;
   absl::Notification adopted_;
+
+  // The epochs of `epoch_lr` that started by `step`'s, with the last answer kept: every
+  // key of a step asks for the same one (the schedule only grows, so its size tells
+  // whether the answer still holds).
+  int EpochLrStepsAt(int64_t step, const kv::EpochLrSteps& epoch_lr) const;
+  mutable absl::Mutex epoch_mu_;
+  struct Cached {
+    int64_t step = -1;
+    size_t generations = 0;
+    int passed = 0;
+  };
+  mutable Cached cached_ ABSL_GUARDED_BY(epoch_mu_);
 };
 
 }  // namespace dtrain::server

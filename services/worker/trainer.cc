@@ -375,6 +375,10 @@ absl::Status StartRun(const TrainOptions& o, Cluster& cluster, const Data& data,
   if (cluster.elastic() != nullptr) schedule = cluster.elastic()->membership().schedule;
   s->run = RunRecordFor(
       o, schedule ? static_cast<int>(schedule->generations().front().ranks.size()) : cluster.num_workers(), "");
+  if (schedule && !o.lr_step_epoch_list.empty()) {
+    s->init.optimizer.lr_steps.clear();
+    s->init.epoch_lr = {data.train.size(), o.batch_size, o.lr_step_epoch_list};
+  }
   if (o.load_epoch > 0 && schedule) {
     DTRAIN_ASSIGN_OR_RETURN(s->init.start_version, ElasticResumeStep(o.model_prefix, o.load_epoch, o.seed,
                                                                      data.train.size(), o.batch_size, *schedule));

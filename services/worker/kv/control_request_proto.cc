@@ -28,8 +28,14 @@ void ToProto(const kv::OptimizerOptions& o, v1::OptimizerConfig* p) {
 }  // namespace
 
 v1::ConfigureRequest ConfigureRequestProto(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                                           int staleness, kv::CompressionType pull_compression) {
+                                           int staleness, kv::CompressionType pull_compression,
+                                           const kv::EpochLrSteps& epoch_lr) {
   v1::ConfigureRequest req;
+  if (epoch_lr.enabled()) {
+    req.mutable_epoch_lr()->set_num_examples(epoch_lr.num_examples);
+    req.mutable_epoch_lr()->set_batch_size(epoch_lr.batch_size);
+    for (int64_t e : epoch_lr.epochs) req.mutable_epoch_lr()->add_epochs(e);
+  }
   req.set_mode(dtrain::ToProto(mode));
   req.set_num_workers(num_workers);
   req.set_staleness(staleness);

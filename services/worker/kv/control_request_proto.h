@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/kv/epoch_lr.h"
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/key_state.h"
 #include "common/kv/optimizer.h"
@@ -20,8 +21,10 @@
 
 namespace dtrain::worker {
 
+// `epoch_lr` goes as epoch_lr when enabled() (an elastic job's --lr-step-epochs).
 v1::ConfigureRequest ConfigureRequestProto(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                                           int staleness, kv::CompressionType pull_compression);
+                                           int staleness, kv::CompressionType pull_compression,
+                                           const kv::EpochLrSteps& epoch_lr = {});
 
 // The next InitKeys request, from keys[*next] on, with their chains (chains[i] for
 // keys[i]; none past its end); advances *next past the keys it took. A request stays

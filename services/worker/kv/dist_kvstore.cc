@@ -172,7 +172,7 @@ absl::Status DistKVStore::ConfigureServers(const KVStoreInit& init) {
   DTRAIN_RETURN_IF_ERROR(resume.CheckAllUsed());
   for (size_t s = 0; s < servers_.size(); ++s) {
     DTRAIN_RETURN_IF_ERROR(servers_[s]->Configure(options_.mode, cluster_.num_workers(), init.optimizer, timeout,
-                                                  options_.staleness, options_.pull_compression));
+                                                  options_.staleness, options_.pull_compression, init.epoch_lr));
     DTRAIN_RETURN_IF_ERROR(servers_[s]->InitKeys(per_server[s], timeout, chains[s]));
   }
   return absl::OkStatus();

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/kv/epoch_lr.h"
 #include "common/checkpoint/checkpoint.h"
 #include "common/kv/optimizer.h"
 #include "common/kvstore_mode.h"
@@ -37,6 +38,9 @@ struct KVStoreInit {
   // Null: a fresh start, every key at version `start_version`.
   const checkpoint::OptimizerStates* resume = nullptr;
   int64_t start_version = 0;
+  // An elastic job's --lr-step-epochs (optimizer.lr_steps then empty): the servers find
+  // each step's epoch from the membership.
+  kv::EpochLrSteps epoch_lr;
 };
 
 // Progress and timing, for logs and metrics.

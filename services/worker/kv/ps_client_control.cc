@@ -13,8 +13,10 @@
 namespace dtrain::worker {
 
 absl::Status PsClient::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                                 absl::Duration timeout, int staleness, kv::CompressionType pull_compression) {
-  const v1::ConfigureRequest req = ConfigureRequestProto(mode, num_workers, optimizer, staleness, pull_compression);
+                                 absl::Duration timeout, int staleness, kv::CompressionType pull_compression,
+                                 const kv::EpochLrSteps& epoch_lr) {
+  const v1::ConfigureRequest req =
+      ConfigureRequestProto(mode, num_workers, optimizer, staleness, pull_compression, epoch_lr);
   v1::ConfigureResponse resp;
   grpc::ClientContext ctx;
   ctx.set_deadline(DeadlineAfter(timeout));

@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/kv/epoch_lr.h"
 #include "common/kv/compression/gradient_codec.h"
 #include "common/kv/key_state.h"
 #include "common/kv/optimizer.h"
@@ -146,9 +147,11 @@ class ServerChannel {
   // Unary calls. `mode`: one of the dist_* modes; `staleness` for dist_ssp (0
   // otherwise); `pull_compression` (--pull-gc-type; dist_sync only) packs each step's
   // weight change.
+  // `epoch_lr`: an elastic job's --lr-step-epochs (ConfigureRequest.epoch_lr).
   virtual absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                                  absl::Duration timeout, int staleness = 0,
-                                 kv::CompressionType pull_compression = kv::CompressionType::kNone) = 0;
+                                 kv::CompressionType pull_compression = kv::CompressionType::kNone,
+                                 const kv::EpochLrSteps& epoch_lr = {}) = 0;
   // `chains` (empty, or one per key): each key's replica chain, which its servers keep
   // to bring a restarted member back.
   virtual absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,

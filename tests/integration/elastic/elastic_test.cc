@@ -180,6 +180,27 @@ TEST(ElasticTest, ShrinkingBelowMinFailsNamingTheWorker) {
   EXPECT_NE(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().output();
 }
 
+// --lr-step-epochs in an elastic job: the servers find each step's epoch from the
+// membership. With no change the epochs are the fixed job's, and so are the weights.
+TEST(ElasticTest, TheLrScheduleOfAnElasticJobWithNoChangeIsTheFixedJobs) {
+  std::vector<std::string> weights;
+  for (bool elastic : {false, true}) {
+    std::vector<std::string> argv = {Bin("dtrain"), "launch", "-n", "2", "-s", "2"};
+    if (elastic) argv.insert(argv.end(), {"--elastic", "2:3"});
+    for (const char* f : {"--", "--network", "lenet", "--num-epochs", "2", "--num-examples", "2000",
+                          "--num-test-examples", "200", "--seed", "7", "--lr-step-epochs", "1", "--lr-factor", "0.3"}) {
+      argv.push_back(f);
+    }
+    Subprocess job(argv, {{"DTRAIN_ROLE", ""}, {"DTRAIN_ELASTIC", ""}});
+    ASSERT_EQ(job.Wait(kRunTimeout), 0) << job.output();
+    const std::vector<std::string> w = FinalWeights(job.output());
+    ASSERT_EQ(w.size(), 2u) << job.output();
+    EXPECT_EQ(w[0], w[1]);
+    weights.push_back(w[0]);
+  }
+  EXPECT_EQ(weights[0], weights[1]);
+}
+
 // Bad settings: each refused at once, naming what is wrong; nothing starts.
 TEST(ElasticTest, BadSettingsAreRefusedNamingTheFlag) {
   struct Case {

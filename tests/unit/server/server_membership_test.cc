@@ -131,7 +131,7 @@ std::vector<float> WeightsAfterAJoin(elastic::ElasticLr rule) {
   push(1, 0, 0, {1.0f, 2.0f});  // mean {1, 2}, 2 workers of 2: factor 1
   EXPECT_TRUE(gate->Propose(1).ok());
   EXPECT_TRUE(gate->Commit(1, {1, {0, 1, 2}}).ok());  // worker 2 joins from step 1
-  EXPECT_EQ(membership.LrFactorAt(0), 1.0);
+  EXPECT_EQ(membership.LrFactorAt(0, {}, 1.0), 1.0);
   push(0, 1, 1, {0.0f, 0.0f});
   push(1, 1, 1, {3.0f, 6.0f});
   push(2, 1, 1, {3.0f, 6.0f});  // mean {2, 4}
@@ -144,6 +144,59 @@ std::vector<float> WeightsAfterAJoin(elastic::ElasticLr rule) {
 TEST(ServerMembershipTest, EachStepsLrIsScaledByItsGenerationsWorkerCount) {
   EXPECT_THAT(WeightsAfterAJoin(elastic::ElasticLr::kScale), ElementsAre(-1.0f - 1.5f * 2.0f, -2.0f - 1.5f * 4.0f));
   EXPECT_THAT(WeightsAfterAJoin(elastic::ElasticLr::kKeep), ElementsAre(-3.0f, -6.0f));
+}
+
+// --lr-step-epochs in an elastic job: the epochs' lengths come from the membership as
+// committed (100 examples, batch 10: 2 workers take 5 steps an epoch, 3 take 3), and a
+// Configure's epoch_lr is refused where it cannot apply.
+TEST(ServerMembershipTest, TheLrStepsFollowTheEpochsTheMembershipMakes) {
+  kv::ShardStore store;
+  ServerMembership membership(Bounds(2, 4));
+  ASSERT_TRUE(membership.Adopt(State(elastic::ElasticLr::kKeep), &store).ok());
+  ControlOptions options;
+  options.membership = &membership;
+  ControlHandler control(&store, options);
+  v1::ConfigureRequest req = SyncRequest(2, 1.0);
+  req.mutable_optimizer()->set_lr_factor(0.5);
+  req.mutable_epoch_lr()->set_num_examples(100);
+  req.mutable_epoch_lr()->set_batch_size(10);
+  req.mutable_epoch_lr()->add_epochs(1);
+  req.mutable_epoch_lr()->add_epochs(2);
+  ASSERT_TRUE(control.Configure(req).ok());
+  const kv::EpochLrSteps epochs{100, 10, {1, 2}};
+  EXPECT_EQ(membership.LrFactorAt(4, epochs, 0.5), 1.0);
+  EXPECT_EQ(membership.LrFactorAt(5, epochs, 0.5), 0.5);    // epoch 1: steps 5-9
+  EXPECT_EQ(membership.LrFactorAt(10, epochs, 0.5), 0.25);  // epoch 2
+  EXPECT_EQ(membership.LrFactorAt(10, {}, 0.5), 1.0);       // no schedule
+  // Worker 2 joins from step 7: epoch 1 is steps 5-6, then the 60 examples left over 3
+  // (20 each: 2 steps), so epoch 2 starts at step 9, not 10.
+  elastic::MembershipGate* gate = membership.gate();
+  ASSERT_TRUE(gate->Propose(1).ok());
+  ASSERT_TRUE(gate->Commit(1, {7, {0, 1, 2}}).ok());
+  EXPECT_EQ(membership.LrFactorAt(6, epochs, 0.5), 0.5);
+  EXPECT_EQ(membership.LrFactorAt(8, epochs, 0.5), 0.5);
+  EXPECT_EQ(membership.LrFactorAt(9, epochs, 0.5), 0.25);
+
+  // Every Configure must say the same; a server that is not elastic refuses it, and so
+  // does a store given both ways of the schedule or epochs out of order.
+  v1::ConfigureRequest other = req;
+  other.mutable_epoch_lr()->set_epochs(1, 3);
+  EXPECT_THAT(control.Configure(other).message(), HasSubstr("epoch_lr [1,2] of 100 examples"));
+  kv::ShardStore plain_store;
+  ControlHandler plain(&plain_store, ControlOptions());
+  EXPECT_THAT(plain.Configure(req).message(), HasSubstr("this one is not elastic"));
+  v1::ConfigureRequest both = req;
+  both.mutable_optimizer()->add_lr_steps(10);
+  kv::ShardStore fresh_store;
+  ServerMembership fresh(Bounds(2, 4));
+  ASSERT_TRUE(fresh.Adopt(State(), &fresh_store).ok());
+  ControlOptions fresh_options;
+  fresh_options.membership = &fresh;
+  ControlHandler fresh_control(&fresh_store, fresh_options);
+  EXPECT_THAT(fresh_control.Configure(both).message(), HasSubstr("give the schedule one way"));
+  v1::ConfigureRequest unsorted = req;
+  unsorted.mutable_epoch_lr()->set_epochs(1, 1);
+  EXPECT_THAT(fresh_control.Configure(unsorted).message(), HasSubstr("want ascending epochs >= 1"));
 }
 
 }  // namespace

@@ -71,6 +71,20 @@ TEST(ShardSnapshotTest, RoundTripIsBitExactWithTheConfiguration) {
   }
 }
 
+// An elastic job's lr schedule in epochs travels with the configuration, so that a
+// server restarted from the snapshot applies it as its predecessor did.
+TEST(ShardSnapshotTest, AnElasticJobsEpochLrStepsComeBack) {
+  testing::TempDir dir;
+  ShardSnapshot want = Sample(0, 40);
+  want.config.optimizer.lr_steps.clear();
+  want.config.epoch_lr = {3000, 64, {2, 5}};
+  ASSERT_TRUE(WriteShardSnapshot(dir.path(), want).ok());
+  absl::StatusOr<ShardSnapshot> got = ReadShardSnapshot(ShardSnapshotPath(dir.path(), 0, 40));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(got->config.epoch_lr == want.config.epoch_lr);
+  EXPECT_EQ(DescribeConfigDiff(got->config, want.config), "");
+}
+
 TEST(ShardSnapshotTest, AKeyOfAnotherStepIsNotWritten) {
   testing::TempDir dir;
   ShardSnapshot s = Sample(0, 50);

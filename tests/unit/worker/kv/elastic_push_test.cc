@@ -69,8 +69,9 @@ class GatedChannel final : public ServerChannel {
   absl::Status WaitAll(absl::Time deadline) override { return inner_->WaitAll(deadline); }
   std::vector<JoinNotice> TakeJoinNotices() override { return inner_->TakeJoinNotices(); }
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                         absl::Duration timeout, int staleness, kv::CompressionType pull) override {
-    return inner_->Configure(mode, num_workers, optimizer, timeout, staleness, pull);
+                         absl::Duration timeout, int staleness, kv::CompressionType pull,
+                         const kv::EpochLrSteps& epoch_lr) override {
+    return inner_->Configure(mode, num_workers, optimizer, timeout, staleness, pull, epoch_lr);
   }
   absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,
                         const std::vector<std::vector<int>>& chains) override {

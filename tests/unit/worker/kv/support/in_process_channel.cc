@@ -248,7 +248,8 @@ class InProcessChannel final : public ServerChannel, public InProcessServer::Lin
 
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                          absl::Duration timeout, int staleness = 0,
-                         kv::CompressionType pull_compression = kv::CompressionType::kNone) override;
+                         kv::CompressionType pull_compression = kv::CompressionType::kNone,
+                         const kv::EpochLrSteps& epoch_lr = {}) override;
   absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,
                         const std::vector<std::vector<int>>& chains = {}) override;
   absl::StatusOr<std::vector<kv::KeyState>> GetState(const std::vector<uint64_t>& keys,
@@ -350,9 +351,10 @@ absl::Status InProcessChannel::WaitAll(absl::Time deadline) {
 // ControlHandler, read as PsClient reads the answers (control_request_proto.h).
 absl::Status InProcessChannel::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                                          absl::Duration /*timeout*/, int staleness,
-                                         kv::CompressionType pull_compression) {
+                                         kv::CompressionType pull_compression, const kv::EpochLrSteps& epoch_lr) {
   if (absl::Status s = Reachable(); !s.ok()) return s;
-  const v1::ConfigureRequest req = ConfigureRequestProto(mode, num_workers, optimizer, staleness, pull_compression);
+  const v1::ConfigureRequest req =
+      ConfigureRequestProto(mode, num_workers, optimizer, staleness, pull_compression, epoch_lr);
   return Unary(server_->control().Configure(req), "Configure");
 }
 
