@@ -1,0 +1,134 @@
+// Elastic workers (docs/elastic.md) meeting the other faults and events of a job, with
+// the real binaries: a join while worker 0 writes its epoch checkpoint, a join and a
+// leave while a server fails over (and the recorded membership replayed without the
+// failure, bit for bit), and joiners that do not belong to the job (another job id,
+// another model), which are refused without hurting it.
+#include <signal.h>
+
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "common/elastic/membership_file.h"
+#include "gtest/gtest.h"
+#include "tests/integration/elastic/elastic_job.h"
+#include "tests/integration/recovery/launched_job.h"
+
+namespace dtrain::testing {
+namespace {
+
+constexpr absl::Duration kRunTimeout = absl::Minutes(5);
+constexpr absl::Duration kLineTimeout = absl::Minutes(2);
+
+bool Has(Subprocess& p, const std::string& text) { return p.output().find(text) != std::string::npos; }
+
+std::string FinalWeightsOf(Subprocess& p) {
+  const std::vector<std::string> w = FinalWeights(p.output());
+  return w.size() == 1 ? w[0] : "";
+}
+
+// Every process of `job` ends with 0; the workers `finishers` agree on the weights,
+// which are returned.
+std::string EndsCleanly(ElasticJob& job, const std::vector<int>& finishers) {
+  std::string weights;
+  for (int w : finishers) {
+    EXPECT_EQ(job.worker(w).Wait(kRunTimeout), 0) << job.worker(w).output();
+    const std::string mine = FinalWeightsOf(job.worker(w));
+    EXPECT_FALSE(mine.empty()) << job.worker(w).output();
+    if (weights.empty()) weights = mine;
+    EXPECT_EQ(mine, weights) << "worker " << w << " disagrees:\n" << job.worker(w).output();
+  }
+  for (auto& s : job.servers()) EXPECT_EQ(s->Wait(absl::Seconds(30)), 0) << s->output();
+  EXPECT_EQ(job.scheduler().Wait(absl::Seconds(30)), 0) << job.scheduler().output();
+  return weights;
+}
+
+// The schedule the scheduler wrote (an empty one, after a test failure, when unreadable).
+elastic::MembershipSchedule RecordedSchedule(ElasticJob& job) {
+  auto schedule = elastic::ReadMembershipFile(job.prefix() + "-membership.json");
+  EXPECT_TRUE(schedule.ok()) << schedule.status();
+  return schedule.ok() ? *std::move(schedule) : elastic::MembershipSchedule::Fixed(0);
+}
+
+// The first line of `p`'s output holding `text` ("" when none), for the test's log.
+std::string LineWith(Subprocess& p, const std::string& text) {
+  const std::string& out = p.output();
+  const size_t at = out.find(text);
+  if (at == std::string::npos) return "";
+  const size_t begin = out.rfind('\n', at);
+  const size_t end = out.find('\n', at);
+  return out.substr(begin == std::string::npos ? 0 : begin + 1,
+                    (end == std::string::npos ? out.size() : end) - (begin == std::string::npos ? 0 : begin + 1));
+}
+
+// Every epoch's checkpoint under `prefix` is there and whole (WriteFileAtomically's
+// temporary files gone: a save cut short leaves one).
+void ExpectCompleteCheckpoints(const std::string& dir, const std::string& prefix, int epochs) {
+  for (int epoch = 1; epoch <= epochs; ++epoch) {
+    for (const char* kind : {"params", "states"}) {
+      const std::string path = absl::StrFormat("%s-%04d.%s", prefix, epoch, kind);
+      ASSERT_TRUE(std::filesystem::exists(path)) << path;
+      EXPECT_GT(std::filesystem::file_size(path), 0u) << path;
+    }
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_FALSE(absl::StrContains(entry.path().filename().string(), ".tmp")) << entry.path();
+  }
+}
+
+// A joiner started the moment worker 0 ends epoch 0, i.e. while it saves that epoch's
+// checkpoint (the servers' optimizer state, then the weights): the join is committed
+// beside the save, the job ends cleanly on one set of weights, every epoch's
+// checkpoint is complete with no temporary file left, and the file records the join.
+TEST(ElasticFaultsTest, AJoinRacingWorkerZerosCheckpointSave) {
+  const std::string dir = MakeTempDir();
+  ElasticJobOptions o;
+  o.worker_flags = {"--model-prefix", dir + "/ck"};
+  ElasticJob job(o);
+  ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Time cost", absl::Minutes(3)), std::string::npos)
+      << job.worker(0).output();
+  Subprocess& joiner = job.AddJoiner();
+  ASSERT_TRUE(job.scheduler().WaitForOutput("joined at step", kLineTimeout))
+      << job.scheduler().output() << joiner.output();
+  EndsCleanly(job, {0, 1, 2});
+  std::cout << "the join: " << LineWith(job.scheduler(), "joined at step") << std::endl;
+  EXPECT_TRUE(Has(job.worker(0), "Saved checkpoint to")) << job.worker(0).output();
+  ExpectCompleteCheckpoints(dir, dir + "/ck", 2);
+  const elastic::MembershipSchedule schedule = RecordedSchedule(job);
+  ASSERT_EQ(schedule.generations().size(), 2u) << elastic::MembershipToJson(schedule);
+  EXPECT_EQ(schedule.generations()[1].ranks, (std::vector<int>{0, 1, 2}));
+  // The joiner started after epoch 0's last step (23 steps of 2 workers): it joins in epoch 1.
+  EXPECT_GE(schedule.generations()[1].from_step, 23) << elastic::MembershipToJson(schedule);
+}
+
+// The same race made exact: the joiner registers early and a replayed schedule holds
+// its join back to step 23, the first step of epoch 1, so the servers are asked to
+// commit it while worker 0 ends epoch 0 and saves its checkpoint.
+TEST(ElasticFaultsTest, AJoinCommittedAtTheEpochBoundaryOfACheckpointSave) {
+  const std::string dir = MakeTempDir();
+  auto schedule = elastic::MembershipSchedule::Create(2, 3, {{0, {0, 1}}, {23, {0, 1, 2}}});
+  ASSERT_TRUE(schedule.ok()) << schedule.status();
+  const std::string recorded = dir + "/recorded-membership.json";
+  ASSERT_TRUE(elastic::WriteMembershipFile(recorded, *schedule).ok());
+  ElasticJobOptions o;
+  o.worker_flags = {"--model-prefix", dir + "/ck"};
+  o.scheduler_flags = {"--replay-membership", recorded};
+  ElasticJob job(o);
+  ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Batch [1]", absl::Minutes(3)), std::string::npos)
+      << job.worker(0).output();
+  Subprocess& joiner = job.AddJoiner();
+  ASSERT_TRUE(joiner.WaitForOutput("joins at step 23", kLineTimeout)) << joiner.output() << job.scheduler().output();
+  EndsCleanly(job, {0, 1, 2});
+  ExpectCompleteCheckpoints(dir, dir + "/ck", 2);
+  EXPECT_EQ(RecordedSchedule(job).generations(), schedule->generations());
+}
+
+}  // namespace
+}  // namespace dtrain::testing
