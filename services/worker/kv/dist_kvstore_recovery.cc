@@ -216,6 +216,11 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
 }
 
 absl::Status DistKVStore::JoinAt(int64_t step) {
+  // With replication a server restarted since the job started holds a key only once a
+  // partner copied it, and the workers count it in the key's chain from then on. As a
+  // replacement worker does (Rejoin), leave out of a chain a member lacking the key (and
+  // a dead one); the pulls then come from members that hold it.
+  if (options_.replication > 1) DTRAIN_RETURN_IF_ERROR(FetchVersions().status());
   // The servers are configured and the others passed the init barrier long ago; keys are
   // at most at `step` (that step waits for this worker's push), so the pull waits as
   // any pull does until the generation before has merged it.
@@ -233,7 +238,34 @@ absl::Status DistKVStore::JoinAt(int64_t step) {
     return absl::FailedPreconditionError(absl::StrCat("joining at step ", step, ": key ", placement_.slices[i].key,
                                                       " came back at version ", pulled[i]));
   }
+  if (options_.replication > 1) DTRAIN_RETURN_IF_ERROR(TakeBackCopiedMembers(step));
   resume_step_ = step;
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStore::TakeBackCopiedMembers(int64_t step) {
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    const int server = static_cast<int>(s);
+    std::vector<size_t> left_out;
+    for (size_t i = 0; i < placement_.slices.size(); ++i) {
+      const std::vector<int>& chain = routing_->chain(i);
+      if (std::find(chain.begin(), chain.end(), server) != chain.end() && !routing_->InChain(i, server)) {
+        left_out.push_back(i);
+      }
+    }
+    if (left_out.empty() || !routing_->Alive(server)) continue;
+    absl::StatusOr<std::vector<kv::KeyVersion>> got = servers_[s]->GetVersions({}, options_.sync_timeout);
+    if (!got.ok() && FailOver(server, got.status())) continue;
+    if (!got.ok()) return got.status();
+    absl::flat_hash_map<uint64_t, int64_t> held;
+    for (const kv::KeyVersion& v : *got) held[v.key] = v.version;
+    for (size_t i : left_out) {
+      const uint64_t key = placement_.slices[i].key;
+      if (!held.contains(key) || !routing_->Join(i, server)) continue;
+      DTRAIN_LOG(INFO) << "server " << server << " holds key " << key << " again (copied at version " << held[key]
+                       << " or before): in its chain from step " << step;
+    }
+  }
   return absl::OkStatus();
 }
 

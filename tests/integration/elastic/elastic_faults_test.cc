@@ -130,5 +130,63 @@ TEST(ElasticFaultsTest, AJoinCommittedAtTheEpochBoundaryOfACheckpointSave) {
   EXPECT_EQ(RecordedSchedule(job).generations(), schedule->generations());
 }
 
+// 3 servers, each key range on 2 of them (--replication 2); rejoin timeouts long
+// enough for a restarted server.
+ElasticJobOptions ReplicatedOptions(std::vector<std::string> scheduler_flags) {
+  ElasticJobOptions o;
+  o.servers = 3;
+  o.scheduler_flags = std::move(scheduler_flags);
+  o.env = {{"DTRAIN_REPLICATION", "2"}, {"DTRAIN_REJOIN_TIMEOUT", "60"}};
+  return o;
+}
+
+// A server SIGKILLed mid-epoch and started again (as `dtrain launch --max-restarts`
+// would) while a joiner comes in and then worker 1 leaves on SIGTERM: the workers go
+// on at the other replica, the restarted server is copied its ranges, and the job ends
+// cleanly with workers 0 and 2 on one set of weights. Then the recorded membership
+// replayed without the kill: recovery is exact, so the weights are the same, bit for bit.
+TEST(ElasticFaultsTest, AJoinAndALeaveWhileAServerFailsOverThenTheReplayWithoutTheKill) {
+  std::string recorded_weights;
+  std::string recorded;
+  {
+    ElasticJob job(ReplicatedOptions({}));
+    ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
+        << job.worker(0).output();
+    // The joiner registered: the scheduler is about to propose its join to every server,
+    // one of which dies now and answers only once restarted.
+    Subprocess& joiner = job.AddJoiner();
+    ASSERT_TRUE(joiner.WaitForOutput("joined the job", kLineTimeout)) << joiner.output();
+    job.RestartServer(1);
+    ASSERT_TRUE(job.worker(0).WaitForOutput("failover: server", kLineTimeout)) << job.worker(0).output();
+    ASSERT_TRUE(job.scheduler().WaitForOutput("joined at step", kLineTimeout))
+        << job.scheduler().output() << joiner.output();
+    job.worker(1).Signal(SIGTERM);
+    EXPECT_EQ(job.worker(1).Wait(kLineTimeout), 0) << job.worker(1).output();
+    EXPECT_TRUE(Has(job.worker(1), "left the job at step")) << job.worker(1).output();
+    recorded_weights = EndsCleanly(job, {0, 2});
+    ASSERT_FALSE(recorded_weights.empty());
+    // How the events fell (seen in the test's log).
+    std::cout << LineWith(job.scheduler(), "joined at step") << "\n"
+              << LineWith(joiner, "now (registered: ") << "\n"
+              << LineWith(job.scheduler(), "left at step") << "\n";
+    for (auto& s : job.servers()) std::cout << LineWith(*s, "holds every key of ours in its chains again") << "\n";
+    std::cout << std::flush;
+    const elastic::MembershipSchedule schedule = RecordedSchedule(job);
+    ASSERT_EQ(schedule.generations().size(), 3u) << elastic::MembershipToJson(schedule);
+    EXPECT_EQ(schedule.generations()[1].ranks, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(schedule.generations()[2].ranks, (std::vector<int>{0, 2}));
+    recorded = MakeTempDir() + "/recorded-membership.json";
+    ASSERT_TRUE(elastic::WriteMembershipFile(recorded, schedule).ok());
+  }
+  ElasticJob replay(ReplicatedOptions({"--replay-membership", recorded}));
+  ASSERT_NE(WaitForLine(replay.worker(0), "", "Epoch[0] Batch [1]", absl::Minutes(3)), std::string::npos)
+      << replay.worker(0).output();
+  Subprocess& joiner = replay.AddJoiner();
+  ASSERT_TRUE(replay.scheduler().WaitForOutput("joined at step", kLineTimeout)) << replay.scheduler().output();
+  replay.worker(1).Signal(SIGTERM);
+  EXPECT_EQ(replay.worker(1).Wait(kLineTimeout), 0) << replay.worker(1).output();
+  EXPECT_EQ(EndsCleanly(replay, {0, 2}), recorded_weights) << joiner.output();
+}
+
 }  // namespace
 }  // namespace dtrain::testing
