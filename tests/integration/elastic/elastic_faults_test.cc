@@ -188,5 +188,78 @@ TEST(ElasticFaultsTest, AJoinAndALeaveWhileAServerFailsOverThenTheReplayWithoutT
   EXPECT_EQ(EndsCleanly(replay, {0, 2}), recorded_weights) << joiner.output();
 }
 
+// A joiner of another job (DTRAIN_JOB_ID) is refused at its registration, naming both
+// ids, and gets nowhere near the membership: the job ends cleanly with its two workers,
+// on the weights of the same job with no joiner at all.
+TEST(ElasticFaultsTest, AJoinerOfAnotherJobIsRefusedNamingBothIdsAndTheJobGoesOn) {
+  ElasticJobOptions o;
+  o.epochs = 1;
+  o.env = {{"DTRAIN_JOB_ID", "job-faults-a"}};
+  std::string reference;
+  {
+    ElasticJob alone(o);
+    reference = EndsCleanly(alone, {0, 1});
+    ASSERT_FALSE(reference.empty());
+  }
+  ElasticJob job(o);
+  ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
+      << job.worker(0).output();
+  Subprocess& stranger = job.AddJoiner({}, {{"DTRAIN_JOB_ID", "job-faults-b"}});
+  const int code = stranger.Wait(kLineTimeout);
+  EXPECT_NE(code, -1) << "still running:\n" << stranger.output();
+  EXPECT_NE(code, 0) << stranger.output();
+  EXPECT_TRUE(Has(stranger, "job 'job-faults-b', but this scheduler runs job 'job-faults-a'")) << stranger.output();
+  EXPECT_EQ(EndsCleanly(job, {0, 1}), reference);
+  EXPECT_EQ(RecordedSchedule(job).generations().size(), 1u);
+}
+
+// A joiner training another model (mlp where the job trains lenet) fails naming the
+// mismatch, and the job goes on with its two workers.
+//
+// Disabled: the joiner finds the mismatch only once its join is committed (the scheduler
+// proposes the join at its registration, before the joiner has its model or has talked
+// to a server), and its failure then fails the whole job ("worker 2 left FAILED ...: job
+// over"). It waits for the scheduler to remove a joiner that fails before its first step
+// as it removes a worker that leaves (its step S dropped, the others redo it without it),
+// or to commit a join only once the joiner says it is ready (docs/elastic.md); the
+// removal itself waits for what DISABLED_AJoinerKilledBeforeItsFirstStepIsDropped does.
+TEST(ElasticFaultsTest, DISABLED_AJoinerWithAnotherModelFailsNamingTheMismatchAndTheJobGoesOn) {
+  ElasticJob job(ElasticJobOptions{});
+  ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
+      << job.worker(0).output();
+  Subprocess& other_model = job.AddJoiner({"--network", "mlp"});
+  const int code = other_model.Wait(kLineTimeout);
+  EXPECT_NE(code, -1) << "still running:\n" << other_model.output();
+  EXPECT_NE(code, 0) << other_model.output();
+  EXPECT_TRUE(Has(other_model, "this worker's model is not the job's")) << other_model.output();
+  EndsCleanly(job, {0, 1});
+}
+
+// A joiner SIGKILLed once its join is committed, before its first step: after the
+// rejoin timeout it is dropped like any dead worker, and the job ends cleanly with
+// its two workers.
+//
+// Disabled: the removal's step is the joiner's own join step S (every key waits at
+// version S for its push), which is the latest generation's from_step, and a
+// generation must start after the one before it; the scheduler proposes the removal
+// again on every tick ("waiting for server 0's answer to the proposal of generation
+// 2") until the workers' sync timeout fails the job. It waits for a removal at the
+// latest generation's own from_step to be committed (that generation took no step).
+TEST(ElasticFaultsTest, DISABLED_AJoinerKilledBeforeItsFirstStepIsDropped) {
+  ElasticJobOptions o;
+  o.epochs = 1;
+  o.env = {{"DTRAIN_REJOIN_TIMEOUT", "3"}, {"DTRAIN_SYNC_TIMEOUT", "300"}};
+  ElasticJob job(o);
+  ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
+      << job.worker(0).output();
+  Subprocess& joiner = job.AddJoiner();
+  ASSERT_TRUE(joiner.WaitForOutput("joins at step", kLineTimeout)) << joiner.output();
+  joiner.Signal(SIGKILL);
+  EXPECT_EQ(joiner.Wait(absl::Seconds(10)), 128 + SIGKILL);
+  EndsCleanly(job, {0, 1});
+  std::cout << LineWith(job.scheduler(), "joined at step") << "\n"
+            << LineWith(job.scheduler(), "2 workers from now") << std::endl;
+}
+
 }  // namespace
 }  // namespace dtrain::testing
