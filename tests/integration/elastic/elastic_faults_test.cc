@@ -131,10 +131,11 @@ TEST(ElasticFaultsTest, AJoinCommittedAtTheEpochBoundaryOfACheckpointSave) {
 }
 
 // 3 servers, each key range on 2 of them (--replication 2); rejoin timeouts long
-// enough for a restarted server.
+// enough for a restarted server. 2000 examples: 15 steps an epoch with 2 workers.
 ElasticJobOptions ReplicatedOptions(std::vector<std::string> scheduler_flags) {
   ElasticJobOptions o;
   o.servers = 3;
+  o.examples = 2000;
   o.scheduler_flags = std::move(scheduler_flags);
   o.env = {{"DTRAIN_REPLICATION", "2"}, {"DTRAIN_REJOIN_TIMEOUT", "60"}};
   return o;
