@@ -63,7 +63,11 @@ absl::StatusOr<std::vector<ServerEndpoint>> SchedulerCluster::ServersOf(const v1
 
 absl::StatusOr<elastic::Membership> SchedulerCluster::AwaitRank(int rank, absl::Time deadline) {
   DTRAIN_ASSIGN_OR_RETURN(elastic::Membership m, watch_->AwaitRank(rank, deadline));
-  DTRAIN_RETURN_IF_ERROR(RefreshServers(std::max(deadline, absl::Now() + absl::Seconds(10))));
+  // Without an answer (a scheduler restarting, say) the registered addresses are all
+  // there is; most servers are still there.
+  if (absl::Status s = RefreshServers(std::max(deadline, absl::Now() + absl::Seconds(10))); !s.ok()) {
+    DTRAIN_LOG(WARNING) << s.message() << "; connecting to the servers as registered";
+  }
   return m;
 }
 
