@@ -24,7 +24,9 @@ class ClusterElastic {
   // it; DEADLINE_EXCEEDED at `deadline` naming the generation awaited, the job's end
   // (Cluster::JobStatus) as it is.
   virtual absl::StatusOr<elastic::Membership> AwaitGenerations(int generations, absl::Time deadline) = 0;
-  // Blocks until a generation holds `rank`; DEADLINE_EXCEEDED naming the rank.
+  // Blocks until a generation holds `rank`; DEADLINE_EXCEEDED naming the rank. A
+  // joiner connects to the servers after this: Cluster::servers() is then as the
+  // scheduler knows them (one may have restarted elsewhere since the registration).
   virtual absl::StatusOr<elastic::Membership> AwaitRank(int rank, absl::Time deadline) = 0;
   // This process registered without a rank into a running job (its rank is in no
   // generation of RegisterResponse.membership): it joins from the step the scheduler

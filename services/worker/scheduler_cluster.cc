@@ -23,13 +23,8 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
   c->rejoined_ = reg.rejoined();
   c->num_workers_ = o.num_workers;
   SetLogIdentity("worker", c->rank_);
-  if (reg.cluster().servers_size() != o.num_servers) {
-    return absl::FailedPreconditionError(absl::StrCat("the scheduler reports ", reg.cluster().servers_size(),
-                                                      " servers, this worker expects ", o.num_servers));
-  }
-  for (const auto& s : reg.cluster().servers()) {
-    c->servers_.push_back({s.rank(), s.address(), s.state() == v1::NODE_STATE_DEAD});
-  }
+  c->num_servers_ = o.num_servers;
+  DTRAIN_ASSIGN_OR_RETURN(c->servers_, ServersOf(reg.cluster(), o.num_servers));
   if (!o.elastic.empty()) DTRAIN_RETURN_IF_ERROR(c->TakeMembership(reg));
   SchedulerClient::HeartbeatHooks hooks;
   SchedulerCluster* self = c.get();  // the client (and its hooks' thread) dies with *c
@@ -54,6 +49,44 @@ absl::StatusOr<std::unique_ptr<SchedulerCluster>> SchedulerCluster::Join(const J
                         << c->scheduler_.incarnation() << ")";
   }
   return c;
+}
+
+absl::StatusOr<std::vector<ServerEndpoint>> SchedulerCluster::ServersOf(const v1::ClusterView& view, int num_servers) {
+  if (view.servers_size() != num_servers) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the scheduler reports ", view.servers_size(), " servers, this worker expects ", num_servers));
+  }
+  std::vector<ServerEndpoint> out;
+  for (const auto& s : view.servers()) out.push_back({s.rank(), s.address(), s.state() == v1::NODE_STATE_DEAD});
+  return out;
+}
+
+absl::StatusOr<elastic::Membership> SchedulerCluster::AwaitRank(int rank, absl::Time deadline) {
+  DTRAIN_ASSIGN_OR_RETURN(elastic::Membership m, watch_->AwaitRank(rank, deadline));
+  // Without an answer (a scheduler restarting, say) the registered addresses are all
+  // there is; most servers are still there.
+  if (absl::Status s = RefreshServers(std::max(deadline, absl::Now() + absl::Seconds(10))); !s.ok()) {
+    DTRAIN_LOG(WARNING) << s.message() << "; connecting to the servers as registered";
+  }
+  return m;
+}
+
+absl::Status SchedulerCluster::RefreshServers(absl::Time deadline) {
+  absl::StatusOr<v1::GetStatusResponse> status =
+      scheduler_.GetStatus(std::max(deadline - absl::Now(), absl::Seconds(1)));
+  if (!status.ok()) {
+    return absl::Status(status.status().code(),
+                        absl::StrCat("asking the scheduler where the servers are now: ", status.status().message()));
+  }
+  DTRAIN_ASSIGN_OR_RETURN(std::vector<ServerEndpoint> now, ServersOf(status->cluster(), num_servers_));
+  for (size_t i = 0; i < now.size() && i < servers_.size(); ++i) {
+    if (now[i].address == servers_[i].address && now[i].dead == servers_[i].dead) continue;
+    DTRAIN_LOG(INFO) << "server " << now[i].rank << " is " << (now[i].dead ? "dead" : "alive") << " at "
+                     << now[i].address << " now (registered: " << servers_[i].address
+                     << (servers_[i].dead ? ", dead" : "") << ")";
+  }
+  servers_ = std::move(now);
+  return absl::OkStatus();
 }
 
 absl::Status SchedulerCluster::TakeMembership(const v1::RegisterResponse& reg) {

@@ -77,9 +77,8 @@ class SchedulerCluster final : public Cluster, public ClusterRecovery, public Cl
   absl::StatusOr<elastic::Membership> AwaitGenerations(int generations, absl::Time deadline) override {
     return watch_->AwaitGenerations(generations, deadline);
   }
-  absl::StatusOr<elastic::Membership> AwaitRank(int rank, absl::Time deadline) override {
-    return watch_->AwaitRank(rank, deadline);
-  }
+  // Also takes the servers as the scheduler knows them then (RefreshServers).
+  absl::StatusOr<elastic::Membership> AwaitRank(int rank, absl::Time deadline) override;
   bool joiner() const override { return joiner_; }
   absl::Status AnnounceLeave(const std::string& reason) override { return scheduler_.AnnounceLeave(reason); }
 
@@ -93,11 +92,21 @@ class SchedulerCluster final : public Cluster, public ClusterRecovery, public Cl
   // An elastic job's RegisterResponse.membership, checked (FAILED_PRECONDITION naming
   // what is wrong): the watch, and whether this worker joins a running job.
   absl::Status TakeMembership(const v1::RegisterResponse& reg);
+  // servers_ from the scheduler's view now (GetStatus by `deadline`): a joiner connects
+  // to the servers only once its join is committed, seconds after it registered, and a
+  // server may have died or restarted elsewhere meanwhile. Its old address would keep
+  // the joiner trying for the whole --register-timeout while the job waits for its push.
+  absl::Status RefreshServers(absl::Time deadline);
+  // The servers of the scheduler's `view`; FAILED_PRECONDITION unless it names num_servers.
+  static absl::StatusOr<std::vector<ServerEndpoint>> ServersOf(const v1::ClusterView& view, int num_servers);
 
   int rank_ = -1;
   bool rejoined_ = false;
   PeerTracker peers_;
   int num_workers_ = 0;
+  int num_servers_ = 0;
+  // From the registration, and for a joiner once more when its join is committed
+  // (AwaitRank); only the main thread reads and writes it.
   std::vector<ServerEndpoint> servers_;
   mutable absl::Mutex mu_;
   absl::Status job_status_ ABSL_GUARDED_BY(mu_);

@@ -195,6 +195,15 @@ class DistKVStore : public KVStore, public ElasticPart {
                                absl::Time* held_since, uint64_t* attempts);
   // Join of a running elastic job (DistOptions::join_step): the weights of that version.
   absl::Status JoinAt(int64_t step);
+  // After JoinAt's pulls of `step`: a chain member left out for lacking a key that
+  // holds it now was copied it at a version <= step (a partner holds the answers of
+  // the version it copies at until the copy is in), so the other workers count it from
+  // that version on; this worker takes it back from `step`. A member still lacking the
+  // key is copied it later, and the answers of that version tell this worker too.
+  absl::Status TakeBackCopiedMembers(int64_t step);
+  // FAILED_PRECONDITION naming the keys that differ when the servers' keys (`versions`)
+  // are not exactly this worker's placement: a joiner started with another model.
+  absl::Status CheckJoinerKeys(const Versions& versions, int64_t step) const;
   // Waits for sent_[i][j] as AwaitSlice describes.
   absl::Status AwaitSent(size_t i, size_t j, int64_t step, absl::Duration* rejoin_wait, absl::Time deadline);
   // Replication: `server` is out of every chain (logged once, with why) until a join

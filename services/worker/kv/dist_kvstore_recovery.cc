@@ -216,6 +216,14 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
 }
 
 absl::Status DistKVStore::JoinAt(int64_t step) {
+  // With replication a server restarted since the job started holds a key only once a
+  // partner copied it, and the workers count it in the key's chain from then on. As a
+  // replacement worker does (Rejoin), leave out of a chain a member lacking the key (and
+  // a dead one); the pulls then come from members that hold it.
+  // A joiner whose model is not the job's (another --network, other hidden sizes) would
+  // fail on its first pull, or push keys nobody else has; the job's keys tell.
+  DTRAIN_ASSIGN_OR_RETURN(const Versions versions, FetchVersions());
+  DTRAIN_RETURN_IF_ERROR(CheckJoinerKeys(versions, step));
   // The servers are configured and the others passed the init barrier long ago; keys are
   // at most at `step` (that step waits for this worker's push), so the pull waits as
   // any pull does until the generation before has merged it.
@@ -227,13 +235,64 @@ absl::Status DistKVStore::JoinAt(int64_t step) {
     servers_[head]->Submit(KeyRequest::PullExact(slice.key, step, params_[slice.param_index].weights + slice.offset,
                                                  slice.length, &pulled[i]));
   }
-  DTRAIN_RETURN_IF_ERROR(WaitAllServers(now_() + options_.sync_timeout + kClientGrace));
+  if (absl::Status s = WaitAllServers(now_() + options_.sync_timeout + kClientGrace); !s.ok()) {
+    // The likeliest cause of a pull that does not fit the key: a key of the job's model
+    // with the same number as one of ours but another size.
+    return absl::Status(s.code(), absl::StrCat("joining the running job at step ", step, ": ", s.message(),
+                                               " (a joiner must train the job's model: the same --network, hidden "
+                                               "sizes and --bigarray-bound as the job's workers)"));
+  }
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     if (pulled[i] == step) continue;
     return absl::FailedPreconditionError(absl::StrCat("joining at step ", step, ": key ", placement_.slices[i].key,
                                                       " came back at version ", pulled[i]));
   }
+  if (options_.replication > 1) DTRAIN_RETURN_IF_ERROR(TakeBackCopiedMembers(step));
   resume_step_ = step;
+  return absl::OkStatus();
+}
+
+absl::Status DistKVStore::CheckJoinerKeys(const Versions& versions, int64_t step) const {
+  const std::string missing = MissingKeys(versions);
+  int extra = 0;
+  uint64_t first_extra = 0;
+  for (const auto& [key, v] : versions) {
+    if (slice_of_.contains(key)) continue;
+    if (extra++ == 0 || key < first_extra) first_extra = key;
+  }
+  if (missing.empty() && extra == 0) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "joining the running job at step ", step, ": this worker's model is not the job's: its ",
+      placement_.slices.size(), " keys against the servers' ", versions.size(),
+      missing.empty() ? "" : absl::StrCat("; the servers lack ", missing),
+      extra == 0 ? "" : absl::StrCat("; this model lacks ", extra, " of the servers' keys, first key ", first_extra),
+      " (a joiner must train the job's model: the same --network, hidden sizes and --bigarray-bound as the job's "
+      "workers)"));
+}
+
+absl::Status DistKVStore::TakeBackCopiedMembers(int64_t step) {
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    const int server = static_cast<int>(s);
+    std::vector<size_t> left_out;
+    for (size_t i = 0; i < placement_.slices.size(); ++i) {
+      const std::vector<int>& chain = routing_->chain(i);
+      if (std::find(chain.begin(), chain.end(), server) != chain.end() && !routing_->InChain(i, server)) {
+        left_out.push_back(i);
+      }
+    }
+    if (left_out.empty() || !routing_->Alive(server)) continue;
+    absl::StatusOr<std::vector<kv::KeyVersion>> got = servers_[s]->GetVersions({}, options_.sync_timeout);
+    if (!got.ok() && FailOver(server, got.status())) continue;
+    if (!got.ok()) return got.status();
+    absl::flat_hash_map<uint64_t, int64_t> held;
+    for (const kv::KeyVersion& v : *got) held[v.key] = v.version;
+    for (size_t i : left_out) {
+      const uint64_t key = placement_.slices[i].key;
+      if (!held.contains(key) || !routing_->Join(i, server)) continue;
+      DTRAIN_LOG(INFO) << "server " << server << " holds key " << key << " again (copied at version " << held[key]
+                       << " or before): in its chain from step " << step;
+    }
+  }
   return absl::OkStatus();
 }
 

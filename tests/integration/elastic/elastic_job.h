@@ -19,6 +19,7 @@ struct ElasticJobOptions {
   int epochs = 2;
   int examples = 3000;
   std::vector<std::string> scheduler_flags;
+  std::vector<std::string> worker_flags;   // more flags for every worker, joiners too
   std::map<std::string, std::string> env;  // more variables for every process
 };
 
@@ -26,8 +27,14 @@ class ElasticJob {
  public:
   explicit ElasticJob(ElasticJobOptions options);
 
-  // A worker that asks for no rank: it joins the running job.
-  Subprocess& AddJoiner();
+  // A worker that asks for no rank: it joins the running job. `flags` go after the
+  // job's worker flags (a later flag wins); `env` overrides the job's variables.
+  Subprocess& AddJoiner(const std::vector<std::string>& flags = {}, const std::map<std::string, std::string>& env = {});
+
+  // SIGKILLs servers()[i] and starts a new server process asking for its rank (which
+  // the dead one logged when it registered), as `dtrain launch` restarts one. The old
+  // process is kept (its output stays readable) and servers()[i] is the new one.
+  Subprocess& RestartServer(int i);
 
   // SIGKILLs the scheduler and starts it again on the same port, as `dtrain launch`
   // or Kubernetes would: the nodes register again with it.
@@ -41,8 +48,8 @@ class ElasticJob {
   const std::string& prefix() const { return prefix_; }
 
  private:
-  std::unique_ptr<Subprocess> Start(const std::string& role, int worker_rank,
-                                    const std::vector<std::string>& flags = {});
+  std::unique_ptr<Subprocess> Start(const std::string& role, int rank, const std::vector<std::string>& flags = {},
+                                    const std::map<std::string, std::string>& env = {});
 
   ElasticJobOptions options_;
   std::map<std::string, std::string> env_;
@@ -51,6 +58,7 @@ class ElasticJob {
   std::unique_ptr<Subprocess> scheduler_;
   std::vector<std::unique_ptr<Subprocess>> old_schedulers_;
   std::vector<std::unique_ptr<Subprocess>> servers_;
+  std::vector<std::unique_ptr<Subprocess>> old_servers_;
   std::vector<std::unique_ptr<Subprocess>> workers_;
 };
 

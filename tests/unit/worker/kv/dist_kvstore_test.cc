@@ -357,6 +357,51 @@ TEST(DistKVStoreTest, AReplacementRedoesTheStepItsPredecessorLeftHalfDoneBitForB
   ExpectWeights(models, Reference(kSteps, Plain));
 }
 
+// A worker joining the running job (DistOptions::join_step, docs/elastic.md) with the
+// job's model takes the weights of its join step; one with another model is refused
+// before it pulls or pushes anything, naming the mismatch: a parameter the job does not
+// have, or a parameter of another size.
+TEST(DistKVStoreTest, AJoinerWithAnotherModelIsRefusedNamingTheMismatch) {
+  InProcessServers servers(2);
+  std::vector<Model> models;
+  RunWorkers(servers, Options(), models, [](int r, DistKVStore& kv, Model& m) {
+    for (int64_t step = 0; step < 2; ++step) ASSERT_TRUE(kv.PushPull(step, m.Grads(r, step)).ok());
+  });
+  struct Case {
+    std::vector<int64_t> sizes;
+    std::string expected;  // "" when it joins
+  };
+  const std::vector<Case> cases = {
+      {kSizes, ""},
+      {{6, 35, 120, 4},
+       "this worker's model is not the job's: its 13 keys against the servers' 12; the servers lack 1"},
+      {{6, 35, 121}, "returned 32 bytes, want 36 (a joiner must train the job's model"},
+  };
+  for (const Case& c : cases) {
+    FakeJob job(kWorkers, servers.endpoints());
+    DistOptions options = Options();
+    options.join_step = 2;
+    auto store = DistKVStore::Connect(options, job.worker(1), servers.factory());
+    ASSERT_TRUE(store.ok()) << store.status();
+    std::vector<std::vector<float>> weights;
+    for (int64_t n : c.sizes) weights.emplace_back(static_cast<size_t>(n), 0.0f);
+    std::vector<ParamRef> params;
+    for (size_t p = 0; p < c.sizes.size(); ++p) {
+      params.push_back({"p" + std::to_string(p), {c.sizes[p]}, weights[p].data(), c.sizes[p]});
+    }
+    KVStoreInit init;
+    init.optimizer = Sgd();
+    const absl::Status s = (*store)->Init(params, init);
+    if (c.expected.empty()) {
+      EXPECT_TRUE(s.ok()) << s;
+      EXPECT_EQ(weights, models[0].weights) << "the weights of step 2, which both workers pulled";
+    } else {
+      EXPECT_FALSE(s.ok());
+      EXPECT_THAT(std::string(s.message()), HasSubstr(c.expected)) << s;
+    }
+  }
+}
+
 TEST(DistKVStoreTest, TwoBitPushesMergeAsTheServerUnpacksThem) {
   InProcessServers servers(2);
   DistOptions options = Options();
