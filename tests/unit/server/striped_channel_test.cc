@@ -30,8 +30,8 @@ using worker::KeyRequest;
 using worker::ServerChannel;
 using worker::StripedChannel;
 
-// Records the peer (the client's ip:port, one per TCP connection) of every PushPull
-// stream the server is opened.
+// Records the peer (the client's ip:port: one per TCP connection) of every PushPull
+// stream opened to the server.
 class PushPullPeers final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
