@@ -88,7 +88,7 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
   f.AddInt("connections-per-server", &o->connections_per_server,
            "dist_*: TCP connections to each server, over which this worker's keys are spread so that TLS "
            "encryption runs on several cores at each end (1..16; the same weights whatever the number). 0, the "
-           "default: chosen by the transport, 1 in plaintext, more with TLS (docs/security.md, \"What it costs\")",
+           "default: chosen by the transport, 1 in plaintext, 2 with TLS (docs/security.md, \"What it costs\")",
            {"DTRAIN_CONNECTIONS_PER_SERVER"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
