@@ -85,6 +85,11 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
            "the elements on one server, then a bound that cuts the largest tensor into 4 keys per server; a "
            "resume finds the one its checkpoint was cut with",
            {"MXNET_KVSTORE_BIGARRAY_BOUND"});
+  f.AddInt("connections-per-server", &o->connections_per_server,
+           "dist_*: TCP connections to each server, over which this worker's keys are spread so that TLS "
+           "encryption runs on several cores at each end (1..16; the same weights whatever the number). 0, the "
+           "default: chosen by the transport, 1 in plaintext, 2 with TLS (docs/security.md, \"What it costs\")",
+           {"DTRAIN_CONNECTIONS_PER_SERVER"});
   f.AddString("model-prefix", &o->model_prefix, "checkpoint prefix, e.g. model/mnist (empty: no checkpoints)");
   f.AddInt("load-epoch", &o->load_epoch, "resume from PREFIX-NNNN.params/.states of this epoch");
   f.AddBool("overwrite-checkpoints", &o->overwrite_checkpoints,
@@ -128,6 +133,11 @@ absl::Status ResolveKVStore(TrainOptions* o, const JobSpec& job) {
   if (o->bigarray_bound != 0 && (o->bigarray_bound < 1024 || o->bigarray_bound > kv::kMaxChunkElems)) {
     return BadFlag("bigarray-bound", absl::StrCat(o->bigarray_bound, " is not in 1024..", kv::kMaxChunkElems,
                                                   " elements (or 0: chosen from the model and the servers)"));
+  }
+  if (o->connections_per_server < 0 || o->connections_per_server > kMaxConnectionsPerServer) {
+    return BadFlag("connections-per-server",
+                   absl::StrCat(o->connections_per_server, " is not in 1..", kMaxConnectionsPerServer,
+                                " (or 0: chosen by the transport)"));
   }
   return absl::OkStatus();
 }

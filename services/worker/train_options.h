@@ -15,6 +15,9 @@
 
 namespace dtrain::worker {
 
+// --connections-per-server's upper bound: past the cores of any machine we run on.
+inline constexpr int64_t kMaxConnectionsPerServer = 16;
+
 struct TrainOptions {
   std::string network = "mlp";
   std::string hidden;      // the mlp's hidden widths, "2048,2048"; empty: MXNet's 128,64
@@ -42,6 +45,10 @@ struct TrainOptions {
   // MXNET_KVSTORE_BIGARRAY_BOUND), spread over the servers. 0: chosen by the kvstore
   // (kv::AutoChunkElems; a resume the bound its checkpoint was cut with).
   int64_t bigarray_bound = 0;
+  // Connections to each parameter server (dist_*), over which the keys are spread
+  // (services/worker/kv/striped_channel.h). 0: chosen by the transport
+  // (DefaultConnectionsPerServer: more than one with TLS only).
+  int64_t connections_per_server = 0;
   std::string model_prefix;  // empty: no checkpoints
   int64_t load_epoch = 0;    // 0: fresh start
   // Delete the prefix's checkpoints that a fresh start (all) or a resume (those after

@@ -13,6 +13,7 @@
 #include "common/elastic/elastic_spec.h"
 #include "common/malloc_tuning.h"
 #include "common/cluster_flags.h"
+#include "common/credentials.h"
 #include "common/log.h"
 #include "common/shutdown_signal.h"
 #include "common/tls/tls_flags.h"
@@ -26,6 +27,7 @@
 #include "services/worker/worker_metrics.h"
 #include "services/worker/kv/dist_kvstore.h"
 #include "services/worker/kv/local_kvstore.h"
+#include "services/worker/kv/striped_channel.h"
 #include "services/worker/scheduler_cluster.h"
 #include "services/worker/trainer.h"
 
@@ -76,6 +78,8 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   d.compression = options.compression;
   d.pull_compression = options.pull_compression;
   d.gradient_scale = static_cast<double>(options.batch_size);  // MXNet's threshold units
+  d.connections_per_server = options.connections_per_server != 0 ? static_cast<int>(options.connections_per_server)
+                                                                 : DefaultConnectionsPerServer(TransportIsTls());
   if (ClusterElastic* elastic = cluster.elastic()) {
     d.elastic = true;
     if (elastic->joiner()) {

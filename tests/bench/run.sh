@@ -192,8 +192,13 @@ infer() {
 }
 
 tls() {
-  echo "== TLS transport: push+pull of a 64 MB model, 1 worker <-> 1 server, mutual TLS vs plaintext (same run)"
-  "$BIN/tls_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 5 --trials 5
+  # The first count of each list is what dtrain-worker uses by default (--connections-per-server
+  # 0: 1 in plaintext, 2 with TLS), and the ratios are to the first plaintext count.
+  local tls_conn="${TLS_CONNECTIONS:-2,1,4}" plain_conn="${PLAIN_CONNECTIONS:-1,2}"
+  echo "== TLS transport: push+pull of a 64 MB model, 1 worker <-> 1 server, mutual TLS over $tls_conn" \
+    "connections vs plaintext over $plain_conn (same run, alternating)"
+  "$BIN/tls_bench" --server-bin "$BIN/dtrain-server" --mb 64 --rounds 5 --trials 5 \
+      --connections "$tls_conn" --plain-connections "$plain_conn"
   local rounds="${ROUNDS:-3}"
   echo "== TLS training throughput: the throughput run with and without --tls, alternating, x$rounds (epochs=$EPOCHS)"
   local results=""

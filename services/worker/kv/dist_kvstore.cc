@@ -11,6 +11,7 @@
 #include "common/status_macros.h"
 #include "services/worker/kv/ps_client.h"
 #include "services/worker/kv/resume_states.h"
+#include "services/worker/kv/striped_channel.h"
 
 namespace dtrain::worker {
 
@@ -32,11 +33,21 @@ DistKVStore::~DistKVStore() = default;
 
 absl::StatusOr<std::unique_ptr<DistKVStore>> DistKVStore::Connect(const DistOptions& options, Cluster& cluster,
                                                                   ChannelFactory connect, Clock clock) {
+  if (connect == nullptr) {
+    connect = [n = options.connections_per_server](int server_rank, const std::string& address, int worker_rank,
+                                                   absl::Duration timeout) {
+      return ConnectPsClients(server_rank, address, worker_rank, timeout, n);
+    };
+  }
   std::unique_ptr<DistKVStore> store(new DistKVStore(options, cluster, std::move(connect), std::move(clock)));
   DTRAIN_RETURN_IF_ERROR(store->Reconnect(cluster.servers()));
   DTRAIN_RETURN_IF_ERROR(kv::CheckReplication(options.replication, static_cast<int>(store->servers_.size())));
   DTRAIN_LOG(INFO) << "kv-store " << KVStoreModeName(options.mode) << ": connected to " << store->servers_.size()
-                   << " servers" << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "")
+                   << " servers"
+                   << (options.connections_per_server > 1
+                           ? absl::StrCat(", ", options.connections_per_server, " connections to each")
+                           : "")
+                   << (options.replication > 1 ? absl::StrCat(", replication ", options.replication) : "")
                    << (options.compression.type == kv::CompressionType::kNone
                            ? std::string()
                            : absl::StrCat(

@@ -77,12 +77,17 @@ struct DistOptions {
   // start-up (Configure, the init barrier) and pulls the weights of exactly that
   // version. -1: not a joiner.
   int64_t join_step = -1;
+  // Connections to each server (--connections-per-server): the worker's keys are spread
+  // over that many PushPull streams per server (striped_channel.h), so that TLS runs on
+  // more than one core at each end. Used by the default ChannelFactory only.
+  int connections_per_server = 1;
 };
 
 // How DistKVStore reaches server `server_rank` at `address` as worker `worker_rank`:
 // UNAVAILABLE naming the address when it cannot within `connect_timeout` (zero: do not
 // wait; a server known dead then fails every request UNAVAILABLE). ConnectPsClient in
-// production; tests hand in-process channels over a ShardStore.
+// production (ConnectPsClients with DistOptions::connections_per_server when none is
+// given); tests hand in-process channels over a ShardStore.
 using ChannelFactory = std::function<absl::StatusOr<std::unique_ptr<ServerChannel>>(
     int server_rank, const std::string& address, int worker_rank, absl::Duration connect_timeout)>;
 // A PsClient over gRPC.
@@ -98,7 +103,7 @@ class DistKVStore : public KVStore, public ElasticPart {
   // and timing of the store is taken on `clock`, which the channels must share (their
   // waits take deadlines of it).
   static absl::StatusOr<std::unique_ptr<DistKVStore>> Connect(const DistOptions& options, Cluster& cluster,
-                                                              ChannelFactory connect = ConnectPsClient,
+                                                              ChannelFactory connect = nullptr,
                                                               Clock clock = absl::Now);
   ~DistKVStore() override;
 

@@ -28,6 +28,18 @@ absl::Status ParseWorkerFlags(const std::vector<std::string>& args, TrainOptions
   return FinishTrainFlags(o, job);
 }
 
+// `dtrain launch` hands worker flags on through the environment as well.
+TEST(TrainOptionsTest, ConnectionsPerServerComesFromTheEnvironment) {
+  TrainOptions o;
+  FlagSet flags("dtrain-worker", "test");
+  AddTrainFlags(flags, &o);
+  flags.set_env_lookup([](const char* name) -> const char* {
+    return std::string(name) == "DTRAIN_CONNECTIONS_PER_SERVER" ? "3" : nullptr;
+  });
+  ASSERT_TRUE(flags.Parse(std::vector<std::string>{}).ok());
+  EXPECT_EQ(o.connections_per_server, 3);
+}
+
 TEST(TrainOptionsTest, DefaultsAreMxnetsAndBadValuesNameTheFlag) {
   TrainOptions o;
   EXPECT_DOUBLE_EQ(o.lr, 0.05);
@@ -195,6 +207,10 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
   EXPECT_EQ(o.staleness, 3);
   EXPECT_TRUE(o.overlap);
   EXPECT_EQ(o.bigarray_bound, 200000);
+  EXPECT_EQ(d.connections_per_server, 0) << "chosen by the transport (DefaultConnectionsPerServer)";
+  TrainOptions striped;
+  ASSERT_TRUE(ParseWorkerFlags({"--connections-per-server", "4"}, &striped).ok());
+  EXPECT_EQ(striped.connections_per_server, 4);
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -204,6 +220,8 @@ TEST(TrainOptionsTest, StalenessOverlapAndBigarrayBoundFlags) {
            {{"--kv-store", "dist_ssp", "--staleness", "65"}, "--staleness: must be in 0..64"},
            {{"--bigarray-bound", "100"}, "--bigarray-bound: 100 is not in 1024..1048576 elements"},
            {{"--bigarray-bound", "2000000"}, "--bigarray-bound: 2000000 is not in 1024..1048576 elements"},
+           {{"--connections-per-server", "17"}, "--connections-per-server: 17 is not in 1..16"},
+           {{"--connections-per-server", "-1"}, "--connections-per-server: -1 is not in 1..16"},
        }) {
     TrainOptions t;
     absl::Status s = ParseWorkerFlags(c.args, &t);
