@@ -65,8 +65,9 @@ std::vector<ServerChannel::JoinNotice> StripedChannel::TakeJoinNotices() {
 }
 
 absl::Status StripedChannel::Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
-                                       absl::Duration timeout, int staleness, kv::CompressionType pull_compression) {
-  return connections_[0]->Configure(mode, num_workers, optimizer, timeout, staleness, pull_compression);
+                                       absl::Duration timeout, int staleness, kv::CompressionType pull_compression,
+                                       const kv::EpochLrSteps& epoch_lr) {
+  return connections_[0]->Configure(mode, num_workers, optimizer, timeout, staleness, pull_compression, epoch_lr);
 }
 
 absl::Status StripedChannel::InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,

@@ -36,7 +36,8 @@ class StripedChannel final : public ServerChannel {
 
   absl::Status Configure(KVStoreMode mode, int num_workers, const kv::OptimizerOptions& optimizer,
                          absl::Duration timeout, int staleness = 0,
-                         kv::CompressionType pull_compression = kv::CompressionType::kNone) override;
+                         kv::CompressionType pull_compression = kv::CompressionType::kNone,
+                         const kv::EpochLrSteps& epoch_lr = {}) override;
   absl::Status InitKeys(const std::vector<kv::KeyState>& keys, absl::Duration timeout,
                         const std::vector<std::vector<int>>& chains = {}) override;
   absl::StatusOr<std::vector<kv::KeyState>> GetState(const std::vector<uint64_t>& keys,
