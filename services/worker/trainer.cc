@@ -492,6 +492,15 @@ absl::StatusOr<StepPlan> PlanStart(const TrainOptions& o, const RunStart& start,
   return plan;
 }
 
+// An elastic job's --lr-step-epochs, which the servers apply by epoch: the line when the
+// rate changes at the start of `span`'s epoch.
+void LogEpochLrChange(const TrainOptions& o, const RunStart& start, const EpochSpan& span) {
+  if (!start.init.epoch_lr.enabled()) return;
+  const std::string line =
+      LrChangeLog::LineForEpoch(start.init.optimizer, o.lr_step_epoch_list, span.epoch, span.first_step);
+  if (!line.empty()) DTRAIN_LOG(INFO) << line;
+}
+
 }  // namespace
 
 // As MXNet's fit: the data, the model, the kvstore initialised; then each epoch's steps
@@ -532,6 +541,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
       epoch_start = absl::Now();
       monitor.StartEpoch(span.epoch);
       started = span.epoch;
+      if (steps && span.first_batch == 0) LogEpochLrChange(o, start, span);
     }
     const PickBatch pick =
         steps ? ElasticBatches(*steps) : FixedEpochBatches(data.train.size(), o.batch_size, o.seed, span.epoch, rank);

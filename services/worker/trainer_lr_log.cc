@@ -1,5 +1,7 @@
 #include "services/worker/trainer_lr_log.h"
 
+#include <algorithm>
+
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -20,6 +22,16 @@ std::string LrChangeLog::LineForStep(int64_t step) const {
   const double lr = optimizer_->LearningRate(count);
   if (lr == optimizer_->LearningRate(previous)) return "";
   return absl::StrFormat("Update[%d]: Change learning rate to %0.5e", count + 1, lr);
+}
+
+std::string LrChangeLog::LineForEpoch(const kv::OptimizerOptions& options, const std::vector<int64_t>& epochs,
+                                      int64_t epoch, int64_t first_step) {
+  if (std::find(epochs.begin(), epochs.end(), epoch) == epochs.end()) return "";
+  double lr = options.learning_rate;
+  for (int64_t e : epochs) {
+    if (e <= epoch) lr *= options.lr_factor;
+  }
+  return absl::StrFormat("Update[%d]: Change learning rate to %0.5e", first_step + 1, lr);
 }
 
 }  // namespace dtrain::worker

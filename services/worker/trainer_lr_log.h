@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/kv/optimizer.h"
 
@@ -28,6 +29,13 @@ class LrChangeLog {
 
   // The line for the update of step `step` when the rate changes there, else "".
   std::string LineForStep(int64_t step) const;
+
+  // An elastic job's --lr-step-epochs (`epochs`), which the servers apply by epoch: the
+  // line for epoch `epoch`, whose first step is `first_step`, when the rate changes at
+  // its start, else "". The rate as the servers compute it before the --elastic-lr
+  // factor: the optimizer's lr times its lr_factor once for each of `epochs` up to `epoch`.
+  static std::string LineForEpoch(const kv::OptimizerOptions& options, const std::vector<int64_t>& epochs,
+                                  int64_t epoch, int64_t first_step);
 
  private:
   std::unique_ptr<kv::Optimizer> optimizer_;  // null: options the servers refuse anyway

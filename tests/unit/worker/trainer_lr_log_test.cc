@@ -37,5 +37,17 @@ TEST(LrChangeLogTest, AConstantRateSaysNothing) {
   EXPECT_EQ(LrChangeLog(o, 1).LineForStep(5), "");
 }
 
+// An elastic job's epochs have the lengths its membership gives them: the line comes at
+// each listed epoch's first step, with the rate the servers apply there.
+TEST(LrChangeLogTest, AnElasticJobsEpochStepsSayTheLineAtTheEpochsFirstStep) {
+  kv::OptimizerOptions o;
+  o.learning_rate = 0.05;
+  o.lr_factor = 0.3;
+  EXPECT_EQ(LrChangeLog::LineForEpoch(o, {1, 2}, 1, 15), "Update[16]: Change learning rate to 1.50000e-02");
+  EXPECT_EQ(LrChangeLog::LineForEpoch(o, {1, 2}, 2, 27), "Update[28]: Change learning rate to 4.50000e-03");
+  EXPECT_EQ(LrChangeLog::LineForEpoch(o, {1, 2}, 0, 0), "");
+  EXPECT_EQ(LrChangeLog::LineForEpoch(o, {1, 2}, 3, 40), "");
+}
+
 }  // namespace
 }  // namespace dtrain::worker
