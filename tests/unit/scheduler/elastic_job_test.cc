@@ -29,7 +29,10 @@ struct FakeServer {
   // One heartbeat: the report goes in, the answer's order is carried out.
   std::string Beat(ElasticJob& job, int rank) {
     v1::HeartbeatResponse response;
-    // As MembershipOrders::Report: the generations held go with every report.
+    // As MembershipOrders::Report: the generations held and the keys' versions go with
+    // every report.
+    report.set_min_version(min_version);
+    report.set_max_version(max_version);
     report.clear_generations();
     const MembershipSchedule held = gate.schedule();  // a copy: generations() refers into it
     for (const elastic::Generation& g : held.generations()) {
