@@ -133,6 +133,10 @@ bool ElasticJob::RemoveFailedJoiner(int rank, const std::string& why) {
   const auto& gens = schedule.generations();
   auto has = [rank](const elastic::Generation& g) { return std::binary_search(g.ranks.begin(), g.ranks.end(), rank); };
   const bool joiner = gens.size() > 1 && has(gens.back()) && !has(gens[gens.size() - 2]);
+  if (joiner && dead_.count(rank) > 0) {
+    dead_[rank] = DeadWorker{why, gens.back().from_step};  // dropped as dead already
+    return true;
+  }
   if (!joiner || coordinator_.Leaving(rank) || coordinator_.WorkersAfterChange() - 1 < schedule.min_workers()) {
     return false;
   }

@@ -240,6 +240,18 @@ TEST_F(ElasticJobTest, AFailedJoinerWhoseGenerationMergedAStepFailsTheJob) {
               HasSubstr("worker 2 failed: out of memory (its generation from step 1 merged a step already"));
 }
 
+// Dropped as dead first (its stream broke before its Leave came): its failure still
+// counts, so a generation that merged a step fails the job naming it.
+TEST_F(ElasticJobTest, AFailedJoinerDroppedAsDeadAlreadyIsRemovedOnlyIfItNeverStepped) {
+  auto job = Make(2, 2, 4, 1);
+  ASSERT_EQ(*job->Join(-1), 2);
+  EXPECT_EQ(Rounds(*job, 4), "");
+  job->Drop(2, "heartbeat stream broke");
+  EXPECT_TRUE(job->RemoveFailedJoiner(2, "out of memory"));
+  servers_[0]->min_version = servers_[0]->max_version = 5;
+  EXPECT_THAT(Rounds(*job, 3), HasSubstr("worker 2 failed: out of memory"));
+}
+
 // It failed before its join was committed: the join is withdrawn, nothing is proposed.
 TEST_F(ElasticJobTest, AJoinerThatFailedBeforeItsCommitIsWithdrawn) {
   auto job = Make(2, 2, 4, 1);
