@@ -46,7 +46,11 @@ absl::Status MembershipSchedule::CheckNext(const Generation& g, int index) const
     return absl::InvalidArgumentError(
         absl::StrCat(where, ".from_step: the first generation starts at step 0, not ", g.from_step));
   }
-  if (index > 0 && g.from_step <= generations_.back().from_step) {
+  // Generation 0 merges at least step 0 (the lr factor's reference is its count); a
+  // later one may start where the one before it starts, which then merges no step.
+  const bool too_early = index == 1 ? g.from_step <= generations_.back().from_step
+                                    : index > 1 && g.from_step < generations_.back().from_step;
+  if (too_early) {
     return absl::InvalidArgumentError(absl::StrCat(where, ".from_step: ", g.from_step, " is not after generations[",
                                                    index - 1, "].from_step ", generations_.back().from_step));
   }
@@ -105,6 +109,11 @@ MembershipSchedule MembershipSchedule::ResumedAt(int64_t step) const {
   }
   out.generations_.push_back(std::move(now));
   return out;
+}
+
+bool MembershipSchedule::ZeroLength(int index) const {
+  const size_t next = static_cast<size_t>(index) + 1;
+  return next < generations_.size() && generations_[next].from_step == generations_[index].from_step;
 }
 
 std::string MembershipSchedule::Describe(int index) const {

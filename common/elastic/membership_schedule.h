@@ -32,15 +32,19 @@ class MembershipSchedule {
 
   // Checks the rules (INVALID_ARGUMENT naming the generation and the field that
   // breaks one): 1 <= min_workers <= max_workers; at least one generation; the first
-  // from step 0; each from_step after the one before; ranks strictly ascending, each in
-  // [0, max_workers); each generation min_workers .. max_workers ranks.
+  // from step 0; generation 1 from a step after 0; each later from_step at or after the
+  // one before (equal: the one before is zero-length, merging no step, as when a joiner
+  // died before its first step and its join was replaced; IndexAt never returns it);
+  // ranks strictly ascending, each in [0, max_workers); each generation min_workers ..
+  // max_workers ranks.
   static absl::StatusOr<MembershipSchedule> Create(int min_workers, int max_workers,
                                                    std::vector<Generation> generations);
 
   // Adds the next generation, under the same rules; nothing changes on error.
   absl::Status Append(Generation next);
 
-  // The index of the generation that step `step` (>= 0) is merged by.
+  // The index of the generation that step `step` (>= 0) is merged by: the last one
+  // starting at or before it, never a zero-length one.
   int IndexAt(int64_t step) const;
   const Generation& At(int64_t step) const { return generations_[IndexAt(step)]; }
   const Generation& latest() const { return generations_.back(); }
@@ -60,6 +64,9 @@ class MembershipSchedule {
 
   // "generation 2 from step 180, workers {0,1,3}": what logs and refusals name.
   std::string Describe(int index) const;
+
+  // Whether generation `index` merges no step: the next one starts where it does.
+  bool ZeroLength(int index) const;
 
   friend bool operator==(const MembershipSchedule& a, const MembershipSchedule& b);
 

@@ -34,13 +34,27 @@ std::string ChangeLine(const Generation& before, const Generation& after) {
   std::vector<std::string> parts;
   if (const std::vector<int> in = Minus(after.ranks, before.ranks); !in.empty()) parts.push_back(Who(in, "joined"));
   if (const std::vector<int> out = Minus(before.ranks, after.ranks); !out.empty()) parts.push_back(Who(out, "left"));
+  // A replay's generation after a zero-length one it leaves out may keep the workers.
+  if (parts.empty()) parts.push_back("the same workers went on");
   return absl::StrCat(absl::StrJoin(parts, " and "), " at step ", after.from_step, ": ", after.ranks.size(),
                       after.ranks.size() == 1 ? " worker" : " workers", " from now");
+}
+
+absl::StatusOr<MembershipSchedule> WithoutZeroLength(const MembershipSchedule& schedule) {
+  std::vector<Generation> kept;
+  for (int g = 0; g < static_cast<int>(schedule.generations().size()); ++g) {
+    if (!schedule.ZeroLength(g)) kept.push_back(schedule.generations()[g]);
+  }
+  return MembershipSchedule::Create(schedule.min_workers(), schedule.max_workers(), std::move(kept));
 }
 
 absl::StatusOr<ElasticCoordinator> ElasticCoordinator::Create(MembershipSchedule schedule,
                                                               std::optional<MembershipSchedule> replay) {
   if (replay) {
+    // A generation of the recording that merged no step (a joiner that died before its
+    // first) changed nothing a step computes: the replay commits the ones that did,
+    // with no worker started for it.
+    DTRAIN_ASSIGN_OR_RETURN(replay, WithoutZeroLength(*replay));
     if (replay->min_workers() != schedule.min_workers() || replay->max_workers() != schedule.max_workers()) {
       return absl::InvalidArgumentError(absl::StrCat("the replayed schedule's bounds ", replay->min_workers(), ":",
                                                      replay->max_workers(), " are not the job's ",
@@ -117,6 +131,18 @@ absl::Status ElasticCoordinator::JoinAs(int rank) {
     }
   }
   joined_.insert(rank);
+  return absl::OkStatus();
+}
+
+absl::Status ElasticCoordinator::WithdrawJoin(int rank) {
+  if (joined_.count(rank) == 0) {
+    return absl::NotFoundError(absl::StrCat("worker ", rank, " is not a joiner waiting for its commit"));
+  }
+  if (committing_ && Has(committing_->ranks, rank)) {
+    return absl::FailedPreconditionError(absl::StrCat("worker ", rank, "'s join is being committed from step ",
+                                                      committing_->from_step, " on some servers already"));
+  }
+  joined_.erase(rank);
   return absl::OkStatus();
 }
 
@@ -248,7 +274,10 @@ absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) 
   const int generation = static_cast<int>(schedule_.generations().size());
   if (!taken_up_.empty()) {
     const Generation next = taken_up_.front();
-    DTRAIN_ASSIGN_OR_RETURN(std::string line, CommitAll(servers, generation, next, /*drop_pending=*/false));
+    // One starting where the latest starts replaced it by dropping its step's pending
+    // pushes: a server that has not committed it yet drops them now.
+    const bool replaces = next.from_step == schedule_.latest().from_step;
+    DTRAIN_ASSIGN_OR_RETURN(std::string line, CommitAll(servers, generation, next, /*drop_pending=*/replaces));
     taken_up_.erase(taken_up_.begin());
     return absl::StrCat(line, " (taken up from the servers)");
   }
@@ -269,7 +298,11 @@ absl::StatusOr<std::string> ElasticCoordinator::RunChange(ServerGates& servers) 
 absl::StatusOr<std::string> ElasticCoordinator::RunChangeFrom(ServerGates& servers, int64_t from_step,
                                                               bool drop_pending) {
   DTRAIN_ASSIGN_OR_RETURN(std::vector<int> ranks, NextRanks());
-  if (from_step <= schedule_.latest().from_step) {
+  // Every key at version from_step (drop_pending) with the latest generation starting
+  // there: it merged no step (a joiner that died before its first), so the new one
+  // replaces it from the same step, and that generation is left zero-length.
+  const bool replaces = drop_pending && from_step == schedule_.latest().from_step && schedule_.generations().size() > 1;
+  if (from_step < schedule_.latest().from_step || (from_step == schedule_.latest().from_step && !replaces)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "a new generation cannot start at step ", from_step, ": ",
         schedule_.Describe(static_cast<int>(schedule_.generations().size()) - 1), " started there or later"));

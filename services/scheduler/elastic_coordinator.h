@@ -40,6 +40,8 @@ class ElasticCoordinator {
   // `schedule`: the job's so far (one generation at the start, or a resumed job's).
   // `replay`: a recorded schedule to follow; its first generations must be
   // `schedule`'s (INVALID_ARGUMENT naming the first that differs), and its bounds the same.
+  // Its zero-length generations (a joiner removed before its first step) are left out:
+  // they merged no step, so the run without them computes the same.
   static absl::StatusOr<ElasticCoordinator> Create(elastic::MembershipSchedule schedule,
                                                    std::optional<elastic::MembershipSchedule> replay);
 
@@ -59,6 +61,12 @@ class ElasticCoordinator {
   // Worker `rank` of the latest generation leaves (a SIGTERM notice, or dropped after
   // the rejoin timeout); repeating it is OK. NOT_FOUND for a rank not in the job.
   absl::Status Leave(int rank);
+
+  // A joiner whose join is not committed yet gives it up (it failed before it heard of
+  // its generation): its rank is free again. NOT_FOUND for a rank that is not such a
+  // joiner; FAILED_PRECONDITION while its join is being committed (some servers may hold
+  // it: it is then removed as a dead worker is, once committed).
+  absl::Status WithdrawJoin(int rank);
 
   // Whether a join or leave waits for a commit.
   bool HasPendingChange() const { return !joined_.empty() || !left_.empty() || !taken_up_.empty(); }
@@ -95,7 +103,10 @@ class ElasticCoordinator {
   // RunChange with the step given: a dead worker's removal (elastic_drop.h), whose new
   // generation starts exactly at the step PlanDrop chose, whatever the servers took
   // (`drop_pending`: their pending pushes of that step are dropped with the commit).
-  // FAILED_PRECONDITION when `from_step` is not after the latest generation's start.
+  // FAILED_PRECONDITION when `from_step` is not after the latest generation's start,
+  // except with `drop_pending` at that very step for a generation after the first: every
+  // key then waits at its start, so it merged no step (a joiner that died before its
+  // first) and the new generation replaces it, leaving it zero-length in the schedule.
   absl::StatusOr<std::string> RunChangeFrom(ServerGates& servers, int64_t from_step, bool drop_pending);
 
   const elastic::MembershipSchedule& schedule() const { return schedule_; }
@@ -126,5 +137,8 @@ class ElasticCoordinator {
 // "worker 2 joined at step 180: 3 workers from now", "workers 2, 3 joined and worker 1
 // left at step 400: 4 workers from now".
 std::string ChangeLine(const elastic::Generation& before, const elastic::Generation& after);
+
+// `schedule` without its zero-length generations (MembershipSchedule::ZeroLength).
+absl::StatusOr<elastic::MembershipSchedule> WithoutZeroLength(const elastic::MembershipSchedule& schedule);
 
 }  // namespace dtrain::scheduler

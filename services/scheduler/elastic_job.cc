@@ -122,6 +122,31 @@ void ElasticJob::Drop(int rank, const std::string& why) {
   DTRAIN_LOG(WARNING) << "worker " << rank << " died (" << why << ") and was not replaced: removing it from the job";
 }
 
+bool ElasticJob::RemoveFailedJoiner(int rank, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (coordinator_.WithdrawJoin(rank).ok()) {
+    DTRAIN_LOG(WARNING) << "worker " << rank << " failed before its join was committed (" << why
+                        << "): its join is withdrawn and the job goes on without it";
+    return true;
+  }
+  const elastic::MembershipSchedule& schedule = coordinator_.schedule();
+  const auto& gens = schedule.generations();
+  auto has = [rank](const elastic::Generation& g) { return std::binary_search(g.ranks.begin(), g.ranks.end(), rank); };
+  const bool joiner = gens.size() > 1 && has(gens.back()) && !has(gens[gens.size() - 2]);
+  if (joiner && dead_.count(rank) > 0) {
+    dead_[rank] = DeadWorker{why, gens.back().from_step};  // dropped as dead already
+    return true;
+  }
+  if (!joiner || coordinator_.Leaving(rank) || coordinator_.WorkersAfterChange() - 1 < schedule.min_workers()) {
+    return false;
+  }
+  if (!coordinator_.Leave(rank).ok()) return false;
+  dead_[rank] = DeadWorker{why, gens.back().from_step};
+  DTRAIN_LOG(WARNING) << "worker " << rank << " failed before its first step (" << why
+                      << "): removing it from the job, which goes on without it";
+  return true;
+}
+
 void ElasticJob::NoteLocked(const absl::Status& s) {
   if (s.ok() || std::string(s.message()) == last_note_) return;
   last_note_ = std::string(s.message());
@@ -195,10 +220,42 @@ std::string ElasticJob::AdvanceDropLocked() {
     versions.push_back({report->min_version(), report->max_version()});
   }
   if (static_cast<int>(versions.size()) < gates_.num_servers()) return "";
+  if (const std::string wait = JoinerWaitLocked(versions); !wait.empty()) {
+    NoteLocked(absl::UnavailableError(wait));
+    return "";
+  }
   const std::optional<int64_t> snapshot = options_.rollback != nullptr ? options_.rollback->CommonStep() : std::nullopt;
   absl::StatusOr<DropPlan> plan = PlanDrop(first, versions, snapshot);
   if (!plan.ok()) return std::string(plan.status().message());
+  if (std::string failure = FailedJoinerThatSteppedLocked(*plan); !failure.empty()) return failure;
   return CarryOutLocked(*plan, first);
+}
+
+std::string ElasticJob::JoinerWaitLocked(const std::vector<ServerVersions>& versions) const {
+  const auto& gens = coordinator_.schedule().generations();
+  if (gens.size() < 2) return "";
+  const elastic::Generation& latest = gens.back();
+  int64_t lo = latest.from_step;
+  for (const ServerVersions& v : versions) lo = std::min(lo, v.min_version);
+  if (lo >= latest.from_step) return "";
+  auto has = [](const elastic::Generation& g, int r) { return std::binary_search(g.ranks.begin(), g.ranks.end(), r); };
+  for (const auto& [rank, dead] : dead_) {
+    if (has(latest, rank) && !has(gens[gens.size() - 2], rank)) {
+      return absl::StrCat("worker ", rank, " joined at step ", latest.from_step, ": its removal waits for step ", lo,
+                          " to merge with the workers of before");
+    }
+  }
+  return "";
+}
+
+std::string ElasticJob::FailedJoinerThatSteppedLocked(const DropPlan& plan) const {
+  for (const auto& [rank, dead] : dead_) {
+    if (!dead.failed_joining_at) continue;
+    if (plan.kind == DropPlan::Kind::kDropPending && plan.step == *dead.failed_joining_at) continue;
+    return absl::StrCat("worker ", rank, " failed: ", dead.why, " (its generation from step ", *dead.failed_joining_at,
+                        " merged a step already, so its failure is the job's)");
+  }
+  return "";
 }
 
 std::string ElasticJob::CarryOutLocked(const DropPlan& plan, int first) {

@@ -73,6 +73,12 @@ class ElasticJob final : public ElasticRanks {
   // Worker `rank` died (`why`) and was not replaced within --rejoin-timeout: it is
   // removed from the step PlanDrop picks. Ignored for a rank not in the job.
   void Drop(int rank, const std::string& why);
+  // Worker `rank` failed (`why`: its failed Leave) before its first step: a joiner of the
+  // latest generation, or one whose join is not committed yet (which is withdrawn). It is
+  // removed at once as a dead worker is; if the servers then show that its generation
+  // merged a step, the job fails naming it. False (the failure is the job's, as for any
+  // worker) for a rank that is no such joiner, or when too few workers would remain.
+  bool RemoveFailedJoiner(int rank, const std::string& why);
 
   // Runs the change that is due, if any. Returns why the job fails ("" while it goes on):
   // a dead worker whose step cannot be taken back, or too few workers for too long.
@@ -99,6 +105,13 @@ class ElasticJob final : public ElasticRanks {
   // The removal's plan carried out: a commit that drops the pending pushes, or a
   // rollback to the snapshot and, once every server reloaded, a commit from its step.
   std::string CarryOutLocked(const DropPlan& plan, int first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the job fails when `plan` would remove a failed joiner that stepped after all
+  // (its generation merged a step): "" when none does.
+  std::string FailedJoinerThatSteppedLocked(const DropPlan& plan) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why the removal of a dead joiner of the latest generation waits ("" when it does not):
+  // a step before its join may still be merging (its pushes admitted before the commit),
+  // so the keys are not all at its join step yet.
+  std::string JoinerWaitLocked(const std::vector<ServerVersions>& versions) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Logs `s` once per distinct text (a change waiting logs each reason once).
   void NoteLocked(const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Aborts the proposal of the next generation on the servers that hold one while no
@@ -115,6 +128,9 @@ class ElasticJob final : public ElasticRanks {
   ElasticCoordinator coordinator_ ABSL_GUARDED_BY(mu_);
   struct DeadWorker {
     std::string why;
+    // A joiner that failed before its first step: the step its generation starts at,
+    // the only one its removal may start at (nullopt: a worker that died).
+    std::optional<int64_t> failed_joining_at;
   };
   std::map<int, DeadWorker> dead_ ABSL_GUARDED_BY(mu_);  // dropped, not committed yet
   std::set<int> reported_ ABSL_GUARDED_BY(mu_);          // servers that sent a MembershipReport to this process

@@ -279,6 +279,15 @@ grpc::Status SchedulerService::Leave(grpc::ServerContext* context, const v1::Lea
     return ToGrpc(s);
   }
   if (request->elastic_leave()) return ElasticLeave(self);
+  // A joiner of an elastic job that failed before its first step (another model, say)
+  // is removed as a dead one is, at once: the job goes on without it.
+  if (request->failed() && options_.elastic != nullptr && self.role == Role::kWorker &&
+      options_.elastic->RemoveFailedJoiner(self.rank, request->reason())) {
+    if (absl::Status s = membership_->Leave(self, /*failed=*/false, request->reason()); !s.ok()) return ToGrpc(s);
+    DTRAIN_LOG(ERROR) << NodeName(self) << " left FAILED before its first step: " << request->reason()
+                      << "; the elastic job goes on without it";
+    return grpc::Status::OK;
+  }
   // A worker not in an elastic job's latest generation leaves after its removal: a
   // departure, which ends nothing (Membership::JobOver counts the latest generation).
   const bool departure = options_.elastic != nullptr && self.role == Role::kWorker && !request->failed() &&

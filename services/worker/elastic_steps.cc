@@ -110,8 +110,17 @@ absl::StatusOr<RedoPlan> ElasticSteps::AfterChange(ClusterElastic& cluster, int6
 }
 
 absl::StatusOr<int64_t> AwaitJoinStep(ClusterElastic& cluster, int rank, absl::Time deadline) {
-  DTRAIN_ASSIGN_OR_RETURN(const elastic::Membership m, cluster.AwaitRank(rank, deadline));
-  const int index = FirstGenerationHolding(m.schedule, rank);
+  DTRAIN_ASSIGN_OR_RETURN(elastic::Membership m, cluster.AwaitRank(rank, deadline));
+  auto holds = [rank](const elastic::Generation& g) {
+    return std::binary_search(g.ranks.begin(), g.ranks.end(), rank);
+  };
+  // A rank given again (a leaver's, or a joiner's removed before its first step) is in an
+  // earlier generation already: this joiner's is the latest, once it holds the rank.
+  while (!holds(m.schedule.latest())) {
+    DTRAIN_ASSIGN_OR_RETURN(m, cluster.AwaitGenerations(static_cast<int>(m.schedule.generations().size()), deadline));
+  }
+  int index = static_cast<int>(m.schedule.generations().size()) - 1;
+  while (index > 0 && holds(m.schedule.generations()[index - 1])) --index;
   const elastic::Generation& g = m.schedule.generations()[index];
   DTRAIN_LOG(INFO) << "worker " << rank << " joins at step " << g.from_step << ": " << g.ranks.size() << " workers";
   return g.from_step;

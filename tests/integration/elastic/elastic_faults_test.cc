@@ -215,16 +215,11 @@ TEST(ElasticFaultsTest, AJoinerOfAnotherJobIsRefusedNamingBothIdsAndTheJobGoesOn
 }
 
 // A joiner training another model (mlp where the job trains lenet) fails naming the
-// mismatch, and the job goes on with its two workers.
-//
-// Disabled: the joiner finds the mismatch only once its join is committed (the scheduler
-// proposes the join at its registration, before the joiner has its model or has talked
-// to a server), and its failure then fails the whole job ("worker 2 left FAILED ...: job
-// over"). It waits for the scheduler to remove a joiner that fails before its first step
-// as it removes a worker that leaves (its step S dropped, the others redo it without it),
-// or to commit a join only once the joiner says it is ready (docs/elastic.md); the
-// removal itself waits for what DISABLED_AJoinerKilledBeforeItsFirstStepIsDropped does.
-TEST(ElasticFaultsTest, DISABLED_AJoinerWithAnotherModelFailsNamingTheMismatchAndTheJobGoesOn) {
+// mismatch, and the job goes on with its two workers. It finds the mismatch only once its
+// join is committed (the scheduler commits the join at its registration, before the
+// joiner has its model or has talked to a server): the scheduler removes it at once, as
+// a dead joiner is removed (its join step's pending pushes dropped, the others redo it).
+TEST(ElasticFaultsTest, AJoinerWithAnotherModelFailsNamingTheMismatchAndTheJobGoesOn) {
   ElasticJob job(ElasticJobOptions{});
   ASSERT_NE(WaitForLine(job.worker(0), "", "Epoch[0] Batch [3]", absl::Minutes(3)), std::string::npos)
       << job.worker(0).output();
@@ -234,19 +229,18 @@ TEST(ElasticFaultsTest, DISABLED_AJoinerWithAnotherModelFailsNamingTheMismatchAn
   EXPECT_NE(code, 0) << other_model.output();
   EXPECT_TRUE(Has(other_model, "this worker's model is not the job's")) << other_model.output();
   EndsCleanly(job, {0, 1});
+  const std::string removal = LineWith(job.scheduler(), "failed before its first step");
+  EXPECT_TRUE(absl::StrContains(removal, "worker 2") && absl::StrContains(removal, "model is not the job's"))
+      << job.scheduler().output();
+  EXPECT_EQ(RecordedSchedule(job).latest().ranks, (std::vector<int>{0, 1}));
+  std::cout << removal << "\n" << LineWith(job.scheduler(), "2 workers from now") << std::endl;
 }
 
 // A joiner SIGKILLed once its join is committed, before its first step: after the
-// rejoin timeout it is dropped like any dead worker, and the job ends cleanly with
-// its two workers.
-//
-// Disabled: the removal's step is the joiner's own join step S (every key waits at
-// version S for its push), which is the latest generation's from_step, and a
-// generation must start after the one before it; the scheduler proposes the removal
-// again on every tick ("waiting for server 0's answer to the proposal of generation
-// 2") until the workers' sync timeout fails the job. It waits for a removal at the
-// latest generation's own from_step to be committed (that generation took no step).
-TEST(ElasticFaultsTest, DISABLED_AJoinerKilledBeforeItsFirstStepIsDropped) {
+// rejoin timeout it is dropped like any dead worker. Every key waits at its join step,
+// so its removal replaces its generation from that very step (which then merges no
+// step), and the job ends cleanly with its two workers.
+TEST(ElasticFaultsTest, AJoinerKilledBeforeItsFirstStepIsDropped) {
   ElasticJobOptions o;
   o.epochs = 1;
   o.env = {{"DTRAIN_REJOIN_TIMEOUT", "3"}, {"DTRAIN_SYNC_TIMEOUT", "300"}};

@@ -29,12 +29,19 @@ class GateServers : public ServerGates {
       fail_commit_of = -1;
       return absl::UnavailableError("server 1 unreachable");
     }
+    if (drop_pending) {
+      return gates[server]->CommitDroppingStep(generation, next, [&] {
+        ++drops;
+        return absl::OkStatus();
+      });
+    }
     return gates[server]->Commit(generation, next);
   }
 
   std::vector<std::unique_ptr<MembershipGate>> gates;
   int fail_commit_of = -1;
   bool drop_pending_seen = false;
+  int drops = 0;  // the servers' drops of a step's pending pushes
 };
 
 TEST(ElasticCoordinatorTest, AJoinerGetsTheLowestFreeRankFromTheStepAfterTheHighestTaken) {
@@ -229,6 +236,111 @@ TEST(ElasticCoordinatorTest, AServerScheduleThatDoesNotExtendTheSchedulersIsRefu
   const std::vector<elastic::Generation> other = {{0, {0, 2}}, {7, {0, 1, 2}}};
   EXPECT_THAT(c.TakeUp(other).message(), HasSubstr("a server's generation 0 (from step 0, workers {0,2}) differs"));
   EXPECT_FALSE(c.HasPendingChange());
+}
+
+}  // namespace
+}  // namespace dtrain::scheduler
+
+namespace dtrain::scheduler {
+namespace {
+
+// Worker 2 joins from step 7, the survivors push step 7 in generation 1, and worker 2
+// dies before its push: every key waits at version 7, so its removal (the step PlanDrop
+// picks) replaces generation 1 from step 7, which is left zero-length.
+TEST(ElasticCoordinatorTest, AJoinerThatNeverSteppedIsReplacedFromItsJoinStep) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  GateServers servers(start, 2);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  for (auto& gate : servers.gates) ASSERT_TRUE(gate->AdmitPush(6, 0).ok());
+  ASSERT_EQ(*c.Join(), 2);
+  ASSERT_EQ(*c.RunChange(servers), "worker 2 joined at step 7: 3 workers from now");
+  for (auto& gate : servers.gates) ASSERT_TRUE(gate->AdmitPush(7, 1).ok());
+  ASSERT_TRUE(c.Leave(2).ok());
+  // Without the drop the step's pushes would merge with other workers: refused.
+  EXPECT_THAT(c.RunChangeFrom(servers, 7, /*drop_pending=*/false).status().message(),
+              HasSubstr("cannot start at step 7: generation 1 from step 7, workers {0,1,2} started there"));
+  EXPECT_THAT(c.RunChangeFrom(servers, 6, /*drop_pending=*/true).status().message(),
+              HasSubstr("cannot start at step 6"));
+  auto line = c.RunChangeFrom(servers, 7, /*drop_pending=*/true);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, "worker 2 left at step 7: 2 workers from now");
+  EXPECT_EQ(servers.drops, 2);
+  ASSERT_EQ(c.schedule().generations().size(), 3u);
+  EXPECT_TRUE(c.schedule().ZeroLength(1));
+  EXPECT_EQ(c.schedule().IndexAt(7), 2);
+  for (auto& gate : servers.gates) {
+    EXPECT_TRUE(gate->schedule() == c.schedule());
+    EXPECT_EQ(gate->AdmitPush(7, 1).code(), absl::StatusCode::kAborted);
+    EXPECT_TRUE(gate->AdmitPush(7, 2).ok());
+  }
+  EXPECT_FALSE(c.HasPendingChange());
+  // Its rank is free again, and generation 2 is not replaced from step 7 in turn by a
+  // change that did not drop.
+  EXPECT_EQ(*c.Join(), 2);
+  EXPECT_EQ(*c.RunChange(servers), "worker 2 joined at step 8: 3 workers from now");
+}
+
+TEST(ElasticCoordinatorTest, TheFirstGenerationIsNeverReplacedFromItsStep) {
+  const MembershipSchedule start = *MembershipSchedule::Create(1, 4, {{0, {0, 1}}});
+  GateServers servers(start, 1);
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_TRUE(c.Leave(1).ok());
+  EXPECT_THAT(c.RunChangeFrom(servers, 0, /*drop_pending=*/true).status().message(),
+              HasSubstr("cannot start at step 0"));
+  EXPECT_EQ(servers.drops, 0);
+}
+
+// A joiner that failed before its join was committed gives its rank back.
+TEST(ElasticCoordinatorTest, AJoinNotCommittedYetIsWithdrawn) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  auto c = *ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_EQ(*c.Join(), 2);
+  EXPECT_TRUE(c.HasPendingChange());
+  ASSERT_TRUE(c.WithdrawJoin(2).ok());
+  EXPECT_FALSE(c.HasPendingChange());
+  EXPECT_FALSE(c.Holds(2));
+  EXPECT_EQ(c.WithdrawJoin(2).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c.WithdrawJoin(0).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(*c.Join(), 2);
+}
+
+// A recording that holds a joiner removed before its first step replays without it: the
+// generations that merged steps are committed at their steps, and no worker 2 is awaited
+// for the zero-length one.
+TEST(ElasticCoordinatorTest, AReplayLeavesOutTheRecordingsZeroLengthGenerations) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  const MembershipSchedule recorded =
+      *MembershipSchedule::Create(2, 4, {{0, {0, 1}}, {7, {0, 1, 2}}, {7, {0, 1}}, {12, {0, 1, 2}}});
+  GateServers servers(start, 2);
+  auto c = *ElasticCoordinator::Create(start, recorded);
+  EXPECT_EQ(*c.RunChange(servers), "the same workers went on at step 7: 2 workers from now");
+  ASSERT_EQ(*c.Join(), 2);
+  EXPECT_EQ(*c.RunChange(servers), "worker 2 joined at step 12: 3 workers from now");
+  EXPECT_TRUE(c.schedule() == *WithoutZeroLength(recorded));
+  EXPECT_FALSE(c.HasReplayedChangeToCome());
+}
+
+// A scheduler restarted after server 0 committed the replacement of a zero-length
+// generation and before server 1 did: server 1 is sent it with its drop.
+TEST(ElasticCoordinatorTest, ARestartedSchedulerTakesUpAReplacementWithItsDrop) {
+  const MembershipSchedule start = *MembershipSchedule::Create(2, 4, {{0, {0, 1}}});
+  GateServers servers(start, 2);
+  for (auto& gate : servers.gates) {
+    ASSERT_TRUE(gate->Propose(1).ok());
+    ASSERT_TRUE(gate->Commit(1, {7, {0, 1, 2}}).ok());
+    ASSERT_TRUE(gate->AdmitPush(7, 1).ok());
+    ASSERT_TRUE(gate->Propose(2).ok());
+  }
+  ASSERT_TRUE(servers.gates[0]->CommitDroppingStep(2, {7, {0, 1}}, [] { return absl::OkStatus(); }).ok());
+  auto restarted = *ElasticCoordinator::Create(start, std::nullopt);
+  ASSERT_TRUE(restarted.TakeUp(servers.gates[0]->schedule().generations()).ok());
+  ASSERT_TRUE(restarted.RunChange(servers).ok());
+  EXPECT_EQ(servers.drops, 0);
+  auto line = restarted.RunChange(servers);
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(*line, "worker 2 left at step 7: 2 workers from now (taken up from the servers)");
+  EXPECT_EQ(servers.drops, 1);  // server 1 only: server 0 had committed it
+  EXPECT_TRUE(servers.gates[1]->schedule() == restarted.schedule());
 }
 
 }  // namespace

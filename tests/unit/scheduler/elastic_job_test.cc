@@ -29,7 +29,10 @@ struct FakeServer {
   // One heartbeat: the report goes in, the answer's order is carried out.
   std::string Beat(ElasticJob& job, int rank) {
     v1::HeartbeatResponse response;
-    // As MembershipOrders::Report: the generations held go with every report.
+    // As MembershipOrders::Report: the generations held and the keys' versions go with
+    // every report.
+    report.set_min_version(min_version);
+    report.set_max_version(max_version);
     report.clear_generations();
     const MembershipSchedule held = gate.schedule();  // a copy: generations() refers into it
     for (const elastic::Generation& g : held.generations()) {
@@ -62,7 +65,11 @@ struct FakeServer {
     }
     auto next = elastic::GenerationFromProto(order.next(), 4);
     dropped = dropped || order.drop_pending();
-    absl::Status s = next.ok() ? gate.Commit(order.generation(), *next) : next.status();
+    absl::Status s = next.status();
+    if (next.ok()) {
+      s = order.drop_pending() ? gate.CommitDroppingStep(order.generation(), *next, [] { return absl::OkStatus(); })
+                               : gate.Commit(order.generation(), *next);
+    }
     if (!s.ok()) return report.set_error(std::string(s.message()));
     report.set_committed_from(next->from_step);
   }
@@ -183,6 +190,77 @@ TEST_F(ElasticJobTest, ADeadWorkerIsDroppedFromTheVersionEveryKeyIsAt) {
   EXPECT_EQ(state.generations(1).from_step(), 812);
   EXPECT_EQ(job->Workers(), (std::vector<int>{0, 2}));
   for (auto& s : servers_) EXPECT_TRUE(s->dropped);
+}
+
+// Worker 2 joins from step 180 and fails before its first step (another model): the
+// survivors' pushes of step 180 wait for it on every key, and it is removed at once,
+// generation 1 replaced from step 180.
+TEST_F(ElasticJobTest, AJoinerThatFailedBeforeItsFirstStepIsRemovedFromItsJoinStep) {
+  auto job = Make(2, 2, 4, 2);
+  for (auto& s : servers_) ASSERT_TRUE(s->gate.AdmitPush(179, 0).ok());
+  ASSERT_EQ(*job->Join(-1), 2);
+  EXPECT_EQ(Rounds(*job, 4), "");
+  ASSERT_EQ(job->Workers(), (std::vector<int>{0, 1, 2}));
+  for (auto& s : servers_) {
+    ASSERT_TRUE(s->gate.AdmitPush(180, 1).ok());
+    s->min_version = s->max_version = 180;
+  }
+  EXPECT_FALSE(job->RemoveFailedJoiner(0, "a worker that was there from the start"));
+  // Step 179 still merging on server 0 (its last push admitted before the commit): the
+  // removal waits for it rather than take the keys for a step merged by the joiner.
+  servers_[0]->min_version = 179;
+  EXPECT_TRUE(job->RemoveFailedJoiner(2, "this worker's model is not the job's"));
+  EXPECT_EQ(Rounds(*job, 4), "");
+  EXPECT_EQ(job->State().generations_size(), 2);
+  servers_[0]->min_version = 180;
+  EXPECT_EQ(Rounds(*job, 4), "");
+  const v1::MembershipState state = job->State();
+  ASSERT_EQ(state.generations_size(), 3);
+  EXPECT_EQ(state.generations(2).from_step(), 180);
+  EXPECT_EQ(job->Workers(), (std::vector<int>{0, 1}));
+  EXPECT_FALSE(job->InJob(2));
+  EXPECT_EQ(WorkersGauge(), 2);
+  for (auto& s : servers_) {
+    EXPECT_TRUE(s->dropped);
+    EXPECT_EQ(s->gate.schedule().generations().size(), 3u);
+  }
+  EXPECT_EQ(elastic::ReadMembershipFile(file_)->generations().size(), 3u);
+}
+
+// Its generation merged step 180 (every key at 181): the joiner did step, and its
+// failure is the job's, naming it.
+TEST_F(ElasticJobTest, AFailedJoinerWhoseGenerationMergedAStepFailsTheJob) {
+  auto job = Make(2, 2, 4, 1);
+  ASSERT_EQ(*job->Join(-1), 2);
+  EXPECT_EQ(Rounds(*job, 4), "");
+  ASSERT_EQ(job->Workers(), (std::vector<int>{0, 1, 2}));
+  servers_[0]->min_version = servers_[0]->max_version = 5;
+  ASSERT_TRUE(job->RemoveFailedJoiner(2, "out of memory"));
+  EXPECT_THAT(Rounds(*job, 3),
+              HasSubstr("worker 2 failed: out of memory (its generation from step 1 merged a step already"));
+}
+
+// Dropped as dead first (its stream broke before its Leave came): its failure still
+// counts, so a generation that merged a step fails the job naming it.
+TEST_F(ElasticJobTest, AFailedJoinerDroppedAsDeadAlreadyIsRemovedOnlyIfItNeverStepped) {
+  auto job = Make(2, 2, 4, 1);
+  ASSERT_EQ(*job->Join(-1), 2);
+  EXPECT_EQ(Rounds(*job, 4), "");
+  job->Drop(2, "heartbeat stream broke");
+  EXPECT_TRUE(job->RemoveFailedJoiner(2, "out of memory"));
+  servers_[0]->min_version = servers_[0]->max_version = 5;
+  EXPECT_THAT(Rounds(*job, 3), HasSubstr("worker 2 failed: out of memory"));
+}
+
+// It failed before its join was committed: the join is withdrawn, nothing is proposed.
+TEST_F(ElasticJobTest, AJoinerThatFailedBeforeItsCommitIsWithdrawn) {
+  auto job = Make(2, 2, 4, 1);
+  ASSERT_EQ(*job->Join(-1), 2);
+  EXPECT_TRUE(job->RemoveFailedJoiner(2, "cannot reach server 0"));
+  EXPECT_FALSE(job->InJob(2));
+  EXPECT_EQ(Rounds(*job, 3), "");
+  EXPECT_EQ(job->State().generations_size(), 1);
+  EXPECT_EQ(servers_[0]->orders, 0);
 }
 
 TEST_F(ElasticJobTest, ADeadWorkerWhoseStepMergedOnSomeKeysFailsTheJobWithoutASnapshot) {

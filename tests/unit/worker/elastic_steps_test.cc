@@ -207,5 +207,18 @@ TEST(AwaitJoinStepTest, AJoinerStartsAtTheStepOfTheFirstGenerationThatHoldsIt) {
   EXPECT_EQ(*step, 180);
 }
 
+// Rank 2 was a joiner removed before its first step (generation 1, zero-length): a new
+// joiner given rank 2 starts with its own generation, not that one.
+TEST(AwaitJoinStepTest, AJoinerGivenARankHeldBeforeStartsAtItsOwnGeneration) {
+  const elastic::Membership before = MakeMembership(1, 4, {{0, {0, 1}}, {7, {0, 1, 2}}, {7, {0, 1}}});
+  FakeClusterElastic cluster(before, /*joiner=*/true);
+  EXPECT_EQ(AwaitJoinStep(cluster, 2, absl::Now() + absl::Milliseconds(10)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  cluster.Heartbeat(MakeMembership(1, 4, {{0, {0, 1}}, {7, {0, 1, 2}}, {7, {0, 1}}, {30, {0, 1, 2}}}));
+  absl::StatusOr<int64_t> step = AwaitJoinStep(cluster, 2, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(*step, 30);
+}
+
 }  // namespace
 }  // namespace dtrain::worker

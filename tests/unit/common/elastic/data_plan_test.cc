@@ -184,5 +184,28 @@ TEST(DataPlanTest, ARenumberedGenerationDrawsTheSameBatches) {
   EXPECT_EQ(*after.EpochFirstStep(2), t);
 }
 
+// A joiner removed before its first step leaves its generation zero-length: the plan
+// is the one of the schedule without it, with every step placed in the generation that
+// merges it (never the zero-length one).
+TEST(DataPlanTest, AZeroLengthGenerationDealsNothing) {
+  const MembershipSchedule with = *MembershipSchedule::Create(1, 3, {{0, {0, 1}}, {3, {0, 1, 2}}, {3, {0, 1}}});
+  const MembershipSchedule without = *MembershipSchedule::Create(1, 3, {{0, {0, 1}}, {3, {0, 1}}});
+  const DataPlan a(5, 100, 10, with);
+  const DataPlan b(5, 100, 10, without);
+  for (int64_t step = 0; step < 14; ++step) {
+    auto pa = a.Place(step);
+    auto pb = b.Place(step);
+    ASSERT_TRUE(pa.ok() && pb.ok()) << step;
+    EXPECT_NE(pa->generation, 1) << step;
+    EXPECT_EQ(pa->generation, pb->generation == 0 ? 0 : 2) << step;
+    EXPECT_EQ(pa->epoch, pb->epoch) << step;
+    EXPECT_EQ(pa->epoch_steps, pb->epoch_steps) << step;
+    EXPECT_EQ(pa->segment_first_step, pb->segment_first_step) << step;
+    for (int r : {0, 1}) EXPECT_EQ(*a.Batch(step, r), *b.Batch(step, r)) << step << " " << r;
+    EXPECT_THAT(a.Batch(step, 2).status().message(), HasSubstr("worker 2 has no batch")) << step;
+  }
+  EXPECT_EQ(*a.EpochFirstStep(2), *b.EpochFirstStep(2));
+}
+
 }  // namespace
 }  // namespace dtrain::elastic

@@ -187,6 +187,55 @@ TEST_F(MembershipGateTest, ADropThatFailsCommitsNothing) {
   EXPECT_EQ(gate_.AdmitPush(11, 0).code(), absl::StatusCode::kUnavailable);  // the proposal still holds
 }
 
+// A joiner (worker 2, generation 1 from step 10) died before its first step: the
+// survivors' pushes of step 10 wait for it, and its removal replaces generation 1 from
+// the same step, dropping them. Generation 1 then merges no step.
+TEST_F(MembershipGateTest, ADropCommitReplacesAGenerationThatMergedNoStepFromItsOwnStep) {
+  ASSERT_TRUE(gate_.AdmitPush(9, 0).ok());
+  ASSERT_TRUE(gate_.Propose(1).ok());
+  ASSERT_TRUE(gate_.Commit(1, {10, {0, 1, 2}}).ok());
+  ASSERT_TRUE(gate_.AdmitPush(10, 1).ok());
+  ASSERT_EQ(gate_.Propose(2)->highest_step, 10);
+  // A plain commit there would merge step 10's pushes taken already with other workers.
+  EXPECT_EQ(gate_.Commit(2, {10, {0, 1}}).code(), absl::StatusCode::kFailedPrecondition);
+  int drops = 0;
+  const absl::Status s = gate_.CommitDroppingStep(2, {10, {0, 1}}, [&] {
+    ++drops;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(drops, 1);
+  EXPECT_EQ(gate_.schedule().generations().size(), 3u);
+  EXPECT_TRUE(gate_.schedule().ZeroLength(1));
+  EXPECT_EQ(gate_.CountAt(10), 2);
+  EXPECT_EQ(gate_.RanksAt(10), (std::vector<int>{0, 1}));
+  EXPECT_FALSE(gate_.Holds(10, 2));
+  EXPECT_EQ(gate_.CountAt(9), 2);
+  EXPECT_EQ(gate_.DescribeAt(10), "generation 2 from step 10, workers {0,1}");
+  // The survivors' pushes of generation 1 are refused naming the replacement; they redo step 10.
+  EXPECT_EQ(gate_.AdmitPush(10, 1), MembershipChangedError(2, {10, {0, 1}}));
+  EXPECT_EQ(gate_.AdmitPush(10, 0), MembershipChangedError(1, {10, {0, 1, 2}}));
+  EXPECT_TRUE(gate_.AdmitPush(10, 2).ok());
+}
+
+// Generation 1 merged step 10 (a push of step 11 was taken): it cannot be replaced from
+// its own step, drop or not.
+TEST_F(MembershipGateTest, AGenerationThatMergedAStepIsNotReplacedFromItsOwnStep) {
+  ASSERT_TRUE(gate_.Propose(1).ok());
+  ASSERT_TRUE(gate_.Commit(1, {10, {0, 1, 2}}).ok());
+  ASSERT_TRUE(gate_.AdmitPush(11, 1).ok());
+  ASSERT_TRUE(gate_.Propose(2).ok());
+  bool dropped = false;
+  const absl::Status s = gate_.CommitDroppingStep(2, {10, {0, 1}}, [&] {
+    dropped = true;
+    return absl::OkStatus();
+  });
+  EXPECT_THAT(s.message(), HasSubstr("cannot start at step 10: this server lets steps up to 11 go on"));
+  EXPECT_FALSE(dropped);
+  EXPECT_EQ(gate_.Commit(2, {10, {0, 1}}).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(gate_.schedule().generations().size(), 2u);
+}
+
 TEST_F(MembershipGateTest, PushIfAdmittedRunsThePushOnlyWhenAdmittedAndAnswersItsStatus) {
   int pushes = 0;
   auto push = [&] {

@@ -43,8 +43,10 @@ TEST(MembershipScheduleTest, RefusesEachBrokenRuleNamingTheField) {
   EXPECT_THAT(code_and_text(0, 2, {{0, {0, 1}}}).message(), HasSubstr("need 1 <= MIN <= MAX"));
   EXPECT_THAT(code_and_text(1, 2, {}).message(), HasSubstr("at least one generation"));
   EXPECT_THAT(code_and_text(1, 2, {{5, {0}}}).message(), HasSubstr("generations[0].from_step"));
-  EXPECT_THAT(code_and_text(1, 3, {{0, {0}}, {10, {0, 1}}, {10, {0}}}).message(),
-              HasSubstr("generations[2].from_step: 10 is not after generations[1].from_step 10"));
+  EXPECT_THAT(code_and_text(1, 3, {{0, {0}}, {10, {0, 1}}, {9, {0}}}).message(),
+              HasSubstr("generations[2].from_step: 9 is not after generations[1].from_step 10"));
+  EXPECT_THAT(code_and_text(1, 3, {{0, {0}}, {0, {0, 1}}}).message(),
+              HasSubstr("generations[1].from_step: 0 is not after generations[0].from_step 0"));
   EXPECT_THAT(code_and_text(2, 3, {{0, {0}}}).message(), HasSubstr("generations[0].workers: 1 workers {0}, outside"));
   EXPECT_THAT(code_and_text(1, 4, {{0, {0, 1, 2, 3}}, {9, {0, 1, 2, 3, 4}}}).message(),
               HasSubstr("generations[1].workers: 5 workers"));
@@ -52,6 +54,27 @@ TEST(MembershipScheduleTest, RefusesEachBrokenRuleNamingTheField) {
   EXPECT_THAT(code_and_text(1, 3, {{0, {1, 0}}}).message(), HasSubstr("not strictly ascending"));
   EXPECT_THAT(code_and_text(1, 3, {{0, {1, 1}}}).message(), HasSubstr("not strictly ascending"));
   EXPECT_EQ(code_and_text(1, 3, {{0, {1, 1}}}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A joiner that died before its first step: its join (generation 1 from step 10) is
+// replaced by generation 2 from the same step, and no step is merged by generation 1.
+TEST(MembershipScheduleTest, AGenerationMayStartWhereTheOneBeforeItStartsWhichThenMergesNoStep) {
+  absl::StatusOr<MembershipSchedule> s = MembershipSchedule::Create(1, 3, {{0, {0, 1}}, {10, {0, 1, 2}}, {10, {0, 1}}});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->IndexAt(9), 0);
+  EXPECT_EQ(s->IndexAt(10), 2);
+  EXPECT_EQ(s->IndexAt(1000), 2);
+  EXPECT_TRUE(s->ZeroLength(1));
+  EXPECT_FALSE(s->ZeroLength(0));
+  EXPECT_FALSE(s->ZeroLength(2));
+  // Two in a row: the last of those starting at a step merges it.
+  ASSERT_TRUE(s->Append({10, {0, 2}}).ok());
+  EXPECT_EQ(s->IndexAt(10), 3);
+  EXPECT_TRUE(s->ZeroLength(2));
+  EXPECT_EQ(*s->LowestFreeRank(), 1);
+  // Never before the one before.
+  EXPECT_THAT(s->Append({9, {0, 1}}).message(), HasSubstr("generations[4].from_step: 9 is not after"));
+  EXPECT_EQ(s->generations().size(), 4u);
 }
 
 TEST(MembershipScheduleTest, AppendChecksAndChangesNothingOnError) {
