@@ -100,7 +100,10 @@ absl::Status SchedulerCluster::TakeMembership(const v1::RegisterResponse& reg) {
     return absl::FailedPreconditionError(
         absl::StrCat("the scheduler's membership of this elastic job is bad: ", m.status().message()));
   }
-  joiner_ = FirstGenerationHolding(m->schedule, rank_) < 0;
+  // Not in the latest generation: new to the job, or back in a rank a leaver or a removed
+  // joiner held before (a rank ever held is no sign of a restart of it).
+  const std::vector<int>& latest = m->schedule.latest().ranks;
+  joiner_ = !std::binary_search(latest.begin(), latest.end(), rank_);
   watch_ = std::make_unique<MembershipWatch>(*std::move(m), [this] { return JobStatus(); });
   return absl::OkStatus();
 }
