@@ -406,5 +406,8 @@ int64_t ShardStore::num_keys() const {
 }
 
 int64_t ShardStore::updates_applied() const { return impl_->updates_applied.load(std::memory_order_relaxed); }
+absl::Duration ShardStore::update_time() const {
+  return absl::Nanoseconds(impl_->update_nanos.load(std::memory_order_relaxed));
+}
 
 }  // namespace dtrain::kv

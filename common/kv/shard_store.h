@@ -49,8 +49,9 @@ using PullAnswerCallback = std::function<void(const absl::Status& status, const 
 class StoreObserver {
  public:
   virtual ~StoreObserver() = default;
-  // The optimizer ran once on one key.
-  virtual void OnUpdateApplied() {}
+  // The optimizer ran once on one key; `took`: the merge of the step's pushes (sync) and
+  // the update together, the server's own compute for that key and step.
+  virtual void OnUpdateApplied(absl::Duration /*took*/) {}
   // Sync: one key's step merged, `wait` after the step's first push arrived: how long
   // the step waited for its slowest worker.
   virtual void OnSyncStepMerged(absl::Duration /*wait*/) {}
@@ -235,6 +236,8 @@ class ShardStore {
   // weights twice where StoreConfig::keep_previous_version keeps their previous version.
   int64_t bytes_held() const;
   int64_t updates_applied() const;
+  // The time those updates took, the merges of sync steps included (not their waits).
+  absl::Duration update_time() const;
 
  private:
   struct Impl;

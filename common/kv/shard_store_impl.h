@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/kv/key_entry.h"
 #include "common/kv/key_snapshots.h"
 #include "common/kv/key_update.h"
@@ -56,6 +57,7 @@ struct ShardStore::Impl {
   std::atomic<int64_t> parked_pulls{0};
   absl::Time last_still_waiting_log ABSL_GUARDED_BY(mu) = absl::InfinitePast();
   std::atomic<int64_t> updates_applied{0};
+  std::atomic<int64_t> update_nanos{0};  // summed over updates_applied: merge + optimizer
   // SSP: the configured staleness; -1 in the other modes or before Configure.
   std::atomic<int> ssp_staleness{-1};
 
@@ -124,10 +126,18 @@ struct ShardStore::Impl {
     return a;
   }
 
-  void Apply(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+  // `started`: when the work for this update began (the merge, for a sync step), so that
+  // the time reported is what the server computed, not what it waited for.
+  void Apply(const StoreSetup& s, KeyEntry& k, const float* grad, absl::Time started)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     UpdateKey(s, k, grad);
+    const absl::Duration took = absl::Now() - started;
     updates_applied.fetch_add(1, std::memory_order_relaxed);
-    if (s.observer != nullptr) s.observer->OnUpdateApplied();
+    update_nanos.fetch_add(absl::ToInt64Nanoseconds(took), std::memory_order_relaxed);
+    if (s.observer != nullptr) s.observer->OnUpdateApplied(took);
+  }
+  void Apply(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
+    Apply(s, k, grad, absl::Now());
   }
 
   // A sync step's last push arrived (`last_rank`, `last_grad`; -1: none, SSP's pushes
@@ -135,7 +145,8 @@ struct ShardStore::Impl {
   void MergeStep(const StoreSetup& s, KeyEntry& k, int last_rank, const float* last_grad)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
     if (s.observer != nullptr) s.observer->OnSyncStepMerged(clock() - k.first_push_at);
-    Apply(s, k, MeanGradient(s, k, last_rank, last_grad));
+    const absl::Time started = absl::Now();
+    Apply(s, k, MeanGradient(s, k, last_rank, last_grad), started);
     ResetPending(k);
   }
 

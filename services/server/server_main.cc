@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "common/malloc_tuning.h"
 #include "common/auth/node_token.h"
@@ -232,8 +233,11 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
 }
 
 void Shutdown(const std::string& why, const kv::ShardStore& store, grpc::Server& server, SchedulerClient* scheduler) {
-  DTRAIN_LOG(INFO) << "stopping (" << why << "): " << store.updates_applied() << " updates applied to "
-                   << store.num_keys() << " keys";
+  const int64_t updates = store.updates_applied();
+  DTRAIN_LOG(INFO) << "stopping (" << why << "): " << updates << " updates applied to " << store.num_keys()
+                   << " keys; merging and applying them took "
+                   << absl::StrFormat("%.3f s (%.3f ms each)", absl::ToDoubleSeconds(store.update_time()),
+                                      updates == 0 ? 0.0 : absl::ToDoubleMilliseconds(store.update_time()) / updates);
   // Streams still open after the grace period are cancelled; parked pulls are dropped.
   server.Shutdown(DeadlineAfter(absl::Seconds(5)));
   if (scheduler != nullptr) {

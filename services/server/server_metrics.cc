@@ -27,6 +27,9 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
                                 "Requests answered with an error (bad key or size, timeout, ...).");
   updates_ = &AddCounter(r, "dtrain_server_updates_applied_total",
                          "Optimizer updates applied, summed over this server's keys.");
+  update_seconds_ = &AddCounter(r, "dtrain_server_update_seconds_total",
+                                "Seconds spent merging sync steps' pushes and applying the optimizer, summed over "
+                                "keys (not the waits for pushes): the server's own compute per step.");
   workers_seen_ = &AddGauge(r, "dtrain_server_workers_seen", "Distinct workers this server has heard from.");
   parked_pulls_ = &AddGauge(r, "dtrain_server_parked_pulls",
                             "Sync pulls waiting for their step's last push (dropped with their stream).");
@@ -76,7 +79,10 @@ void ServerMetrics::SyncStepMerged(double seconds) { sync_wait_->Observe(seconds
 
 void ServerMetrics::AsyncPushApplied(int64_t staleness) { staleness_->Observe(static_cast<double>(staleness)); }
 
-void ServerMetrics::UpdateApplied() { updates_->Increment(); }
+void ServerMetrics::UpdateApplied(double seconds) {
+  updates_->Increment();
+  update_seconds_->Increment(seconds);
+}
 
 void ServerMetrics::WorkerSeen() { workers_seen_->Increment(); }
 

@@ -37,7 +37,7 @@ class ServerMetrics final : public kv::RequestObserver {
   void SyncStepMerged(double seconds);
   // An async push was applied `staleness` updates after its worker last pulled the key.
   void AsyncPushApplied(int64_t staleness);
-  void UpdateApplied();
+  void UpdateApplied(double seconds);
   void WorkerSeen();
   // Pulls parked (delta > 0) or no longer parked.
   void ParkedPulls(int64_t delta);
@@ -54,6 +54,7 @@ class ServerMetrics final : public kv::RequestObserver {
   prometheus::Counter* pull_weight_bytes_;
   prometheus::Counter* request_errors_;
   prometheus::Counter* updates_;
+  prometheus::Counter* update_seconds_;
   prometheus::Gauge* workers_seen_;
   prometheus::Gauge* parked_pulls_;
   prometheus::Histogram* sync_wait_;

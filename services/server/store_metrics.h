@@ -13,7 +13,7 @@ class StoreMetrics final : public kv::StoreObserver {
   // `metrics` must outlive this object.
   explicit StoreMetrics(server::ServerMetrics* metrics) : metrics_(metrics) {}
 
-  void OnUpdateApplied() override { metrics_->UpdateApplied(); }
+  void OnUpdateApplied(absl::Duration took) override { metrics_->UpdateApplied(absl::ToDoubleSeconds(took)); }
   void OnSyncStepMerged(absl::Duration wait) override { metrics_->SyncStepMerged(absl::ToDoubleSeconds(wait)); }
   void OnAsyncPushApplied(int64_t staleness) override { metrics_->AsyncPushApplied(staleness); }
   void OnWorkerSeen(int /*worker_rank*/) override { metrics_->WorkerSeen(); }

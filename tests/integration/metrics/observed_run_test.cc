@@ -55,7 +55,7 @@ const std::map<std::string, std::vector<std::string>>& Required() {
       {"server",
        {"dtrain_server_push_requests_total", "dtrain_server_pull_requests_total", "dtrain_server_push_bytes_total",
         "dtrain_server_pull_bytes_total", "dtrain_server_sync_wait_seconds_bucket",
-        "dtrain_server_updates_applied_total", "dtrain_server_workers_seen",
+        "dtrain_server_updates_applied_total", "dtrain_server_update_seconds_total", "dtrain_server_workers_seen",
         "dtrain_server_push_staleness_updates_count"}},
       {"worker",
        {"dtrain_worker_samples_total", "dtrain_worker_steps_total", "dtrain_worker_epoch", "dtrain_worker_train_loss",

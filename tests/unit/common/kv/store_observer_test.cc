@@ -9,10 +9,14 @@ namespace {
 
 struct Recorder : StoreObserver {
   int updates = 0;
+  absl::Duration update_time;
   std::vector<absl::Duration> waits;
   std::vector<int64_t> staleness;
   std::vector<int> seen;
-  void OnUpdateApplied() override { ++updates; }
+  void OnUpdateApplied(absl::Duration took) override {
+    ++updates;
+    update_time += took;
+  }
   void OnSyncStepMerged(absl::Duration wait) override { waits.push_back(wait); }
   void OnAsyncPushApplied(int64_t s) override { staleness.push_back(s); }
   void OnWorkerSeen(int rank) override { seen.push_back(rank); }
@@ -50,8 +54,13 @@ TEST_F(StoreObserverTest, SyncReportsHowLongTheStepWaitedForItsLastWorker) {
   ASSERT_EQ(recorder_.waits.size(), 1u);
   EXPECT_EQ(recorder_.waits[0], absl::Milliseconds(250));
   EXPECT_EQ(recorder_.updates, 1);
+  // The update's own time is measured on the real clock, apart from the wait above.
+  EXPECT_GT(recorder_.update_time, absl::ZeroDuration());
+  EXPECT_LT(recorder_.update_time, absl::Milliseconds(250));
+  EXPECT_EQ(store_.update_time(), recorder_.update_time);
   ASSERT_TRUE(store_.Push(1, 0, 7, grad_, 2).ok());  // a retry of a merged step: nothing new
   EXPECT_EQ(recorder_.updates, 1);
+  EXPECT_EQ(store_.update_time(), recorder_.update_time);
   EXPECT_EQ(recorder_.seen, (std::vector<int>{0, 1}));
 }
 

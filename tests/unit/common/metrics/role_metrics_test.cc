@@ -85,7 +85,7 @@ TEST(ServerMetricsTest, RequestsBytesWaitsStalenessUpdatesWorkers) {
   m.RequestFailed();
   m.SyncStepMerged(0.03);
   m.AsyncPushApplied(3);
-  m.UpdateApplied();
+  m.UpdateApplied(0.25);
   m.WorkerSeen();
   m.WorkerSeen();
   const Exposition e = Render(registry);
@@ -93,6 +93,7 @@ TEST(ServerMetricsTest, RequestsBytesWaitsStalenessUpdatesWorkers) {
   EXPECT_EQ(Value(e, "dtrain_server_pull_requests_total"), 1);
   EXPECT_EQ(Value(e, "dtrain_server_push_bytes_total"), 400);
   EXPECT_EQ(Value(e, "dtrain_server_pull_bytes_total"), 400);
+  EXPECT_DOUBLE_EQ(Value(e, "dtrain_server_update_seconds_total"), 0.25);
   EXPECT_EQ(Value(e, "dtrain_server_request_errors_total"), 1);
   EXPECT_EQ(Value(e, "dtrain_server_updates_applied_total"), 1);
   EXPECT_EQ(Value(e, "dtrain_server_workers_seen"), 2);
