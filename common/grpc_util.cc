@@ -4,6 +4,7 @@
 #include "common/credentials.h"
 #include "common/listen_failure.h"
 #include "common/log.h"
+#include "common/socket_tuning.h"
 
 namespace dtrain {
 
@@ -60,6 +61,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // A peer restarted elsewhere under the same name (a Kubernetes pod behind its headless
   // Service) has a new address: look the name up again within a second, not 30 s.
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000);
+  SetSocketTuning(args);
   return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
 }
 
@@ -73,6 +75,7 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   // start "fine" and the kernel would split the nodes between the two. A port is
   // one service's.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  SetSocketTuning(builder);
 }
 
 std::unique_ptr<grpc::Server> StartGrpcServer(const std::string& listen, grpc::Service* service, int* bound_port) {

@@ -73,8 +73,15 @@ bool HasLargeTensor(const std::vector<int64_t>& param_elems) {
   return std::any_of(param_elems.begin(), param_elems.end(), [](int64_t n) { return n > kMaxChunkElems; });
 }
 
+int64_t LargeModelChunkElems(int num_servers) {
+  int64_t bound = kLargeModelChunkElems;
+  // The largest power of two at most kLargeModelChunkElems * 2 / num_servers.
+  while (bound > kMinLargeModelChunkElems && bound * num_servers > 2 * kLargeModelChunkElems) bound /= 2;
+  return bound;
+}
+
 int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers) {
-  if (HasLargeTensor(param_elems)) return kLargeModelChunkElems;
+  if (HasLargeTensor(param_elems)) return LargeModelChunkElems(num_servers);
   const ChunkAdvice advice =
       SuggestChunkElems(param_elems, ComputePlacement(param_elems, num_servers, kMaxChunkElems), kMaxChunkElems);
   return advice.bound > 0 ? advice.bound : kMaxChunkElems;

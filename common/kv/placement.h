@@ -73,7 +73,16 @@ ChunkAdvice SuggestChunkElems(const std::vector<int64_t>& param_elems, const Pla
 // loads one server over 1.25x its share, then SuggestChunkElems's bound. It depends only
 // on the tensors' sizes and the number of servers, so every worker, and every
 // replacement, computes the same.
+//
+// With more servers the keys get smaller: a worker's link is shared by one stream per
+// server, so a key takes S times its bytes' time to reach its server, and a server answers
+// only once the slowest worker's copy is in. kLargeModelChunkElems holds up to 2 servers;
+// from 3 it is 2/S of that, rounded down to a power of two, at least kMinLargeModelChunkElems
+// (4 workers + 4 servers at 250 Mbit/s: 264 samples/s with 131072, 280 with 65536, 284 with
+// 32768; docs/benchmarks-network.md, "More workers").
 inline constexpr int64_t kLargeModelChunkElems = int64_t{1} << 17;
+inline constexpr int64_t kMinLargeModelChunkElems = int64_t{1} << 15;
+int64_t LargeModelChunkElems(int num_servers);
 // Whether some tensor is above kMaxChunkElems: AutoChunkElems's first rule.
 bool HasLargeTensor(const std::vector<int64_t>& param_elems);
 int64_t AutoChunkElems(const std::vector<int64_t>& param_elems, int num_servers);

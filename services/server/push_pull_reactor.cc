@@ -160,9 +160,7 @@ void PushPullReactor::DropParkedPulls() {
 }
 
 grpc::ByteBuffer PushPullReactor::Outbox::TakeWrite() {
-  // A batch stays well under the worker's receive limit (kMaxMessageBytes, 64 MiB); an
-  // answer larger than this goes alone.
-  constexpr size_t kMaxBatchBytes = 4 << 20;
+  using kv::kMaxBatchBytes;
   constexpr size_t kMaxBatchParts = 1024;
   grpc::ByteBuffer first = queue.Pop();
   size_t bytes = first.Length();

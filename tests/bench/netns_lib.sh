@@ -165,6 +165,8 @@ nb_network() { # N RATE
         nb_fail "congestion control '$NB_CC' is not available in a namespace: want one of" \
           "net.ipv4.tcp_allowed_congestion_control ($(sysctl -n net.ipv4.tcp_allowed_congestion_control))"
     fi
+    # NB_SYSCTLS: more per-namespace settings, "key=value ..." (experiments with TCP).
+    for kv in ${NB_SYSCTLS:-}; do ip netns exec "$ns" sysctl -qw "${kv//,/ }" || nb_fail "sysctl $kv in $ns"; done
     if [ "$rate" != none ]; then
       nb_tbf "$ns" eth0 "$rate"
       nb_tbf "$sw" "veth$i" "$rate"

@@ -224,7 +224,7 @@ struct PsClient::Impl {
   // (common/kv/message_batch.h) once the server's answers said it reads batches, up to
   // kMaxBatchBytes (a request larger than that goes alone), lowest key first as ever.
   void WriterLoop() {
-    constexpr size_t kMaxBatchBytes = 4 << 20;
+    using kv::kMaxBatchBytes;
     constexpr size_t kMaxBatchParts = 1024;
     std::vector<Outgoing> msgs;
     std::vector<grpc::ByteBuffer> parts;

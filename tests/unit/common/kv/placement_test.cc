@@ -138,7 +138,12 @@ TEST(PlacementTest, AutoBoundIsTheAdviceOnlyWhereOneServerWouldCarryTheModel) {
   // A tensor MXNet would cut (the mlp 2048,2048's fc2: 4,194,304): keys of 512 KB, also
   // on one server, where 4 MB keys would leave the pulls a whole key behind the pushes.
   const std::vector<int64_t> wide_mlp = {1605632, 2048, 4194304, 2048, 20480, 10};
-  for (int servers : {1, 2, 3}) EXPECT_EQ(AutoChunkElems(wide_mlp, servers), kLargeModelChunkElems) << servers;
+  for (int servers : {1, 2}) EXPECT_EQ(AutoChunkElems(wide_mlp, servers), kLargeModelChunkElems) << servers;
+  // Smaller with more servers, whose streams share each worker's link: 2/S of that, down to
+  // a floor.
+  for (int servers : {3, 4}) EXPECT_EQ(AutoChunkElems(wide_mlp, servers), 65536) << servers;
+  for (int servers : {5, 8, 64}) EXPECT_EQ(AutoChunkElems(wide_mlp, servers), kMinLargeModelChunkElems) << servers;
+  EXPECT_EQ(kMinLargeModelChunkElems, 32768);
   EXPECT_EQ(AutoChunkElems({kMaxChunkElems, 10}, 1), kMaxChunkElems) << "not above the bound";
 }
 
@@ -173,6 +178,17 @@ TEST(PlacementTest, FindsTheBoundACheckpointWasCutWith) {
     mlp_sizes.push_back(s.length);
   }
   EXPECT_EQ(FindChunkElems(wide_mlp, mlp_keys, mlp_sizes), kLargeModelChunkElems);
+  // Cut for 4 and for 8 servers, resumed on any number.
+  for (int written_by : {4, 8}) {
+    const int64_t bound = AutoChunkElems(wide_mlp, written_by);
+    mlp_keys.clear();
+    mlp_sizes.clear();
+    for (const KeySlice& s : ComputePlacement(wide_mlp, 2, bound).slices) {
+      mlp_keys.push_back(s.key);
+      mlp_sizes.push_back(s.length);
+    }
+    EXPECT_EQ(FindChunkElems(wide_mlp, mlp_keys, mlp_sizes), bound) << written_by;
+  }
   // 50000 cuts fc1 into the same 8 keys as 50176, but not the same slices: the states'
   // sizes tell them apart (with no state, either cut restores the same).
   keys_of(50000, 1, &keys, &sizes);

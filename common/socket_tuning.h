@@ -1,0 +1,37 @@
+// Socket options for every gRPC connection dtrain opens or accepts.
+//
+// TCP_NOTSENT_LOWAT: the kernel holds at most this many bytes of a connection that are
+// not yet sent. Without it a socket takes up to its whole send buffer (4 MB here) ahead
+// of the wire, so the order the sender chose (lowest key first, a worker's keys spread
+// over every server) is lost in queues the kernel drains in whatever order its flows
+// win the link: with 4 workers and 4 servers on 250 Mbit/s links the servers waited for
+// the last worker's copy of each key, and a step's answers trailed its pushes by a third
+// of a second (docs/benchmarks-network.md, "More workers"). Bytes in flight are not
+// capped, so fast links with long round trips keep their full window.
+#pragma once
+
+#include <cstdint>
+
+#include <grpcpp/grpcpp.h>
+
+namespace dtrain {
+
+inline constexpr int kNotSentLowWaterBytes = 128 << 10;
+
+// Every socket of the channel made with `args` gets the options above.
+void SetSocketTuning(grpc::ChannelArguments& args);
+
+// Every socket the server built by `builder` listens or accepts on gets them.
+void SetSocketTuning(grpc::ServerBuilder& builder);
+
+// Sockets of this process whose options were set and read back, by how gRPC uses them,
+// and those that refused (a Unix socket has no TCP options; the connection goes on).
+struct SocketTuningCounts {
+  int64_t client_connections = 0;
+  int64_t server_listeners = 0;
+  int64_t server_connections = 0;
+  int64_t refused = 0;
+};
+SocketTuningCounts SocketsTuned();
+
+}  // namespace dtrain
