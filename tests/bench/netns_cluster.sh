@@ -23,6 +23,8 @@
 #   --link-trace      sample each host's link every 2 ms while a side runs; print how
 #                     much of the time each direction was in use (link_trace.py; the
 #                     samples stay in the logs' directory as links-<side>-<host>.txt)
+# Environment: BIN (the binaries), NB_SYSCTLS ("key=value ..." set in every host's namespace,
+# commas standing for spaces: net.ipv4.tcp_wmem=4096,16384,262144).
 # Prints one line per side and, last, one "RESULT key=value ..." line.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
