@@ -126,7 +126,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
     if (setup->observer != nullptr && k->last_pull_version[worker_rank] >= 0) {
       setup->observer->OnAsyncPushApplied(k->version - k->last_pull_version[worker_rank]);
     }
-    impl_->Apply(*setup, *k, grad);
+    impl_->Apply(*setup, *k, grad, absl::Now());
     Impl::MaybeSnapshot(*setup, key, *k);
     impl_->FireReady(*setup, key, *k);
     return absl::OkStatus();

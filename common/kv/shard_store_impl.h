@@ -136,9 +136,6 @@ struct ShardStore::Impl {
     update_nanos.fetch_add(absl::ToInt64Nanoseconds(took), std::memory_order_relaxed);
     if (s.observer != nullptr) s.observer->OnUpdateApplied(took);
   }
-  void Apply(const StoreSetup& s, KeyEntry& k, const float* grad) ABSL_EXCLUSIVE_LOCKS_REQUIRED(k.mu) {
-    Apply(s, k, grad, absl::Now());
-  }
 
   // A sync step's last push arrived (`last_rank`, `last_grad`; -1: none, SSP's pushes
   // held ahead): the mean of every worker's is applied once.

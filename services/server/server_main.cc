@@ -234,10 +234,11 @@ absl::StatusOr<int> JoinJob(const ClusterFlags& cluster, const std::string& addr
 
 void Shutdown(const std::string& why, const kv::ShardStore& store, grpc::Server& server, SchedulerClient* scheduler) {
   const int64_t updates = store.updates_applied();
+  const absl::Duration took = store.update_time();
   DTRAIN_LOG(INFO) << "stopping (" << why << "): " << updates << " updates applied to " << store.num_keys()
                    << " keys; merging and applying them took "
-                   << absl::StrFormat("%.3f s (%.3f ms each)", absl::ToDoubleSeconds(store.update_time()),
-                                      updates == 0 ? 0.0 : absl::ToDoubleMilliseconds(store.update_time()) / updates);
+                   << absl::StrFormat("%.3f s (%.3f ms each)", absl::ToDoubleSeconds(took),
+                                      updates == 0 ? 0.0 : absl::ToDoubleMilliseconds(took) / updates);
   // Streams still open after the grace period are cancelled; parked pulls are dropped.
   server.Shutdown(DeadlineAfter(absl::Seconds(5)));
   if (scheduler != nullptr) {
