@@ -97,7 +97,7 @@ bool PushPullHandler::Push(const v1::PushPullRequest& req, const float* payload,
   if (s.ok() && metrics_ != nullptr) metrics_->PushUnpacked(numel * static_cast<int64_t>(sizeof(float)));
   if (s.ok()) s = CheckFinite(req, grad, numel);
   if (s.ok()) {
-    auto store_push = [&] { return store_->Push(req.worker_rank(), req.step(), req.key(), grad, numel); };
+    auto store_push = [&] { return store_->Push(req.worker_rank(), req.step(), req.key(), grad, numel, req.lag()); };
     s = options_.push_gate == nullptr
             ? store_push()
             : options_.push_gate->PushIfAdmitted(req.step(), req.membership_generation(), store_push);

@@ -14,6 +14,7 @@
 #include "common/kv/key_snapshots.h"
 #include "common/kv/key_update.h"
 #include "common/kv/shard_store_impl.h"
+#include "common/kv/stale_weight.h"
 #include "common/kv/stall_report.h"
 #include "common/kv/store_setup.h"
 #include "common/kvstore_mode.h"
@@ -101,7 +102,8 @@ absl::Status ShardStore::InitKey(uint64_t key, const std::vector<int64_t>& shape
   return absl::OkStatus();
 }
 
-absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel) {
+absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel,
+                              int64_t lag) {
   KeyEntry* k = nullptr;
   const StoreSetup* setup = nullptr;
   if (absl::Status s = impl_->Find(key, &k, &setup); !s.ok()) return s;
@@ -112,12 +114,22 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
                                                    " elements, but the key has ", k->numel, " (shape ",
                                                    ShapeText(k->shape), ")"));
   }
+  DTRAIN_RETURN_IF_ERROR(CheckPushLag(lag, setup->config.mode, setup->config.staleness, worker_rank, step, key));
+  // A stale push is held, and merged, already weighed: the step's mean is the usual one.
+  const float weight = StaleWeight(lag);
+  std::vector<float> weighed;
+  if (weight != 1.0f) {
+    weighed.assign(grad, grad + numel);
+    for (float& g : weighed) g *= weight;
+    grad = weighed.data();
+  }
   absl::MutexLock lock(&k->mu);
   k->SeeWorker(worker_rank);
   const absl::StatusOr<PushAction> action = setup->rule->OnPush(k->Progress(key, worker_rank, step), worker_rank, step);
   if (!action.ok()) return action.status();
   if (*action == PushAction::kIgnore) return absl::OkStatus();
   k->last_push_step[worker_rank] = std::max(k->last_push_step[worker_rank], step);
+  if (setup->observer != nullptr && setup->config.mode == MergeMode::kSsp) setup->observer->OnSspPushTaken(lag);
   if (*action == PushAction::kStoreAhead) {
     k->ahead.Hold(step, worker_rank, grad, numel);
     return absl::OkStatus();

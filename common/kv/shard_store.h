@@ -58,6 +58,9 @@ class StoreObserver {
   // Async: a push was applied `staleness` updates after the version its worker last
   // pulled of that key (0: computed on the current weights).
   virtual void OnAsyncPushApplied(int64_t /*staleness*/) {}
+  // SSP: a push taken for its step said its weights were `lag` versions behind it
+  // (PushPullRequest.lag; 0: fresh); it counts StaleWeight(lag) in the step's mean.
+  virtual void OnSspPushTaken(int64_t /*lag*/) {}
   // A worker was heard from for the first time.
   virtual void OnWorkerSeen(int /*worker_rank*/) {}
   // Pulls parked (`delta` > 0) or no longer parked (answered, timed out, dropped).
@@ -109,7 +112,12 @@ class ShardStore {
   // push for the pending step from the same worker, is ignored (OK) so that retries
   // count once; a push for a step ahead of the key's version is FAILED_PRECONDITION.
   // Async: a push whose step is <= that worker's last push to this key is ignored.
-  absl::Status Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel);
+  // SSP: `lag` > 0 says the gradient was computed on weights that many versions older
+  // than `step`; it is scaled by StaleWeight(lag) before it joins its step's mean
+  // (stale_weight.h).
+  // Any other lag, or one in another mode, is INVALID_ARGUMENT (CheckPushLag).
+  absl::Status Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel,
+                    int64_t lag = 0);
 
   // kAtLeast: answers with the key's weights once its version >= min_version (sync;
   // async answers at once). `done` runs in this call if ready, else later from the

@@ -39,7 +39,9 @@ ServerMetrics::ServerMetrics(metrics::MetricsRegistry& registry) {
                              metrics::internal::SecondsBuckets());
   staleness_ = &AddHistogram(r, "dtrain_server_push_staleness_updates",
                              "Async mode: updates applied to a key between a worker's pull and its next push "
-                             "(0: the gradient was computed on the current weights).",
+                             "(0: the gradient was computed on the current weights). dist_ssp: how many versions "
+                             "behind its step the weights a push was computed on were (it counts 1/(1+lag) in "
+                             "the step's mean).",
                              {0, 1, 2, 4, 8, 16, 32, 64, 128});
   catch_up_hold_ = &AddHistogram(r, "dtrain_server_catch_up_hold_seconds",
                                  "Replication: seconds a key's answers were held while its state was copied to a "
@@ -77,7 +79,7 @@ void ServerMetrics::RequestFailed() { request_errors_->Increment(); }
 
 void ServerMetrics::SyncStepMerged(double seconds) { sync_wait_->Observe(seconds); }
 
-void ServerMetrics::AsyncPushApplied(int64_t staleness) { staleness_->Observe(static_cast<double>(staleness)); }
+void ServerMetrics::PushStaleness(int64_t staleness) { staleness_->Observe(static_cast<double>(staleness)); }
 
 void ServerMetrics::UpdateApplied(double seconds) {
   updates_->Increment();

@@ -36,7 +36,7 @@ class ServerMetrics final : public kv::RequestObserver {
   // One key's sync step merged, `seconds` after its first worker's push.
   void SyncStepMerged(double seconds);
   // An async push was applied `staleness` updates after its worker last pulled the key.
-  void AsyncPushApplied(int64_t staleness);
+  void PushStaleness(int64_t staleness);  // async staleness, or a dist_ssp push's lag
   void UpdateApplied(double seconds);
   void WorkerSeen();
   // Pulls parked (delta > 0) or no longer parked.

@@ -15,7 +15,8 @@ class StoreMetrics final : public kv::StoreObserver {
 
   void OnUpdateApplied(absl::Duration took) override { metrics_->UpdateApplied(absl::ToDoubleSeconds(took)); }
   void OnSyncStepMerged(absl::Duration wait) override { metrics_->SyncStepMerged(absl::ToDoubleSeconds(wait)); }
-  void OnAsyncPushApplied(int64_t staleness) override { metrics_->AsyncPushApplied(staleness); }
+  void OnAsyncPushApplied(int64_t staleness) override { metrics_->PushStaleness(staleness); }
+  void OnSspPushTaken(int64_t lag) override { metrics_->PushStaleness(lag); }
   void OnWorkerSeen(int /*worker_rank*/) override { metrics_->WorkerSeen(); }
   void OnParkedPulls(int64_t delta) override { metrics_->ParkedPulls(delta); }
 

@@ -60,8 +60,8 @@ std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t stalen
       stalled, total, 100.0 * stalled / total, stalls.size(), p90, need - 1, 1000.0 * step);
   if (sync) {
     return absl::StrCat(what, "; --kv-store dist_ssp --staleness ", need,
-                        " lets the others go on through such a pause, with --mom 0.5 or lower (stale gradients act "
-                        "as momentum of their own; the weights then differ from dist_sync's)");
+                        " lets the others go on through such a pause (their pushes from stale weights count less "
+                        "by how stale; the weights then differ from dist_sync's)");
   }
   // Under dist_ssp a stall is what a pause lasted beyond the slack: add it.
   return absl::StrCat(what, " beyond --staleness ", staleness, "; --staleness ", staleness + need, " would cover them");

@@ -77,6 +77,11 @@ void AddTrainFlags(FlagSet& f, TrainOptions* o) {
             "communication overlaps the rest of backward and the next forward (the same weights, bit for bit); "
             "on by default, --no-overlap for forward, backward, push-pull one after another",
             {"DTRAIN_OVERLAP"});
+  f.AddBool("weigh-stale", &o->weigh_stale,
+            "dist_ssp: a gradient computed on weights L steps old (this worker ran ahead of the others) counts "
+            "1/(1+L) in its step, so that the default momentum trains as in dist_sync (docs/tuning.md); on by "
+            "default, --no-weigh-stale to count every push in full",
+            {"DTRAIN_WEIGH_STALE"});
   f.AddInt("bigarray-bound", &o->bigarray_bound,
            "dist_*: parameters with more elements are cut into keys of this many and spread over the servers "
            "(MXNet's MXNET_KVSTORE_BIGARRAY_BOUND; 1024..1048576; every worker must use the same, and a resume "

@@ -41,6 +41,9 @@ struct TrainOptions {
   double sync_timeout_s = kDefaultSyncTimeoutSeconds;
   // Push each parameter's gradient from backward as soon as it is computed (dist_*).
   bool overlap = true;  // --no-overlap: the strictly sequential step
+  // dist_ssp: pushes say how stale their weights were and count less for it
+  // (common/kv/stale_weight.h); --no-weigh-stale: in full.
+  bool weigh_stale = true;
   // Parameters with more elements are cut into keys of this many (MXNet's
   // MXNET_KVSTORE_BIGARRAY_BOUND), spread over the servers. 0: chosen by the kvstore
   // (kv::AutoChunkElems; a resume the bound its checkpoint was cut with).

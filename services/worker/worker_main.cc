@@ -71,6 +71,7 @@ absl::StatusOr<std::unique_ptr<KVStore>> CreateKVStore(const TrainOptions& optio
   DistOptions d;
   d.mode = options.mode;
   d.staleness = static_cast<int>(options.staleness);
+  d.weigh_stale = options.weigh_stale;
   d.max_chunk_elems = options.bigarray_bound;
   d.connect_timeout = absl::Seconds(flags.job.register_timeout_s);
   d.replication = static_cast<int>(flags.job.replication);

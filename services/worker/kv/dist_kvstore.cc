@@ -75,6 +75,7 @@ absl::Status DistKVStore::Init(const std::vector<ParamRef>& params, const KVStor
   for (const auto& p : params_) sizes.push_back(p.numel);
   DTRAIN_ASSIGN_OR_RETURN(const int64_t bound, ChunkElems(sizes, init));
   placement_ = kv::ComputePlacement(sizes, static_cast<int>(servers_.size()), bound);
+  held_versions_.assign(placement_.slices.size(), -1);
   if (const kv::ChunkAdvice advice = kv::SuggestChunkElems(sizes, placement_, bound);
       advice.bound > 0 && cluster_.rank() == 0) {
     // A bound the user gave that leaves one server most of the elements, and so of every
@@ -235,13 +236,12 @@ absl::Status DistKVStore::Settle(int64_t next_step) {
   if (options_.mode != KVStoreMode::kDistSsp || options_.staleness == 0) return absl::OkStatus();
   // Every worker pushed every step of the epoch before it gets here, so each key
   // reaches exactly `next_step`: nobody can push step `next_step` before settling.
-  std::vector<int64_t> pulled(placement_.slices.size(), -1);
   for (size_t i = 0; i < placement_.slices.size(); ++i) {
     const auto& slice = placement_.slices[i];
     const int head = routing_->Head(i);
     if (head < 0) return NoReplicaLeft(i);
     servers_[head]->Submit(KeyRequest::Pull(slice.key, next_step, params_[slice.param_index].weights + slice.offset,
-                                            slice.length, &pulled[i]));
+                                            slice.length, &held_versions_[i]));
   }
   return WaitAllServers(now_() + options_.sync_timeout + kClientGrace);
 }

@@ -65,6 +65,10 @@ struct DistOptions {
   kv::CompressionType pull_compression = kv::CompressionType::kNone;
   // dist_ssp: how many steps this worker may run ahead of the slowest (0..64).
   int staleness = 0;
+  // dist_ssp: each push says how stale the weights it was computed on were, and the
+  // servers scale it by 1/(1 + lag) (common/kv/stale_weight.h).
+  // --no-weigh-stale: every push counts in full.
+  bool weigh_stale = true;
   // Parameters above this many elements are cut into keys of this many (placement.h).
   // 0: kv::AutoChunkElems, or on a resume the bound its optimizer state was cut with.
   int64_t max_chunk_elems = 0;
@@ -236,6 +240,13 @@ class DistKVStore : public KVStore, public ElasticPart {
   std::unique_ptr<ReplicaRouting> routing_;         // from Init: each slice's chain and who takes part
   absl::flat_hash_map<uint64_t, size_t> slice_of_;  // key -> slice index
   std::vector<std::vector<Sent>> sent_;             // this step's, per slice
+  // dist_ssp: the version of each slice's weights this worker holds, from its last
+  // push-pull's answer (-1: unknown), from which a push's lag is counted.
+  std::vector<int64_t> held_versions_;
+  // How many versions older than `step` the weights of slice `i` that a gradient of
+  // `step` was computed on are (PushPullRequest.lag); 0 outside dist_ssp or with
+  // DistOptions::weigh_stale off.
+  int64_t StaleLag(int64_t step, size_t i) const;
   // Overlap: the slices of each parameter.
   std::vector<std::vector<size_t>> slices_of_param_;
   bool early_logged_ = false;

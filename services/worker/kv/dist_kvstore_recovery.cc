@@ -25,6 +25,7 @@ absl::StatusOr<int64_t> DistKVStore::Rollback() {
   // A failed step still pending (the one the order stopped) is over: nothing of it is
   // kept, and its handle's waits fail FAILED_PRECONDITION from now on.
   if (pending_step_ >= 0) FinishPending(pending_id_, absl::InfiniteFuture()).IgnoreError();
+  std::fill(held_versions_.begin(), held_versions_.end(), -1);
   const std::optional<RollbackOrder> order = PendingRollback();
   if (!order) return absl::FailedPreconditionError("Rollback without a rollback order from the scheduler");
   if (!StepsAreExact(options_.mode)) {
@@ -140,6 +141,7 @@ absl::Status DistKVStore::Rejoin(const KVStoreInit& init) {
   const absl::Duration timeout = options_.sync_timeout;
   joined_ = now_();
   resuming_ = true;
+  std::fill(held_versions_.begin(), held_versions_.end(), -1);
   cluster_recovery_->SetResuming(true);  // Init rejoins only where the recovery part said so
   // GetVersions also fences the incarnation we replace, before our first push.
   DTRAIN_ASSIGN_OR_RETURN(Versions versions, FetchVersions());

@@ -19,6 +19,7 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
   sent_[i].clear();
   const int head = routing_->Head(i);
   if (head < 0) return NoReplicaLeft(i);
+  const int64_t lag = StaleLag(step, i);
   // Packed once per slice: every replica merges the same bytes.
   const PushData data =
       compressor_.enabled() ? compressor_.Pack(i, grad, slice.length) : PushData::Floats(grad, slice.length);
@@ -31,9 +32,21 @@ absl::Status DistKVStore::SubmitSlice(int64_t step, size_t i, const float* grad)
                                          options_.pull_compression != kv::CompressionType::kNone)
                   : KeyRequest::PushPullVersionOnly(step, slice.key, data);
     request.membership_generation = membership_generation_;
+    request.lag = lag;
+    if (m == head) request.version_out = &held_versions_[i];
     sent_[i].push_back({m, servers_[m]->Submit(request), m == head, request});
   }
   return absl::OkStatus();
+}
+
+int64_t DistKVStore::StaleLag(int64_t step, size_t i) const {
+  if (options_.mode != KVStoreMode::kDistSsp || !options_.weigh_stale) return 0;
+  const int64_t held = held_versions_[i];
+  // Unknown (-1: nothing pulled since a start, rejoin or rollback) counts as fresh; a
+  // lag beyond the staleness cannot be (the last pull waited for staleness), so a
+  // version from before a failover is not taken for more.
+  if (held < 0 || held >= step) return 0;
+  return std::min<int64_t>(step - held, options_.staleness);
 }
 
 absl::Status DistKVStore::OfferEarly(int64_t step, size_t param_index, const float* grad, std::vector<bool>* offered) {

@@ -37,6 +37,7 @@ v1::PushPullRequest KeyRequestProto(const KeyRequest& r, const RequestSender& se
       if (r.target == Target::kDelta && sender.pull_delta) req.set_pull_delta(true);
     }
     if (r.membership_generation != 0) req.set_membership_generation(r.membership_generation);
+    if (r.lag != 0) req.set_lag(r.lag);
     const kv::CompressionType packed = r.payload.compression.type;
     if (packed != kv::CompressionType::kNone) {
       req.set_compression(static_cast<v1::Compression>(packed));

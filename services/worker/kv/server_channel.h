@@ -93,6 +93,9 @@ struct KeyRequest {
   // Push, push-pull of an elastic job: the index of the membership generation the
   // worker runs (PushPullRequest.membership_generation); 0 otherwise.
   int membership_generation = 0;
+  // Push, push-pull of dist_ssp: how many versions older than the step the weights the
+  // gradient was computed on are (PushPullRequest.lag); 0: fresh.
+  int64_t lag = 0;
 
   static KeyRequest Push(int64_t step, uint64_t key, const PushData& data);
   static KeyRequest Push(int64_t step, uint64_t key, const float* grad, int64_t numel);

@@ -158,6 +158,56 @@ TEST_F(SspStoreTest, StalenessIsOnlyForSspAndCapped) {
   }
 }
 
+// A push computed on weights `lag` versions old is scaled by 1/(1 + lag) before it joins
+// its step's mean, whether it arrived in its step's turn or was held ahead. The
+// reference: a sync store given those scaled pushes.
+TEST_F(SspStoreTest, AStalePushCountsLessInItsStepsMean) {
+  auto ssp = Store(MergeMode::kSsp, 2);
+  ASSERT_TRUE(Push(*ssp, 1, 0, -1).ok());
+  const std::vector<float> g1 = {4, -4, 8, 1};
+  ASSERT_TRUE(ssp->Push(1, 1, kKey, g1.data(), 4, /*lag=*/1).ok()) << "held ahead, with its weight";
+  ASSERT_TRUE(Push(*ssp, 0, 0, 1).ok());
+  ASSERT_TRUE(Push(*ssp, 0, 1, 2).ok());
+  EXPECT_EQ(ssp->Step(), 2);
+  const std::vector<float> g2 = {5, -5, 10, 1.25f};
+  const std::vector<float> g3 = {2, 2, 2, 2};
+  ASSERT_TRUE(ssp->Push(0, 2, kKey, g2.data(), 4, /*lag=*/2).ok());
+  ASSERT_TRUE(ssp->Push(1, 2, kKey, g3.data(), 4).ok()) << "merged in its turn, with the held one's weight";
+  auto sync = Store(MergeMode::kSync, 0);
+  ASSERT_TRUE(Push(*sync, 0, 0, 1).ok());
+  ASSERT_TRUE(Push(*sync, 1, 0, -1).ok());
+  // Step 1: worker 1's push (4 times {1, -1, 2, 0.25}) counts half.
+  ASSERT_TRUE(Push(*sync, 0, 1, 2).ok());
+  ASSERT_TRUE(Push(*sync, 1, 1, 2).ok());
+  // Step 2: worker 0's counts a third.
+  std::vector<float> third(4);
+  for (size_t i = 0; i < 4; ++i) third[i] = g2[i] / 3;
+  ASSERT_TRUE(sync->Push(0, 2, kKey, third.data(), 4).ok());
+  ASSERT_TRUE(sync->Push(1, 2, kKey, g3.data(), 4).ok());
+  const std::vector<float> got = PullNow(*ssp, 0, 3)->second;
+  const std::vector<float> want = PullNow(*sync, 0, 3)->second;
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
+TEST_F(SspStoreTest, ALagBeyondTheStalenessOrOutsideSspIsRefused) {
+  auto ssp = Store(MergeMode::kSsp, 2);
+  const std::vector<float> g = {1, 1, 1, 1};
+  for (int64_t lag : {int64_t{3}, int64_t{-1}}) {
+    absl::Status s = ssp->Push(0, 2, kKey, g.data(), 4, lag);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << lag;
+    EXPECT_THAT(s.message(), HasSubstr("--staleness 2 allows 0 to 2")) << lag;
+  }
+  absl::Status beyond = ssp->Push(0, 1, kKey, g.data(), 4, 2);
+  EXPECT_EQ(beyond.code(), absl::StatusCode::kInvalidArgument) << "weights of version -1 do not exist";
+  EXPECT_THAT(beyond.message(), HasSubstr("allows 0 to 1"));
+  auto sync = Store(MergeMode::kSync, 0);
+  absl::Status s = sync->Push(0, 3, kKey, g.data(), 4, 1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("only dist_ssp pushes may be stale"));
+  EXPECT_EQ(ssp->Step(), 0) << "nothing refused was held";
+}
+
 TEST_F(SspStoreTest, OneWorkerMergesItsHeldStepsAlone) {
   auto ssp = Store(MergeMode::kSsp, 2, /*workers=*/1);
   ASSERT_TRUE(Push(*ssp, 0, 0, 1).ok());

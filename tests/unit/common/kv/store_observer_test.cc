@@ -12,6 +12,7 @@ struct Recorder : StoreObserver {
   absl::Duration update_time;
   std::vector<absl::Duration> waits;
   std::vector<int64_t> staleness;
+  std::vector<int64_t> lags;
   std::vector<int> seen;
   void OnUpdateApplied(absl::Duration took) override {
     ++updates;
@@ -19,16 +20,18 @@ struct Recorder : StoreObserver {
   }
   void OnSyncStepMerged(absl::Duration wait) override { waits.push_back(wait); }
   void OnAsyncPushApplied(int64_t s) override { staleness.push_back(s); }
+  void OnSspPushTaken(int64_t lag) override { lags.push_back(lag); }
   void OnWorkerSeen(int rank) override { seen.push_back(rank); }
 };
 
 class StoreObserverTest : public ::testing::Test {
  protected:
-  void Configure(MergeMode mode, int workers) {
+  void Configure(MergeMode mode, int workers, int staleness = 0) {
     store_.SetObserver(&recorder_);
     StoreConfig c;
     c.mode = mode;
     c.num_workers = workers;
+    c.staleness = staleness;
     c.optimizer.learning_rate = 0.1;
     ASSERT_TRUE(store_.Configure(c).ok());
     const float init[2] = {1, 2};
@@ -75,6 +78,16 @@ TEST_F(StoreObserverTest, AsyncReportsStalenessSinceTheWorkersLastPull) {
   EXPECT_EQ(recorder_.staleness, (std::vector<int64_t>{0, 1, 0}));
   EXPECT_EQ(recorder_.updates, 3);
   EXPECT_TRUE(recorder_.waits.empty());
+}
+
+TEST_F(StoreObserverTest, SspReportsEachTakenPushsLag) {
+  Configure(MergeMode::kSsp, 2, /*staleness=*/3);
+  ASSERT_TRUE(store_.Push(0, 0, 7, grad_, 2).ok());
+  ASSERT_TRUE(store_.Push(0, 1, 7, grad_, 2, /*lag=*/1).ok());  // held ahead
+  ASSERT_TRUE(store_.Push(0, 1, 7, grad_, 2, /*lag=*/1).ok());  // its retry: not counted again
+  ASSERT_TRUE(store_.Push(1, 0, 7, grad_, 2).ok());
+  EXPECT_EQ(recorder_.lags, (std::vector<int64_t>{0, 1, 0}));
+  EXPECT_TRUE(recorder_.staleness.empty()) << "async's figure is not reported";
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST(ServerMetricsTest, RequestsBytesWaitsStalenessUpdatesWorkers) {
   m.PullAnswered(400, 400);
   m.RequestFailed();
   m.SyncStepMerged(0.03);
-  m.AsyncPushApplied(3);
+  m.PushStaleness(3);
   m.UpdateApplied(0.25);
   m.WorkerSeen();
   m.WorkerSeen();

@@ -441,5 +441,61 @@ TEST(DistKVStoreTest, TwoBitPushesMergeAsTheServerUnpacksThem) {
                 }));
 }
 
+// dist_ssp: worker 0 runs two steps ahead while worker 1 has not started, so its
+// gradients of steps 1 and 2 were computed on the weights of version 0; its pushes say
+// so (lag 1, then 2, at most the staleness) and the servers weigh them by it. Worker 1,
+// never ahead, pushes lag 0. --no-weigh-stale sends every push as fresh.
+TEST(DistKVStoreTest, SspPushesSayHowStaleTheirWeightsWereAndTheServersWeighThem) {
+  for (const bool weigh : {true, false}) {
+    SCOPED_TRACE(weigh ? "weigh_stale" : "no weigh_stale");
+    InProcessServers servers(2);
+    DistOptions options = Options();
+    options.mode = KVStoreMode::kDistSsp;
+    options.staleness = 2;
+    options.weigh_stale = weigh;
+    absl::Notification ahead, caught_up;
+    std::vector<Model> models;
+    RunWorkers(servers, options, models, [&](int r, DistKVStore& store, Model& m) {
+      if (r == 0) {
+        for (int64_t step = 0; step < 2; ++step) ASSERT_TRUE(store.PushPull(step, m.Grads(r, step)).ok());
+        ahead.Notify();
+        caught_up.WaitForNotification();
+        ASSERT_TRUE(store.PushPull(2, m.Grads(r, 2)).ok());
+      } else {
+        ahead.WaitForNotification();
+        for (int64_t step = 0; step < 3; ++step) ASSERT_TRUE(store.PushPull(step, m.Grads(r, step)).ok());
+        caught_up.Notify();
+      }
+      ASSERT_TRUE(store.Settle(3).ok());
+    });
+    // The same pushes, with the lags the workers had, into one SSP store per parameter.
+    kv::ShardStore reference;
+    kv::StoreConfig config;
+    config.mode = kv::MergeMode::kSsp;
+    config.staleness = 2;
+    config.num_workers = kWorkers;
+    config.optimizer = Sgd();
+    ASSERT_TRUE(reference.Configure(config).ok());
+    const std::vector<std::tuple<int, int64_t, int64_t>> pushes = {{0, 0, 0}, {0, 1, 1}, {1, 0, 0},
+                                                                   {1, 1, 0}, {1, 2, 0}, {0, 2, 2}};
+    std::vector<std::vector<float>> want(kSizes.size());
+    for (size_t p = 0; p < kSizes.size(); ++p) {
+      const std::vector<float> w = Initial(p);
+      ASSERT_TRUE(reference.InitKey(p, {kSizes[p]}, w.data(), kSizes[p]).ok());
+      for (auto [r, step, lag] : pushes) {
+        const std::vector<float> g = Plain(r, step, p);
+        ASSERT_TRUE(reference.Push(r, step, p, g.data(), kSizes[p], weigh ? lag : 0).ok());
+      }
+      reference.Pull(0, p, 3, absl::InfiniteFuture(),
+                     [&want, p](const absl::Status& s, int64_t version, const float* data, int64_t numel) {
+                       EXPECT_TRUE(s.ok()) << s;
+                       EXPECT_EQ(version, 3);
+                       want[p].assign(data, data + numel);
+                     });
+    }
+    ExpectWeights(models, want);
+  }
+}
+
 }  // namespace
 }  // namespace dtrain::worker

@@ -90,5 +90,14 @@ TEST(KeyRequestProtoTest, APushCarriesItsMembershipGenerationAndAPullNone) {
   EXPECT_EQ(KeyRequestProto(pull, Sender()).membership_generation(), 0) << "the gate admits pushes only";
 }
 
+TEST(KeyRequestProtoTest, APushCarriesItsLag) {
+  const float grad[2] = {1, 2};
+  float out[2];
+  KeyRequest push = KeyRequest::PushPull(5, 7, grad, out, 2);
+  EXPECT_EQ(KeyRequestProto(push, Sender()).lag(), 0) << "fresh, as every push outside dist_ssp";
+  push.lag = 3;
+  EXPECT_EQ(KeyRequestProto(push, Sender()).lag(), 3);
+}
+
 }  // namespace
 }  // namespace dtrain::worker
