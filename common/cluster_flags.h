@@ -35,6 +35,9 @@ struct ClusterFlags {
   // --tls-cert/--tls-key/--tls-ca/--insecure (DTRAIN_TLS_*); main applies them with
   // ApplyTlsFlags, knowing whether it listens.
   TlsFlags tls;
+  // --tcp-congestion (DTRAIN_TCP_CONGESTION): the TCP congestion control of this node's
+  // gRPC sockets; "": the system's. FinishClusterFlags applies it (SetTcpCongestion).
+  std::string tcp_congestion;
 };
 
 // `role` (a server or a worker) picks the ps-lite rank variable (DMLC_SERVER_ID /
@@ -46,7 +49,8 @@ void AddClusterFlags(FlagSet& flags, ClusterFlags* out, Role role);
 // settings with CheckJobSpec for `role`). When `host` is unset it is chosen as ps-lite
 // does: the address of --interface if given, else the local address of the route to
 // the scheduler (so nodes on other machines can reach this one), else 127.0.0.1;
-// `host_origin` says which.
+// `host_origin` says which. A --tcp-congestion the kernel refuses is INVALID_ARGUMENT;
+// one it takes is set for the process's gRPC sockets from then on.
 // `need_scheduler`: the address must be known.
 absl::Status FinishClusterFlags(ClusterFlags* flags, Role role, bool need_scheduler,
                                 const FlagSet::EnvLookup& env = nullptr);

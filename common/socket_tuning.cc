@@ -4,13 +4,18 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 
 #include <grpc/support/sync.h>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/log.h"
 
 // gRPC's socket mutator: its interface lives in gRPC's src/core/lib/iomgr/socket_mutator.h,
@@ -50,6 +55,36 @@ std::atomic<int64_t> client_connections{0};
 std::atomic<int64_t> server_listeners{0};
 std::atomic<int64_t> server_connections{0};
 std::atomic<int64_t> refused{0};
+std::atomic<int64_t> congestion_set{0};
+
+absl::Mutex congestion_mu;
+std::string& Congestion() ABSL_EXCLUSIVE_LOCKS_REQUIRED(congestion_mu) {
+  static auto* name = new std::string;
+  return *name;
+}
+
+// Sets and reads back TCP_CONGESTION; errno says why not.
+bool TrySetCongestion(int fd, const std::string& name) {
+  char got[32] = {};
+  socklen_t len = sizeof(got);
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0 &&
+         getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, got, &len) == 0 && name == got;
+}
+
+void SetCongestion(int fd) {
+  std::string name;
+  {
+    absl::MutexLock lock(&congestion_mu);
+    name = Congestion();
+  }
+  if (name.empty()) return;
+  if (TrySetCongestion(fd, name)) {
+    ++congestion_set;
+  } else if (refused.fetch_add(1) == 0) {
+    DTRAIN_LOG(INFO) << "a socket refused TCP congestion control " << name << " (" << std::strerror(errno)
+                     << "); its connection goes on with the system's";
+  }
+}
 
 bool SetNotSentLowWater(int fd) {
   const int want = kNotSentLowWaterBytes;
@@ -70,6 +105,7 @@ bool SetNotSentLowWater(int fd) {
 // option that helps the speed is not worth a connection.
 bool Mutate(const grpc_mutate_socket_info* info, grpc_socket_mutator* /*mutator*/) {
   if (!SetNotSentLowWater(info->fd)) return true;
+  SetCongestion(info->fd);
   switch (info->usage) {
     case GRPC_FD_CLIENT_CONNECTION_USAGE: ++client_connections; break;
     case GRPC_FD_SERVER_LISTENER_USAGE: ++server_listeners; break;
@@ -112,7 +148,28 @@ void SetSocketTuning(grpc::ServerBuilder& builder) { builder.SetOption(std::make
 
 SocketTuningCounts SocketsTuned() {
   return SocketTuningCounts{client_connections.load(), server_listeners.load(), server_connections.load(),
-                            refused.load()};
+                            refused.load(), congestion_set.load()};
+}
+
+absl::Status SetTcpCongestion(const std::string& name) {
+  if (!name.empty()) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const bool ok = fd >= 0 && TrySetCongestion(fd, name);
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    if (!ok) {
+      std::string allowed;
+      std::ifstream in("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
+      std::getline(in, allowed);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tcp-congestion ", name, ": this kernel refuses it (", std::strerror(err), "); allowed here: ",
+          allowed.empty() ? "unknown" : allowed, " (net.ipv4.tcp_allowed_congestion_control), or leave it unset"));
+    }
+  }
+  if (!name.empty()) DTRAIN_LOG(INFO) << "connections use TCP congestion control " << name << " (--tcp-congestion)";
+  absl::MutexLock lock(&congestion_mu);
+  Congestion() = name;
+  return absl::OkStatus();
 }
 
 }  // namespace dtrain

@@ -156,6 +156,15 @@ for c in scheduler server worker; do
   j=$(job_of "$WORK/recovery defaults.json" "$c")
   expect_json "defaults $c" "$j" "$(env_of)" '[]'
 done
+# train.tcpCongestion: the servers' and workers' connections (the scheduler's carry little).
+render_ok "tcpCongestion=reno" "" --set train.tcpCongestion=reno
+for c in scheduler server worker; do
+  want='[]'
+  [ "$c" = scheduler ] || want='["reno"]'
+  expect_json "tcpCongestion=reno $c" "$(job_of "$WORK/tcpCongestion=reno.json" "$c")" \
+    's.template.spec.containers[0].env.filter((e) => e.name === "DTRAIN_TCP_CONGESTION").map((e) => e.value)' "$want"
+done
+render_refused "tcpCongestion not a name" "tcpCongestion" --set "train.tcpCongestion=reno;rm"
 # The server Job restarts an index in place, as the worker Job does, and keeps the index as
 # rank and DNS name; R-1 servers may run out of restarts without failing the Job.
 sv=$(job_of "$WORK/replication=2.json" server)

@@ -272,6 +272,10 @@ how big the job is, which kvstore mode. Call with (dict "ctx" $ "role" "worker")
       fieldPath: status.podIP
 - name: DTRAIN_SYNC_TIMEOUT
   value: {{ $v.train.syncTimeout | quote }}
+{{- with $v.train.tcpCongestion }}
+- name: DTRAIN_TCP_CONGESTION
+  value: {{ . | quote }}
+{{- end }}
 {{- end }}
 {{ include "dtrain.metricsEnv" .ctx }}
 {{- end }}

@@ -1,7 +1,7 @@
-// Every gRPC socket dtrain opens or accepts gets TCP_NOTSENT_LOWAT (common/socket_tuning.h):
-// a real server and channel on loopback, the option set and read back on the dialling
-// socket, the listener and the accepted one; a socket without TCP options (a Unix socket)
-// still connects.
+// Every gRPC socket dtrain opens or accepts gets TCP_NOTSENT_LOWAT, and the congestion
+// control --tcp-congestion names (common/socket_tuning.h): a real server and channel on
+// loopback, the options set and read back on the dialling socket, the listener and the
+// accepted one; a socket without TCP options (a Unix socket) still connects.
 #include <unistd.h>
 
 #include <string>
@@ -60,6 +60,38 @@ TEST(SocketTuningTest, ASocketWithoutTcpOptionsStillConnects) {
   EXPECT_EQ(CallOver(address), grpc::StatusCode::UNIMPLEMENTED);
   EXPECT_GT(SocketsTuned().refused, before.refused);
   server->Shutdown(DeadlineAfter(absl::Seconds(1)));
+}
+
+// --tcp-congestion: every socket of a server and a channel made after it is set takes the
+// algorithm (read back on each); reno is one every Linux allows without privileges.
+TEST(SocketTuningTest, ACongestionControlSetReachesEverySocketMadeAfter) {
+  ASSERT_TRUE(SetTcpCongestion("reno").ok());
+  const SocketTuningCounts before = SocketsTuned();
+  v1::Scheduler::Service service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = StartGrpcServer("127.0.0.1:0", &service, &port);
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(CallOver(absl::StrCat("127.0.0.1:", port)), grpc::StatusCode::UNIMPLEMENTED);
+  const SocketTuningCounts after = SocketsTuned();
+  // The listener, the dialling socket and the accepted one.
+  EXPECT_GE(after.congestion_set - before.congestion_set, 3);
+  EXPECT_EQ(after.refused, before.refused);
+  server->Shutdown(DeadlineAfter(absl::Seconds(1)));
+  ASSERT_TRUE(SetTcpCongestion("").ok());
+  const SocketTuningCounts unset = SocketsTuned();
+  std::unique_ptr<grpc::Server> again = StartGrpcServer("127.0.0.1:0", &service, &port);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(CallOver(absl::StrCat("127.0.0.1:", port)), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_EQ(SocketsTuned().congestion_set, unset.congestion_set) << "unset: the system's, untouched";
+  again->Shutdown(DeadlineAfter(absl::Seconds(1)));
+}
+
+TEST(SocketTuningTest, ACongestionControlTheKernelRefusesIsABadFlagNamingWhatItAllows) {
+  const absl::Status s = SetTcpCongestion("no-such-cc");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("--tcp-congestion no-such-cc"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("allowed here: "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("reno"), std::string::npos) << s;
 }
 
 }  // namespace
