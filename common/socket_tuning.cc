@@ -161,9 +161,10 @@ absl::Status SetTcpCongestion(const std::string& name) {
       std::string allowed;
       std::ifstream in("/proc/sys/net/ipv4/tcp_allowed_congestion_control");
       std::getline(in, allowed);
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--tcp-congestion ", name, ": this kernel refuses it (", std::strerror(err), "); allowed here: ",
-          allowed.empty() ? "unknown" : allowed, " (net.ipv4.tcp_allowed_congestion_control), or leave it unset"));
+      return absl::InvalidArgumentError(absl::StrCat("--tcp-congestion ", name, ": this kernel refuses it (",
+                                                     std::strerror(err),
+                                                     "); allowed here: ", allowed.empty() ? "unknown" : allowed,
+                                                     " (net.ipv4.tcp_allowed_congestion_control), or leave it unset"));
     }
   }
   if (!name.empty()) DTRAIN_LOG(INFO) << "connections use TCP congestion control " << name << " (--tcp-congestion)";

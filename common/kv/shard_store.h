@@ -116,8 +116,7 @@ class ShardStore {
   // than `step`; it is scaled by StaleWeight(lag) before it joins its step's mean
   // (stale_weight.h).
   // Any other lag, or one in another mode, is INVALID_ARGUMENT (CheckPushLag).
-  absl::Status Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel,
-                    int64_t lag = 0);
+  absl::Status Push(int worker_rank, int64_t step, uint64_t key, const float* grad, int64_t numel, int64_t lag = 0);
 
   // kAtLeast: answers with the key's weights once its version >= min_version (sync;
   // async answers at once). `done` runs in this call if ready, else later from the

@@ -33,11 +33,10 @@ inline absl::Status CheckPushLag(int64_t lag, MergeMode mode, int staleness, int
   if (lag == 0) return absl::OkStatus();
   const int64_t most = mode == MergeMode::kSsp ? std::min<int64_t>(staleness, step) : 0;
   if (lag > 0 && lag <= most) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("push of key ", key, " step ", step, " by worker ", worker_rank, " says its gradient is ", lag,
-                   " steps stale; ",
-                   mode == MergeMode::kSsp ? absl::StrCat("--staleness ", staleness, " allows 0 to ", most)
-                                           : std::string("only dist_ssp pushes may be stale")));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "push of key ", key, " step ", step, " by worker ", worker_rank, " says its gradient is ", lag, " steps stale; ",
+      mode == MergeMode::kSsp ? absl::StrCat("--staleness ", staleness, " allows 0 to ", most)
+                              : std::string("only dist_ssp pushes may be stale")));
 }
 
 }  // namespace dtrain::kv
