@@ -2,15 +2,17 @@
 
 #include <utility>
 
+#include "common/kv/stale_weight.h"
+
 namespace dtrain::kv {
 
-void AheadSteps::Hold(int64_t step, int w, const float* grad, int64_t numel) {
+void AheadSteps::Hold(int64_t step, int w, const float* grad, int64_t numel, float weight) {
   Step& s = steps_[step];
   if (s.has.size() <= static_cast<size_t>(w)) {
     s.grads.resize(w + 1);
     s.has.resize(w + 1, false);
   }
-  s.grads[w].assign(grad, grad + numel);
+  AssignWeighed(grad, numel, weight, &s.grads[w]);
   s.has[w] = true;
 }
 

@@ -13,8 +13,9 @@ namespace dtrain::kv {
 
 class AheadSteps {
  public:
-  // Holds a copy of worker `w`'s gradient (numel floats) for `step`.
-  void Hold(int64_t step, int w, const float* grad, int64_t numel);
+  // Holds a copy of worker `w`'s gradient (numel floats) for `step`, times `weight`
+  // (stale_weight.h; 1: the gradient as pushed).
+  void Hold(int64_t step, int w, const float* grad, int64_t numel, float weight = 1.0f);
 
   // Whether worker `w`'s push for `step` is held (a retry of it is then ignored).
   bool Holds(int64_t step, int w) const;

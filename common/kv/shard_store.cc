@@ -115,14 +115,9 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
                                                    ShapeText(k->shape), ")"));
   }
   DTRAIN_RETURN_IF_ERROR(CheckPushLag(lag, setup->config.mode, setup->config.staleness, worker_rank, step, key));
-  // A stale push is held, and merged, already weighed: the step's mean is the usual one.
+  // A stale push is weighed as it is copied in (held ahead, pending, or as the step's
+  // last), so the step's mean is the usual one.
   const float weight = StaleWeight(lag);
-  std::vector<float> weighed;
-  if (weight != 1.0f) {
-    weighed.assign(grad, grad + numel);
-    for (float& g : weighed) g *= weight;
-    grad = weighed.data();
-  }
   absl::MutexLock lock(&k->mu);
   k->SeeWorker(worker_rank);
   const absl::StatusOr<PushAction> action = setup->rule->OnPush(k->Progress(key, worker_rank, step), worker_rank, step);
@@ -131,7 +126,7 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
   k->last_push_step[worker_rank] = std::max(k->last_push_step[worker_rank], step);
   if (setup->observer != nullptr && setup->config.mode == MergeMode::kSsp) setup->observer->OnSspPushTaken(lag);
   if (*action == PushAction::kStoreAhead) {
-    k->ahead.Hold(step, worker_rank, grad, numel);
+    k->ahead.Hold(step, worker_rank, grad, numel, weight);
     return absl::OkStatus();
   }
   if (*action == PushAction::kApplyNow) {
@@ -149,13 +144,18 @@ absl::Status ShardStore::Push(int worker_rank, int64_t step, uint64_t key, const
     if (k->parked.empty()) k->waiting_since = k->first_push_at;
   }
   if (*action == PushAction::kMergeStep) {
+    if (weight != 1.0f) {
+      // The last rank's own pending buffer is free: the merge reads the last push from `grad`.
+      AssignWeighed(grad, numel, weight, &k->pending[worker_rank]);
+      grad = k->pending[worker_rank].data();
+    }
     impl_->MergeStep(*setup, *k, worker_rank, grad);
     Impl::MaybeSnapshot(*setup, key, *k);
     impl_->PromoteAhead(*setup, key, *k);
     impl_->FireReady(*setup, key, *k);
     return absl::OkStatus();
   }
-  k->pending[worker_rank].assign(grad, grad + numel);
+  AssignWeighed(grad, numel, weight, &k->pending[worker_rank]);
   k->has_pending[worker_rank] = true;
   ++k->pending_count;
   return absl::OkStatus();

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +26,13 @@
 namespace dtrain::kv {
 
 inline float StaleWeight(int64_t lag) { return lag <= 0 ? 1.0f : 1.0f / static_cast<float>(1 + lag); }
+
+// *out := grad * weight (numel floats), in one pass; a weight of 1 copies bit for bit.
+inline void AssignWeighed(const float* grad, int64_t numel, float weight, std::vector<float>* out) {
+  out->assign(grad, grad + numel);
+  if (weight == 1.0f) return;
+  for (float& g : *out) g *= weight;
+}
 
 // A push's lag as the wire gives it: 0 in every mode; in kSsp up to `staleness` (a
 // worker never holds weights older than that: its pull waited for them) and `step`.

@@ -188,6 +188,15 @@ TEST_F(SspStoreTest, AStalePushCountsLessInItsStepsMean) {
   const std::vector<float> want = PullNow(*sync, 0, 3)->second;
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+  // Step 3: the stale push is the step's last, merged as it arrives; it counts half.
+  ASSERT_TRUE(Push(*ssp, 1, 3, 1).ok());
+  ASSERT_TRUE(ssp->Push(0, 3, kKey, g2.data(), 4, /*lag=*/1).ok());
+  ASSERT_TRUE(Push(*sync, 1, 3, 1).ok());
+  ASSERT_TRUE(Push(*sync, 0, 3, 2.5f).ok());  // g2 / 2
+  const std::vector<float> got4 = PullNow(*ssp, 0, 4)->second;
+  const std::vector<float> want4 = PullNow(*sync, 0, 4)->second;
+  ASSERT_EQ(got4.size(), want4.size());
+  for (size_t i = 0; i < got4.size(); ++i) EXPECT_NEAR(got4[i], want4[i], 1e-5) << i;
 }
 
 TEST_F(SspStoreTest, ALagBeyondTheStalenessOrOutsideSspIsRefused) {
