@@ -52,19 +52,25 @@ std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t stalen
   }
   if (static_cast<int>(stalls.size()) < kMinStalls || stalled < kMinStallShare * total) return std::nullopt;
   const double p90 = Quantile(stalls, 0.9);
-  // Steps the others must be allowed to run ahead to go on through a p90 pause.
-  const int64_t need = static_cast<int64_t>(std::ceil(p90 / step)) + 1;
+  // Under dist_ssp a stall is what a pause lasted beyond the slack, so a pause is the
+  // slack plus the stall.
+  const int64_t slack = ssp ? staleness : 0;
+  const int64_t pause_steps = slack + static_cast<int64_t>(std::ceil(p90 / step)) + 1;
+  const int64_t advised = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(kCoverShare * pause_steps)));
+  if (ssp && advised <= staleness) return std::nullopt;  // the rest is the share left uncovered on purpose
   const std::string what = absl::StrFormat(
       "waited %.1f s of %.1f s (%.0f%%) in %d stalls for other workers (90%% of them under %.2f s, %d steps of "
       "%.1f ms): they paused rather than ran slow",
-      stalled, total, 100.0 * stalled / total, stalls.size(), p90, need - 1, 1000.0 * step);
+      stalled, total, 100.0 * stalled / total, stalls.size(), p90, pause_steps - slack - 1, 1000.0 * step);
+  const std::string why = absl::StrFormat(
+      " lets the others go on through %d of such a pause's %d steps (their pushes from stale weights count less "
+      "by how stale; a lead as long as the pause would make more of them count for little)",
+      advised, pause_steps);
   if (sync) {
-    return absl::StrCat(what, "; --kv-store dist_ssp --staleness ", need,
-                        " lets the others go on through such a pause (their pushes from stale weights count less "
-                        "by how stale; the weights then differ from dist_sync's)");
+    return absl::StrCat(what, "; --kv-store dist_ssp --staleness ", advised, why,
+                        "; the weights then differ from dist_sync's");
   }
-  // Under dist_ssp a stall is what a pause lasted beyond the slack: add it.
-  return absl::StrCat(what, " beyond --staleness ", staleness, "; --staleness ", staleness + need, " would cover them");
+  return absl::StrCat(what, " beyond --staleness ", staleness, "; --staleness ", advised, why);
 }
 
 }  // namespace dtrain::worker

@@ -3,13 +3,14 @@
 // neighbour, a garbage-collecting data loader, a preempted core) holds every other worker
 // of a dist_sync job for the whole pause; with dist_ssp and a staleness of S steps the
 // others go on for S steps meanwhile, so a pause shorter than S steps costs nothing. The
-// slack must cover the pause, and nothing else tells the user how long the pauses were.
+// slack must cover most of the pause, and nothing else tells the user how long the pauses
+// were.
 //
 // Each step's blocked time (push + wait + pull) is compared with the run's median: a step
 // blocked for more than kStallFactor typical steps longer than usual waited for a pause
 // (a stall). At the end, when stalls cost a noticeable part of the run, Advice() names
-// their share, their typical length in steps and the staleness that would have covered
-// 90% of them. No LibTorch: the trainer hands in plain numbers.
+// their share, their typical length in steps (90% of them are shorter) and a staleness
+// of kCoverShare of that length. No LibTorch: the trainer hands in plain numbers.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +33,14 @@ class StallAdvisor {
   // kMinStalls of them (one slow checkpoint is not a pattern).
   static constexpr double kMinStallShare = 0.10;
   static constexpr int kMinStalls = 3;
+  // The staleness advised covers this share of a pause, not all of it. A worker keeps the
+  // lead it took through another's pause until a pause of its own, and a second pause of
+  // the other on top adds to it; its pushes count 1/(1 + lead) (kv/stale_weight.h), so
+  // the last steps of a long lead buy speed with pushes that hardly count. LeNet under
+  // 0.6 s pauses of every worker (tests/bench/straggler_pauses.sh, docs/tuning.md) ended
+  // 2.3 points below dist_sync on average with a staleness covering the whole pause,
+  // 1.3 points below with three quarters of it, and no slower.
+  static constexpr double kCoverShare = 0.75;
   // The advice covers the last this many steps (1 MiB of figures), so that a long run's
   // memory stays bounded.
   static constexpr size_t kWindowSteps = 65536;
@@ -42,7 +51,8 @@ class StallAdvisor {
   // `mode` and `staleness` as the run was given them. Empty when there is nothing to
   // say: no stalls worth it, or a mode that never waits for others (local, device,
   // dist_async). Under dist_ssp a stall is the part of a pause beyond the slack, so the
-  // staleness advised is the given one plus the stalls' length in steps.
+  // pause is the given staleness plus the stalls' length in steps; nothing is advised
+  // when the staleness already covers kCoverShare of it.
   std::optional<std::string> Advice(KVStoreMode mode, int64_t staleness) const;
 
  private:

@@ -15,18 +15,34 @@ StallAdvisor Steps(int steps, int every, double pause) {
   return a;
 }
 
-TEST(StallAdviceTest, PausesInDistSyncAdviseTheStalenessThatCoversThem) {
-  // 0.6 s pauses every 50 steps: 30 steps of 22 ms; 60 s of training, 12 s of stalls.
+TEST(StallAdviceTest, PausesInDistSyncAdviseAStalenessCoveringThreeQuartersOfThem) {
+  // 0.6 s pauses every 50 steps: 28 steps of 22 ms, 29 with the step it stalls in; 60 s of
+  // training, 12 s of stalls. 3/4 of 29 steps, rounded up: 22.
   const std::optional<std::string> advice = Steps(1000, 50, 0.6).Advice(KVStoreMode::kDistSync, 0);
   ASSERT_TRUE(advice.has_value());
   EXPECT_NE(advice->find("in 20 stalls"), std::string::npos) << *advice;
-  EXPECT_NE(advice->find("--kv-store dist_ssp --staleness 29"), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("28 steps of 22.0 ms"), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("--kv-store dist_ssp --staleness 22 lets the others go on through 22 of such a pause's 29"),
+            std::string::npos)
+      << *advice;
 }
 
-TEST(StallAdviceTest, UnderDistSspTheRestOfThePauseIsAddedToTheStaleness) {
+TEST(StallAdviceTest, UnderDistSspThePauseIsTheStalenessPlusTheStall) {
+  // Stalls of 0.2 s (10 steps, 11 with their own) beyond a staleness of 3: pauses of 14
+  // steps, of which 3/4 is 11 (rounded up).
   const std::optional<std::string> advice = Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 3);
   ASSERT_TRUE(advice.has_value());
-  EXPECT_NE(advice->find("beyond --staleness 3; --staleness 14 would cover them"), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("beyond --staleness 3; --staleness 11 lets the others go on through 11 of such a pause's 14"),
+            std::string::npos)
+      << *advice;
+  // A staleness that covers 3/4 of the pause already (40 of 51 steps) gets no advice:
+  // the stalls are the quarter left uncovered on purpose.
+  EXPECT_FALSE(Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 40).has_value());
+  // Just short of it (37 of 48; 3/4 is 36) is no advice either; 30 of 41 (31) is.
+  EXPECT_FALSE(Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 37).has_value());
+  const std::optional<std::string> more = Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 30);
+  ASSERT_TRUE(more.has_value());
+  EXPECT_NE(more->find("--staleness 31 lets"), std::string::npos) << *more;
 }
 
 TEST(StallAdviceTest, NothingToSayWithoutPausesOrForFewOrInModesThatDoNotWait) {
