@@ -19,6 +19,8 @@
 #           and a worker SIGKILLed mid-epoch (--max-restarts 1) ending on the same weights
 #   bench   1 worker on the GPU, dist_device_sync (+1 server) and device mode, against
 #           tests/bench/torch_reference.py --device cuda: ResNet-20, LeNet, the wide mlp
+#   tls     no GPU: mutual TLS against plaintext, push+pull and training, where the cores are
+#           idle (deploy/gpu-verify-tls.sh says why); INFO lines against the targets
 # Every line of the verdict also goes to $BUILD/verify-logs/summary.txt.
 #
 #   bash deploy/gpu-verify.sh stages        # the stages alone, on an existing build ($GPU_BUILD_DIR)
@@ -83,6 +85,7 @@ report() {  # report NAME PASS|FAIL|INFO LOG [why]
   [ -d "$LOGS" ] && say "$2: $1${4:+: $4}" >> "$LOGS/summary.txt"
   if [ "$2" = FAIL ] && [ "$FIRST_FAIL" -eq 0 ]; then FIRST_FAIL=1; fi
 }
+source deploy/gpu-verify-tls.sh  # stage_tls
 
 fetch() {
   mkdir -p "$DIR"
@@ -205,7 +208,8 @@ print("cmake_prefix_path", torch.utils.cmake_prefix_path)' > "$LOGS/torch.log" 2
   fi
   # GPU_VERIFY_TARGETS (a space-separated list) builds less, to try the script without a GPU.
   local targets=(${GPU_VERIFY_TARGETS:-dtrain dtrain-scheduler dtrain-server dtrain-worker nccl_aggregator_test
-                 gpu_devices_test local_aggregator_test device_replicas_test device_copies_test flat_parameters_test})
+                 gpu_devices_test local_aggregator_test device_replicas_test device_copies_test flat_parameters_test
+                 tls_bench})
   if ! cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" > "$LOGS/build.log" 2>&1; then
     report "build" FAIL "$LOGS/build.log" "$(grep -m4 -A5 'error' "$LOGS/build.log" | cut -c1-300 | head -24 | tr '\n' ' ')"
     return
@@ -219,7 +223,7 @@ print("cmake_prefix_path", torch.utils.cmake_prefix_path)' > "$LOGS/torch.log" 2
 # run_stages T0: the stages of GPU_VERIFY_STAGES on the build in $BUILD.
 run_stages() {
   local stage
-  for stage in ${GPU_VERIFY_STAGES-unit lenet resnet bench}; do
+  for stage in ${GPU_VERIFY_STAGES-unit lenet resnet bench tls}; do
     "stage_$stage"
     say "gpu-verify: stage $stage done, $((SECONDS - $1)) s since the start"
   done
