@@ -166,8 +166,8 @@ absl::Status SetTcpCongestion(const std::string& name) {
                                                      "); allowed here: ", allowed.empty() ? "unknown" : allowed,
                                                      " (net.ipv4.tcp_allowed_congestion_control), or leave it unset"));
     }
+    DTRAIN_LOG(INFO) << "connections use TCP congestion control " << name << " (--tcp-congestion)";
   }
-  if (!name.empty()) DTRAIN_LOG(INFO) << "connections use TCP congestion control " << name << " (--tcp-congestion)";
   absl::MutexLock lock(&congestion_mu);
   Congestion() = name;
   return absl::OkStatus();

@@ -54,14 +54,14 @@ std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t stalen
   const double p90 = Quantile(stalls, 0.9);
   // Under dist_ssp a stall is what a pause lasted beyond the slack, so a pause is the
   // slack plus the stall.
-  const int64_t slack = ssp ? staleness : 0;
-  const int64_t pause_steps = slack + static_cast<int64_t>(std::ceil(p90 / step)) + 1;
-  const int64_t advised = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(kCoverShare * pause_steps)));
+  const int64_t stall_steps = static_cast<int64_t>(std::ceil(p90 / step));
+  const int64_t pause_steps = (ssp ? staleness : 0) + stall_steps + 1;  // + the step it stalled in
+  const int64_t advised = static_cast<int64_t>(std::ceil(kCoverShare * pause_steps));
   if (ssp && advised <= staleness) return std::nullopt;  // the rest is the share left uncovered on purpose
   const std::string what = absl::StrFormat(
       "waited %.1f s of %.1f s (%.0f%%) in %d stalls for other workers (90%% of them under %.2f s, %d steps of "
       "%.1f ms): they paused rather than ran slow",
-      stalled, total, 100.0 * stalled / total, stalls.size(), p90, pause_steps - slack - 1, 1000.0 * step);
+      stalled, total, 100.0 * stalled / total, stalls.size(), p90, stall_steps, 1000.0 * step);
   const std::string why = absl::StrFormat(
       " lets the others go on through %d of such a pause's %d steps (their pushes from stale weights count less "
       "by how stale; a lead as long as the pause would make more of them count for little)",

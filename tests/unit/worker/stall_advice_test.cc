@@ -38,7 +38,8 @@ TEST(StallAdviceTest, UnderDistSspThePauseIsTheStalenessPlusTheStall) {
   // A staleness that covers 3/4 of the pause already (40 of 51 steps) gets no advice:
   // the stalls are the quarter left uncovered on purpose.
   EXPECT_FALSE(Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 40).has_value());
-  // Just short of it (37 of 48; 3/4 is 36) is no advice either; 30 of 41 (31) is.
+  // Just past 3/4 (37 of 48, where 3/4 is 36) is no advice either; short of it (30 of 41,
+  // where 3/4 is 31) is.
   EXPECT_FALSE(Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 37).has_value());
   const std::optional<std::string> more = Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 30);
   ASSERT_TRUE(more.has_value());
