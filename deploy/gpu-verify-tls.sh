@@ -4,7 +4,8 @@
 # (16), and mutual TLS's targets (push+pull >= 0.8x plaintext, training >= 0.95x) are bounded
 # on the shared 2-core machine by the CPU each GB costs at both ends (docs/security.md, "What
 # it costs"). So the figures come out as INFO lines naming the target and whether it was met;
-# the verification's exit status stays that of the GPU checks.
+# the verification's exit status stays that of the GPU checks. Every run has a time limit, as
+# in the other stages (a run that passes it is a FAIL whose log shows where it stood).
 #   GPU_VERIFY_TLS_MB (64), GPU_VERIFY_TLS_TRIALS (5), GPU_VERIFY_TLS_CONNECTIONS (2,1,4,8),
 #   GPU_VERIFY_TLS_EXAMPLES (training examples per run, 20000),
 #   GPU_VERIFY_TLS_ROUNDS (alternating training rounds, 3) make it smaller.
@@ -17,7 +18,7 @@ tls_met() { awk -v r="$1" -v g="$2" 'BEGIN { print (r >= g) ? "met" : "not met" 
 tls_training_sps() {
   local log=$1
   shift
-  "$BUILD/bin/dtrain" launch -n 2 -s 1 --kv-store dist_sync "$@" -- --network lenet --batch-size 64 \
+  timeout 300 "$BUILD/bin/dtrain" launch -n 2 -s 1 --kv-store dist_sync "$@" -- --network lenet --batch-size 64 \
     --num-epochs 1 --disp-batches 100000 --num-examples "${GPU_VERIFY_TLS_EXAMPLES:-20000}" \
     "${data[@]}" > "$log" 2>&1 || return 1
   grep -o '([0-9.]* samples/sec)' "$log" | tr -d '(' | awk '{s += $1} END {printf "%.1f", s}'
@@ -26,7 +27,7 @@ tls_training_sps() {
 stage_tls() {
   local log="$LOGS/tls-transport.log" json
   say "gpu-verify: tls: push+pull with mutual TLS against plaintext ($(nproc) cores)"
-  if ! "$BUILD/bin/tls_bench" --server-bin "$BUILD/bin/dtrain-server" --mb "${GPU_VERIFY_TLS_MB:-64}" --rounds 5 \
+  if ! timeout 600 "$BUILD/bin/tls_bench" --server-bin "$BUILD/bin/dtrain-server" --mb "${GPU_VERIFY_TLS_MB:-64}" --rounds 5 \
        --trials "${GPU_VERIFY_TLS_TRIALS:-5}" --connections "${GPU_VERIFY_TLS_CONNECTIONS:-2,1,4,8}" \
        --plain-connections 1,2 > "$log" 2>&1; then
     report "tls push+pull" FAIL "$log" "$(why "$log")"
