@@ -3,9 +3,9 @@
 # PYTHON and data). Not a GPU check: the GPU machine is the only one lent here with idle cores
 # (16), and mutual TLS's targets (push+pull >= 0.8x plaintext, training >= 0.95x) are bounded
 # on the shared 2-core machine by the CPU each GB costs at both ends (docs/security.md, "What
-# it costs"). So the figures come out as INFO lines naming the target and whether it was met;
-# the verification's exit status stays that of the GPU checks. Every run has a time limit, as
-# in the other stages (a run that passes it is a FAIL whose log shows where it stood).
+# it costs"). So the figures come out as INFO lines naming the target and whether it was met,
+# and a target missed does not change the verification's exit status; a run that fails or
+# passes its time limit (as in the other stages) is a FAIL naming its log.
 #   GPU_VERIFY_TLS_MB (64), GPU_VERIFY_TLS_TRIALS (5), GPU_VERIFY_TLS_CONNECTIONS (2,1,4,8),
 #   GPU_VERIFY_TLS_EXAMPLES (training examples per run, 20000),
 #   GPU_VERIFY_TLS_ROUNDS (alternating training rounds, 3) make it smaller.
