@@ -7,13 +7,15 @@
 
 namespace dtrain::kv {
 
-// Both encodings: residual := grad + residual, then the scale over it (in double: the
+// Both encodings: residual := grad + residual (with `drop_opposed`, a residual of the
+// other sign than its gradient is dropped first), then the scale over it (in double: the
 // sum of millions of floats would lose the small ones), written at the head of the
 // zeroed `out`. Returns the scale.
-float OneBitCodec::Accumulate(const float* grad, float* residual, int64_t numel, char* out) const {
+float OneBitCodec::Accumulate(const float* grad, float* residual, int64_t numel, char* out, bool drop_opposed) const {
   std::memset(out, 0, static_cast<size_t>(PackedBytes(numel)));
   double sum = 0;
   for (int64_t i = 0; i < numel; ++i) {
+    if (drop_opposed && residual[i] * grad[i] < 0) residual[i] = 0;
     residual[i] += grad[i];
     sum += std::fabs(static_cast<double>(residual[i]));
   }
@@ -27,7 +29,7 @@ float OneBitCodec::ResidualLimit(float scale) const {
 }
 
 void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char* out) const {
-  const float scale = Accumulate(grad, residual, numel, out);
+  const float scale = Accumulate(grad, residual, numel, out, /*drop_opposed=*/false);
   auto* bits = reinterpret_cast<uint8_t*>(out) + sizeof(scale);
   const float limit = ResidualLimit(scale);
   for (int64_t i = 0; i < numel; ++i) {
@@ -43,7 +45,7 @@ void OneBitCodec::Encode(const float* grad, float* residual, int64_t numel, char
 }
 
 void OneBitCodec::EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const {
-  const float scale = Accumulate(grad, residual, numel, out);
+  const float scale = Accumulate(grad, residual, numel, out, /*drop_opposed=*/true);
   auto* bits = reinterpret_cast<uint8_t*>(out) + sizeof(scale);
   const float limit = ResidualLimit(scale);
   for (int64_t i = 0; i < numel; ++i) {

@@ -199,6 +199,34 @@ TEST(OneBitCodecTest, RoundedEncodingDrawsSignsInProportion) {
   EXPECT_THAT(r, ::testing::Each(0.0f));
 }
 
+// The pushes drop a residual of the other sign than the value's new gradient (a value
+// near zero overshot and would pay it back against its gradient); one of the same sign,
+// or beside a zero gradient, is added as before. The pulls' Encode keeps every residual.
+TEST(OneBitCodecTest, RoundedEncodingDropsAResidualAgainstTheNewGradient) {
+  const OneBitCodec codec(1.0f);
+  const std::vector<float> grad = {2.0f, 2.0f, -2.0f, 0.0f};
+  std::vector<float> residual = {-0.5f, 0.5f, -0.5f, 0.4f};
+  std::string packed(static_cast<size_t>(codec.PackedBytes(4)), '\0');
+  codec.EncodeRounded(grad.data(), residual.data(), 4, packed.data(), 5);
+  std::vector<float> sent(4);
+  ASSERT_TRUE(codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), sent.data(), 4).ok());
+  // v = {2.0 (-0.5 dropped), 2.5, -2.5, 0.4}: scale 7.4 / 4 = 1.85.
+  EXPECT_FLOAT_EQ(sent[0], 1.85f);
+  EXPECT_FLOAT_EQ(sent[1], 1.85f);
+  EXPECT_FLOAT_EQ(sent[2], -1.85f);
+  EXPECT_NEAR(residual[0], 0.15f, 1e-6f);
+  EXPECT_NEAR(residual[1], 0.65f, 1e-6f);
+  EXPECT_NEAR(residual[2], -0.65f, 1e-6f);
+  // 0.4 is within the scale: drawn, with 0.4 - 1.85 or 0.4 + 1.85 (bounded to 1.85) owed.
+  EXPECT_TRUE(std::fabs(residual[3] + 1.45f) < 1e-6f || residual[3] == 1.85f) << residual[3];
+
+  std::vector<float> kept = {-0.5f, 0.5f, -0.5f, 0.4f};
+  std::string pulled(static_cast<size_t>(codec.PackedBytes(4)), '\0');
+  codec.Encode(grad.data(), kept.data(), 4, pulled.data());
+  // v = {1.5, 2.5, -2.5, 0.4}: scale 6.9 / 4 = 1.725; 1.5 owes 1.5 - 1.725.
+  EXPECT_NEAR(kept[0], -0.225f, 1e-6f);
+}
+
 TEST(OneBitCodecTest, ResidualBoundIsInUnitsOfTheScale) {
   const auto bounded = MakeCodec({CompressionType::kOneBit, 0.0f}, EncodeOptions{1.0f});
   const std::vector<float> grad = {4.0f, 0.0f, 0.0f, 0.0f};
