@@ -29,7 +29,7 @@ void StallAdvisor::StepDone(double compute, double blocked) {
   next_ = (next_ + 1) % kWindowSteps;
 }
 
-std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t staleness) const {
+std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t staleness, bool weigh_stale) const {
   const bool sync = mode == KVStoreMode::kDistSync || mode == KVStoreMode::kDistDeviceSync;
   const bool ssp = mode == KVStoreMode::kDistSsp;
   if ((!sync && !ssp) || compute_.empty()) return std::nullopt;
@@ -63,8 +63,10 @@ std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t stalen
       "%.1f ms): they paused rather than ran slow",
       stalled, total, 100.0 * stalled / total, stalls.size(), p90, stall_steps, 1000.0 * step);
   const std::string why = absl::StrFormat(
-      " lets the others go on through %d of such a pause's %d steps (their pushes from stale weights count less "
-      "by how stale; a lead as long as the pause would make more of them count for little)",
+      weigh_stale ? " lets the others go on through %d of such a pause's %d steps (their pushes from stale weights "
+                    "count less by how stale; a lead as long as the pause would make more of them count for little)"
+                  : " lets the others go on through %d of such a pause's %d steps (with --no-weigh-stale their pushes "
+                    "from stale weights count in full; a lead as long as the pause would apply more of them)",
       advised, pause_steps);
   if (sync) {
     return absl::StrCat(what, "; --kv-store dist_ssp --staleness ", advised, why,

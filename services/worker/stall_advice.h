@@ -52,8 +52,9 @@ class StallAdvisor {
   // say: no stalls worth it, or a mode that never waits for others (local, device,
   // dist_async). Under dist_ssp a stall is the part of a pause beyond the slack, so the
   // pause is the given staleness plus the stalls' length in steps; nothing is advised
-  // when the staleness already covers kCoverShare of it.
-  std::optional<std::string> Advice(KVStoreMode mode, int64_t staleness) const;
+  // when the staleness already covers kCoverShare of it. `weigh_stale` as the run was
+  // given it (--no-weigh-stale: false), for what the advice says of stale pushes.
+  std::optional<std::string> Advice(KVStoreMode mode, int64_t staleness, bool weigh_stale = true) const;
 
  private:
   std::vector<double> compute_, blocked_;  // a ring of at most kWindowSteps

@@ -563,7 +563,7 @@ absl::StatusOr<TrainResult> Train(const TrainOptions& o, Cluster& cluster, KVSto
     }
   }
   DTRAIN_LOG(INFO) << monitor.StepTimeLine();
-  if (const std::optional<std::string> advice = monitor.StallAdvice(o.mode, o.staleness)) {
+  if (const std::optional<std::string> advice = monitor.StallAdvice(o.mode, o.staleness, o.weigh_stale)) {
     DTRAIN_LOG(WARNING) << *advice;
   }
   result.weights_fnv = Fnv1a(net);

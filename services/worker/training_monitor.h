@@ -51,8 +51,8 @@ class TrainingMonitor {
 
   // For the run's last lines: whether waits for paused workers cost a noticeable part of
   // the run, and the --kv-store/--staleness that would have hidden them (stall_advice.h).
-  std::optional<std::string> StallAdvice(KVStoreMode mode, int64_t staleness) const {
-    return stalls_.Advice(mode, staleness);
+  std::optional<std::string> StallAdvice(KVStoreMode mode, int64_t staleness, bool weigh_stale) const {
+    return stalls_.Advice(mode, staleness, weigh_stale);
   }
 
   // After validation: sets the validation gauge and appends the epoch's CSV row.

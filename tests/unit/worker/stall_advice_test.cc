@@ -46,6 +46,21 @@ TEST(StallAdviceTest, UnderDistSspThePauseIsTheStalenessPlusTheStall) {
   EXPECT_NE(more->find("--staleness 31 lets"), std::string::npos) << *more;
 }
 
+// Under --no-weigh-stale stale pushes count in full, and the advice says so rather than
+// that they count less.
+TEST(StallAdviceTest, WithoutWeighingTheAdviceSaysStalePushesCountInFull) {
+  const std::optional<std::string> weighed = Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 3, true);
+  const std::optional<std::string> full = Steps(1000, 50, 0.2).Advice(KVStoreMode::kDistSsp, 3, false);
+  ASSERT_TRUE(weighed.has_value());
+  ASSERT_TRUE(full.has_value());
+  EXPECT_NE(weighed->find("count less by how stale"), std::string::npos) << *weighed;
+  EXPECT_EQ(full->find("count less"), std::string::npos) << *full;
+  EXPECT_NE(full->find("--staleness 11 lets the others go on through 11 of such a pause's 14 steps (with "
+                       "--no-weigh-stale their pushes from stale weights count in full"),
+            std::string::npos)
+      << *full;
+}
+
 TEST(StallAdviceTest, NothingToSayWithoutPausesOrForFewOrInModesThatDoNotWait) {
   EXPECT_FALSE(Steps(1000, 0, 0).Advice(KVStoreMode::kDistSync, 0).has_value());      // steady
   EXPECT_FALSE(Steps(1000, 400, 0.6).Advice(KVStoreMode::kDistSync, 0).has_value());  // two hiccups
