@@ -15,8 +15,7 @@ float OneBitCodec::Accumulate(const float* grad, float* residual, int64_t numel,
   std::memset(out, 0, static_cast<size_t>(PackedBytes(numel)));
   double sum = 0;
   for (int64_t i = 0; i < numel; ++i) {
-    if (drop_opposed && residual[i] * grad[i] < 0) residual[i] = 0;
-    residual[i] += grad[i];
+    residual[i] = (drop_opposed ? CarriedResidual(residual[i], grad[i]) : residual[i]) + grad[i];
     sum += std::fabs(static_cast<double>(residual[i]));
   }
   const float scale = numel > 0 ? static_cast<float>(sum / static_cast<double>(numel)) : 0.0f;

@@ -26,17 +26,11 @@ class OneBitCodec final : public GradientCodec {
   void Encode(const float* grad, float* residual, int64_t numel, char* out) const override;
   absl::Status Decode(const char* packed, int64_t packed_bytes, float* out, int64_t numel) const override;
 
-  // The pushes' encoding. First, a residual of the other sign than the value's new
-  // gradient is dropped: 1bit sends every value at the full scale at every step, so a
-  // value near zero always overshoots and owes the overshoot back against the direction
-  // its gradient keeps; paying it back made most of the bits of such values a
-  // back-and-forth. Then as Encode for a value v at least the scale s from zero, but one
+  // The pushes' encoding: a residual of the other sign than the value's new gradient is
+  // dropped first (CarriedResidual: 1bit has no zero, so a value near zero always
+  // overshoots). Then as Encode for a value v at least the scale s from zero, but one
   // within it goes as +s with probability (1 + v / s) / 2, else as -s, so that v is sent
-  // on average, and the residual keeps v - sent. What is dropped leans the pushes towards
-  // the gradients' signs (a small gradient moves its weight by up to s / 2 a step, as in
-  // signSGD), which is what 1bit can afford: over 16 seeds, validation accuracy 1.0
-  // points below uncompressed on LeNet against 5.2 when the residual was kept, and over 9
-  // on the wide mlp 0.6 against 1.8 (docs/tuning.md). Random numbers from `seed` and the
+  // on average, and the residual keeps v - sent. Random numbers from `seed` and the
   // value's index alone (UniformAt).
   void EncodeRounded(const float* grad, float* residual, int64_t numel, char* out, uint64_t seed) const;
 

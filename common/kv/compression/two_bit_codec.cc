@@ -41,7 +41,7 @@ void TwoBitCodec::EncodeRounded(const float* grad, float* residual, int64_t nume
   std::memset(bytes, 0, static_cast<size_t>(PackedBytes(numel)));
   const float q = threshold_, limit = residual_limit_;
   for (int64_t i = 0; i < numel; ++i) {
-    const float v = residual[i] + grad[i];
+    const float v = CarriedResidual(residual[i], grad[i]) + grad[i];
     const float u = UniformAt(seed, i);
     uint8_t& b = bytes[i >> 2];
     float r = v;

@@ -199,6 +199,32 @@ TEST(OneBitCodecTest, RoundedEncodingDrawsSignsInProportion) {
   EXPECT_THAT(r, ::testing::Each(0.0f));
 }
 
+// 2bit's pushes drop a residual of the other sign than the value's new gradient too; the
+// pulls' Encode keeps it.
+TEST(TwoBitCodecTest, RoundedEncodingDropsAResidualAgainstTheNewGradient) {
+  const TwoBitCodec codec(0.5f, 1.0f);
+  // Past the threshold either way, so nothing is drawn: -0.3 dropped before 0.6 (sent
+  // 0.5, 0.1 owed), 0.3 added to 0.6 (0.5 sent, 0.4 owed), -0.2 added to -0.4 (-0.5 sent,
+  // -0.1 owed), 0.2 beside a zero gradient kept (short of the quantum: drawn).
+  const std::vector<float> grad = {0.6f, 0.6f, -0.4f, 0.0f};
+  std::vector<float> residual = {-0.3f, 0.3f, -0.2f, 0.2f};
+  std::string packed(static_cast<size_t>(codec.PackedBytes(4)), '\0');
+  codec.EncodeRounded(grad.data(), residual.data(), 4, packed.data(), 11);
+  std::vector<float> sent(4);
+  ASSERT_TRUE(codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), sent.data(), 4).ok());
+  EXPECT_THAT(std::vector<float>(sent.begin(), sent.begin() + 3), ElementsAre(0.5f, 0.5f, -0.5f));
+  EXPECT_NEAR(residual[0], 0.1f, 1e-6f);
+  EXPECT_NEAR(residual[1], 0.4f, 1e-6f);
+  EXPECT_NEAR(residual[2], -0.1f, 1e-6f);
+  EXPECT_TRUE((sent[3] == 0.5f && std::fabs(residual[3] + 0.3f) < 1e-6f) || (sent[3] == 0.0f && residual[3] == 0.2f))
+      << sent[3] << " " << residual[3];
+
+  // Encode keeps the opposing residual: 0.6 - 0.3 = 0.3 is short of the quantum, owed.
+  std::vector<float> kept = {-0.3f, 0.3f, -0.2f, 0.2f};
+  EXPECT_THAT(RoundTrip(codec, grad, kept), ElementsAre(0.0f, 0.5f, -0.5f, 0.0f));
+  EXPECT_NEAR(kept[0], 0.3f, 1e-6f);
+}
+
 // The pushes drop a residual of the other sign than the value's new gradient (a value
 // near zero overshot and would pay it back against its gradient); one of the same sign,
 // or beside a zero gradient, is added as before. The pulls' Encode keeps every residual.
