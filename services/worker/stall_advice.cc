@@ -62,12 +62,13 @@ std::optional<std::string> StallAdvisor::Advice(KVStoreMode mode, int64_t stalen
       "waited %.1f s of %.1f s (%.0f%%) in %d stalls for other workers (90%% of them under %.2f s, %d steps of "
       "%.1f ms): they paused rather than ran slow",
       stalled, total, 100.0 * stalled / total, stalls.size(), p90, stall_steps, 1000.0 * step);
-  const std::string why = absl::StrFormat(
-      weigh_stale ? " lets the others go on through %d of such a pause's %d steps (their pushes from stale weights "
-                    "count less by how stale; a lead as long as the pause would make more of them count for little)"
-                  : " lets the others go on through %d of such a pause's %d steps (with --no-weigh-stale their pushes "
-                    "from stale weights count in full; a lead as long as the pause would apply more of them)",
-      advised, pause_steps);
+  // What a longer lead would cost depends on whether stale pushes are weighed.
+  const char* cost = weigh_stale ? "their pushes from stale weights count less by how stale; a lead as long as the "
+                                   "pause would make more of them count for little"
+                                 : "with --no-weigh-stale their pushes from stale weights count in full; a lead as "
+                                   "long as the pause would apply more of them";
+  const std::string why =
+      absl::StrFormat(" lets the others go on through %d of such a pause's %d steps (%s)", advised, pause_steps, cost);
   if (sync) {
     return absl::StrCat(what, "; --kv-store dist_ssp --staleness ", advised, why,
                         "; the weights then differ from dist_sync's");

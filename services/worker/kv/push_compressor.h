@@ -41,7 +41,9 @@ class PushCompressor {
   // rollback: the gradients they carried belonged to abandoned steps).
   void Reset(const kv::Placement& placement);
   // Slice `i`'s gradient (`numel` floats, as Reset sized it) plus its residual, packed;
-  // the residual keeps what was not sent (2bit, 1bit: up to kPushResidualBound quanta).
+  // the residual keeps what was not sent (2bit, 1bit: up to kPushResidualBound quanta,
+  // and a value's residual is dropped when it opposes the value's new gradient,
+  // kv::CarriedResidual).
   // 2bit and 1bit round the values short of a quantum at random, seeded by `i` and the
   // pushes of slice `i` since Reset (EncodeRounded). The bytes stay valid until the
   // next Pack of slice `i` or Reset.

@@ -23,17 +23,32 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
+// `packed` decoded into `numel` floats (a failed Decode fails the test).
+std::vector<float> Decoded(const GradientCodec& codec, const std::string& packed, size_t numel) {
+  std::vector<float> out(numel, -999.0f);
+  const absl::Status s =
+      codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), out.data(), static_cast<int64_t>(out.size()));
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
 // Encodes `grad` with `residual`, returns the decoded values.
 std::vector<float> RoundTrip(const GradientCodec& codec, const std::vector<float>& grad, std::vector<float>& residual,
                              std::string* packed_out = nullptr) {
   std::string packed(static_cast<size_t>(codec.PackedBytes(static_cast<int64_t>(grad.size()))), '\xff');
   codec.Encode(grad.data(), residual.data(), static_cast<int64_t>(grad.size()), packed.data());
-  std::vector<float> out(grad.size(), -999.0f);
-  const absl::Status s =
-      codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), out.data(), static_cast<int64_t>(out.size()));
-  EXPECT_TRUE(s.ok()) << s;
   if (packed_out != nullptr) *packed_out = packed;
-  return out;
+  return Decoded(codec, packed, grad.size());
+}
+
+// As RoundTrip, with a codec's rounded (push) encoding and its random stream `seed`
+// (TwoBitCodec, OneBitCodec).
+template <typename Codec>
+std::vector<float> RoundedTrip(const Codec& codec, const std::vector<float>& grad, std::vector<float>& residual,
+                               uint64_t seed) {
+  std::string packed(static_cast<size_t>(codec.PackedBytes(static_cast<int64_t>(grad.size()))), '\xff');
+  codec.EncodeRounded(grad.data(), residual.data(), static_cast<int64_t>(grad.size()), packed.data(), seed);
+  return Decoded(codec, packed, grad.size());
 }
 
 TEST(GradientCodecTest, ParsesMxnetNamesAndChecksTheThreshold) {
@@ -208,10 +223,7 @@ TEST(TwoBitCodecTest, RoundedEncodingDropsAResidualAgainstTheNewGradient) {
   // -0.1 owed), 0.2 beside a zero gradient kept (short of the quantum: drawn).
   const std::vector<float> grad = {0.6f, 0.6f, -0.4f, 0.0f};
   std::vector<float> residual = {-0.3f, 0.3f, -0.2f, 0.2f};
-  std::string packed(static_cast<size_t>(codec.PackedBytes(4)), '\0');
-  codec.EncodeRounded(grad.data(), residual.data(), 4, packed.data(), 11);
-  std::vector<float> sent(4);
-  ASSERT_TRUE(codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), sent.data(), 4).ok());
+  const std::vector<float> sent = RoundedTrip(codec, grad, residual, 11);
   EXPECT_THAT(std::vector<float>(sent.begin(), sent.begin() + 3), ElementsAre(0.5f, 0.5f, -0.5f));
   EXPECT_NEAR(residual[0], 0.1f, 1e-6f);
   EXPECT_NEAR(residual[1], 0.4f, 1e-6f);
@@ -232,10 +244,7 @@ TEST(OneBitCodecTest, RoundedEncodingDropsAResidualAgainstTheNewGradient) {
   const OneBitCodec codec(1.0f);
   const std::vector<float> grad = {2.0f, 2.0f, -2.0f, 0.0f};
   std::vector<float> residual = {-0.5f, 0.5f, -0.5f, 0.4f};
-  std::string packed(static_cast<size_t>(codec.PackedBytes(4)), '\0');
-  codec.EncodeRounded(grad.data(), residual.data(), 4, packed.data(), 5);
-  std::vector<float> sent(4);
-  ASSERT_TRUE(codec.Decode(packed.data(), static_cast<int64_t>(packed.size()), sent.data(), 4).ok());
+  const std::vector<float> sent = RoundedTrip(codec, grad, residual, 5);
   // v = {2.0 (-0.5 dropped), 2.5, -2.5, 0.4}: scale 7.4 / 4 = 1.85.
   EXPECT_FLOAT_EQ(sent[0], 1.85f);
   EXPECT_FLOAT_EQ(sent[1], 1.85f);
@@ -247,8 +256,7 @@ TEST(OneBitCodecTest, RoundedEncodingDropsAResidualAgainstTheNewGradient) {
   EXPECT_TRUE(std::fabs(residual[3] + 1.45f) < 1e-6f || residual[3] == 1.85f) << residual[3];
 
   std::vector<float> kept = {-0.5f, 0.5f, -0.5f, 0.4f};
-  std::string pulled(static_cast<size_t>(codec.PackedBytes(4)), '\0');
-  codec.Encode(grad.data(), kept.data(), 4, pulled.data());
+  RoundTrip(codec, grad, kept);
   // v = {1.5, 2.5, -2.5, 0.4}: scale 6.9 / 4 = 1.725; 1.5 owes 1.5 - 1.725.
   EXPECT_NEAR(kept[0], -0.225f, 1e-6f);
 }
